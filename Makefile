@@ -1,0 +1,125 @@
+# stoker: libstoker (static and shared), the stoker CLI, tests, fuzzers and
+# benchmarks. `make` installs missing Debian packages first (scripts/
+# install-deps), so a fresh Debian 12 machine needs nothing else.
+
+BUILD   ?= build
+CC      ?= cc
+OPT     ?= -O2
+SAN     ?=
+PKGS    := liburing libturbojpeg zlib
+V       ?= 0
+
+DEPS_OK := $(BUILD)/.deps-ok
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-missing-field-initializers
+CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) -fPIC -pthread -Iinclude -MMD -MP
+ifneq ($(SAN),)
+CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SAN)
+endif
+LDLIBS  += $(PKG_LIBS) -lm -ldl -pthread
+
+LIB_SRC  := $(sort $(wildcard src/*/*.c))
+CLI_SRC  := $(sort $(wildcard cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/*.c))
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
+
+STATIC   := $(BUILD)/libstoker.a
+SHARED   := $(BUILD)/libstoker.so
+CLI      := $(BUILD)/stoker
+TESTBIN  := $(BUILD)/stoker-test
+
+.PHONY: all deps test test-asan test-tsan check fuzz fuzz-build bench clean format
+
+all: $(STATIC) $(SHARED) $(CLI)
+
+$(DEPS_OK): scripts/install-deps
+	@mkdir -p $(BUILD)
+	@./scripts/install-deps build
+	@touch $@
+
+deps: $(DEPS_OK)
+
+$(BUILD)/obj/%.o: %.c | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(if $(filter 0,$(V)),@echo "  CC  $<";)$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+$(STATIC): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(SHARED): $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(CLI): $(CLI_OBJ) $(STATIC)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS)
+
+# The test registry is generated from the TEST(name) lines of tests/*.c.
+$(BUILD)/tests_list.h: $(TEST_SRC)
+	@mkdir -p $(BUILD)
+	@grep -ho '^TEST([a-z0-9_]*)' $(TEST_SRC) | sed 's/^TEST(\(.*\))/X(\1)/' > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/tests/runner.o: $(BUILD)/tests_list.h
+$(BUILD)/obj/tests/runner.o: CFLAGS += -I$(BUILD)
+
+$(TESTBIN): $(TEST_OBJ) $(STATIC)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(STATIC) $(LDLIBS)
+
+# Each test runs in its own process with a timeout; the last line is
+# "N passed, N failed[, N skipped]". T=pattern runs a subset.
+test: $(TESTBIN) $(CLI)
+	@./scripts/install-deps test
+	STOKER_BIN=$(abspath $(CLI)) $(TESTBIN) $(T)
+
+# Sanitizer builds of the whole suite (address+undefined) and of the
+# concurrent tests (thread).
+test-asan:
+	$(MAKE) BUILD=build/asan OPT=-O1 SAN=address,undefined test
+test-tsan:
+	$(MAKE) BUILD=build/tsan OPT=-O1 SAN=thread test T='$(or $(T),concurrent)'
+
+check: test test-asan test-tsan
+
+# libFuzzer targets, one per parser, built with clang; FUZZ_SECONDS each.
+FUZZ_SECONDS ?= 20
+FUZZ_BUILD := build/fuzz
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -fsanitize=fuzzer-no-link,address,undefined
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+
+$(FUZZ_BUILD)/obj/%.o: %.c | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	@echo "  CLANG $<"; clang $(FUZZ_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJ) $(LDLIBS)
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@./scripts/install-deps test
+	@set -e; for b in $(FUZZ_BINS); do \
+	  n=$$(basename $$b); c=tests/fuzz/corpus/$${n#fuzz_}; w=$(FUZZ_BUILD)/corpus/$${n#fuzz_}; \
+	  mkdir -p $$w; echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
+	  $$b -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=0 $$w $$c 2>$(FUZZ_BUILD)/$$n.log \
+	    || { tail -40 $(FUZZ_BUILD)/$$n.log; exit 1; }; \
+	  grep -E '^#[0-9]+.*DONE' $(FUZZ_BUILD)/$$n.log | tail -1; \
+	done
+
+bench: all
+	@./scripts/install-deps bench
+	./bench/run $(B)
+
+format:
+	clang-format -i $(LIB_SRC) $(CLI_SRC) $(TEST_SRC) $(wildcard include/stoker/*.h src/*/*.h tests/*.h)
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

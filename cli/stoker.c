@@ -1,0 +1,152 @@
+/* stoker: the command-line tool. Dispatches to one file per subcommand and
+ * holds the helpers they share. */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+struct command {
+  const char *name, *summary, *usage;
+  int (*run)(int, char **);
+};
+
+static const struct command commands[] = {
+#define CMD(name, summary) {#name, summary, cmd_##name##_usage, cmd_##name##_run},
+#include "commands.def"
+#undef CMD
+};
+static const size_t ncommands = sizeof commands / sizeof commands[0];
+
+volatile int cli_interrupted;
+
+void cli_error(const char *cmd, const char *fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (cmd)
+    fprintf(stderr, "stoker %s: %s\n", cmd, msg);
+  else
+    fprintf(stderr, "stoker: %s\n", msg);
+}
+
+int cli_u64(const char *cmd, const char *opt, const char *val, uint64_t min, uint64_t max,
+            uint64_t *out) {
+  uint64_t v;
+  if (stk_parse_u64(val, &v) != 0) {
+    cli_error(cmd, "%s: '%s' is not a whole number", opt, val);
+    return -1;
+  }
+  if (v < min || v > max) {
+    cli_error(cmd, "%s: %s is out of range (%llu..%llu)", opt, val, (unsigned long long)min,
+              (unsigned long long)max);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int cli_size(const char *cmd, const char *opt, const char *val, uint64_t *out) {
+  if (stk_parse_size(val, out) != 0) {
+    cli_error(cmd, "%s: '%s' is not a size (examples: 4096, 128KiB, 1.5GiB)", opt, val);
+    return -1;
+  }
+  return 0;
+}
+
+int cli_double(const char *cmd, const char *opt, const char *val, double min, double max,
+               double *out) {
+  double v;
+  if (stk_parse_double(val, &v) != 0) {
+    cli_error(cmd, "%s: '%s' is not a number", opt, val);
+    return -1;
+  }
+  if (v < min || v > max) {
+    cli_error(cmd, "%s: %s is out of range (%g..%g)", opt, val, min, max);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int cli_progress_enabled(void) {
+  const char *ci = getenv("CI");
+  return isatty(2) && !(ci && *ci);
+}
+
+static void on_signal(int sig) {
+  cli_interrupted = 1;
+  signal(sig, SIG_DFL);
+}
+
+void cli_catch_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+static const struct command *find(const char *name) {
+  for (size_t i = 0; i < ncommands; i++)
+    if (strcmp(commands[i].name, name) == 0) return &commands[i];
+  return NULL;
+}
+
+void cli_usage(FILE *f, const char *cmd) {
+  const struct command *c = find(cmd);
+  if (c) fputs(c->usage, f);
+}
+
+static void overview(FILE *f) {
+  fprintf(f,
+          "stoker %s: keep accelerators fed.\n\n"
+          "usage: stoker COMMAND [OPTIONS]\n\ncommands:\n",
+          stk_version());
+  for (size_t i = 0; i < ncommands; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f,
+          "  %-9s %s\n\n"
+          "`stoker help COMMAND` shows a command's options; `stoker --version` the version.\n",
+          "help", "show this overview or a command's options");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    overview(stderr);
+    return CLI_USAGE;
+  }
+  const char *name = argv[1];
+  if (!strcmp(name, "--version") || !strcmp(name, "version")) {
+    printf("stoker %s\n", stk_version());
+    return CLI_OK;
+  }
+  if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
+    if (argc < 3) {
+      overview(stdout);
+      return CLI_OK;
+    }
+    const struct command *c = find(argv[2]);
+    if (!c) {
+      cli_error(NULL, "no command '%s'; `stoker help` lists them", argv[2]);
+      return CLI_USAGE;
+    }
+    fputs(c->usage, stdout);
+    return CLI_OK;
+  }
+  const struct command *c = find(name);
+  if (!c) {
+    cli_error(NULL, "no command '%s'; `stoker help` lists them", name);
+    return CLI_USAGE;
+  }
+  for (int i = 2; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(c->usage, stdout);
+      return CLI_OK;
+    }
+  return c->run(argc - 1, argv + 1);
+}

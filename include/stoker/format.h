@@ -1,0 +1,130 @@
+/* Datasets on disk: sharded files in one of the formats users already have
+ * (TFRecord, WebDataset tar, NumPy npy/npz, Mosaic MDS, plain files), each a
+ * backend behind one struct stk_format_ops. A dataset is a list of shards,
+ * each with an index of the byte range of every sample, so that any sample
+ * can be read by its global number. */
+#ifndef STOKER_FORMAT_H
+#define STOKER_FORMAT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "stoker/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STK_FIELD_NAME_MAX 32
+#define STK_MAX_FIELDS 16
+
+/* How a field's bytes are stored. Deflated fields (npz members) are
+ * inflated by the decode stage, never by the parser. */
+enum stk_encoding { STK_ENC_NONE = 0, STK_ENC_DEFLATE = 1 };
+
+/* One named part of a sample: "jpg" and "cls" of a WebDataset sample, a
+ * column of an MDS sample, an array of an npz file. data points into the
+ * buffer the sample was parsed from (the caller's), never owned here. */
+struct stk_field {
+  char name[STK_FIELD_NAME_MAX];
+  const uint8_t *data;
+  uint64_t len;     /* stored bytes at data */
+  uint64_t raw_len; /* bytes after decoding the encoding (== len for NONE) */
+  int encoding;     /* enum stk_encoding */
+};
+
+/* A sample split into fields. label is the class (plain-file datasets: the
+ * index of the first-level subfolder), or -1 when the format has none. */
+struct stk_sample {
+  uint64_t index; /* global sample number */
+  int32_t label;
+  char key[128];  /* WebDataset key, file name, or "" */
+  int nfields;
+  struct stk_field fields[STK_MAX_FIELDS];
+};
+
+/* Format capabilities. */
+#define STK_FMT_RANDOM_ACCESS 0x1u /* per-sample index: full-permutation shuffle */
+#define STK_FMT_CHECKSUM 0x2u      /* stores checksums that verify can check */
+#define STK_FMT_WRITE 0x4u         /* has a writer (gen, pack) */
+
+struct stk_dataset;
+struct stk_shard;
+struct stk_writer;
+
+/* One format backend. Hooks are documented in src/format/format_impl.h;
+ * the table stk_formats[] lists them all, NULL-terminated. */
+struct stk_format_ops;
+extern const struct stk_format_ops *const stk_formats[];
+
+/* Name, capability flags and description of a format by position in
+ * stk_formats[]; returns STK_ENOENT past the end. */
+int stk_format_info(int i, const char **name, unsigned *caps, const char **desc);
+
+/* ---- reading --------------------------------------------------------- */
+
+struct stk_dataset_opts {
+  const char *format; /* "tfrecord", "wds", "npy", "npz", "mds", "files", or NULL to detect */
+  int index_threads;  /* threads building shard indexes; 0 = number of cores */
+};
+
+/* Open the dataset at path: a directory of shards, a single shard file, or
+ * an MDS directory with index.json. Builds (or reads) every shard's index.
+ * On failure returns a code and, when errmsg is given, a sentence naming the
+ * file and offset into errmsg (STK_ERRMSG_MAX bytes). *out is set only on
+ * success; close it with stk_dataset_close(). */
+int stk_dataset_open(struct stk_dataset **out, const char *path,
+                     const struct stk_dataset_opts *opts, char *errmsg);
+void stk_dataset_close(struct stk_dataset *ds);
+
+uint64_t stk_dataset_num_samples(const struct stk_dataset *ds);
+size_t stk_dataset_num_shards(const struct stk_dataset *ds);
+const char *stk_dataset_format(const struct stk_dataset *ds);
+unsigned stk_dataset_caps(const struct stk_dataset *ds);
+
+struct stk_shard_info {
+  const char *path;    /* owned by the dataset */
+  uint64_t first;      /* global number of its first sample */
+  uint64_t count;      /* samples in the shard */
+  uint64_t bytes;      /* sum of the samples' byte ranges */
+};
+int stk_dataset_shard_info(const struct stk_dataset *ds, size_t i, struct stk_shard_info *out);
+
+/* Read sample n into *buf (grown with realloc as needed; the caller owns it
+ * and frees it) and split it into *out, whose fields point into *buf.
+ * verify != 0 checks every stored checksum. Errors name file and offset. */
+int stk_dataset_read(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **buf,
+                     size_t *cap, struct stk_sample *out);
+
+/* Detail string of the dataset's last error; never NULL. */
+const char *stk_dataset_errmsg(const struct stk_dataset *ds);
+
+/* ---- writing --------------------------------------------------------- */
+
+struct stk_writer_opts {
+  const char *format;          /* a format with STK_FMT_WRITE */
+  const char *dir;             /* output directory, created if missing */
+  const char *prefix;          /* shard file name prefix; NULL = "shard" */
+  uint64_t shard_bytes;        /* start a new shard past this size; 0 = no limit */
+  uint64_t samples_per_shard;  /* start a new shard after this many; 0 = no limit */
+  int write_index;             /* also write DALI-style .idx files (tfrecord) */
+};
+
+/* Create a writer. Shards are written to temporary names and renamed when
+ * complete, so an interrupted write never leaves a shard that reads as
+ * valid. Close with stk_writer_close(), which finishes the last shard and
+ * any dataset-level index (MDS index.json); stk_writer_abort() removes
+ * what was written instead. */
+int stk_writer_open(struct stk_writer **out, const struct stk_writer_opts *opts, char *errmsg);
+/* Append one sample; the writer copies what it needs. */
+int stk_writer_add(struct stk_writer *w, const struct stk_sample *s);
+int stk_writer_close(struct stk_writer *w);
+void stk_writer_abort(struct stk_writer *w);
+const char *stk_writer_errmsg(const struct stk_writer *w);
+/* Bytes written so far (for progress and write-rate figures). */
+uint64_t stk_writer_bytes(const struct stk_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,198 @@
+/* The loader: a producer/consumer pipeline that streams batches of samples
+ * from a dataset to a consumer.
+ *
+ *   sampler -> read (I/O engine) -> decode workers -> batcher -> prefetch ring
+ *
+ * The consumer calls stk_loader_next() for a batch and stk_batch_release()
+ * when done with it. Every stage accounts its busy time, the time it waited
+ * for input and the time it was blocked on output; the consumer's own wait
+ * per batch is the time an accelerator would have starved. */
+#ifndef STOKER_LOADER_H
+#define STOKER_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "stoker/error.h"
+#include "stoker/format.h"
+#include "stoker/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- sampler --------------------------------------------------------- */
+
+enum stk_shuffle {
+  STK_SHUFFLE_AUTO = 0, /* GLOBAL for random-access formats, else BLOCK */
+  STK_SHUFFLE_NONE,     /* dataset order */
+  STK_SHUFFLE_GLOBAL,   /* a full seeded permutation of all samples per epoch */
+  STK_SHUFFLE_BLOCK,    /* seeded shard order, then samples shuffled within
+                           consecutive windows of shuffle_window samples: a
+                           bounded shuffle buffer whose order is reproducible
+                           from (seed, epoch, position) alone */
+};
+
+/* Where an epoch stands; enough to resume with exactly the same remaining
+ * order, for any world size. position counts samples of the epoch's global
+ * order already delivered by all ranks together. */
+struct stk_sampler_state {
+  uint64_t seed;
+  uint64_t epoch;
+  uint64_t position;
+};
+
+struct stk_sampler;
+
+struct stk_sampler_opts {
+  enum stk_shuffle shuffle;
+  uint64_t seed;
+  uint64_t shuffle_window; /* BLOCK mode window; 0 = 4096 */
+  uint32_t rank, world;    /* this rank of world ranks; world 0 = 1 */
+};
+
+/* The sampler is usable on its own (tests, other loaders). It reads only
+ * shard sample counts from ds. */
+int stk_sampler_open(struct stk_sampler **out, const struct stk_dataset *ds,
+                     const struct stk_sampler_opts *opts);
+void stk_sampler_close(struct stk_sampler *s);
+/* Next global sample number for this rank, or STK_EOF at the end of the
+ * epoch. Advances the shared position by one round (world samples) each
+ * time every rank would have taken one. */
+int stk_sampler_next(struct stk_sampler *s, uint64_t *sample);
+/* Start epoch e (position 0). */
+void stk_sampler_set_epoch(struct stk_sampler *s, uint64_t e);
+/* Samples this rank gets in the current epoch. */
+uint64_t stk_sampler_epoch_len(const struct stk_sampler *s);
+/* Save the state at a round boundary (after a whole batch of every rank). */
+void stk_sampler_save(const struct stk_sampler *s, struct stk_sampler_state *st);
+/* Restore a saved state, possibly into a sampler of another world size;
+ * STK_EINVAL if the seed differs or the position is past the epoch. */
+int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st);
+
+/* ---- decode ---------------------------------------------------------- */
+
+enum stk_decode_kind { STK_DECODE_RAW = 0, STK_DECODE_JPEG, STK_DECODE_NPY };
+enum stk_dtype { STK_DTYPE_U8 = 0, STK_DTYPE_F32 };
+enum stk_layout { STK_LAYOUT_HWC = 0, STK_LAYOUT_CHW };
+
+struct stk_decode_cfg {
+  int kind;          /* enum stk_decode_kind */
+  const char *field; /* field to decode (e.g. "jpg"); NULL = the first */
+  /* JPEG: the ResNet-50 training transform. */
+  int out_h, out_w;  /* output size; 0 = 224 */
+  int train;         /* 1: random resized crop + random flip; 0: center crop */
+  float scale_min, scale_max; /* crop area range; 0,0 = 0.08, 1.0 */
+  float ratio_min, ratio_max; /* crop aspect range; 0,0 = 3/4, 4/3 */
+  int dtype;         /* enum stk_dtype; F32 is normalized by mean/std */
+  int layout;        /* enum stk_layout */
+  float mean[3], std[3]; /* in 0..255 units; zeros = ImageNet's */
+};
+
+/* ---- loader ---------------------------------------------------------- */
+
+/* Allocator for batch buffers, so pinned (page-locked) memory can back
+ * them. alloc returns memory of at least size bytes aligned to 4096, or
+ * NULL; free releases it. Called only when the pool grows, never per
+ * sample or per batch in steady state. */
+struct stk_allocator {
+  void *(*alloc)(void *ctx, size_t size);
+  void (*free)(void *ctx, void *p, size_t size);
+  void *ctx;
+};
+
+enum stk_on_error { STK_ON_ERROR_FAIL = 0, STK_ON_ERROR_SKIP };
+
+struct stk_loader_opts {
+  uint32_t batch_size;    /* samples per batch; 0 = 32 */
+  uint32_t threads;       /* decode workers; 0 = number of cores */
+  uint32_t epochs;        /* 0 = 1 */
+  int drop_last;          /* drop a final partial batch of an epoch */
+  struct stk_sampler_opts sampler;
+  struct stk_decode_cfg decode;
+  const char *io_engine;  /* "auto", "io_uring", "pread"; NULL = auto */
+  int direct;             /* O_DIRECT reads into aligned buffers */
+  int verify;             /* check stored checksums; -1 = format default (on) */
+  uint64_t max_inflight;  /* bytes in flight in the I/O engine; 0 = 64 MiB */
+  uint32_t io_depth;      /* requests in flight; 0 = 64 */
+  uint32_t prefetch;      /* initial ring depth in batches; 0 = 2 */
+  uint32_t prefetch_max;  /* depth the ring may grow to; 0 = 16 */
+  uint64_t mem_cap;       /* cap on batch-buffer bytes (ring + in flight); 0 = 1 GiB */
+  int on_error;           /* enum stk_on_error */
+  const struct stk_allocator *alloc; /* NULL = aligned malloc */
+  const struct stk_sampler_state *resume; /* NULL = start at epoch 0 */
+};
+
+/* One batch, owned by the loader until stk_batch_release(). data holds the
+ * samples back to back (fixed-size decodes) or at offsets[i] with lengths
+ * len[i] (variable-size ones); labels[i] is -1 where there is none. */
+struct stk_batch {
+  uint32_t n;
+  uint64_t epoch;
+  uint64_t seq;          /* batch number since start */
+  uint8_t *data;
+  uint64_t bytes;        /* sum of len[] */
+  const uint64_t *offsets;
+  const uint64_t *len;
+  const uint64_t *indices; /* global sample numbers */
+  const int32_t *labels;
+  uint32_t skipped;      /* samples dropped by on_error=skip */
+};
+
+struct stk_loader;
+
+/* Start the pipeline's threads on an open dataset (which must outlive the
+ * loader). Returns 0, or a code with errmsg (if given) set. */
+int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
+                    const struct stk_loader_opts *opts, char *errmsg);
+/* Block until the next batch is ready and hand it out. Returns 0, STK_EOF
+ * after the last epoch, or the first pipeline error (with errmsg set; the
+ * loader is then stopped). The batch stays valid until released. */
+int stk_loader_next(struct stk_loader *l, struct stk_batch **out);
+void stk_batch_release(struct stk_loader *l, struct stk_batch *b);
+/* Stop the threads and free everything; unreleased batches die with it. */
+void stk_loader_close(struct stk_loader *l);
+/* Ask the pipeline to stop soon; next() then returns STK_ECANCELED.
+ * Safe from a signal handler's thread (only sets a flag). */
+void stk_loader_cancel(struct stk_loader *l);
+const char *stk_loader_errmsg(const struct stk_loader *l);
+/* Sampler state after the last batch handed out: save it to resume. */
+void stk_loader_state(const struct stk_loader *l, struct stk_sampler_state *st);
+/* Name of the I/O engine in use ("io_uring" or "pread"). */
+const char *stk_loader_engine(const struct stk_loader *l);
+
+/* ---- stats ----------------------------------------------------------- */
+
+enum stk_stage { STK_STAGE_READ = 0, STK_STAGE_DECODE, STK_STAGE_BATCH, STK_STAGE_RING,
+                 STK_STAGE_COUNT };
+
+struct stk_stage_stats {
+  const char *name;
+  uint64_t busy_ns;       /* summed over the stage's threads */
+  uint64_t wait_in_ns;    /* blocked waiting for input */
+  uint64_t wait_out_ns;   /* blocked because the next stage was full */
+  uint64_t items, bytes;
+  uint32_t threads;
+};
+
+struct stk_loader_stats {
+  struct stk_stage_stats stage[STK_STAGE_COUNT];
+  uint64_t wall_ns;        /* since open */
+  uint64_t batches, samples, bytes, skipped;
+  uint64_t consumer_wait_ns; /* total time next() blocked */
+  uint64_t wait_p50_ns, wait_p99_ns, wait_max_ns; /* per batch */
+  uint32_t ring_depth, ring_depth_max;
+  uint64_t mem_bytes;      /* batch-buffer bytes allocated */
+  uint64_t read_ops, read_bytes; /* I/O requests after coalescing */
+};
+
+/* Snapshot the stats; safe while the pipeline runs. */
+void stk_loader_stats(struct stk_loader *l, struct stk_loader_stats *st);
+/* Write the stats as a JSON object (the keys of struct stk_loader_stats). */
+void stk_loader_stats_json(const struct stk_loader_stats *st, struct stk_json *j);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

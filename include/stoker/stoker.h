@@ -1,0 +1,10 @@
+/* libstoker: everything in one include. */
+#ifndef STOKER_H
+#define STOKER_H
+
+#include "stoker/error.h"
+#include "stoker/format.h"
+#include "stoker/loader.h"
+#include "stoker/util.h"
+
+#endif

@@ -1,0 +1,113 @@
+/* Small utilities that the CLI and library users share with the library:
+ * clocks, size parsing and printing, a seeded RNG, a streaming JSON writer,
+ * CRC32C and logging. All are thread-safe unless a handle is shared. */
+#ifndef STOKER_UTIL_H
+#define STOKER_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STOKER_VERSION "0.1.0"
+
+/* Version string of the library ("0.1.0"); static. */
+const char *stk_version(void);
+
+/* ---- clocks ---------------------------------------------------------- */
+
+/* Monotonic time in nanoseconds (CLOCK_MONOTONIC). */
+uint64_t stk_now_ns(void);
+/* CPU time consumed by the whole process, in nanoseconds. */
+uint64_t stk_cpu_ns(void);
+/* Sleep for ns nanoseconds; resumes after signals. */
+void stk_sleep_ns(uint64_t ns);
+
+/* ---- parsing and printing -------------------------------------------- */
+
+/* Parse a byte size: "4096", "128KiB", "128K", "1.5GiB", "2MB" (powers of
+ * 1024 for K/M/G/T with or without "iB"; powers of 1000 for "kB"/"MB"/"GB").
+ * Returns 0 and sets *out, or STK_EINVAL for text that is not a size and
+ * STK_ERANGE for one that does not fit in 64 bits. */
+int stk_parse_size(const char *s, uint64_t *out);
+/* Parse a whole decimal unsigned integer; same returns as stk_parse_size. */
+int stk_parse_u64(const char *s, uint64_t *out);
+/* Parse a whole finite floating-point number; STK_EINVAL otherwise. */
+int stk_parse_double(const char *s, double *out);
+/* Print a byte count as "1.50 GiB" into buf (at least 16 bytes); returns buf. */
+char *stk_fmt_bytes(uint64_t bytes, char *buf, size_t n);
+
+/* ---- random numbers -------------------------------------------------- */
+
+/* xoshiro256** seeded through splitmix64: fast, and the same stream for the
+ * same seed on every machine. Not for cryptography. */
+struct stk_rng {
+  uint64_t s[4];
+};
+void stk_rng_seed(struct stk_rng *r, uint64_t seed);
+uint64_t stk_rng_next(struct stk_rng *r);
+/* Uniform integer in [0, bound) without modulo bias; bound > 0. */
+uint64_t stk_rng_below(struct stk_rng *r, uint64_t bound);
+/* Uniform double in [0, 1). */
+double stk_rng_double(struct stk_rng *r);
+/* Standard normal deviate (Box-Muller). */
+double stk_rng_normal(struct stk_rng *r);
+/* Mix two 64-bit values into one well-spread seed (for per-epoch streams). */
+uint64_t stk_mix64(uint64_t a, uint64_t b);
+
+/* ---- CRC32C (Castagnoli) --------------------------------------------- */
+
+/* Extend crc over len bytes (start with crc = 0). Uses the SSE4.2 crc32
+ * instruction when the CPU has it, a table otherwise; same result. */
+uint32_t stk_crc32c(uint32_t crc, const void *data, size_t len);
+/* TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8. */
+uint32_t stk_crc32c_mask(uint32_t crc);
+
+/* ---- JSON writer ----------------------------------------------------- */
+
+/* Streams well-formed JSON to a FILE; commas and nesting are handled by the
+ * writer. Strings are escaped. Non-finite doubles are written as null, since
+ * JSON has no NaN: a figure that could not be measured is null, never 0. */
+#define STK_JSON_MAX_DEPTH 32
+struct stk_json {
+  FILE *f;
+  int depth;
+  int indent;                          /* 0 = compact, else spaces per level */
+  unsigned char first[STK_JSON_MAX_DEPTH]; /* no member written yet at depth */
+  int after_key;
+};
+void stk_json_init(struct stk_json *j, FILE *f, int indent);
+void stk_json_obj_begin(struct stk_json *j);
+void stk_json_obj_end(struct stk_json *j);
+void stk_json_arr_begin(struct stk_json *j);
+void stk_json_arr_end(struct stk_json *j);
+void stk_json_key(struct stk_json *j, const char *key);
+void stk_json_str(struct stk_json *j, const char *s);
+void stk_json_u64(struct stk_json *j, uint64_t v);
+void stk_json_i64(struct stk_json *j, int64_t v);
+void stk_json_dbl(struct stk_json *j, double v);
+void stk_json_bool(struct stk_json *j, int v);
+void stk_json_null(struct stk_json *j);
+/* Convenience: key followed by a value. */
+void stk_json_kstr(struct stk_json *j, const char *k, const char *s);
+void stk_json_ku64(struct stk_json *j, const char *k, uint64_t v);
+void stk_json_kdbl(struct stk_json *j, const char *k, double v);
+
+/* ---- logging --------------------------------------------------------- */
+
+enum stk_log_level { STK_LOG_ERROR, STK_LOG_WARN, STK_LOG_INFO, STK_LOG_DEBUG };
+/* The process-wide log level registry; initial level is WARN, or the value
+ * of STOKER_LOG (error|warn|info|debug) at first use. */
+void stk_log_set_level(enum stk_log_level lvl);
+enum stk_log_level stk_log_get_level(void);
+void stk_log(enum stk_log_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,59 @@
+/* Internal helpers of src/base shared by every subsystem: error detail
+ * formatting, errno mapping, checked allocation and file helpers. Nothing
+ * here is part of the public API. */
+#ifndef STOKER_BASE_H
+#define STOKER_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stoker/error.h"
+#include "stoker/util.h"
+
+#define STK__MIN(a, b) ((a) < (b) ? (a) : (b))
+#define STK__MAX(a, b) ((a) > (b) ? (a) : (b))
+#define STK__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Format a detail message into buf (STK_ERRMSG_MAX bytes) and return code,
+ * so failure paths read `return stk__errf(h->err, STK_ECRC, "...", ...)`.
+ * buf may be NULL, in which case only the code is returned. */
+int stk__errf(char *buf, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Map an errno value to the closest STK_E* code. */
+int stk__from_errno(int errnum);
+
+/* Read exactly len bytes at off, retrying short reads and EINTR. Returns 0,
+ * STK_ETRUNC when the file ends first, or a mapped errno code. */
+int stk__pread_full(int fd, void *buf, size_t len, uint64_t off);
+/* Write all of buf, retrying short writes and EINTR. */
+int stk__write_full(int fd, const void *buf, size_t len);
+
+/* Little-endian loads and stores, alignment-free. */
+static inline uint16_t stk__ld16(const void *p) {
+  const uint8_t *b = p;
+  return (uint16_t)(b[0] | (b[1] << 8));
+}
+static inline uint32_t stk__ld32(const void *p) {
+  const uint8_t *b = p;
+  return (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) | ((uint32_t)b[3] << 24);
+}
+static inline uint64_t stk__ld64(const void *p) {
+  const uint8_t *b = p;
+  return (uint64_t)stk__ld32(b) | ((uint64_t)stk__ld32(b + 4) << 32);
+}
+static inline void stk__st16(void *p, uint16_t v) {
+  uint8_t *b = p;
+  b[0] = (uint8_t)v;
+  b[1] = (uint8_t)(v >> 8);
+}
+static inline void stk__st32(void *p, uint32_t v) {
+  uint8_t *b = p;
+  for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void stk__st64(void *p, uint64_t v) {
+  stk__st32(p, (uint32_t)v);
+  stk__st32((uint8_t *)p + 4, (uint32_t)(v >> 32));
+}
+
+#endif

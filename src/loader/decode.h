@@ -1,0 +1,47 @@
+/* Decode ops: what the loader's decode workers do to one field of a sample
+ * on its way into the batch buffer. One backend per file behind struct
+ * stk_decode_ops (raw passthrough, JPEG with the ResNet-50 training
+ * transform, npy array extraction), listed in stk__decoders[]. */
+#ifndef STOKER_DECODE_H
+#define STOKER_DECODE_H
+
+#include <stdint.h>
+
+#include "../base/base.h"
+#include "stoker/format.h"
+#include "stoker/loader.h"
+
+/* Per-worker scratch that a decoder keeps between calls (a turbojpeg
+ * handle, resize buffers, a zlib stream). Created lazily on first use by
+ * the decoder itself and freed by its thread_free hook. */
+struct stk_decode_tls {
+  void *state[4]; /* indexed by decoder id */
+};
+
+struct stk_decode_ops {
+  const char *name; /* "raw", "jpeg", "npy" */
+
+  /* Bytes this field will occupy in the batch buffer. Fixed-size outputs
+   * (jpeg to HxW) ignore the field; variable ones return its decoded size.
+   * Must be cheap: called for every sample before the batch is laid out. */
+  int (*out_size)(const struct stk_decode_cfg *cfg, const struct stk_field *in, uint64_t *size,
+                  char *err);
+
+  /* Decode in to out (cap bytes, at least out_size). rng is the sample's
+   * own stream (seeded by seed, epoch and sample number), so augmentation
+   * is reproducible whatever thread runs it. Sets *out_len. */
+  int (*decode)(const struct stk_decode_cfg *cfg, void **tls, const struct stk_field *in,
+                uint8_t *out, uint64_t cap, uint64_t *out_len, struct stk_rng *rng, char *err);
+
+  /* Free what decode left in *tls. Optional. */
+  void (*thread_free)(void *tls);
+};
+
+extern const struct stk_decode_ops stk__dec_raw;
+extern const struct stk_decode_ops stk__dec_jpeg;
+extern const struct stk_decode_ops stk__dec_npy;
+
+/* Inflate a raw-deflate (zip method 8) field into out; exact size expected. */
+int stk__inflate(const uint8_t *in, uint64_t in_len, uint8_t *out, uint64_t out_len, char *err);
+
+#endif
