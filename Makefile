@@ -35,7 +35,7 @@ SHARED   := $(BUILD)/libstoker.so
 CLI      := $(BUILD)/stoker
 TESTBIN  := $(BUILD)/stoker-test
 
-.PHONY: all deps test test-asan test-tsan check fuzz fuzz-build bench clean format
+.PHONY: bench-build all deps test test-asan test-tsan check fuzz fuzz-build bench clean format
 
 all: $(STATIC) $(SHARED) $(CLI)
 
@@ -112,7 +112,18 @@ fuzz: fuzz-build
 	  grep -E '^#[0-9]+.*DONE' $(FUZZ_BUILD)/$$n.log | tail -1; \
 	done
 
-bench: all
+# Benchmark programs: bench/NAME.c -> build/bench/NAME, linked with the
+# static library (they may use internal headers to time one stage alone).
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+$(BUILD)/bench/%: bench/%.c $(STATIC) | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
+
+bench-build: all $(BENCH_BINS)
+
+# Each bench/NAME.sh prints a short table and writes bench/results/NAME.json.
+bench: bench-build
 	@./scripts/install-deps bench
 	./bench/run $(B)
 
