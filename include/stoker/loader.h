@@ -113,7 +113,7 @@ struct stk_loader_opts {
   struct stk_decode_cfg decode;
   const char *io_engine;  /* "auto", "io_uring", "pread"; NULL = auto */
   int direct;             /* O_DIRECT reads into aligned buffers */
-  int verify;             /* check stored checksums; -1 = format default (on) */
+  int skip_verify;        /* do not check stored checksums (on by default) */
   uint64_t max_inflight;  /* bytes in flight in the I/O engine; 0 = 64 MiB */
   uint32_t io_depth;      /* requests in flight; 0 = 64 */
   uint32_t prefetch;      /* initial ring depth in batches; 0 = 2 */

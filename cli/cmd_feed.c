@@ -1,0 +1,409 @@
+/* stoker feed: stream a dataset through the loader to a consumer that
+ * takes a fixed time per batch, and report throughput, the consumer's wait
+ * and what each pipeline stage did. With no dataset it generates a small
+ * JPEG dataset once (under $TMPDIR) and feeds that. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+const char cmd_feed_usage[] =
+    "usage: stoker feed [DATASET] [OPTIONS]\n"
+    "\n"
+    "Stream DATASET through the loader (sampler -> reads -> decode -> batches ->\n"
+    "prefetch ring) and report throughput, the consumer's wait and per-stage times.\n"
+    "Without DATASET, a 2,048-image JPEG dataset is generated once under $TMPDIR\n"
+    "and decoded with the ResNet-50 training transform.\n"
+    "\n"
+    "dataset:\n"
+    "  --format F          tfrecord, wds, npy, npz, mds, files (default: detect)\n"
+    "pipeline:\n"
+    "  --batch N           samples per batch (default 64)\n"
+    "  --threads N         decode workers (default: number of cores)\n"
+    "  --epochs N          epochs to run (default 1)\n"
+    "  --drop-last         drop the last partial batch of each epoch\n"
+    "  --consumer-ms X     the consumer's time per batch in ms (default 0)\n"
+    "  --limit N           stop after N batches (with --save-state: resume later)\n"
+    "sampling:\n"
+    "  --shuffle MODE      auto, none, global, block (default auto: global for\n"
+    "                      random-access formats, block otherwise)\n"
+    "  --seed S            shuffle and augmentation seed (default 0)\n"
+    "  --window N          block-shuffle window in samples (default 4096)\n"
+    "  --rank R --world W  read rank R's share of W ranks (default 0 of 1)\n"
+    "  --resume FILE       continue from a state saved with --save-state\n"
+    "  --save-state FILE   write the sampler state after the last batch\n"
+    "decode:\n"
+    "  --decode KIND       raw, jpeg, npy (default raw; jpeg for the default dataset)\n"
+    "  --field NAME        field to decode (default: the first of each sample)\n"
+    "  --size HxW          jpeg output size (default 224x224)\n"
+    "  --dtype T           u8 or f32 (normalized) (default u8)\n"
+    "  --layout L          hwc or chw (default hwc)\n"
+    "  --eval              center crop instead of random resized crop and flip\n"
+    "I/O and memory:\n"
+    "  --engine E          auto, io_uring, pread (default auto)\n"
+    "  --direct            O_DIRECT reads (bypass the page cache)\n"
+    "  --no-verify         do not check stored checksums\n"
+    "  --on-error MODE     fail or skip bad samples (default fail)\n"
+    "  --prefetch N        initial ring depth in batches (default 2)\n"
+    "  --prefetch-max N    depth the ring may grow to (default 16)\n"
+    "  --mem-cap SIZE      cap on batch buffers (default 1GiB)\n"
+    "  --inflight SIZE     bytes of reads in flight (default 64MiB)\n"
+    "output:\n"
+    "  --json              print the report as JSON on stdout\n"
+    "  -q, --quiet         no progress line\n";
+
+struct feed_args {
+  const char *path, *format, *resume, *save_state;
+  struct stk_loader_opts lo;
+  double consumer_ms;
+  uint64_t limit;
+  int json, quiet, default_dataset;
+};
+
+enum {
+  O_FORMAT = 256, O_BATCH, O_THREADS, O_EPOCHS, O_DROP_LAST, O_CONSUMER, O_LIMIT, O_SHUFFLE,
+  O_SEED, O_WINDOW, O_RANK, O_WORLD, O_RESUME, O_SAVE, O_DECODE, O_FIELD, O_SIZE, O_DTYPE,
+  O_LAYOUT, O_EVAL, O_ENGINE, O_DIRECT, O_NOVERIFY, O_ONERROR, O_PREFETCH, O_PREFETCH_MAX,
+  O_MEMCAP, O_INFLIGHT, O_JSON
+};
+
+static const struct option options[] = {
+    {"format", 1, 0, O_FORMAT},     {"batch", 1, 0, O_BATCH},
+    {"threads", 1, 0, O_THREADS},   {"epochs", 1, 0, O_EPOCHS},
+    {"drop-last", 0, 0, O_DROP_LAST}, {"consumer-ms", 1, 0, O_CONSUMER},
+    {"limit", 1, 0, O_LIMIT},       {"shuffle", 1, 0, O_SHUFFLE},
+    {"seed", 1, 0, O_SEED},         {"window", 1, 0, O_WINDOW},
+    {"rank", 1, 0, O_RANK},         {"world", 1, 0, O_WORLD},
+    {"resume", 1, 0, O_RESUME},     {"save-state", 1, 0, O_SAVE},
+    {"decode", 1, 0, O_DECODE},     {"field", 1, 0, O_FIELD},
+    {"size", 1, 0, O_SIZE},         {"dtype", 1, 0, O_DTYPE},
+    {"layout", 1, 0, O_LAYOUT},     {"eval", 0, 0, O_EVAL},
+    {"engine", 1, 0, O_ENGINE},     {"direct", 0, 0, O_DIRECT},
+    {"no-verify", 0, 0, O_NOVERIFY}, {"on-error", 1, 0, O_ONERROR},
+    {"prefetch", 1, 0, O_PREFETCH}, {"prefetch-max", 1, 0, O_PREFETCH_MAX},
+    {"mem-cap", 1, 0, O_MEMCAP},    {"inflight", 1, 0, O_INFLIGHT},
+    {"json", 0, 0, O_JSON},         {"quiet", 0, 0, 'q'},
+    {0, 0, 0, 0}};
+
+/* Index of s in the NULL-terminated list, or -1 with an error printed. */
+static int pick(const char *opt, const char *s, const char *const *names) {
+  for (int i = 0; names[i]; i++)
+    if (strcmp(s, names[i]) == 0) return i;
+  char all[256] = "";
+  for (int i = 0; names[i]; i++) {
+    strcat(all, i ? ", " : "");
+    strcat(all, names[i]);
+  }
+  cli_error("feed", "%s: '%s' is not one of %s", opt, s, all);
+  return -1;
+}
+
+static int parse_u32(const char *opt, const char *v, uint64_t min, uint64_t max, uint32_t *out) {
+  uint64_t x;
+  if (cli_u64("feed", opt, v, min, max, &x)) return -1;
+  *out = (uint32_t)x;
+  return 0;
+}
+
+static int parse_option(struct feed_args *a, int c, const char *v) {
+  static const char *const shuffles[] = {"auto", "none", "global", "block", NULL};
+  static const char *const decodes[] = {"raw", "jpeg", "npy", NULL};
+  static const char *const dtypes[] = {"u8", "f32", NULL};
+  static const char *const layouts[] = {"hwc", "chw", NULL};
+  static const char *const onerr[] = {"fail", "skip", NULL};
+  struct stk_loader_opts *o = &a->lo;
+  uint64_t x;
+  int k;
+  switch (c) {
+    case O_FORMAT: a->format = v; return 0;
+    case O_BATCH: return parse_u32("--batch", v, 1, 1u << 20, &o->batch_size);
+    case O_THREADS: return parse_u32("--threads", v, 1, 1024, &o->threads);
+    case O_EPOCHS: return parse_u32("--epochs", v, 1, 1000000, &o->epochs);
+    case O_DROP_LAST: o->drop_last = 1; return 0;
+    case O_CONSUMER: return cli_double("feed", "--consumer-ms", v, 0, 3600e3, &a->consumer_ms);
+    case O_LIMIT: return cli_u64("feed", "--limit", v, 1, UINT64_MAX, &a->limit);
+    case O_SHUFFLE:
+      if ((k = pick("--shuffle", v, shuffles)) < 0) return -1;
+      o->sampler.shuffle = (enum stk_shuffle)k;
+      return 0;
+    case O_SEED: return cli_u64("feed", "--seed", v, 0, UINT64_MAX, &o->sampler.seed);
+    case O_WINDOW: return cli_u64("feed", "--window", v, 1, UINT64_MAX, &o->sampler.shuffle_window);
+    case O_RANK: return parse_u32("--rank", v, 0, 1u << 20, &o->sampler.rank);
+    case O_WORLD: return parse_u32("--world", v, 1, 1u << 20, &o->sampler.world);
+    case O_RESUME: a->resume = v; return 0;
+    case O_SAVE: a->save_state = v; return 0;
+    case O_DECODE:
+      if ((k = pick("--decode", v, decodes)) < 0) return -1;
+      o->decode.kind = k;
+      return 0;
+    case O_FIELD: o->decode.field = v; return 0;
+    case O_SIZE: {
+      int h, w;
+      char tail;
+      if (sscanf(v, "%dx%d%c", &h, &w, &tail) != 2 || h < 1 || w < 1 || h > 16384 || w > 16384) {
+        cli_error("feed", "--size: '%s' is not HxW (example: 224x224)", v);
+        return -1;
+      }
+      o->decode.out_h = h;
+      o->decode.out_w = w;
+      return 0;
+    }
+    case O_DTYPE:
+      if ((k = pick("--dtype", v, dtypes)) < 0) return -1;
+      o->decode.dtype = k;
+      return 0;
+    case O_LAYOUT:
+      if ((k = pick("--layout", v, layouts)) < 0) return -1;
+      o->decode.layout = k;
+      return 0;
+    case O_EVAL: o->decode.train = 0; return 0;
+    case O_ENGINE: o->io_engine = v; return 0;
+    case O_DIRECT: o->direct = 1; return 0;
+    case O_NOVERIFY: o->skip_verify = 1; return 0;
+    case O_ONERROR:
+      if ((k = pick("--on-error", v, onerr)) < 0) return -1;
+      o->on_error = k;
+      return 0;
+    case O_PREFETCH: return parse_u32("--prefetch", v, 1, 4096, &o->prefetch);
+    case O_PREFETCH_MAX: return parse_u32("--prefetch-max", v, 1, 4096, &o->prefetch_max);
+    case O_MEMCAP: return cli_size("feed", "--mem-cap", v, &o->mem_cap);
+    case O_INFLIGHT:
+      if (cli_size("feed", "--inflight", v, &x)) return -1;
+      o->max_inflight = x;
+      return 0;
+    case O_JSON: a->json = 1; return 0;
+    case 'q': a->quiet = 1; return 0;
+    default: return -1;
+  }
+}
+
+/* ---- state files --------------------------------------------------------- */
+
+static int read_state(const char *path, struct stk_sampler_state *st) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    cli_error("feed", "--resume: cannot read %s", path);
+    return -1;
+  }
+  char buf[512];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  unsigned long long seed, epoch, pos;
+  const char *a = strstr(buf, "\"seed\""), *b = strstr(buf, "\"epoch\""), *c = strstr(buf, "\"position\"");
+  if (!a || !b || !c || sscanf(strchr(a, ':') + 1, "%llu", &seed) != 1 ||
+      sscanf(strchr(b, ':') + 1, "%llu", &epoch) != 1 || sscanf(strchr(c, ':') + 1, "%llu", &pos) != 1) {
+    cli_error("feed", "--resume: %s is not a stoker sampler state (seed, epoch, position)", path);
+    return -1;
+  }
+  st->seed = seed;
+  st->epoch = epoch;
+  st->position = pos;
+  return 0;
+}
+
+static int write_state(const char *path, const struct stk_sampler_state *st) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    cli_error("feed", "--save-state: cannot write %s", path);
+    return -1;
+  }
+  fprintf(f, "{\"seed\": %" PRIu64 ", \"epoch\": %" PRIu64 ", \"position\": %" PRIu64 "}\n", st->seed,
+          st->epoch, st->position);
+  if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    cli_error("feed", "--save-state: cannot write %s", path);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- the default dataset -------------------------------------------------- */
+
+/* Generate (once) the dataset `stoker feed` uses when given none. */
+static int default_dataset(char *path, size_t n, int quiet) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(path, n, "%s/stoker-feed-default-%u", tmp && *tmp ? tmp : "/tmp", (unsigned)getuid());
+  char done[4200];
+  snprintf(done, sizeof done, "%s/.complete", path);
+  struct stat st;
+  if (stat(done, &st) == 0) return 0;
+  if (!quiet) fprintf(stderr, "stoker feed: generating the default dataset in %s (once)\n", path);
+  struct stk_gen_opts g;
+  memset(&g, 0, sizeof g);
+  g.dir = path;
+  g.format = "tfrecord";
+  g.samples = 2048;
+  g.samples_per_shard = 256;
+  g.jpeg_min_w = 200;
+  g.jpeg_min_h = 160;
+  g.jpeg_max_w = 400;
+  g.jpeg_max_h = 320;
+  g.quality = 90;
+  g.seed = 1;
+  g.force = 1;
+  char err[STK_ERRMSG_MAX];
+  int rc = stk_gen(&g, NULL, NULL, err);
+  if (rc) {
+    cli_error("feed", "cannot generate the default dataset: %s", err);
+    return -1;
+  }
+  FILE *f = fopen(done, "w");
+  if (f) fclose(f);
+  return 0;
+}
+
+/* ---- report --------------------------------------------------------------- */
+
+static void print_report(const struct feed_args *a, struct stk_dataset *ds, struct stk_loader *l,
+                         const struct stk_loader_stats *st, int interrupted) {
+  if (a->json) {
+    struct stk_json j;
+    stk_json_init(&j, stdout, 2);
+    stk_json_obj_begin(&j);
+    stk_json_kstr(&j, "dataset", a->path);
+    stk_json_kstr(&j, "format", stk_dataset_format(ds));
+    stk_json_ku64(&j, "dataset_samples", stk_dataset_num_samples(ds));
+    stk_json_ku64(&j, "shards", stk_dataset_num_shards(ds));
+    stk_json_kstr(&j, "engine", stk_loader_engine(l));
+    stk_json_ku64(&j, "batch", a->lo.batch_size);
+    stk_json_ku64(&j, "threads", a->lo.threads);
+    stk_json_kdbl(&j, "consumer_ms", a->consumer_ms);
+    stk_json_key(&j, "interrupted");
+    stk_json_bool(&j, interrupted);
+    stk_json_key(&j, "stats");
+    stk_loader_stats_json(st, &j);
+    stk_json_obj_end(&j);
+    return;
+  }
+  double wall = (double)st->wall_ns / 1e9;
+  char mem[32];
+  printf("%s: %" PRIu64 " batches, %" PRIu64 " samples in %.2f s%s\n", a->path, st->batches,
+         st->samples, wall, interrupted ? " (interrupted)" : "");
+  printf("  throughput     %.0f samples/s, %.1f MiB/s\n", wall > 0 ? (double)st->samples / wall : 0,
+         wall > 0 ? (double)st->bytes / 1048576.0 / wall : 0);
+  printf("  consumer wait  %.1f%% of wall time; per batch p50 %.0f us, p99 %.0f us, max %.0f us\n",
+         st->wall_ns ? 100.0 * (double)st->consumer_wait_ns / (double)st->wall_ns : 0,
+         (double)st->wait_p50_ns / 1e3, (double)st->wait_p99_ns / 1e3, (double)st->wait_max_ns / 1e3);
+  printf("  ring           depth %u now, %u at most; batch buffers %s\n", st->ring_depth,
+         st->ring_depth_max, stk_fmt_bytes(st->mem_bytes, mem, sizeof mem));
+  printf("  reads          %" PRIu64 " requests, %.1f MiB (engine %s)\n", st->read_ops,
+         (double)st->read_bytes / 1048576.0, stk_loader_engine(l));
+  if (st->skipped) printf("  skipped        %" PRIu64 " bad samples\n", st->skipped);
+  printf("\n  %-8s %7s %9s %10s %11s %10s %10s\n", "stage", "threads", "busy s", "wait-in s",
+         "wait-out s", "items", "MiB");
+  for (int i = 0; i < STK_STAGE_COUNT; i++) {
+    const struct stk_stage_stats *s = &st->stage[i];
+    printf("  %-8s %7u %9.3f %10.3f %11.3f %10" PRIu64 " %10.1f\n", s->name, s->threads,
+           (double)s->busy_ns / 1e9, (double)s->wait_in_ns / 1e9, (double)s->wait_out_ns / 1e9,
+           s->items, (double)s->bytes / 1048576.0);
+  }
+}
+
+static void progress(const struct stk_loader_stats *st, const struct stk_batch *b, int epochs) {
+  double wall = (double)st->wall_ns / 1e9;
+  fprintf(stderr, "\r  epoch %" PRIu64 "/%d  batch %" PRIu64 "  %.0f samples/s  wait %.1f%%   ",
+          b->epoch + 1, epochs, st->batches, wall > 0 ? (double)st->samples / wall : 0,
+          st->wall_ns ? 100.0 * (double)st->consumer_wait_ns / (double)st->wall_ns : 0);
+}
+
+static int run(struct feed_args *a) {
+  char err[STK_ERRMSG_MAX];
+  struct stk_dataset *ds;
+  struct stk_dataset_opts dopts = {.format = a->format};
+  int rc = stk_dataset_open(&ds, a->path, &dopts, err);
+  if (rc) {
+    cli_error("feed", "%s", err);
+    return CLI_FAIL;
+  }
+  struct stk_sampler_state resume;
+  if (a->resume) {
+    if (read_state(a->resume, &resume)) {
+      stk_dataset_close(ds);
+      return CLI_USAGE;
+    }
+    a->lo.resume = &resume;
+  }
+  struct stk_loader *l;
+  rc = stk_loader_open(&l, ds, &a->lo, err);
+  if (rc) {
+    cli_error("feed", "%s", err);
+    stk_dataset_close(ds);
+    return CLI_FAIL;
+  }
+  a->lo.batch_size = a->lo.batch_size ? a->lo.batch_size : 32;
+  cli_catch_signals();
+  int show = !a->quiet && !a->json && cli_progress_enabled();
+  uint64_t last_draw = 0, consumer_ns = (uint64_t)(a->consumer_ms * 1e6), n = 0;
+  struct stk_batch *b;
+  struct stk_loader_stats st;
+  int result = CLI_OK;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    if (consumer_ns) stk_sleep_ns(consumer_ns);
+    if (show && stk_now_ns() - last_draw > 250000000ull) {
+      stk_loader_stats(l, &st);
+      progress(&st, b, (int)(a->lo.epochs ? a->lo.epochs : 1));
+      last_draw = stk_now_ns();
+    }
+    stk_batch_release(l, b);
+    if (cli_interrupted) stk_loader_cancel(l);
+    if (a->limit && ++n >= a->limit) break;
+  }
+  if (show) fputs("\r\033[K", stderr);
+  stk_loader_stats(l, &st);
+  if (rc == STK_ECANCELED || cli_interrupted) {
+    result = CLI_INTERRUPTED;
+  } else if (rc && rc != STK_EOF) {
+    cli_error("feed", "%s", stk_loader_errmsg(l));
+    result = CLI_FAIL;
+  }
+  if (result != CLI_FAIL) print_report(a, ds, l, &st, result == CLI_INTERRUPTED);
+  if (a->save_state && result != CLI_FAIL) {
+    struct stk_sampler_state s;
+    stk_loader_state(l, &s);
+    if (write_state(a->save_state, &s)) result = CLI_FAIL;
+  }
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+  return result;
+}
+
+int cmd_feed_run(int argc, char **argv) {
+  struct feed_args a;
+  memset(&a, 0, sizeof a);
+  a.lo.batch_size = 64;
+  a.lo.decode.train = 1;
+  a.lo.decode.kind = -1;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "q", options, NULL)) != -1) {
+    if (c == '?' || parse_option(&a, c, optarg)) {
+      if (c == '?') fprintf(stderr, "`stoker help feed` lists the options\n");
+      return CLI_USAGE;
+    }
+  }
+  if (optind + 1 < argc) {
+    cli_error("feed", "one dataset at a time (got '%s' and '%s')", argv[optind], argv[optind + 1]);
+    return CLI_USAGE;
+  }
+  char defpath[4096];
+  if (optind < argc) {
+    a.path = argv[optind];
+  } else {
+    if (default_dataset(defpath, sizeof defpath, a.quiet || a.json)) return CLI_FAIL;
+    a.path = defpath;
+    a.default_dataset = 1;
+    if (a.lo.decode.kind < 0) a.lo.decode.kind = STK_DECODE_JPEG;
+  }
+  if (a.lo.decode.kind < 0) a.lo.decode.kind = STK_DECODE_RAW;
+  if (a.lo.sampler.world && a.lo.sampler.rank >= a.lo.sampler.world) {
+    cli_error("feed", "--rank %u must be below --world %u", a.lo.sampler.rank, a.lo.sampler.world);
+    return CLI_USAGE;
+  }
+  return run(&a);
+}

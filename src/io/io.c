@@ -1,0 +1,26 @@
+/* The I/O engine table and the automatic choice: io_uring when the kernel
+ * and sandbox allow it, else the pread thread pool. */
+#include <string.h>
+
+#include "io.h"
+
+const struct stk_io_ops *const stk__io_engines[] = {&stk__io_uring, &stk__io_pread, NULL};
+
+int stk__io_open(const char *name, const struct stk_io_opts *o, const struct stk_io_ops **ops,
+                 struct stk_io **io, char *err) {
+  int autoselect = !name || !*name || strcmp(name, "auto") == 0;
+  int rc = STK_EINVAL;
+  for (int i = 0; stk__io_engines[i]; i++) {
+    const struct stk_io_ops *e = stk__io_engines[i];
+    if (!autoselect && strcmp(e->name, name) != 0) continue;
+    rc = e->open(io, o, err);
+    if (rc == 0) {
+      *ops = e;
+      return 0;
+    }
+    if (!autoselect) return rc;
+    stk_log(STK_LOG_INFO, "I/O engine %s unavailable (%s); trying the next", e->name, err);
+  }
+  if (!autoselect) return stk__errf(err, STK_EINVAL, "unknown I/O engine '%s' (io_uring, pread, auto)", name);
+  return rc;
+}

@@ -1,0 +1,59 @@
+/* I/O engines: how the loader's reads reach the kernel. One backend per
+ * file behind struct stk_io_ops (io_uring, a thread pool doing pread),
+ * listed in stk__io_engines[]; "auto" takes the first that opens.
+ *
+ * The contract is asynchronous and single-submitter: one thread submits
+ * requests and reaps completions; the engine may complete them on other
+ * threads, in any order. Request memory belongs to the submitter and must
+ * stay valid until the request is reaped. */
+#ifndef STOKER_IO_H
+#define STOKER_IO_H
+
+#include <stdint.h>
+
+#include "../base/base.h"
+
+struct stk_io_req {
+  int fd;
+  uint64_t off;
+  uint64_t len;
+  uint64_t need;       /* bytes that must be read; the rest may lie past end
+                          of file (O_DIRECT reads rounded up); 0 = len */
+  uint8_t *buf;
+  void *user;          /* the submitter's */
+  int res;             /* on completion: 0, STK_ETRUNC (file ended before
+                          need bytes), or a code */
+  struct stk_io_req *next; /* engine-private linkage */
+};
+
+struct stk_io_opts {
+  uint32_t depth;   /* requests in flight at most */
+  uint32_t threads; /* worker threads (pread pool) */
+};
+
+struct stk_io;
+
+struct stk_io_ops {
+  const char *name;
+  /* Create an engine; STK_ENOTSUP when this kernel or sandbox lacks it. */
+  int (*open)(struct stk_io **out, const struct stk_io_opts *o, char *err);
+  /* Queue one request. Never blocks; the caller keeps fewer than depth in
+   * flight. Requests may be batched until the next wait. */
+  int (*submit)(struct stk_io *io, struct stk_io_req *r);
+  /* Hand back up to max completed requests in done[], waiting for at least
+   * one when block != 0 (and any are in flight). Returns how many, or a
+   * negative code for an engine failure. */
+  int (*reap)(struct stk_io *io, struct stk_io_req **done, int max, int block);
+  void (*close)(struct stk_io *io);
+};
+
+extern const struct stk_io_ops stk__io_uring;
+extern const struct stk_io_ops stk__io_pread;
+extern const struct stk_io_ops *const stk__io_engines[];
+
+/* Open the engine named (or the first that works for "auto"/NULL); *ops is
+ * set to the chosen backend. */
+int stk__io_open(const char *name, const struct stk_io_opts *o, const struct stk_io_ops **ops,
+                 struct stk_io **io, char *err);
+
+#endif

@@ -1,0 +1,484 @@
+/* The JPEG decoder: libjpeg-turbo decode plus the ResNet-50 transform
+ * (torchvision's RandomResizedCrop and RandomHorizontalFlip for training,
+ * Resize + CenterCrop for evaluation) to a fixed out_h x out_w tensor.
+ *
+ * It is built to cost less than a plain full-size decode. The image is
+ * decoded once, at the smallest DCT scale (1/8, 1/4, 1/2 or 1) that still
+ * leaves the crop at least as large as the output, and straight to planar
+ * YCbCr, so libjpeg's upsampling and colour conversion never run at full
+ * size; crop, bilinear resize (chroma upsampling included), flip, colour
+ * conversion, normalization and layout then happen in one pass over the
+ * output rows. CMYK, YCCK and RGB-coded files take a slower RGB path. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+#include "decode.h"
+
+#define OUT_DEFAULT 224
+#define OUT_MAX 8192
+#define MAX_SAMPLES (1ull << 28) /* decoded bytes of one image, after scaling */
+#define CROP_ATTEMPTS 10
+#define EVAL_CROP_FRACTION 0.875 /* Resize(256) + CenterCrop(224) */
+#define WT_ONE 256               /* fixed-point 1.0 of the resize weights */
+
+static const float imagenet_mean[3] = {123.675f, 116.28f, 103.53f};
+static const float imagenet_std[3] = {58.395f, 57.12f, 57.375f};
+
+/* The decode config with defaults filled in. */
+struct params {
+  int oh, ow, f32, chw, train;
+  double smin, smax, rmin, rmax;
+  float scale[3], bias[3]; /* f32 output = u8 value * scale + bias */
+};
+
+/* A crop in source pixel units: pixel k spans [k, k + 1). */
+struct rect {
+  double x, y, w, h;
+};
+
+/* One axis of a resize: output index i reads source samples ofs[i] and
+ * ofs[i] + step with weights WT_ONE - wt[i] and wt[i]. Horizontal offsets
+ * are in bytes from lo (the first byte any tap reads), vertical in rows. */
+struct axis {
+  int32_t *ofs;
+  uint16_t *wt;
+  int step, lo, hi;
+};
+
+/* A decoded plane and the axes that map output pixels into it. */
+struct plane {
+  const uint8_t *base;
+  size_t stride;
+  const struct axis *ax, *ay;
+};
+
+enum colour { COL_YCC, COL_GRAY, COL_RGB };
+
+/* Per-worker state: the turbojpeg handle and buffers that only grow. */
+struct jpeg_tls {
+  tjhandle tj;
+  unsigned denoms;      /* bit d set when 1/d DCT scaling is available */
+  uint8_t *img;         /* decoded planes or pixels */
+  size_t img_cap;
+  uint16_t *vrow;       /* one vertically blended source row */
+  size_t vrow_cap;
+  void *tab;            /* axes, rows and float row below, one allocation */
+  int tab_w, tab_h;
+  struct axis ax[2], ay[2]; /* [0] luma or pixels, [1] chroma */
+  uint8_t *row[3];      /* resized rows of the three planes, then R, G, B */
+  float *frow;          /* f32 row staging when out is not 4-byte aligned */
+};
+
+/* ---- configuration --------------------------------------------------- */
+
+static int resolve_norm(const struct stk_decode_cfg *cfg, struct params *p, char *err) {
+  int set = cfg->std[0] != 0 || cfg->std[1] != 0 || cfg->std[2] != 0;
+  for (int c = 0; c < 3; c++) {
+    float mean = set ? cfg->mean[c] : imagenet_mean[c], sd = set ? cfg->std[c] : imagenet_std[c];
+    if (!(sd > 0) || !isfinite(mean) || !isfinite(sd))
+      return stk__errf(err, STK_EINVAL, "jpeg: std[%d] = %g must be positive", c, (double)sd);
+    p->scale[c] = 1.0f / sd;
+    p->bias[c] = -mean / sd;
+  }
+  return 0;
+}
+
+/* Fill p from cfg: zero fields take torchvision's ResNet-50 defaults;
+ * mean/std are ImageNet's when std is all zeros. */
+static int resolve(const struct stk_decode_cfg *cfg, struct params *p, char *err) {
+  p->oh = cfg->out_h ? cfg->out_h : OUT_DEFAULT;
+  p->ow = cfg->out_w ? cfg->out_w : OUT_DEFAULT;
+  if (p->oh < 1 || p->ow < 1 || p->oh > OUT_MAX || p->ow > OUT_MAX)
+    return stk__errf(err, STK_EINVAL, "jpeg: output size %dx%d out of range", cfg->out_w, cfg->out_h);
+  if ((cfg->dtype != STK_DTYPE_U8 && cfg->dtype != STK_DTYPE_F32) ||
+      (cfg->layout != STK_LAYOUT_HWC && cfg->layout != STK_LAYOUT_CHW))
+    return stk__errf(err, STK_EINVAL, "jpeg: unknown dtype %d or layout %d", cfg->dtype, cfg->layout);
+  p->f32 = cfg->dtype == STK_DTYPE_F32;
+  p->chw = cfg->layout == STK_LAYOUT_CHW;
+  p->train = cfg->train != 0;
+  int dscale = cfg->scale_min == 0 && cfg->scale_max == 0;
+  int dratio = cfg->ratio_min == 0 && cfg->ratio_max == 0;
+  p->smin = dscale ? 0.08 : cfg->scale_min;
+  p->smax = dscale ? 1.0 : cfg->scale_max;
+  p->rmin = dratio ? 3.0 / 4.0 : cfg->ratio_min;
+  p->rmax = dratio ? 4.0 / 3.0 : cfg->ratio_max;
+  if (!(p->smin > 0 && p->smin <= p->smax) || !(p->rmin > 0 && p->rmin <= p->rmax))
+    return stk__errf(err, STK_EINVAL, "jpeg: bad crop scale [%g, %g] or ratio [%g, %g]", p->smin,
+                     p->smax, p->rmin, p->rmax);
+  return resolve_norm(cfg, p, err);
+}
+
+static uint64_t out_bytes(const struct params *p) {
+  return (uint64_t)p->oh * (uint64_t)p->ow * 3u * (p->f32 ? 4u : 1u);
+}
+
+/* ---- crop geometry --------------------------------------------------- */
+
+/* torchvision RandomResizedCrop.get_params, draw for draw: up to ten tries
+ * at an area fraction and log-uniform aspect ratio that fit, else the
+ * whole image clamped to the ratio range, centred. */
+static struct rect train_crop(const struct params *p, int W, int H, struct stk_rng *rng) {
+  double area = (double)W * H, lr0 = log(p->rmin), lr1 = log(p->rmax);
+  for (int i = 0; i < CROP_ATTEMPTS; i++) {
+    double target = area * (p->smin + (p->smax - p->smin) * stk_rng_double(rng));
+    double aspect = exp(lr0 + (lr1 - lr0) * stk_rng_double(rng));
+    double cw = nearbyint(sqrt(target * aspect)), ch = nearbyint(sqrt(target / aspect));
+    if (cw > 0 && cw <= W && ch > 0 && ch <= H) {
+      double y = (double)stk_rng_below(rng, (uint64_t)(H - ch) + 1);
+      double x = (double)stk_rng_below(rng, (uint64_t)(W - cw) + 1);
+      return (struct rect){x, y, cw, ch};
+    }
+  }
+  double in_ratio = (double)W / H, cw = W, ch = H;
+  if (in_ratio < p->rmin)
+    ch = nearbyint(cw / p->rmin);
+  else if (in_ratio > p->rmax)
+    cw = nearbyint(ch * p->rmax);
+  cw = cw < 1 ? 1 : cw;
+  ch = ch < 1 ? 1 : ch;
+  return (struct rect){floor((W - cw) / 2), floor((H - ch) / 2), cw, ch};
+}
+
+/* Resize so the shorter side is max(out)/0.875, then take the centre
+ * out_h x out_w; expressed as the equivalent crop of the source. */
+static struct rect eval_crop(const struct params *p, int W, int H) {
+  double side = floor(STK__MAX(p->oh, p->ow) / EVAL_CROP_FRACTION);
+  double s = side / STK__MIN(W, H);
+  double cw = p->ow / s, ch = p->oh / s;
+  return (struct rect){(W - cw) / 2, (H - ch) / 2, cw, ch};
+}
+
+/* The largest DCT scale-down (1/8, 1/4, 1/2) that keeps the crop at least
+ * as large as the output. The M/8 factors in between are skipped on
+ * purpose: their IDCTs have no SIMD code and decode slower than 1/1. */
+static int pick_denom(const struct jpeg_tls *t, const struct params *p, struct rect c) {
+  for (int d = 8; d >= 2; d /= 2)
+    if ((t->denoms & (1u << d)) && c.w >= (double)p->ow * d && c.h >= (double)p->oh * d) return d;
+  return 1;
+}
+
+/* Build the taps of one axis: output i samples the source at the centre
+ * of its cell, start + (i + 0.5) * len / out - 0.5, clamped to the plane.
+ * unit is the byte distance between neighbouring samples. */
+static void build_axis(struct axis *a, int out, double start, double len, int n, int unit,
+                       int flip) {
+  double step = len / out;
+  for (int i = 0; i < out; i++) {
+    int o = flip ? out - 1 - i : i;
+    double s = start + (o + 0.5) * step - 0.5;
+    s = s < 0 ? 0 : s > n - 1 ? n - 1 : s;
+    int i0 = (int)s, w = (int)((s - i0) * WT_ONE + 0.5);
+    if (i0 >= n - 1 && n > 1) i0 = n - 2, w = WT_ONE; /* never read past the edge */
+    a->ofs[i] = i0 * unit;
+    a->wt[i] = (uint16_t)(n > 1 ? w : 0);
+  }
+  a->step = n > 1 ? unit : 0;
+  int first = a->ofs[flip ? out - 1 : 0], last = a->ofs[flip ? 0 : out - 1];
+  a->lo = first;
+  a->hi = last + a->step + 1;
+  for (int i = 0; i < out; i++) a->ofs[i] -= first;
+}
+
+/* ---- per-thread state ------------------------------------------------ */
+
+static int tls_get(void **slot, struct jpeg_tls **out, char *err) {
+  if (*slot) return *out = *slot, 0;
+  struct jpeg_tls *t = calloc(1, sizeof *t);
+  if (!t || !(t->tj = tjInitDecompress())) {
+    free(t);
+    return stk__errf(err, STK_ENOMEM, "jpeg: cannot create a turbojpeg decompressor");
+  }
+  int n = 0;
+  tjscalingfactor *sf = tjGetScalingFactors(&n);
+  for (int i = 0; sf && i < n; i++)
+    if (sf[i].num == 1 && (sf[i].denom == 2 || sf[i].denom == 4 || sf[i].denom == 8))
+      t->denoms |= 1u << sf[i].denom;
+  *slot = *out = t;
+  return 0;
+}
+
+static int grow(void **buf, size_t *cap, size_t need, char *err) {
+  if (need <= *cap) return 0;
+  size_t n = need + need / 4;
+  void *p = realloc(*buf, n);
+  if (!p) return stk__errf(err, STK_ENOMEM, "jpeg: out of memory for %zu bytes", n);
+  *buf = p;
+  *cap = n;
+  return 0;
+}
+
+/* Size the axis tables and row buffers for an oh x ow output. */
+static int tls_tables(struct jpeg_tls *t, int oh, int ow, char *err) {
+  if (t->tab && t->tab_w >= ow && t->tab_h >= oh) return 0;
+  int w = STK__MAX(ow, t->tab_w), h = STK__MAX(oh, t->tab_h);
+  size_t per = (size_t)2 * (sizeof(int32_t) + sizeof(uint16_t)) * (size_t)(w + h);
+  size_t bytes = per + 3 * (size_t)w + sizeof(float) * 3 * (size_t)w + 64;
+  uint8_t *p = malloc(bytes);
+  if (!p) return stk__errf(err, STK_ENOMEM, "jpeg: out of memory for resize tables");
+  free(t->tab);
+  t->tab = p;
+  t->tab_w = w;
+  t->tab_h = h;
+  t->frow = (float *)p;
+  p += sizeof(float) * 3 * (size_t)w;
+  for (int k = 0; k < 2; k++) {
+    t->ax[k].ofs = (int32_t *)p, p += sizeof(int32_t) * (size_t)w;
+    t->ay[k].ofs = (int32_t *)p, p += sizeof(int32_t) * (size_t)h;
+  }
+  for (int k = 0; k < 2; k++) {
+    t->ax[k].wt = (uint16_t *)p, p += sizeof(uint16_t) * (size_t)w;
+    t->ay[k].wt = (uint16_t *)p, p += sizeof(uint16_t) * (size_t)h;
+  }
+  for (int k = 0; k < 3; k++) t->row[k] = p, p += w;
+  return 0;
+}
+
+/* ---- decoding -------------------------------------------------------- */
+
+/* turbojpeg reports both errors and warnings as -1. Warnings (a few stray
+ * bytes, an odd marker) are accepted as libjpeg does; a file that ends
+ * early is not, since it decodes to a grey-filled image. */
+static int tj_check(struct jpeg_tls *t, int rc, const char *what, char *err) {
+  if (rc == 0) return 0;
+  const char *msg = tjGetErrorStr2(t->tj);
+  int warn = tjGetErrorCode(t->tj) == TJERR_WARNING;
+  if (warn && !strstr(msg, "Premature end")) return 0;
+  return stk__errf(err, STK_EDECODE, "jpeg: %s%s: %s", what, warn ? " (truncated)" : "", msg);
+}
+
+/* Decode to Y, Cb, Cr planes (or one grey plane) at scale 1/d. */
+static int decode_yuv(struct jpeg_tls *t, const struct stk_field *in, int sw, int sh, int ss,
+                      struct plane pl[3], int *np, char *err) {
+  int n = ss == TJSAMP_GRAY ? 1 : 3;
+  size_t off[4] = {0};
+  for (int k = 0; k < n; k++) off[k + 1] = off[k] + tjPlaneSizeYUV(k, sw, 0, sh, ss);
+  if (off[n] > MAX_SAMPLES) return stk__errf(err, STK_EDECODE, "jpeg: %dx%d image too large", sw, sh);
+  int rc = grow((void **)&t->img, &t->img_cap, off[n] + 64, err);
+  if (rc) return rc;
+  unsigned char *planes[3] = {t->img, t->img + off[1], t->img + off[2]};
+  rc = tjDecompressToYUVPlanes(t->tj, in->data, in->len, planes, sw, NULL, sh, 0);
+  if ((rc = tj_check(t, rc, "decode", err)) != 0) return rc;
+  for (int k = 0; k < n; k++) {
+    pl[k].base = planes[k];
+    pl[k].stride = (size_t)tjPlaneWidth(k, sw, ss);
+  }
+  *np = n;
+  return 0;
+}
+
+/* Adobe CMYK as libjpeg hands it over (inverted): R = C * K / 255 etc.
+ * In place, from 4 to 3 bytes per pixel. */
+static void cmyk_to_rgb(uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned c = p[4 * i], m = p[4 * i + 1], y = p[4 * i + 2], k = p[4 * i + 3];
+    p[3 * i] = (uint8_t)((c * k + 127) / 255);
+    p[3 * i + 1] = (uint8_t)((m * k + 127) / 255);
+    p[3 * i + 2] = (uint8_t)((y * k + 127) / 255);
+  }
+}
+
+/* The slow path for CMYK, YCCK and RGB-coded files: packed RGB pixels. */
+static int decode_rgb(struct jpeg_tls *t, const struct stk_field *in, int sw, int sh, int cs,
+                      struct plane pl[3], char *err) {
+  int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK, bpp = cmyk ? 4 : 3;
+  size_t bytes = (size_t)sw * sh * bpp;
+  if (bytes > MAX_SAMPLES) return stk__errf(err, STK_EDECODE, "jpeg: %dx%d image too large", sw, sh);
+  int rc = grow((void **)&t->img, &t->img_cap, bytes + 64, err);
+  if (rc) return rc;
+  rc = tjDecompress2(t->tj, in->data, in->len, t->img, sw, 0, sh, cmyk ? TJPF_CMYK : TJPF_RGB, 0);
+  if ((rc = tj_check(t, rc, "decode", err)) != 0) return rc;
+  if (cmyk) cmyk_to_rgb(t->img, (size_t)sw * sh);
+  for (int k = 0; k < 3; k++) {
+    pl[k].base = t->img + k;
+    pl[k].stride = (size_t)sw * 3;
+  }
+  return 0;
+}
+
+/* ---- resize, colour, output ------------------------------------------ */
+
+static void vblend(const uint8_t *restrict a, const uint8_t *restrict b, unsigned w,
+                   uint16_t *restrict dst, int n) {
+  uint16_t w1 = (uint16_t)w, w0 = (uint16_t)(WT_ONE - w);
+  for (int i = 0; i < n; i++) dst[i] = (uint16_t)(a[i] * w0 + b[i] * w1);
+}
+
+static void hgather(const uint16_t *restrict v, const struct axis *ax, int ow,
+                    uint8_t *restrict dst) {
+  const int32_t *ofs = ax->ofs;
+  const uint16_t *wt = ax->wt;
+  int step = ax->step;
+  for (int i = 0; i < ow; i++) {
+    uint32_t a = v[ofs[i]], b = v[ofs[i] + step], w = wt[i];
+    dst[i] = (uint8_t)((a * (WT_ONE - w) + b * w + 32768) >> 16);
+  }
+}
+
+/* Output row oy of one plane: blend the two source rows over the span the
+ * taps touch, then gather along the row. */
+static void resize_row(const struct plane *pl, int oy, int ow, uint16_t *vrow, uint8_t *dst) {
+  const struct axis *ax = pl->ax, *ay = pl->ay;
+  const uint8_t *r0 = pl->base + (size_t)ay->ofs[oy] * pl->stride + ax->lo;
+  vblend(r0, r0 + (size_t)ay->step * pl->stride, ay->wt[oy], vrow, ax->hi - ax->lo);
+  hgather(vrow, ax, ow, dst);
+}
+
+static inline uint8_t clamp255(int v) { return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); }
+
+/* JFIF YCbCr to RGB with libjpeg's fixed-point constants, in place. */
+static void ycc_to_rgb(uint8_t *restrict y, uint8_t *restrict cb, uint8_t *restrict cr, int n) {
+  for (int i = 0; i < n; i++) {
+    int Y = y[i], u = cb[i] - 128, v = cr[i] - 128;
+    int r = Y + ((91881 * v + 32768) >> 16);
+    int g = Y + ((-22554 * u - 46802 * v + 32768) >> 16);
+    int b = Y + ((116130 * u + 32768) >> 16);
+    y[i] = clamp255(r);
+    cb[i] = clamp255(g);
+    cr[i] = clamp255(b);
+  }
+}
+
+static void f32_plane_row(const uint8_t *restrict s, float sc, float bi, float *restrict d, int n) {
+  for (int i = 0; i < n; i++) d[i] = (float)s[i] * sc + bi;
+}
+
+static void f32_hwc_row(const struct params *p, const uint8_t *const rgb[3], float *restrict d) {
+  for (int i = 0; i < p->ow; i++)
+    for (int c = 0; c < 3; c++) d[3 * i + c] = (float)rgb[c][i] * p->scale[c] + p->bias[c];
+}
+
+/* Write output row oy from its R, G, B rows in the configured dtype and
+ * layout. f32 rows go through t->frow when out is not 4-byte aligned. */
+static void emit_row(const struct params *p, struct jpeg_tls *t, const uint8_t *const rgb[3],
+                     uint8_t *out, int oy) {
+  size_t ow = (size_t)p->ow, plane = (size_t)p->oh * ow, esz = p->f32 ? 4 : 1;
+  int aligned = ((uintptr_t)out & 3) == 0;
+  if (!p->chw) {
+    uint8_t *o = out + (size_t)oy * ow * 3 * esz;
+    if (!p->f32) {
+      for (size_t i = 0; i < ow; i++)
+        o[3 * i] = rgb[0][i], o[3 * i + 1] = rgb[1][i], o[3 * i + 2] = rgb[2][i];
+      return;
+    }
+    float *d = aligned ? (float *)(void *)o : t->frow;
+    f32_hwc_row(p, rgb, d);
+    if (!aligned) memcpy(o, d, ow * 3 * sizeof(float));
+    return;
+  }
+  for (int c = 0; c < 3; c++) {
+    uint8_t *o = out + ((size_t)c * plane + (size_t)oy * ow) * esz;
+    if (!p->f32) {
+      memcpy(o, rgb[c], ow);
+      continue;
+    }
+    float *d = aligned ? (float *)(void *)o : t->frow;
+    f32_plane_row(rgb[c], p->scale[c], p->bias[c], d, p->ow);
+    if (!aligned) memcpy(o, d, ow * sizeof(float));
+  }
+}
+
+static void run_rows(const struct params *p, struct jpeg_tls *t, const struct plane pl[3], int np,
+                     enum colour col, uint8_t *out) {
+  for (int oy = 0; oy < p->oh; oy++) {
+    for (int k = 0; k < np; k++) resize_row(&pl[k], oy, p->ow, t->vrow, t->row[k]);
+    if (col == COL_YCC) ycc_to_rgb(t->row[0], t->row[1], t->row[2], p->ow);
+    const uint8_t *rgb[3] = {t->row[0], t->row[np > 1], t->row[np > 1 ? 2 : 0]};
+    emit_row(p, t, rgb, out, oy);
+  }
+}
+
+/* Set up the axes of the planes for crop c of a W x H image decoded at
+ * 1/d to sw x sh (chroma planes subsampled by hs x vs). */
+static int setup_axes(struct jpeg_tls *t, const struct params *p, struct rect c, int flip, int d,
+                      int sw, int sh, int ss, enum colour col, struct plane pl[3], int np,
+                      char *err) {
+  int unit = col == COL_RGB ? 3 : 1, ngeo = col == COL_YCC && ss != TJSAMP_444 ? 2 : 1;
+  for (int g = 0; g < ngeo; g++) {
+    int hs = g ? tjMCUWidth[ss] / 8 : 1, vs = g ? tjMCUHeight[ss] / 8 : 1;
+    int pw = g ? tjPlaneWidth(1, sw, ss) : sw, ph = g ? tjPlaneHeight(1, sh, ss) : sh;
+    double fx = 1.0 / ((double)d * hs), fy = 1.0 / ((double)d * vs);
+    build_axis(&t->ax[g], p->ow, c.x * fx, c.w * fx, pw, unit, flip);
+    build_axis(&t->ay[g], p->oh, c.y * fy, c.h * fy, ph, 1, 0);
+  }
+  for (int k = 0; k < np; k++) {
+    int g = k > 0 && ngeo > 1;
+    pl[k].ax = &t->ax[g];
+    pl[k].ay = &t->ay[g];
+  }
+  size_t span = (size_t)(t->ax[0].hi - t->ax[0].lo);
+  if (ngeo > 1) span = STK__MAX(span, (size_t)(t->ax[1].hi - t->ax[1].lo));
+  return grow((void **)&t->vrow, &t->vrow_cap, span * sizeof(uint16_t), err);
+}
+
+/* ---- ops ------------------------------------------------------------- */
+
+static int jpeg_out_size(const struct stk_decode_cfg *cfg, const struct stk_field *in,
+                         uint64_t *size, char *err) {
+  (void)in;
+  struct params p;
+  int rc = resolve(cfg, &p, err);
+  if (!rc) *size = out_bytes(&p);
+  return rc;
+}
+
+static int jpeg_header(struct jpeg_tls *t, const struct stk_field *in, int *W, int *H, int *ss,
+                       int *cs, char *err) {
+  if (in->encoding != STK_ENC_NONE)
+    return stk__errf(err, STK_ENOTSUP, "jpeg: field '%s' is deflated; JPEG fields must be stored",
+                     in->name);
+  if (tjDecompressHeader3(t->tj, in->data, in->len, W, H, ss, cs) != 0)
+    return stk__errf(err, STK_EDECODE, "jpeg: bad header: %s", tjGetErrorStr2(t->tj));
+  if (*W < 1 || *H < 1) return stk__errf(err, STK_EDECODE, "jpeg: empty %dx%d image", *W, *H);
+  return 0;
+}
+
+static int jpeg_decode(const struct stk_decode_cfg *cfg, void **tls, const struct stk_field *in,
+                       uint8_t *out, uint64_t cap, uint64_t *out_len, struct stk_rng *rng,
+                       char *err) {
+  struct params p;
+  struct jpeg_tls *t = NULL;
+  int rc, W, H, ss, cs;
+  if ((rc = resolve(cfg, &p, err)) != 0) return rc;
+  if (p.train && !rng) return stk__errf(err, STK_EINVAL, "jpeg: the training transform needs an rng");
+  if (cap < out_bytes(&p))
+    return stk__errf(err, STK_EINVAL, "jpeg: output of %llu bytes is too small for %llu",
+                     (unsigned long long)cap, (unsigned long long)out_bytes(&p));
+  if ((rc = tls_get(tls, &t, err)) != 0 || (rc = tls_tables(t, p.oh, p.ow, err)) != 0) return rc;
+  if ((rc = jpeg_header(t, in, &W, &H, &ss, &cs, err)) != 0) return rc;
+  struct rect c = p.train ? train_crop(&p, W, H, rng) : eval_crop(&p, W, H);
+  int flip = p.train && stk_rng_double(rng) < 0.5;
+  int d = pick_denom(t, &p, c);
+  tjscalingfactor sf = {1, d};
+  int sw = TJSCALED(W, sf), sh = TJSCALED(H, sf), np = 3;
+  enum colour col = cs == TJCS_GRAY ? COL_GRAY : cs == TJCS_YCbCr ? COL_YCC : COL_RGB;
+  if (ss < 0 || ss >= TJ_NUMSAMP) col = COL_RGB; /* a subsampling turbojpeg cannot name */
+  struct plane pl[3];
+  if (col == COL_RGB)
+    rc = decode_rgb(t, in, sw, sh, cs, pl, err);
+  else
+    rc = decode_yuv(t, in, sw, sh, ss, pl, &np, err);
+  if (!rc) rc = setup_axes(t, &p, c, flip, d, sw, sh, ss, col, pl, np, err);
+  if (rc) return rc;
+  run_rows(&p, t, pl, np, col, out);
+  *out_len = out_bytes(&p);
+  return 0;
+}
+
+static void jpeg_thread_free(void *tls) {
+  struct jpeg_tls *t = tls;
+  if (!t) return;
+  tjDestroy(t->tj);
+  free(t->img);
+  free(t->vrow);
+  free(t->tab);
+  free(t);
+}
+
+const struct stk_decode_ops stk__dec_jpeg = {
+    .name = "jpeg",
+    .out_size = jpeg_out_size,
+    .decode = jpeg_decode,
+    .thread_free = jpeg_thread_free,
+};

@@ -1,0 +1,1044 @@
+/* The loader pipeline: one reader thread turns sampler output into
+ * coalesced reads on an I/O engine, a pool of decode workers parses and
+ * decodes each sample into its batch's buffer, and finished batches wait
+ * in a ring that hands them to the consumer in sequence order.
+ *
+ * A "job" is one batch on its way: it owns the sample slots, the read
+ * staging buffer and the output buffer, and is recycled after release, so
+ * the steady state allocates nothing. The number of jobs outstanding (in
+ * flight plus ready plus held by the consumer) is the ring depth plus two,
+ * which bounds memory by depth x batch bytes. Depth grows by one each time
+ * the consumer has to wait, while the memory cap allows. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loader_impl.h"
+
+#define ALIGN 4096u
+#define FD_CACHE 256
+#define MAX_COALESCE (8u << 20) /* bytes per coalesced read */
+
+struct slot {
+  uint64_t id;
+  uint32_t shard;
+  uint64_t off, len;   /* byte range in the shard */
+  uint64_t raw_pos;    /* where the range starts in job->raw */
+  struct stk_field field; /* the decoded field, kept for a copy phase */
+  uint64_t out_off, out_len;
+  int32_t label;
+  int err;             /* 0, or the sample failed (skip mode) */
+};
+
+struct job {
+  uint64_t seq, epoch;
+  uint32_t n;
+  struct slot *slots;
+  uint64_t *offsets, *lens, *ids;
+  int32_t *labels;
+  uint8_t *raw;   /* read staging; the batch data for in-place fields */
+  size_t raw_cap;
+  uint8_t *out;   /* decode output for copies and fixed-size decodes */
+  size_t out_cap;
+  struct stk_io_req *reqs;
+  uint32_t nreqs, reqs_cap, reqs_next, reads_pending;
+  atomic_uint tasks_pending;
+  int phase;      /* 1: parse+decode, 2: copy into out */
+  atomic_int copy; /* batch data lives in out (a copy phase is needed) */
+  int err;
+  char errmsg[STK_ERRMSG_MAX];
+  pthread_mutex_t err_mu;
+  uint32_t skipped;
+  struct stk_sampler_state state_after;
+  struct stk_batch batch;
+  struct job *next;
+};
+
+struct task {
+  struct job *job;
+  uint32_t begin, end;
+};
+
+struct fdent {
+  uint32_t shard;
+  int fd;
+  uint32_t inflight;
+  uint64_t last_use;
+};
+
+struct stk_loader {
+  struct stk_dataset *ds;
+  struct stk_loader_opts o;
+  const struct stk_decode_ops *dec;
+  uint64_t fixed_out; /* bytes per sample for fixed-size decoders, else 0 */
+  struct stk_sampler *sampler;
+  const struct stk_io_ops *io_ops;
+  struct stk_io *io;
+  uint64_t *file_size; /* plain files: size once known, else UINT64_MAX */
+
+  pthread_mutex_t mu; /* guards everything below that is not atomic */
+  pthread_cond_t cv_free, cv_ready, cv_task;
+  struct job **jobs;  /* all jobs ever made */
+  uint32_t njobs, maxjobs;
+  struct job *free_jobs;
+  struct job **ready; /* by seq % maxjobs */
+  uint64_t next_seq;  /* next batch the consumer gets */
+  uint64_t made_seq;  /* batches the reader has started */
+  uint64_t outstanding;
+  uint32_t depth;
+  int reader_done;    /* no more jobs will be made */
+  int failed;         /* a job failed in fail mode: stop */
+  atomic_int cancel;
+  struct task *tasks; /* circular task queue */
+  uint32_t tasks_cap, task_head, task_len;
+  int stop_workers;
+  uint64_t max_job_bytes;
+
+  /* Reader-private. */
+  uint64_t epoch;
+  int sampler_eof;
+  struct fdent fds[FD_CACHE];
+  uint64_t fd_clock;
+  uint64_t inflight_bytes;
+  uint32_t inflight_reqs;
+  struct job *reading[64]; /* jobs in their read phase, oldest first */
+  uint32_t nreading;
+
+  pthread_t reader;
+  pthread_t *workers;
+  uint32_t nworkers;
+
+  struct stage_ctr st[STK_STAGE_COUNT];
+  struct stk_hist wait_hist;  /* consumer thread only */
+  uint64_t consumer_wait_ns;
+  uint64_t t_open;
+  uint64_t batches_out, samples_out, bytes_out, skipped_out;
+  atomic_uint_fast64_t read_ops, read_bytes, mem_bytes;
+  uint32_t depth_max_seen;
+  struct stk_sampler_state state;
+  char err[STK_ERRMSG_MAX];
+};
+
+static const struct stk_decode_ops *const decoders[] = {&stk__dec_raw, &stk__dec_jpeg,
+                                                         &stk__dec_npy};
+
+static void ctr_add(_Atomic uint64_t *c, uint64_t v) {
+  atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+/* ---- buffers ------------------------------------------------------------ */
+
+static void *default_alloc(void *ctx, size_t size) {
+  (void)ctx;
+  void *p = NULL;
+  return posix_memalign(&p, ALIGN, size) == 0 ? p : NULL;
+}
+static void default_free(void *ctx, void *p, size_t size) {
+  (void)ctx;
+  (void)size;
+  free(p);
+}
+static const struct stk_allocator default_allocator = {default_alloc, default_free, NULL};
+
+/* Grow a pooled buffer to at least need bytes (content not kept). Grows by
+ * a quarter more than asked, so a run settles after a few batches. */
+static int buf_reserve(struct stk_loader *l, uint8_t **buf, size_t *cap, size_t need) {
+  if (*cap >= need) return 0;
+  size_t ncap = need + need / 4;
+  ncap = (ncap + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+  uint8_t *nb = l->o.alloc->alloc(l->o.alloc->ctx, ncap);
+  if (!nb) return STK_ENOMEM;
+  if (*buf) l->o.alloc->free(l->o.alloc->ctx, *buf, *cap);
+  atomic_fetch_add(&l->mem_bytes, ncap - *cap);
+  *buf = nb;
+  *cap = ncap;
+  return 0;
+}
+
+static void job_free(struct stk_loader *l, struct job *j) {
+  if (j->raw) l->o.alloc->free(l->o.alloc->ctx, j->raw, j->raw_cap);
+  if (j->out) l->o.alloc->free(l->o.alloc->ctx, j->out, j->out_cap);
+  free(j->slots);
+  free(j->offsets);
+  free(j->lens);
+  free(j->ids);
+  free(j->labels);
+  free(j->reqs);
+  pthread_mutex_destroy(&j->err_mu);
+  free(j);
+}
+
+static struct job *job_new(struct stk_loader *l) {
+  uint32_t b = l->o.batch_size;
+  struct job *j = calloc(1, sizeof *j);
+  if (!j) return NULL;
+  j->slots = calloc(b, sizeof *j->slots);
+  j->offsets = calloc(b, sizeof *j->offsets);
+  j->lens = calloc(b, sizeof *j->lens);
+  j->ids = calloc(b, sizeof *j->ids);
+  j->labels = calloc(b, sizeof *j->labels);
+  j->reqs_cap = b;
+  j->reqs = calloc(b, sizeof *j->reqs);
+  pthread_mutex_init(&j->err_mu, NULL);
+  if (!j->slots || !j->offsets || !j->lens || !j->ids || !j->labels || !j->reqs) {
+    job_free(l, j);
+    return NULL;
+  }
+  return j;
+}
+
+/* Record a job's first failure; in skip mode the sample is dropped instead
+ * (the caller decides which). */
+static void job_fail(struct job *j, int code, const char *msg) {
+  pthread_mutex_lock(&j->err_mu);
+  if (!j->err) {
+    j->err = code;
+    snprintf(j->errmsg, sizeof j->errmsg, "%s", msg);
+  }
+  pthread_mutex_unlock(&j->err_mu);
+}
+
+static void slot_fail(struct stk_loader *l, struct job *j, struct slot *s, int code,
+                      const char *msg) {
+  s->err = code;
+  if (l->o.on_error == STK_ON_ERROR_SKIP) {
+    stk_log(STK_LOG_INFO, "skipping sample %llu: %s", (unsigned long long)s->id, msg);
+    return;
+  }
+  job_fail(j, code, msg);
+}
+
+/* ---- file descriptors ---------------------------------------------------- */
+
+static struct fdent *fd_get(struct stk_loader *l, uint32_t shard, char *err) {
+  struct fdent *victim = NULL; /* a free entry, else the least recently used idle one */
+  for (int i = 0; i < FD_CACHE; i++) {
+    struct fdent *e = &l->fds[i];
+    if (e->fd >= 0 && e->shard == shard) {
+      e->last_use = ++l->fd_clock;
+      return e;
+    }
+    if (e->inflight > 0 || (victim && victim->fd < 0)) continue;
+    if (!victim || e->fd < 0 || e->last_use < victim->last_use) victim = e;
+  }
+  if (!victim) {
+    stk__errf(err, STK_EBUSY, "too many shards with reads in flight");
+    return NULL;
+  }
+  if (victim->fd >= 0) close(victim->fd);
+  victim->fd = -1;
+  const char *path = l->ds->shards[shard].path;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | (l->o.direct ? O_DIRECT : 0));
+  if (fd < 0) {
+    int e = errno;
+    stk__errf(err, stk__from_errno(e), "%s: cannot open: %s", path, strerror(e));
+    return NULL;
+  }
+  victim->fd = fd;
+  victim->shard = shard;
+  victim->inflight = 0;
+  victim->last_use = ++l->fd_clock;
+  return victim;
+}
+
+/* ---- the reader ---------------------------------------------------------- */
+
+/* Take the next sample for this rank, moving to the next epoch when one
+ * ends. Returns 0, or STK_EOF when the last epoch is done. */
+static int next_sample(struct stk_loader *l, uint64_t *id, uint64_t *epoch) {
+  for (;;) {
+    if (l->sampler_eof) return STK_EOF;
+    int rc = stk_sampler_next(l->sampler, id);
+    if (rc == 0) {
+      *epoch = l->epoch;
+      return 0;
+    }
+    return STK_EOF; /* epoch boundary: the caller ends the batch here */
+  }
+}
+
+static void advance_epoch(struct stk_loader *l) {
+  l->epoch++;
+  if (l->epoch >= l->o.epochs)
+    l->sampler_eof = 1;
+  else
+    stk_sampler_set_epoch(l->sampler, l->epoch);
+}
+
+/* Resolve where sample id lies: shard, range, label. */
+static int locate(struct stk_loader *l, uint64_t id, struct slot *s, char *err) {
+  struct stk_dataset *ds = l->ds;
+  size_t sh = stk__dataset_shard_of(ds, id);
+  struct stk_shard *shard = &ds->shards[sh];
+  s->id = id;
+  s->shard = (uint32_t)sh;
+  s->label = shard->label;
+  s->err = 0;
+  if (shard->idx) {
+    s->off = shard->idx[id - shard->first].off;
+    s->len = shard->idx[id - shard->first].len;
+    return 0;
+  }
+  /* A plain file: its size is learned from the descriptor opened anyway. */
+  if (l->file_size[sh] == UINT64_MAX) {
+    struct fdent *e = fd_get(l, (uint32_t)sh, err);
+    if (!e) return STK_EIO;
+    struct stat st;
+    if (fstat(e->fd, &st) != 0) return stk__errf(err, STK_EIO, "%s: fstat failed", shard->path);
+    l->file_size[sh] = (uint64_t)st.st_size;
+  }
+  s->off = 0;
+  s->len = l->file_size[sh];
+  return 0;
+}
+
+static int cmp_slot_pos(const void *a, const void *b) {
+  const struct slot *x = *(struct slot *const *)a, *y = *(struct slot *const *)b;
+  if (x->shard != y->shard) return x->shard < y->shard ? -1 : 1;
+  return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Lay the job's samples out in its staging buffer in file order and build
+ * the read requests, merging ranges that touch. With O_DIRECT each read is
+ * widened to aligned bounds and placed at an aligned position. */
+static int plan_reads(struct stk_loader *l, struct job *j) {
+  struct slot *order[j->n];
+  for (uint32_t i = 0; i < j->n; i++) order[i] = &j->slots[i];
+  qsort(order, j->n, sizeof *order, cmp_slot_pos);
+  uint64_t pos = 0, a = l->o.direct ? ALIGN : 1;
+  /* First pass: sizes, to reserve the buffer once. */
+  for (uint32_t k = 0; k < j->n;) {
+    struct slot *s = order[k];
+    uint64_t start = s->off & ~(a - 1), end = s->off + s->len;
+    uint32_t m = k + 1;
+    while (m < j->n && order[m]->shard == s->shard && order[m]->off <= end &&
+           order[m]->off + order[m]->len - start <= MAX_COALESCE) {
+      end = STK__MAX(end, order[m]->off + order[m]->len);
+      m++;
+    }
+    uint64_t aend = (end + a - 1) & ~(a - 1);
+    pos = ((pos + a - 1) & ~(a - 1)) + (aend - start);
+    k = m;
+  }
+  int rc = buf_reserve(l, &j->raw, &j->raw_cap, pos ? pos : 1);
+  if (rc) return stk__errf(j->errmsg, rc, "out of memory for a %llu-byte batch", (unsigned long long)pos);
+  j->nreqs = 0;
+  pos = 0;
+  for (uint32_t k = 0; k < j->n;) {
+    struct slot *s = order[k];
+    uint64_t start = s->off & ~(a - 1), end = s->off + s->len;
+    uint32_t m = k + 1;
+    while (m < j->n && order[m]->shard == s->shard && order[m]->off <= end &&
+           order[m]->off + order[m]->len - start <= MAX_COALESCE) {
+      end = STK__MAX(end, order[m]->off + order[m]->len);
+      m++;
+    }
+    uint64_t aend = (end + a - 1) & ~(a - 1);
+    pos = (pos + a - 1) & ~(a - 1);
+    for (uint32_t q = k; q < m; q++) order[q]->raw_pos = pos + (order[q]->off - start);
+    struct stk_io_req *r = &j->reqs[j->nreqs++];
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+    r->off = start;
+    r->len = aend - start;
+    r->need = end - start;
+    r->buf = j->raw + pos;
+    r->user = j;
+    r->res = (int)s->shard; /* shard until submitted; fd resolved then */
+    pos += aend - start;
+    k = m;
+  }
+  j->reqs_next = 0;
+  j->reads_pending = j->nreqs;
+  return 0;
+}
+
+/* Fill a job with the next batch from the sampler. Returns 0, or STK_EOF
+ * when nothing is left; a partial batch at an epoch end is kept unless
+ * drop_last. */
+static int fill_job(struct stk_loader *l, struct job *j) {
+  for (;;) {
+    j->n = 0;
+    j->err = 0;
+    j->skipped = 0;
+    j->errmsg[0] = 0;
+    j->epoch = l->epoch;
+    while (j->n < l->o.batch_size) {
+      uint64_t id, ep;
+      if (next_sample(l, &id, &ep) != 0) break;
+      int rc = locate(l, id, &j->slots[j->n], j->errmsg);
+      if (rc) {
+        if (l->o.on_error == STK_ON_ERROR_SKIP) {
+          j->skipped++;
+          continue;
+        }
+        j->err = rc;
+        break;
+      }
+      j->n++;
+    }
+    stk_sampler_save(l->sampler, &j->state_after);
+    int epoch_end = j->n < l->o.batch_size && !j->err;
+    if (j->err) return 0;
+    if (epoch_end) {
+      int partial = j->n > 0;
+      if (!l->sampler_eof) advance_epoch(l);
+      if (partial && !l->o.drop_last) return 0;
+      if (l->sampler_eof) return STK_EOF;
+      continue;
+    }
+    return 0;
+  }
+}
+
+/* ---- decode workers ------------------------------------------------------ */
+
+static void push_tasks(struct stk_loader *l, struct job *j) {
+  uint32_t chunks = STK__MIN(j->n, l->nworkers * 2);
+  if (chunks == 0) chunks = 1;
+  atomic_store(&j->tasks_pending, chunks);
+  pthread_mutex_lock(&l->mu);
+  for (uint32_t c = 0; c < chunks; c++) {
+    uint32_t b = (uint32_t)((uint64_t)j->n * c / chunks), e = (uint32_t)((uint64_t)j->n * (c + 1) / chunks);
+    l->tasks[(l->task_head + l->task_len) % l->tasks_cap] = (struct task){j, b, e};
+    l->task_len++;
+  }
+  pthread_cond_broadcast(&l->cv_task);
+  pthread_mutex_unlock(&l->mu);
+}
+
+static const struct stk_field *pick_field(const struct stk_loader *l, const struct stk_sample *smp) {
+  if (smp->nfields == 0) return NULL;
+  if (!l->o.decode.field) return &smp->fields[0];
+  for (int i = 0; i < smp->nfields; i++)
+    if (strcmp(smp->fields[i].name, l->o.decode.field) == 0) return &smp->fields[i];
+  return NULL;
+}
+
+/* Phase 1 for one sample: parse (checksums) and decode, or find the bytes
+ * in place. */
+static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tls, char *err) {
+  struct slot *s = &j->slots[i];
+  if (s->err) return;
+  const struct stk_shard *sh = &l->ds->shards[s->shard];
+  struct stk_sample smp;
+  memset(&smp, 0, sizeof smp);
+  smp.label = -1;
+  int rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, !l->o.skip_verify, &smp, err);
+  if (rc) return slot_fail(l, j, s, rc, err);
+  if (smp.label >= 0) s->label = smp.label;
+  const struct stk_field *f = pick_field(l, &smp);
+  if (!f) {
+    stk__errf(err, STK_EFORMAT, "%s: offset %llu: sample %llu has no field '%s'", sh->path,
+              (unsigned long long)s->off, (unsigned long long)s->id,
+              l->o.decode.field ? l->o.decode.field : "(any)");
+    return slot_fail(l, j, s, STK_EFORMAT, err);
+  }
+  s->field = *f;
+  if (l->fixed_out) { /* decode straight into the batch */
+    uint8_t *dst = j->out + (uint64_t)i * l->fixed_out;
+    struct stk_rng rng;
+    stk_rng_seed(&rng, stk_mix64(stk_mix64(l->o.sampler.seed, j->epoch), s->id));
+    rc = l->dec->decode(&l->o.decode, &tls[l->o.decode.kind], f, dst, l->fixed_out, &s->out_len, &rng, err);
+    if (rc) {
+      char msg[STK_ERRMSG_MAX + 64];
+      snprintf(msg, sizeof msg, "%s: offset %llu: %s", sh->path, (unsigned long long)s->off, err);
+      return slot_fail(l, j, s, rc, msg);
+    }
+    s->out_off = (uint64_t)i * l->fixed_out;
+    return;
+  }
+  uint64_t size;
+  rc = l->dec->out_size(&l->o.decode, f, &size, err);
+  if (rc == 0 && size > (f->encoding == STK_ENC_NONE ? f->len : f->raw_len))
+    rc = stk__errf(err, STK_EFORMAT, "decoded size larger than the field");
+  if (rc) {
+    char msg[STK_ERRMSG_MAX + 64];
+    snprintf(msg, sizeof msg, "%s: offset %llu: %s", sh->path, (unsigned long long)s->off, err);
+    return slot_fail(l, j, s, rc, msg);
+  }
+  s->out_len = size;
+  if (f->encoding == STK_ENC_NONE) /* in place: the payload is the field's tail */
+    s->out_off = (uint64_t)(f->data + f->len - size - j->raw);
+  else
+    atomic_store_explicit(&j->copy, 1, memory_order_relaxed);
+}
+
+/* Phase 2 for one sample: copy or inflate into the output buffer. */
+static void copy_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tls, char *err) {
+  struct slot *s = &j->slots[i];
+  if (s->err) return;
+  uint64_t got = 0;
+  int rc;
+  if (s->field.encoding == STK_ENC_NONE) {
+    memcpy(j->out + s->out_off, s->field.data + s->field.len - s->out_len, s->out_len);
+    return;
+  }
+  rc = l->dec->decode(&l->o.decode, &tls[l->o.decode.kind], &s->field, j->out + s->out_off, s->out_len,
+                      &got, NULL, err);
+  if (rc) return slot_fail(l, j, s, rc, err);
+  s->out_len = got;
+}
+
+static void ring_put(struct stk_loader *l, struct job *j);
+
+/* Lay out a batch after phase 1; start the copy phase if one is needed. */
+static void finish_phase1(struct stk_loader *l, struct job *j) {
+  uint64_t t0 = stk_now_ns();
+  if (!j->copy || j->err) {
+    ctr_add(&l->st[STK_STAGE_BATCH].busy_ns, stk_now_ns() - t0);
+    ring_put(l, j);
+    return;
+  }
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < j->n; i++)
+    if (!j->slots[i].err) {
+      j->slots[i].out_off = total;
+      total += (j->slots[i].out_len + 63) & ~63ull;
+    }
+  if (buf_reserve(l, &j->out, &j->out_cap, total ? total : 1) != 0) {
+    job_fail(j, STK_ENOMEM, "out of memory for a batch's output buffer");
+    ring_put(l, j);
+    return;
+  }
+  j->phase = 2;
+  ctr_add(&l->st[STK_STAGE_BATCH].busy_ns, stk_now_ns() - t0);
+  push_tasks(l, j);
+}
+
+static void *worker_main(void *arg) {
+  struct stk_loader *l = arg;
+  void *tls[3] = {NULL, NULL, NULL};
+  char err[STK_ERRMSG_MAX];
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    uint64_t t0 = stk_now_ns();
+    while (!l->task_len && !l->stop_workers) pthread_cond_wait(&l->cv_task, &l->mu);
+    ctr_add(&l->st[STK_STAGE_DECODE].wait_in_ns, stk_now_ns() - t0);
+    if (!l->task_len) break;
+    struct task t = l->tasks[l->task_head];
+    l->task_head = (l->task_head + 1) % l->tasks_cap;
+    l->task_len--;
+    pthread_mutex_unlock(&l->mu);
+
+    uint64_t t1 = stk_now_ns(), bytes = 0;
+    struct job *j = t.job;
+    int phase = j->phase; /* fixed until this job's last task of the phase */
+    for (uint32_t i = t.begin; i < t.end; i++) {
+      if (phase == 2)
+        copy_sample(l, j, i, tls, err);
+      else
+        do_sample(l, j, i, tls, err);
+      bytes += j->slots[i].out_len;
+    }
+    int stage = phase == 2 ? STK_STAGE_BATCH : STK_STAGE_DECODE;
+    ctr_add(&l->st[stage].busy_ns, stk_now_ns() - t1);
+    if (phase != 2) {
+      ctr_add(&l->st[STK_STAGE_DECODE].items, t.end - t.begin);
+      ctr_add(&l->st[STK_STAGE_DECODE].bytes, bytes);
+    }
+    if (atomic_fetch_sub(&j->tasks_pending, 1) == 1) {
+      if (phase == 2)
+        ring_put(l, j);
+      else
+        finish_phase1(l, j);
+    }
+    pthread_mutex_lock(&l->mu);
+  }
+  pthread_mutex_unlock(&l->mu);
+  for (int k = 0; k < 3; k++)
+    if (tls[k] && decoders[k]->thread_free) decoders[k]->thread_free(tls[k]);
+  return NULL;
+}
+
+/* ---- the ring ------------------------------------------------------------ */
+
+/* Make the batch view and publish the job for the consumer. */
+static void ring_put(struct stk_loader *l, struct job *j) {
+  uint32_t k = 0;
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < j->n; i++) {
+    struct slot *s = &j->slots[i];
+    if (s->err) {
+      j->skipped++;
+      continue;
+    }
+    j->offsets[k] = s->out_off;
+    j->lens[k] = s->out_len;
+    j->ids[k] = s->id;
+    j->labels[k] = s->label;
+    bytes += s->out_len;
+    k++;
+  }
+  struct stk_batch *b = &j->batch;
+  b->n = k;
+  b->epoch = j->epoch;
+  b->seq = j->seq;
+  b->data = (j->copy || l->fixed_out) ? j->out : j->raw;
+  b->bytes = bytes;
+  b->offsets = j->offsets;
+  b->len = j->lens;
+  b->indices = j->ids;
+  b->labels = j->labels;
+  b->skipped = j->skipped;
+  ctr_add(&l->st[STK_STAGE_BATCH].items, 1);
+  ctr_add(&l->st[STK_STAGE_BATCH].bytes, bytes);
+  pthread_mutex_lock(&l->mu);
+  l->ready[j->seq % l->maxjobs] = j;
+  pthread_cond_broadcast(&l->cv_ready);
+  pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- the reader thread --------------------------------------------------- */
+
+/* Get a free job if the ring has room (never blocks). */
+static struct job *try_get_job(struct stk_loader *l) {
+  struct job *j = NULL;
+  pthread_mutex_lock(&l->mu);
+  if (l->outstanding < (uint64_t)l->depth + 2 && !l->failed) {
+    if (l->free_jobs) {
+      j = l->free_jobs;
+      l->free_jobs = j->next;
+    } else if (l->njobs < l->maxjobs) {
+      j = job_new(l);
+      if (j) l->jobs[l->njobs++] = j;
+    }
+    if (j) l->outstanding++;
+  }
+  pthread_mutex_unlock(&l->mu);
+  return j;
+}
+
+static void submit_some(struct stk_loader *l) {
+  for (uint32_t r = 0; r < l->nreading; r++) {
+    struct job *j = l->reading[r];
+    while (j->reqs_next < j->nreqs) {
+      struct stk_io_req *q = &j->reqs[j->reqs_next];
+      if (l->inflight_reqs >= l->o.io_depth ||
+          (l->inflight_bytes > 0 && l->inflight_bytes + q->len > l->o.max_inflight))
+        return;
+      char err[STK_ERRMSG_MAX];
+      struct fdent *e = fd_get(l, (uint32_t)q->res, err);
+      if (!e) {
+        job_fail(j, STK_EIO, err);
+        j->reads_pending -= j->nreqs - j->reqs_next; /* abandon the rest */
+        j->reqs_next = j->nreqs;
+        break;
+      }
+      q->fd = e->fd;
+      q->user = e;
+      e->inflight++;
+      l->io_ops->submit(l->io, q);
+      l->inflight_reqs++;
+      l->inflight_bytes += q->len;
+      j->reqs_next++;
+    }
+  }
+}
+
+static struct job *job_of_req(struct stk_loader *l, struct stk_io_req *q) {
+  for (uint32_t r = 0; r < l->nreading; r++) {
+    struct job *j = l->reading[r];
+    if (q >= j->reqs && q < j->reqs + j->nreqs) return j;
+  }
+  return NULL;
+}
+
+/* Report a failed read against each sample in its range. */
+static void read_failed(struct stk_loader *l, struct job *j, struct stk_io_req *q) {
+  for (uint32_t i = 0; i < j->n; i++) {
+    struct slot *s = &j->slots[i];
+    if (j->raw + s->raw_pos >= q->buf && j->raw + s->raw_pos < q->buf + q->len) {
+      char msg[STK_ERRMSG_MAX];
+      snprintf(msg, sizeof msg, "%s: offset %llu: read of %llu bytes failed: %s",
+               l->ds->shards[s->shard].path, (unsigned long long)s->off,
+               (unsigned long long)s->len,
+               q->res == STK_ETRUNC ? "file is shorter than its index says" : stk_strerror(q->res));
+      slot_fail(l, j, s, q->res, msg);
+    }
+  }
+}
+
+static void reap_some(struct stk_loader *l, int block) {
+  struct stk_io_req *done[64];
+  int n = l->io_ops->reap(l->io, done, 64, block);
+  if (n < 0) {
+    stk_log(STK_LOG_ERROR, "I/O engine failed: %s", stk_strerror(n));
+    return;
+  }
+  for (int k = 0; k < n; k++) {
+    struct stk_io_req *q = done[k];
+    struct fdent *e = q->user;
+    e->inflight--;
+    struct job *j = job_of_req(l, q);
+    l->inflight_reqs--;
+    l->inflight_bytes -= q->len;
+    ctr_add(&l->read_ops, 1);
+    ctr_add(&l->read_bytes, q->len);
+    q->user = j;
+    if (q->res) read_failed(l, j, q);
+    j->reads_pending--;
+  }
+  /* Hand finished jobs to the decoders, oldest first. */
+  uint32_t w = 0;
+  for (uint32_t r = 0; r < l->nreading; r++) {
+    struct job *j = l->reading[r];
+    if (j->reads_pending == 0 && j->reqs_next == j->nreqs) {
+      uint64_t bytes = 0;
+      for (uint32_t i = 0; i < j->n; i++) bytes += j->slots[i].len;
+      ctr_add(&l->st[STK_STAGE_READ].items, j->n);
+      ctr_add(&l->st[STK_STAGE_READ].bytes, bytes);
+      if (j->n == 0 || j->err)
+        ring_put(l, j);
+      else
+        push_tasks(l, j);
+    } else {
+      l->reading[w++] = j;
+    }
+  }
+  l->nreading = w;
+}
+
+/* Start a job: fill it, plan its reads, size its output. */
+static int start_job(struct stk_loader *l, struct job *j) {
+  j->copy = 0;
+  j->phase = 1;
+  int rc = fill_job(l, j);
+  if (rc == STK_EOF) return rc;
+  j->seq = l->made_seq++;
+  if (!j->err && j->n > 0) {
+    rc = plan_reads(l, j);
+    if (!rc && l->fixed_out)
+      rc = buf_reserve(l, &j->out, &j->out_cap, (size_t)l->fixed_out * j->n);
+    if (rc) job_fail(j, rc, j->errmsg[0] ? j->errmsg : "out of memory for a batch");
+  }
+  if (j->err) {
+    j->nreqs = j->reqs_next = j->reads_pending = 0;
+  }
+  uint64_t jb = j->raw_cap + j->out_cap;
+  if (jb > l->max_job_bytes) l->max_job_bytes = jb;
+  l->reading[l->nreading++] = j;
+  return 0;
+}
+
+static void *reader_main(void *arg) {
+  struct stk_loader *l = arg;
+  uint64_t t_start = stk_now_ns(), blocked = 0;
+  int eof = 0;
+  while (!atomic_load(&l->cancel)) {
+    /* Keep a few jobs in their read phase so I/O overlaps decode. */
+    while (!eof && l->nreading < 4 && l->nreading < STK__ARRAY_LEN(l->reading)) {
+      struct job *j = try_get_job(l);
+      if (!j) break;
+      if (start_job(l, j) == STK_EOF) {
+        pthread_mutex_lock(&l->mu);
+        j->next = l->free_jobs;
+        l->free_jobs = j;
+        l->outstanding--;
+        pthread_mutex_unlock(&l->mu);
+        eof = 1;
+      }
+    }
+    submit_some(l);
+    if (l->inflight_reqs > 0) {
+      reap_some(l, 1);
+      continue;
+    }
+    if (l->nreading > 0) { /* jobs with nothing to read (errors, empty) */
+      reap_some(l, 0);
+      continue;
+    }
+    if (eof) break;
+    /* Nothing in flight and no free job: the ring is full. */
+    uint64_t t0 = stk_now_ns();
+    pthread_mutex_lock(&l->mu);
+    while (l->outstanding >= (uint64_t)l->depth + 2 && !atomic_load(&l->cancel) && !l->failed)
+      pthread_cond_wait(&l->cv_free, &l->mu);
+    int failed = l->failed;
+    pthread_mutex_unlock(&l->mu);
+    blocked += stk_now_ns() - t0;
+    if (failed) break;
+  }
+  while (l->inflight_reqs > 0) reap_some(l, 1); /* never leave reads in flight */
+  ctr_add(&l->st[STK_STAGE_READ].wait_out_ns, blocked);
+  ctr_add(&l->st[STK_STAGE_RING].wait_out_ns, blocked);
+  ctr_add(&l->st[STK_STAGE_READ].busy_ns, stk_now_ns() - t_start - blocked);
+  pthread_mutex_lock(&l->mu);
+  l->reader_done = 1;
+  pthread_cond_broadcast(&l->cv_ready);
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+/* ---- public -------------------------------------------------------------- */
+
+static long ncores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? n : 1;
+}
+
+static int validate(struct stk_loader *l, char *err) {
+  struct stk_loader_opts *o = &l->o;
+  if (!o->batch_size) o->batch_size = 32;
+  if (!o->threads) o->threads = (uint32_t)ncores();
+  if (!o->epochs) o->epochs = 1;
+  if (!o->max_inflight) o->max_inflight = 64u << 20;
+  if (!o->io_depth) o->io_depth = 64;
+  if (!o->prefetch) o->prefetch = 2;
+  if (!o->prefetch_max) o->prefetch_max = 16;
+  if (o->prefetch_max < o->prefetch) o->prefetch_max = o->prefetch;
+  if (!o->mem_cap) o->mem_cap = 1ull << 30;
+  if (!o->alloc) o->alloc = &default_allocator;
+  if (o->batch_size > (1u << 20))
+    return stk__errf(err, STK_EINVAL, "batch size %u is larger than 1048576", o->batch_size);
+  if (o->threads > 1024) return stk__errf(err, STK_EINVAL, "%u decode threads is too many", o->threads);
+  if (o->decode.kind < 0 || o->decode.kind >= (int)STK__ARRAY_LEN(decoders))
+    return stk__errf(err, STK_EINVAL, "unknown decode kind %d", o->decode.kind);
+  if (o->decode.kind == STK_DECODE_JPEG) {
+    struct stk_decode_cfg *c = &o->decode;
+    if (!c->out_h) c->out_h = 224;
+    if (!c->out_w) c->out_w = 224;
+    if (c->out_h < 1 || c->out_w < 1 || c->out_h > 16384 || c->out_w > 16384)
+      return stk__errf(err, STK_EINVAL, "output size %dx%d is out of range", c->out_w, c->out_h);
+  }
+  return 0;
+}
+
+static void loader_free(struct stk_loader *l) {
+  for (uint32_t i = 0; i < l->njobs; i++) job_free(l, l->jobs[i]);
+  for (int i = 0; i < FD_CACHE; i++)
+    if (l->fds[i].fd >= 0) close(l->fds[i].fd);
+  if (l->io) l->io_ops->close(l->io);
+  stk_sampler_close(l->sampler);
+  free(l->jobs);
+  free(l->ready);
+  free(l->tasks);
+  free(l->workers);
+  free(l->file_size);
+  pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->cv_free);
+  pthread_cond_destroy(&l->cv_ready);
+  pthread_cond_destroy(&l->cv_task);
+  free(l);
+}
+
+int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
+                    const struct stk_loader_opts *opts, char *errmsg) {
+  char err[STK_ERRMSG_MAX] = "";
+  struct stk_loader *l = calloc(1, sizeof *l);
+  if (!l) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
+  l->ds = ds;
+  if (opts) l->o = *opts;
+  pthread_mutex_init(&l->mu, NULL);
+  pthread_cond_init(&l->cv_free, NULL);
+  pthread_cond_init(&l->cv_ready, NULL);
+  pthread_cond_init(&l->cv_task, NULL);
+  for (int i = 0; i < FD_CACHE; i++) l->fds[i].fd = -1;
+  int rc = validate(l, err);
+  if (!rc && ds->nsamples == 0) rc = stk__errf(err, STK_EEMPTY, "%s: the dataset has no samples", ds->root);
+  if (!rc) {
+    rc = stk_sampler_open(&l->sampler, ds, &l->o.sampler);
+    if (rc) stk__errf(err, rc, "cannot start the sampler: %s", stk_strerror(rc));
+  }
+  if (!rc && l->o.resume) {
+    rc = stk_sampler_restore(l->sampler, l->o.resume);
+    if (rc) stk__errf(err, rc, "cannot resume: the saved state does not match this dataset or seed");
+    l->epoch = l->o.resume->epoch;
+    if (!rc && l->epoch >= l->o.epochs) l->sampler_eof = 1;
+  }
+  l->dec = decoders[l->o.decode.kind];
+  if (!rc && l->o.decode.kind == STK_DECODE_JPEG) rc = l->dec->out_size(&l->o.decode, NULL, &l->fixed_out, err);
+  if (!rc) {
+    l->file_size = malloc(ds->nshards * sizeof *l->file_size);
+    if (!l->file_size) rc = stk__errf(err, STK_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < ds->nshards; i++) l->file_size[i] = UINT64_MAX;
+  }
+  if (!rc) {
+    struct stk_io_opts io = {.depth = l->o.io_depth, .threads = (uint32_t)STK__MAX(2, ncores())};
+    rc = stk__io_open(l->o.io_engine, &io, &l->io_ops, &l->io, err);
+  }
+  if (rc) {
+    loader_free(l);
+    return stk__errf(errmsg, rc, "%s", err);
+  }
+  l->depth = l->o.prefetch;
+  l->depth_max_seen = l->depth;
+  l->maxjobs = l->o.prefetch_max + 2;
+  l->jobs = calloc(l->maxjobs, sizeof *l->jobs);
+  l->ready = calloc(l->maxjobs, sizeof *l->ready);
+  l->tasks_cap = l->maxjobs * (l->o.threads * 2 + 1);
+  l->tasks = calloc(l->tasks_cap, sizeof *l->tasks);
+  l->nworkers = l->o.threads;
+  l->workers = calloc(l->nworkers, sizeof *l->workers);
+  if (!l->jobs || !l->ready || !l->tasks || !l->workers) {
+    loader_free(l);
+    return stk__errf(errmsg, STK_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < STK_STAGE_COUNT; i++) l->st[i].threads = 1;
+  l->st[STK_STAGE_DECODE].threads = l->nworkers;
+  stk_sampler_save(l->sampler, &l->state);
+  l->t_open = stk_now_ns();
+  uint32_t started = 0;
+  for (; started < l->nworkers; started++)
+    if (pthread_create(&l->workers[started], NULL, worker_main, l) != 0) break;
+  if (started < l->nworkers || pthread_create(&l->reader, NULL, reader_main, l) != 0) {
+    pthread_mutex_lock(&l->mu);
+    l->stop_workers = 1;
+    pthread_cond_broadcast(&l->cv_task);
+    pthread_mutex_unlock(&l->mu);
+    for (uint32_t i = 0; i < started; i++) pthread_join(l->workers[i], NULL);
+    loader_free(l);
+    return stk__errf(errmsg, STK_ESYS, "cannot start loader threads");
+  }
+  *out = l;
+  return 0;
+}
+
+/* Grow the ring by one batch after the consumer waited, within the memory
+ * cap (counting the two batches beyond depth that are always outstanding). */
+static void maybe_grow(struct stk_loader *l) {
+  if (l->depth >= l->o.prefetch_max) return;
+  if ((uint64_t)(l->depth + 3) * l->max_job_bytes > l->o.mem_cap) return;
+  l->depth++;
+  if (l->depth > l->depth_max_seen) l->depth_max_seen = l->depth;
+  pthread_cond_signal(&l->cv_free);
+}
+
+int stk_loader_next(struct stk_loader *l, struct stk_batch **out) {
+  uint64_t t0 = stk_now_ns();
+  int waited = 0, rc = 0;
+  pthread_mutex_lock(&l->mu);
+  struct job *j = NULL;
+  for (;;) {
+    if (l->failed) { /* a failed loader stays failed */
+      rc = l->failed;
+      break;
+    }
+    struct job *r = l->ready[l->next_seq % l->maxjobs];
+    if (r && r->seq == l->next_seq) {
+      j = r;
+      break;
+    }
+    if (atomic_load(&l->cancel)) {
+      rc = STK_ECANCELED;
+      break;
+    }
+    if (l->reader_done && l->next_seq >= l->made_seq) {
+      rc = STK_EOF;
+      break;
+    }
+    waited = 1;
+    /* Timed, so that a cancel from a signal handler is seen promptly. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100000000;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&l->cv_ready, &l->mu, &ts);
+  }
+  int job_failed = 0;
+  if (j) {
+    l->ready[l->next_seq % l->maxjobs] = NULL;
+    l->next_seq++;
+    if (waited) maybe_grow(l);
+    if (j->err) {
+      rc = l->failed = j->err;
+      job_failed = 1;
+      snprintf(l->err, sizeof l->err, "%s", j->errmsg);
+      pthread_cond_broadcast(&l->cv_free);
+    }
+  }
+  pthread_mutex_unlock(&l->mu);
+  uint64_t w = stk_now_ns() - t0;
+  if (rc == 0 || rc == STK_EOF) {
+    l->consumer_wait_ns += w;
+    ctr_add(&l->st[STK_STAGE_RING].wait_in_ns, w);
+  }
+  if (rc) {
+    if (job_failed) stk_batch_release(l, &j->batch);
+    return rc;
+  }
+  stk__hist_add(&l->wait_hist, w);
+  l->batches_out++;
+  l->samples_out += j->batch.n;
+  l->bytes_out += j->batch.bytes;
+  l->skipped_out += j->batch.skipped;
+  l->state = j->state_after;
+  ctr_add(&l->st[STK_STAGE_RING].items, 1);
+  ctr_add(&l->st[STK_STAGE_RING].bytes, j->batch.bytes);
+  *out = &j->batch;
+  return 0;
+}
+
+void stk_batch_release(struct stk_loader *l, struct stk_batch *b) {
+  if (!b) return;
+  struct job *j = (struct job *)((char *)b - offsetof(struct job, batch));
+  pthread_mutex_lock(&l->mu);
+  j->next = l->free_jobs;
+  l->free_jobs = j;
+  l->outstanding--;
+  pthread_cond_signal(&l->cv_free);
+  pthread_mutex_unlock(&l->mu);
+}
+
+void stk_loader_cancel(struct stk_loader *l) { atomic_store(&l->cancel, 1); }
+
+void stk_loader_close(struct stk_loader *l) {
+  if (!l) return;
+  atomic_store(&l->cancel, 1);
+  pthread_mutex_lock(&l->mu);
+  pthread_cond_broadcast(&l->cv_free);
+  pthread_mutex_unlock(&l->mu);
+  pthread_join(l->reader, NULL);
+  /* Let the workers finish the tasks already queued: they write into job
+   * buffers that must not be freed under them. */
+  pthread_mutex_lock(&l->mu);
+  l->stop_workers = 1;
+  pthread_cond_broadcast(&l->cv_task);
+  pthread_mutex_unlock(&l->mu);
+  for (uint32_t i = 0; i < l->nworkers; i++) pthread_join(l->workers[i], NULL);
+  loader_free(l);
+}
+
+const char *stk_loader_errmsg(const struct stk_loader *l) { return l->err; }
+
+void stk_loader_state(const struct stk_loader *l, struct stk_sampler_state *st) { *st = l->state; }
+
+const char *stk_loader_engine(const struct stk_loader *l) { return l->io_ops->name; }
+
+void stk_loader_stats(struct stk_loader *l, struct stk_loader_stats *st) {
+  static const char *names[] = {"read", "decode", "batch", "ring"};
+  memset(st, 0, sizeof *st);
+  for (int i = 0; i < STK_STAGE_COUNT; i++) {
+    struct stk_stage_stats *s = &st->stage[i];
+    s->name = names[i];
+    s->busy_ns = atomic_load(&l->st[i].busy_ns);
+    s->wait_in_ns = atomic_load(&l->st[i].wait_in_ns);
+    s->wait_out_ns = atomic_load(&l->st[i].wait_out_ns);
+    s->items = atomic_load(&l->st[i].items);
+    s->bytes = atomic_load(&l->st[i].bytes);
+    s->threads = l->st[i].threads;
+  }
+  st->wall_ns = stk_now_ns() - l->t_open;
+  st->batches = l->batches_out;
+  st->samples = l->samples_out;
+  st->bytes = l->bytes_out;
+  st->skipped = l->skipped_out;
+  st->consumer_wait_ns = l->consumer_wait_ns;
+  st->wait_p50_ns = stk__hist_quantile(&l->wait_hist, 0.50);
+  st->wait_p99_ns = stk__hist_quantile(&l->wait_hist, 0.99);
+  st->wait_max_ns = l->wait_hist.max;
+  pthread_mutex_lock(&l->mu);
+  st->ring_depth = l->depth;
+  pthread_mutex_unlock(&l->mu);
+  st->ring_depth_max = l->depth_max_seen;
+  st->mem_bytes = atomic_load(&l->mem_bytes);
+  st->read_ops = atomic_load(&l->read_ops);
+  st->read_bytes = atomic_load(&l->read_bytes);
+}

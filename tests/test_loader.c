@@ -1,0 +1,352 @@
+/* Loader pipeline tests on TFRecord shards written here byte by byte: every
+ * sample arrives once per epoch with its own bytes, engines agree, errors
+ * name file and offset, skip mode counts, resume continues exactly, memory
+ * stays bounded. Tests named *concurrent* also run under ThreadSanitizer. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../src/base/base.h"
+#include "stoker/stoker.h"
+#include "test.h"
+
+/* Payload of sample id: its size and bytes are a function of id. */
+static uint64_t payload_len(uint64_t id) { return 100 + (stk_mix64(id, 7) % 5000); }
+static uint8_t payload_byte(uint64_t id, uint64_t i) { return (uint8_t)(id * 131 + i * 7); }
+
+/* Write nshards TFRecord shards of per records each into dir. */
+static void write_tfrecords(const char *dir, int nshards, int per) {
+  mkdir(dir, 0755);
+  uint64_t id = 0;
+  for (int s = 0; s < nshards; s++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/part-%05d.tfrecord", dir, s);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    for (int r = 0; r < per; r++, id++) {
+      uint64_t n = payload_len(id);
+      uint8_t hdr[12], *data = malloc(n), crc[4];
+      for (uint64_t i = 0; i < n; i++) data[i] = payload_byte(id, i);
+      stk__st64(hdr, n);
+      stk__st32(hdr + 8, stk_crc32c_mask(stk_crc32c(0, hdr, 8)));
+      stk__st32(crc, stk_crc32c_mask(stk_crc32c(0, data, n)));
+      fwrite(hdr, 1, 12, f);
+      fwrite(data, 1, n, f);
+      fwrite(crc, 1, 4, f);
+      free(data);
+    }
+    fclose(f);
+  }
+}
+
+static struct stk_dataset *open_ds(const char *dir) {
+  struct stk_dataset *ds;
+  char err[STK_ERRMSG_MAX];
+  int rc = stk_dataset_open(&ds, dir, NULL, err);
+  CHECK_MSG(rc == 0, "open %s: %s", dir, err);
+  return ds;
+}
+
+/* Run the loader to the end; check every batch's bytes; record ids per
+ * epoch into seen[epoch][id]. Returns batches. */
+static uint64_t run_all(struct stk_dataset *ds, struct stk_loader_opts *o, uint8_t **seen,
+                        uint64_t *order) {
+  struct stk_loader *l;
+  char err[STK_ERRMSG_MAX];
+  int rc = stk_loader_open(&l, ds, o, err);
+  CHECK_MSG(rc == 0, "loader_open: %s", err);
+  struct stk_batch *b;
+  uint64_t batches = 0, k = 0;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    batches++;
+    CHECK(b->n <= o->batch_size);
+    for (uint32_t i = 0; i < b->n; i++) {
+      uint64_t id = b->indices[i];
+      CHECK_EQ(b->len[i], payload_len(id));
+      const uint8_t *p = b->data + b->offsets[i];
+      for (uint64_t q = 0; q < b->len[i]; q += 97) CHECK_EQ(p[q], payload_byte(id, q));
+      CHECK_EQ(p[b->len[i] - 1], payload_byte(id, b->len[i] - 1));
+      if (seen) {
+        CHECK_MSG(!seen[b->epoch][id], "sample %llu twice in epoch %llu", (unsigned long long)id,
+                  (unsigned long long)b->epoch);
+        seen[b->epoch][id] = 1;
+      }
+      if (order) order[k++] = id;
+    }
+    stk_batch_release(l, b);
+  }
+  CHECK_MSG(rc == STK_EOF, "next: %d %s", rc, stk_loader_errmsg(l));
+  stk_loader_close(l);
+  return batches;
+}
+
+static void every_sample_once(const char *engine, enum stk_shuffle mode, uint32_t threads) {
+  write_tfrecords("ds", 6, 50);
+  struct stk_dataset *ds = open_ds("ds");
+  CHECK_EQ(stk_dataset_num_samples(ds), 300);
+  uint8_t *seen[3];
+  for (int e = 0; e < 3; e++) seen[e] = calloc(300, 1);
+  struct stk_loader_opts o = {.batch_size = 16, .threads = threads, .epochs = 3, .io_engine = engine};
+  o.sampler.shuffle = mode;
+  o.sampler.seed = 3;
+  uint64_t batches = run_all(ds, &o, seen, NULL);
+  CHECK_EQ(batches, 3 * 19); /* 18 full + 1 of 12 per epoch */
+  for (int e = 0; e < 3; e++)
+    for (int i = 0; i < 300; i++) CHECK_MSG(seen[e][i], "epoch %d lacks sample %d", e, i);
+  stk_dataset_close(ds);
+}
+
+TEST(loader_every_sample_once_pread) { every_sample_once("pread", STK_SHUFFLE_GLOBAL, 2); }
+TEST(loader_every_sample_once_io_uring) {
+  every_sample_once("io_uring", STK_SHUFFLE_BLOCK, 3);
+}
+TEST(loader_concurrent_many_workers) { every_sample_once("auto", STK_SHUFFLE_GLOBAL, 8); }
+
+TEST(loader_engines_same_order) {
+  write_tfrecords("ds", 3, 40);
+  struct stk_dataset *ds = open_ds("ds");
+  uint64_t a[120], b[120];
+  struct stk_loader_opts o = {.batch_size = 7, .threads = 2, .io_engine = "pread"};
+  o.sampler.seed = 42;
+  run_all(ds, &o, NULL, a);
+  o.io_engine = "io_uring";
+  run_all(ds, &o, NULL, b);
+  CHECK(memcmp(a, b, sizeof a) == 0);
+  stk_dataset_close(ds);
+}
+
+TEST(loader_drop_last) {
+  write_tfrecords("ds", 2, 50);
+  struct stk_dataset *ds = open_ds("ds");
+  struct stk_loader_opts o = {.batch_size = 32, .threads = 2, .epochs = 2, .drop_last = 1};
+  CHECK_EQ(run_all(ds, &o, NULL, NULL), 2 * 3);
+  o.drop_last = 0;
+  CHECK_EQ(run_all(ds, &o, NULL, NULL), 2 * 4);
+  stk_dataset_close(ds);
+}
+
+TEST(loader_direct_io) {
+  write_tfrecords("ds", 2, 30);
+  int fd = open("ds/part-00000.tfrecord", O_RDONLY | O_DIRECT);
+  if (fd < 0) SKIP("this file system does not support O_DIRECT");
+  close(fd);
+  struct stk_dataset *ds = open_ds("ds");
+  uint8_t *seen[1] = {calloc(60, 1)};
+  struct stk_loader_opts o = {.batch_size = 8, .threads = 2, .direct = 1};
+  run_all(ds, &o, seen, NULL);
+  for (int i = 0; i < 60; i++) CHECK(seen[0][i]);
+  stk_dataset_close(ds);
+}
+
+/* Flip one payload byte of record r of shard 1; return its file offset. */
+static uint64_t corrupt_record(int r) {
+  const char *path = "ds/part-00001.tfrecord";
+  uint64_t off = 0;
+  for (int i = 0; i < r; i++) off += 16 + payload_len(20 + (uint64_t)i);
+  int fd = open(path, O_RDWR);
+  uint8_t c;
+  CHECK(pread(fd, &c, 1, (off_t)off + 12 + 5) == 1);
+  c ^= 0x40;
+  CHECK(pwrite(fd, &c, 1, (off_t)off + 12 + 5) == 1);
+  close(fd);
+  return off;
+}
+
+TEST(loader_crc_error_names_file_and_offset) {
+  write_tfrecords("ds", 2, 20);
+  uint64_t off = corrupt_record(7);
+  struct stk_dataset *ds = open_ds("ds");
+  struct stk_loader *l;
+  struct stk_loader_opts o = {.batch_size = 4, .threads = 2};
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  struct stk_batch *b;
+  int rc;
+  while ((rc = stk_loader_next(l, &b)) == 0) stk_batch_release(l, b);
+  CHECK_EQ(rc, STK_ECRC);
+  char want[64];
+  snprintf(want, sizeof want, "offset %llu", (unsigned long long)off);
+  CHECK_CONTAINS(stk_loader_errmsg(l), "part-00001.tfrecord");
+  CHECK_CONTAINS(stk_loader_errmsg(l), want);
+  /* After a failure next() keeps failing rather than hanging. */
+  CHECK_EQ(stk_loader_next(l, &b), STK_ECRC);
+  stk_loader_close(l);
+  /* Without verification the bad byte passes through unnoticed. */
+  o.skip_verify = 1;
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  uint64_t n = 0;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    n += b->n;
+    stk_batch_release(l, b);
+  }
+  CHECK_EQ(rc, STK_EOF);
+  CHECK_EQ(n, 40);
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+}
+
+TEST(loader_skip_mode_counts) {
+  write_tfrecords("ds", 2, 20);
+  corrupt_record(3);
+  struct stk_dataset *ds = open_ds("ds");
+  struct stk_loader *l;
+  struct stk_loader_opts o = {.batch_size = 6, .threads = 2, .epochs = 2, .on_error = STK_ON_ERROR_SKIP};
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  struct stk_batch *b;
+  uint64_t n = 0, skipped = 0;
+  int rc;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    for (uint32_t i = 0; i < b->n; i++) CHECK(b->indices[i] != 23);
+    n += b->n;
+    skipped += b->skipped;
+    stk_batch_release(l, b);
+  }
+  CHECK_EQ(rc, STK_EOF);
+  CHECK_EQ(n, 2 * 39);
+  CHECK_EQ(skipped, 2);
+  struct stk_loader_stats st;
+  stk_loader_stats(l, &st);
+  CHECK_EQ(st.skipped, 2);
+  CHECK_EQ(st.samples, 78);
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+}
+
+TEST(loader_resume_continues_exactly) {
+  write_tfrecords("ds", 4, 25);
+  struct stk_dataset *ds = open_ds("ds");
+  struct stk_loader_opts o = {.batch_size = 8, .threads = 2, .epochs = 2};
+  o.sampler.seed = 5;
+  uint64_t full[200];
+  run_all(ds, &o, NULL, full);
+  /* Stop after 15 batches (one epoch is 13), save, resume. */
+  struct stk_loader *l;
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  struct stk_batch *b;
+  uint64_t got[200], k = 0;
+  for (int i = 0; i < 15; i++) {
+    CHECK_OK(stk_loader_next(l, &b));
+    for (uint32_t q = 0; q < b->n; q++) got[k++] = b->indices[q];
+    stk_batch_release(l, b);
+  }
+  struct stk_sampler_state st;
+  stk_loader_state(l, &st);
+  stk_loader_close(l);
+  CHECK_EQ(st.epoch, 1);
+  CHECK_EQ(st.position, 16);
+  o.resume = &st;
+  uint64_t rest[200];
+  memset(rest, 0xff, sizeof rest);
+  struct stk_loader *l2;
+  CHECK_OK(stk_loader_open(&l2, ds, &o, NULL));
+  int rc;
+  while ((rc = stk_loader_next(l2, &b)) == 0) {
+    for (uint32_t q = 0; q < b->n; q++) got[k++] = b->indices[q];
+    stk_batch_release(l2, b);
+  }
+  CHECK_EQ(rc, STK_EOF);
+  stk_loader_close(l2);
+  CHECK_EQ(k, 200);
+  CHECK(memcmp(got, full, sizeof full) == 0);
+  stk_dataset_close(ds);
+}
+
+static int allocs, frees;
+static void *count_alloc(void *ctx, size_t n) {
+  (void)ctx;
+  __atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
+  void *p;
+  return posix_memalign(&p, 4096, n) ? NULL : p;
+}
+static void count_free(void *ctx, void *p, size_t n) {
+  (void)ctx;
+  (void)n;
+  __atomic_add_fetch(&frees, 1, __ATOMIC_RELAXED);
+  free(p);
+}
+
+/* Batch buffers come from the allocator hook, only while the pool grows:
+ * ten more epochs allocate nothing once the first epochs have run. */
+TEST(loader_concurrent_pool_stops_allocating) {
+  write_tfrecords("ds", 4, 64);
+  struct stk_dataset *ds = open_ds("ds");
+  struct stk_allocator a = {count_alloc, count_free, NULL};
+  struct stk_loader_opts o = {.batch_size = 16, .threads = 2, .epochs = 14, .alloc = &a, .prefetch = 2,
+                              .prefetch_max = 4};
+  struct stk_loader *l;
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  struct stk_batch *b;
+  int rc, after4 = -1;
+  uint64_t mem4 = 0;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    if (b->epoch == 4 && after4 < 0) {
+      after4 = __atomic_load_n(&allocs, __ATOMIC_RELAXED);
+      struct stk_loader_stats st;
+      stk_loader_stats(l, &st);
+      mem4 = st.mem_bytes;
+    }
+    stk_batch_release(l, b);
+  }
+  CHECK_EQ(rc, STK_EOF);
+  struct stk_loader_stats st;
+  stk_loader_stats(l, &st);
+  stk_loader_close(l);
+  CHECK(after4 > 0);
+  CHECK_MSG(allocs <= after4 + 2, "allocs %d after epoch 4: %d", allocs, after4);
+  CHECK(st.mem_bytes <= mem4 + mem4 / 4);
+  CHECK_EQ(allocs, frees);
+  stk_dataset_close(ds);
+}
+
+TEST(loader_bad_options) {
+  write_tfrecords("ds", 1, 5);
+  struct stk_dataset *ds = open_ds("ds");
+  struct stk_loader *l;
+  char err[STK_ERRMSG_MAX];
+  struct stk_loader_opts o = {.batch_size = 4, .io_engine = "floppy"};
+  CHECK_EQ(stk_loader_open(&l, ds, &o, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "floppy");
+  o.io_engine = NULL;
+  o.sampler.rank = 3;
+  o.sampler.world = 2;
+  CHECK(stk_loader_open(&l, ds, &o, err) != 0);
+  stk_dataset_close(ds);
+}
+
+TEST(loader_stats_account_stages) {
+  write_tfrecords("ds", 2, 40);
+  struct stk_dataset *ds = open_ds("ds");
+  struct stk_loader *l;
+  struct stk_loader_opts o = {.batch_size = 10, .threads = 2};
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  struct stk_batch *b;
+  uint64_t bytes = 0;
+  while (stk_loader_next(l, &b) == 0) {
+    bytes += b->bytes;
+    stk_batch_release(l, b);
+  }
+  struct stk_loader_stats st;
+  stk_loader_stats(l, &st);
+  CHECK_EQ(st.batches, 8);
+  CHECK_EQ(st.samples, 80);
+  CHECK_EQ(st.bytes, bytes);
+  CHECK_EQ(st.stage[STK_STAGE_READ].items, 80);
+  CHECK_EQ(st.stage[STK_STAGE_DECODE].items, 80);
+  CHECK_EQ(st.stage[STK_STAGE_RING].items, 8);
+  CHECK(st.stage[STK_STAGE_READ].bytes > bytes); /* headers and CRCs too */
+  CHECK(st.read_ops >= 2 && st.read_ops <= 80);
+  CHECK(st.wait_max_ns >= st.wait_p99_ns && st.wait_p99_ns >= st.wait_p50_ns);
+  FILE *f = tmpfile();
+  struct stk_json j;
+  stk_json_init(&j, f, 0);
+  stk_loader_stats_json(&st, &j);
+  fflush(f);
+  rewind(f);
+  char buf[4096] = {0};
+  CHECK(fread(buf, 1, sizeof buf - 1, f) > 0);
+  CHECK_CONTAINS(buf, "\"samples\":80");
+  CHECK_CONTAINS(buf, "\"name\":\"decode\"");
+  fclose(f);
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+}
