@@ -82,7 +82,7 @@ test: $(TESTBIN) $(CLI)
 test-asan:
 	$(MAKE) BUILD=build/asan OPT=-O1 SAN=address,undefined test
 test-tsan:
-	$(MAKE) BUILD=build/tsan OPT=-O1 SAN=thread test T='$(or $(T),concurrent)'
+	$(MAKE) BUILD=build/tsan OPT=-O1 SAN=thread test T='$(or $(T),loader sampler concurrent)'
 
 check: test test-asan test-tsan
 

@@ -169,7 +169,7 @@ static void load_cli_cases(void) {
       char *nm = line;
       while (*nm == ' ') nm++;
       for (char *q = nm + strlen(nm); q > nm && q[-1] == ' ';) *--q = 0;
-      snprintf(name, sizeof name, "cli_%s", nm);
+      snprintf(name, sizeof name, "cli_%.200s", nm);
       add_test(name, NULL, strdup(bar + 1));
     }
     if (f) fclose(f);

@@ -96,7 +96,7 @@ struct stk_loader {
   struct task *tasks; /* circular task queue */
   uint32_t tasks_cap, task_head, task_len;
   int stop_workers;
-  uint64_t max_job_bytes;
+  atomic_uint_fast64_t max_job_bytes; /* largest job's buffers (reader writes) */
 
   /* Reader-private. */
   uint64_t epoch;
@@ -720,7 +720,8 @@ static int start_job(struct stk_loader *l, struct job *j) {
     j->nreqs = j->reqs_next = j->reads_pending = 0;
   }
   uint64_t jb = j->raw_cap + j->out_cap;
-  if (jb > l->max_job_bytes) l->max_job_bytes = jb;
+  if (jb > atomic_load_explicit(&l->max_job_bytes, memory_order_relaxed))
+    atomic_store_explicit(&l->max_job_bytes, jb, memory_order_relaxed);
   l->reading[l->nreading++] = j;
   return 0;
 }
@@ -902,7 +903,7 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
  * cap (counting the two batches beyond depth that are always outstanding). */
 static void maybe_grow(struct stk_loader *l) {
   if (l->depth >= l->o.prefetch_max) return;
-  if ((uint64_t)(l->depth + 3) * l->max_job_bytes > l->o.mem_cap) return;
+  if ((uint64_t)(l->depth + 3) * atomic_load(&l->max_job_bytes) > l->o.mem_cap) return;
   l->depth++;
   if (l->depth > l->depth_max_seen) l->depth_max_seen = l->depth;
   pthread_cond_signal(&l->cv_free);
