@@ -1,0 +1,273 @@
+/* One core's JPEG ceiling: the rate of a plain full-size turbojpeg decode
+ * to RGB, against the rate of stoker's JPEG decoder (decode plus the
+ * ResNet-50 transform to 224x224) on the same images. The loader benchmark
+ * compares its pipeline against cores x the full-decode rate printed here.
+ *
+ *   jpeg_decode [-n images] [-r rounds] [-s seed] [-q quality] [FILE|DIR ...]
+ *
+ * With no files it encodes ImageNet-sized synthetic images in memory. The
+ * modes run interleaved, round after round, and each reports the median
+ * round; rates are per second of this thread's CPU time (so another
+ * process on the core does not lower them) and per second of wall time. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <turbojpeg.h>
+
+#include "../src/gen/synth.h"
+#include "../src/loader/decode.h"
+
+#define MAX_IMAGES 4096
+#define MAX_ROUNDS 64
+
+struct image {
+  uint8_t *data;
+  size_t len;
+  int w, h;
+};
+
+struct set {
+  struct image img[MAX_IMAGES];
+  int n;
+  uint64_t bytes, pixels, wsum, hsum;
+};
+
+enum mode { M_FULL, M_YUV, M_TRAIN_U8, M_TRAIN_F32, M_EVAL_U8, M_COUNT };
+static const char *const mode_name[M_COUNT] = {"full_decode_rgb", "full_decode_yuv", "train_u8_chw",
+                                               "train_f32_chw", "eval_u8_chw"};
+
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int add_file(struct set *s, const char *path) {
+  if (s->n >= MAX_IMAGES) return 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return fprintf(stderr, "jpeg_decode: cannot open %s\n", path), -1;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  struct image *im = &s->img[s->n];
+  im->data = malloc(n > 0 ? (size_t)n : 1);
+  im->len = n > 0 && fread(im->data, 1, (size_t)n, f) == (size_t)n ? (size_t)n : 0;
+  fclose(f);
+  if (!im->len) return free(im->data), fprintf(stderr, "jpeg_decode: cannot read %s\n", path), -1;
+  s->n++;
+  return 0;
+}
+
+static int ends_with_jpg(const char *name) {
+  size_t n = strlen(name);
+  return (n > 4 && strcasecmp(name + n - 4, ".jpg") == 0) ||
+         (n > 5 && strcasecmp(name + n - 5, ".jpeg") == 0);
+}
+
+/* Add the .jpg/.jpeg files of a directory (not recursive), up to limit. */
+static int add_path(struct set *s, const char *path, int limit) {
+  struct stat st;
+  if (stat(path, &st) != 0) return fprintf(stderr, "jpeg_decode: no such path %s\n", path), -1;
+  if (!S_ISDIR(st.st_mode)) return add_file(s, path);
+  DIR *d = opendir(path);
+  if (!d) return -1;
+  struct dirent *e;
+  char full[4096];
+  while ((e = readdir(d)) && s->n < limit) {
+    if (!ends_with_jpg(e->d_name)) continue;
+    snprintf(full, sizeof full, "%s/%s", path, e->d_name);
+    if (add_file(s, full) != 0) break;
+  }
+  closedir(d);
+  return 0;
+}
+
+/* ImageNet-like sizes: mostly 500x375 / 500x333 landscape, a quarter
+ * portrait, with some spread. */
+static int synth_set(struct set *s, int n, uint64_t seed, int quality) {
+  char err[STK_ERRMSG_MAX];
+  for (int i = 0; i < n && i < MAX_IMAGES; i++) {
+    struct stk_rng r;
+    stk_rng_seed(&r, stk_mix64(seed, (uint64_t)i));
+    int w = 400 + (int)stk_rng_below(&r, 101), h = 333 + (int)stk_rng_below(&r, 43);
+    if (stk_rng_below(&r, 4) == 0) {
+      int tmp = w;
+      w = h, h = tmp;
+    }
+    struct image *im = &s->img[s->n];
+    if (stk__jpeg_synth(&r, w, h, quality, &im->data, &im->len, err) != 0)
+      return fprintf(stderr, "jpeg_decode: %s\n", err), -1;
+    s->n++;
+  }
+  return 0;
+}
+
+static int read_headers(struct set *s) {
+  tjhandle tj = tjInitDecompress();
+  for (int i = 0; i < s->n; i++) {
+    int ss, cs;
+    struct image *im = &s->img[i];
+    if (tjDecompressHeader3(tj, im->data, im->len, &im->w, &im->h, &ss, &cs) != 0) {
+      fprintf(stderr, "jpeg_decode: image %d: %s\n", i, tjGetErrorStr2(tj));
+      tjDestroy(tj);
+      return -1;
+    }
+    s->bytes += im->len;
+    s->pixels += (uint64_t)im->w * im->h;
+    s->wsum += (uint64_t)im->w;
+    s->hsum += (uint64_t)im->h;
+  }
+  tjDestroy(tj);
+  return 0;
+}
+
+struct runner {
+  tjhandle tj;
+  uint8_t *buf;
+  size_t cap;
+  void *tls;
+  struct stk_decode_cfg cfg[M_COUNT];
+};
+
+/* A plain full-size decode: packed RGB, or (yuv) planar YCbCr as it is
+ * before upsampling and colour conversion, for reference. */
+static int run_full(struct runner *r, const struct image *im, int yuv) {
+  size_t need = (size_t)(im->w + 16) * (im->h + 16) * 3;
+  if (need > r->cap) {
+    free(r->buf);
+    r->cap = need;
+    if (!(r->buf = malloc(need))) return -1;
+  }
+  unsigned char *planes[3] = {r->buf, r->buf + need / 3, r->buf + 2 * need / 3};
+  int rc = yuv ? tjDecompressToYUVPlanes(r->tj, im->data, im->len, planes, im->w, NULL, im->h, 0)
+               : tjDecompress2(r->tj, im->data, im->len, r->buf, im->w, 0, im->h, TJPF_RGB, 0);
+  if (rc != 0 && tjGetErrorCode(r->tj) != TJERR_WARNING) {
+    fprintf(stderr, "jpeg_decode: %s\n", tjGetErrorStr2(r->tj));
+    return -1;
+  }
+  return 0;
+}
+
+static int run_stoker(struct runner *r, enum mode m, const struct image *im, uint64_t sample) {
+  char err[STK_ERRMSG_MAX];
+  struct stk_field f = {.data = im->data, .len = im->len, .raw_len = im->len};
+  struct stk_rng rng;
+  stk_rng_seed(&rng, sample);
+  uint64_t size, len;
+  if (stk__dec_jpeg.out_size(&r->cfg[m], &f, &size, err) != 0) return -1;
+  if (size > r->cap) {
+    free(r->buf);
+    r->cap = size;
+    if (!(r->buf = malloc(size))) return -1;
+  }
+  if (stk__dec_jpeg.decode(&r->cfg[m], &r->tls, &f, r->buf, r->cap, &len, &rng, err) != 0) {
+    fprintf(stderr, "jpeg_decode: %s\n", err);
+    return -1;
+  }
+  return 0;
+}
+
+/* One pass of mode m over every image; returns -1 on a decode failure. */
+static int pass(struct runner *r, const struct set *s, enum mode m, int round, uint64_t *cpu,
+                uint64_t *wall) {
+  uint64_t c0 = thread_cpu_ns(), w0 = stk_now_ns();
+  for (int i = 0; i < s->n; i++) {
+    int rc = m == M_FULL || m == M_YUV ? run_full(r, &s->img[i], m == M_YUV)
+                                       : run_stoker(r, m, &s->img[i], (uint64_t)round * s->n + (uint64_t)i);
+    if (rc) return -1;
+  }
+  *cpu = thread_cpu_ns() - c0;
+  *wall = stk_now_ns() - w0;
+  return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median_rate(uint64_t *ns, int rounds, int n) {
+  qsort(ns, (size_t)rounds, sizeof *ns, cmp_u64);
+  return (double)n * 1e9 / (double)ns[rounds / 2];
+}
+
+static void usage(void) {
+  fprintf(stderr, "usage: jpeg_decode [-n images] [-r rounds] [-s seed] [-q quality] [-m mode] "
+                  "[FILE|DIR ...]\n");
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  int n = 64, rounds = 15, quality = 90, i;
+  const char *only = NULL; /* -m MODE: time just that mode (for profiling) */
+  uint64_t seed = 1;
+  static struct set s;
+  for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+    if (i + 1 >= argc) usage();
+    if (!strcmp(argv[i], "-n")) n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-r")) rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-s")) seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "-q")) quality = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-m")) only = argv[++i];
+    else usage();
+  }
+  if (n < 1 || n > MAX_IMAGES || rounds < 1 || rounds > MAX_ROUNDS) usage();
+  for (; i < argc; i++)
+    if (add_path(&s, argv[i], n) != 0) return 1;
+  int synthetic = s.n == 0;
+  if (synthetic && synth_set(&s, n, seed, quality) != 0) return 1;
+  if (s.n == 0 || read_headers(&s) != 0) return 1;
+
+  struct runner r = {.tj = tjInitDecompress()};
+  for (int m = 0; m < M_COUNT; m++) r.cfg[m] = (struct stk_decode_cfg){.kind = STK_DECODE_JPEG,
+      .train = m != M_EVAL_U8, .dtype = m == M_TRAIN_F32 ? STK_DTYPE_F32 : STK_DTYPE_U8,
+      .layout = STK_LAYOUT_CHW};
+  static uint64_t cpu[M_COUNT][MAX_ROUNDS], wall[M_COUNT][MAX_ROUNDS];
+  for (int m = 0; m < M_COUNT; m++) /* warm-up: buffers, caches, clocks */
+    if (pass(&r, &s, (enum mode)m, 0, &cpu[m][0], &wall[m][0]) != 0) return 1;
+  for (int k = 0; k < rounds; k++)
+    for (int m = 0; m < M_COUNT; m++)
+      if ((!only || !strcmp(only, mode_name[m])) && pass(&r, &s, (enum mode)m, k, &cpu[m][k], &wall[m][k]) != 0) return 1;
+
+  double rate_cpu[M_COUNT], rate_wall[M_COUNT];
+  for (int m = 0; m < M_COUNT; m++) {
+    rate_cpu[m] = median_rate(cpu[m], rounds, s.n);
+    rate_wall[m] = median_rate(wall[m], rounds, s.n);
+  }
+  printf("jpeg_decode: %d %s images, mean %.0fx%.0f, %.2f bits/px, %d rounds, one core\n", s.n,
+         synthetic ? "synthetic" : "file", (double)s.wsum / s.n, (double)s.hsum / s.n,
+         8.0 * (double)s.bytes / (double)s.pixels, rounds);
+  printf("  %-18s %12s %12s %10s\n", "mode", "img/s (cpu)", "img/s (wall)", "vs full");
+  for (int m = 0; m < M_COUNT; m++)
+    printf("  %-18s %12.1f %12.1f %9.3fx\n", mode_name[m], rate_cpu[m], rate_wall[m],
+           rate_cpu[m] / rate_cpu[M_FULL]);
+
+  struct stk_json j;
+  stk_json_init(&j, stdout, 0);
+  stk_json_obj_begin(&j);
+  stk_json_kstr(&j, "bench", "jpeg_decode");
+  stk_json_kstr(&j, "images", synthetic ? "synthetic" : "files");
+  stk_json_ku64(&j, "count", (uint64_t)s.n);
+  stk_json_kdbl(&j, "mean_pixels", (double)s.pixels / s.n);
+  stk_json_kdbl(&j, "bits_per_pixel", 8.0 * (double)s.bytes / (double)s.pixels);
+  stk_json_ku64(&j, "rounds", (uint64_t)rounds);
+  for (int m = 0; m < M_COUNT; m++) {
+    stk_json_key(&j, mode_name[m]);
+    stk_json_obj_begin(&j);
+    stk_json_kdbl(&j, "per_core_img_s_cpu", rate_cpu[m]);
+    stk_json_kdbl(&j, "per_core_img_s_wall", rate_wall[m]);
+    stk_json_kdbl(&j, "vs_full", rate_cpu[m] / rate_cpu[M_FULL]);
+    stk_json_obj_end(&j);
+  }
+  stk_json_obj_end(&j);
+  printf("\n");
+
+  stk__dec_jpeg.thread_free(r.tls);
+  tjDestroy(r.tj);
+  free(r.buf);
+  for (int k = 0; k < s.n; k++) free(s.img[k].data);
+  return 0;
+}
