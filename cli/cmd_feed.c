@@ -314,20 +314,17 @@ static void progress(const struct stk_loader_stats *st, const struct stk_batch *
 
 static int run(struct feed_args *a) {
   char err[STK_ERRMSG_MAX];
+  struct stk_sampler_state resume;
+  if (a->resume) {
+    if (read_state(a->resume, &resume)) return CLI_USAGE;
+    a->lo.resume = &resume;
+  }
   struct stk_dataset *ds;
   struct stk_dataset_opts dopts = {.format = a->format};
   int rc = stk_dataset_open(&ds, a->path, &dopts, err);
   if (rc) {
     cli_error("feed", "%s", err);
     return CLI_FAIL;
-  }
-  struct stk_sampler_state resume;
-  if (a->resume) {
-    if (read_state(a->resume, &resume)) {
-      stk_dataset_close(ds);
-      return CLI_USAGE;
-    }
-    a->lo.resume = &resume;
   }
   struct stk_loader *l;
   rc = stk_loader_open(&l, ds, &a->lo, err);

@@ -90,6 +90,10 @@ struct stk_shard_info {
 };
 int stk_dataset_shard_info(const struct stk_dataset *ds, size_t i, struct stk_shard_info *out);
 
+/* Stored bytes of sample n (its byte range in the shard) without reading
+ * it; plain files are stat'ed. STK_ERANGE past the end. */
+int stk_dataset_sample_bytes(struct stk_dataset *ds, uint64_t n, uint64_t *bytes);
+
 /* Read sample n into *buf (grown with realloc as needed; the caller owns it
  * and frees it) and split it into *out, whose fields point into *buf.
  * verify != 0 checks every stored checksum. Errors name file and offset. */

@@ -4,6 +4,7 @@
 
 #include "stoker/error.h"
 #include "stoker/format.h"
+#include "stoker/gen.h"
 #include "stoker/loader.h"
 #include "stoker/util.h"
 

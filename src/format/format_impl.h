@@ -5,6 +5,7 @@
 #ifndef STOKER_FORMAT_IMPL_H
 #define STOKER_FORMAT_IMPL_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "../base/base.h"
@@ -34,6 +35,11 @@ struct stk_dataset {
   uint64_t nsamples;
   void *fmt_state; /* backend-owned (MDS column layout, ...) */
   char err[STK_ERRMSG_MAX];
+  /* stk_dataset_read's cached descriptor of the last shard it read, so a
+   * sequential scan (inspect, verify, pack) opens each shard once. */
+  pthread_mutex_t rd_mu;
+  int rd_fd;
+  size_t rd_shard;
 };
 
 struct stk_format_ops {
@@ -56,7 +62,8 @@ struct stk_format_ops {
   /* Split the bytes of one sample (exactly its index range, read by the
    * caller into buf) into out->fields, pointing into buf. verify != 0
    * checks stored checksums. `off` is the range's offset in the shard, for
-   * error messages. Must not read outside [buf, buf+len). */
+   * error messages. Must not read outside [buf, buf+len). Sets label, key,
+   * nfields and fields of out; out->index is the caller's (left as is). */
   int (*parse)(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
                uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err);
 
@@ -78,6 +85,100 @@ extern const struct stk_format_ops stk__fmt_npy;
 extern const struct stk_format_ops stk__fmt_npz;
 extern const struct stk_format_ops stk__fmt_mds;
 extern const struct stk_format_ops stk__fmt_files;
+
+/* An open writer: the generic part (writer.c) and the backend's state.
+ * Backends write through stk__wr_write() so byte counts stay right. */
+struct stk_writer {
+  const struct stk_format_ops *fmt;
+  char *dir, *prefix;
+  uint64_t shard_bytes_max, samples_per_shard;
+  int write_index;
+  int in_shard;           /* a shard is begun (its file opens on first write) */
+  int finished;           /* stk__writer_finish() succeeded */
+  int fd;                 /* current shard's temporary file, or -1 */
+  uint8_t *wbuf;          /* write buffer of the current shard */
+  size_t wlen;
+  char *tmp_path;         /* current shard: temporary and final names */
+  char *path;
+  uint64_t shard_no;      /* shards begun so far (the current one included) */
+  uint64_t shard_samples; /* samples in the current shard */
+  uint64_t shard_bytes;   /* bytes in the current shard */
+  uint64_t samples, bytes; /* whole dataset */
+  char **done;            /* finished files, removed by stk_writer_abort() */
+  size_t ndone, done_cap;
+  void *state;            /* backend-owned; freed by its wr_finish or abort */
+  void (*free_state)(struct stk_writer *w);
+  char err[STK_ERRMSG_MAX];
+};
+
+/* Writer helpers for backends (writer.c). stk__wr_write appends to the
+ * current shard, opening its temporary file on first use under the name in
+ * w->path (which wr_shard_begin or wr_sample may set; default
+ * stk__wr_name(w, shard_no, first extension)). stk__wr_name builds
+ * "DIR/PREFIX-NNNNN" + ext (malloc'ed).
+ * stk__wr_file writes one extra whole file (an .idx, index.json) through a
+ * temporary name and records it for abort. */
+int stk__wr_write(struct stk_writer *w, const void *p, size_t n);
+char *stk__wr_name(const struct stk_writer *w, uint64_t no, const char *ext);
+int stk__wr_file(struct stk_writer *w, const char *path, const void *p, size_t n);
+/* Finish the last shard and the dataset-level index without freeing w, so
+ * its counters (shard_no = shards written, bytes) can be read; close or
+ * abort it afterwards. */
+int stk__writer_finish(struct stk_writer *w);
+/* Record a finished file (or a directory the writer created) so
+ * stk_writer_abort() removes it; STK_ENOMEM. */
+int stk__wr_track(struct stk_writer *w, const char *path);
+int stk__wr_track_dir(struct stk_writer *w, const char *path);
+
+/* A small read window over a shard for index hooks that walk headers: it
+ * serves [off, off+len) from one buffered pread of up to `cap` bytes, so
+ * many small records cost one system call, and large ones are skipped
+ * without reading their data. */
+struct stk__win {
+  int fd;
+  uint64_t size; /* file size */
+  uint8_t *buf;
+  size_t cap;
+  uint64_t off; /* file offset of buf[0] */
+  size_t len;   /* valid bytes in buf */
+};
+int stk__win_init(struct stk__win *w, int fd, uint64_t size, size_t cap);
+/* Point *p at len (<= cap) bytes at off. STK_ETRUNC if the file ends first. */
+int stk__win_get(struct stk__win *w, uint64_t off, size_t len, const uint8_t **p);
+void stk__win_free(struct stk__win *w);
+
+/* Size of the file open at fd (fstat). */
+int stk__fd_size(int fd, uint64_t *size);
+/* Grow an index array to hold n entries (doubling); STK_ENOMEM on failure. */
+int stk__idx_push(struct stk_index_entry **idx, uint64_t *cap, uint64_t n, uint64_t off,
+                  uint64_t len);
+/* Reset out for parse: no fields, empty key, label = sh->label. */
+void stk__sample_reset(struct stk_sample *out, const struct stk_shard *sh);
+/* Append a field; STK_EFORMAT past STK_MAX_FIELDS. Names are truncated to
+ * STK_FIELD_NAME_MAX - 1 bytes. */
+int stk__sample_add(struct stk_sample *out, const char *name, size_t name_len,
+                    const uint8_t *data, uint64_t len);
+/* Set out->key from n bytes, truncated to fit. */
+void stk__sample_key(struct stk_sample *out, const char *key, size_t n);
+/* Whether a field already carries the sample's label (named cls, label,
+ * class or y), so writers need not add one. */
+int stk__has_label_field(const struct stk_sample *s);
+/* A small decimal integer label from a field's text ("7", "7\n"); -1 if
+ * the bytes are not one. */
+int32_t stk__parse_label(const uint8_t *p, uint64_t n);
+
+/* Check a .npy image in [p, p+n): magic, version, header dictionary, and
+ * that the array's bytes fit. Sets *data_off to the array data's offset;
+ * on failure returns STK_EFORMAT/STK_ETRUNC with *why a static reason. */
+int stk__npy_check(const uint8_t *p, uint64_t n, uint64_t *data_off, const char **why);
+/* Write a version 1.0 header for a C-order array of dtype descr ("|u1",
+ * "<i8") into out; returns its length (a multiple of 64), 0 if cap is too
+ * small. */
+size_t stk__npy_header(uint8_t *out, size_t cap, const char *descr, const uint64_t *shape,
+                       int ndim);
+
+/* Append a shard to ds (path copied) for list hooks; STK_ENOMEM. */
+int stk__dataset_add_shard(struct stk_dataset *ds, const char *path, int32_t label);
 
 /* Look a backend up by name; NULL if unknown. */
 const struct stk_format_ops *stk__format_find(const char *name);

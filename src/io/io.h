@@ -21,6 +21,11 @@ struct stk_io_req {
                           of file (O_DIRECT reads rounded up); 0 = len */
   uint8_t *buf;
   void *user;          /* the submitter's */
+  /* Optional: run by the engine right after a successful read, in the
+   * thread that did it, while the bytes are still in that core's cache
+   * (only engines with inline_hook set call it). */
+  void (*on_read)(struct stk_io_req *r);
+  void *ctx;           /* for on_read */
   int res;             /* on completion: 0, STK_ETRUNC (file ended before
                           need bytes), or a code */
   struct stk_io_req *next; /* engine-private linkage */
@@ -35,6 +40,7 @@ struct stk_io;
 
 struct stk_io_ops {
   const char *name;
+  int inline_hook; /* calls on_read in the completing thread */
   /* Create an engine; STK_ENOTSUP when this kernel or sandbox lacks it. */
   int (*open)(struct stk_io **out, const struct stk_io_opts *o, char *err);
   /* Queue one request. Never blocks; the caller keeps fewer than depth in

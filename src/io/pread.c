@@ -46,6 +46,7 @@ static void *worker(void *arg) {
     if (!io->queue) io->queue_tail = NULL;
     pthread_mutex_unlock(&io->mu);
     r->res = read_req(r);
+    if (r->res == 0 && r->on_read) r->on_read(r);
     pthread_mutex_lock(&io->mu);
     r->next = io->done;
     io->done = r;
@@ -118,6 +119,7 @@ static int pool_reap(struct stk_io *io, struct stk_io_req **done, int max, int b
 
 const struct stk_io_ops stk__io_pread = {
     .name = "pread",
+    .inline_hook = 1,
     .open = pool_open,
     .submit = pool_submit,
     .reap = pool_reap,

@@ -32,6 +32,7 @@ struct slot {
   uint64_t out_off, out_len;
   int32_t label;
   int err;             /* 0, or the sample failed (skip mode) */
+  int verified;        /* checksums already checked by the I/O thread */
 };
 
 struct job {
@@ -45,7 +46,10 @@ struct job {
   uint8_t *out;   /* decode output for copies and fixed-size decodes */
   size_t out_cap;
   struct stk_io_req *reqs;
+  struct slot **order;  /* slots in file order */
+  uint32_t *req_first;  /* request i reads order[req_first[i] .. req_first[i+1]) */
   uint32_t nreqs, reqs_cap, reqs_next, reads_pending;
+  struct stk_loader *loader;
   atomic_uint tasks_pending;
   int phase;      /* 1: parse+decode, 2: copy into out */
   atomic_int copy; /* batch data lives in out (a copy phase is needed) */
@@ -92,6 +96,7 @@ struct stk_loader {
   uint32_t depth;
   int reader_done;    /* no more jobs will be made */
   int failed;         /* a job failed in fail mode: stop */
+  int inline_verify;  /* the I/O engine checks checksums as it reads */
   atomic_int cancel;
   struct task *tasks; /* circular task queue */
   uint32_t tasks_cap, task_head, task_len;
@@ -168,6 +173,8 @@ static void job_free(struct stk_loader *l, struct job *j) {
   free(j->ids);
   free(j->labels);
   free(j->reqs);
+  free(j->order);
+  free(j->req_first);
   pthread_mutex_destroy(&j->err_mu);
   free(j);
 }
@@ -183,8 +190,12 @@ static struct job *job_new(struct stk_loader *l) {
   j->labels = calloc(b, sizeof *j->labels);
   j->reqs_cap = b;
   j->reqs = calloc(b, sizeof *j->reqs);
+  j->order = calloc(b, sizeof *j->order);
+  j->req_first = calloc(b + 1, sizeof *j->req_first);
+  j->loader = l;
   pthread_mutex_init(&j->err_mu, NULL);
-  if (!j->slots || !j->offsets || !j->lens || !j->ids || !j->labels || !j->reqs) {
+  if (!j->slots || !j->offsets || !j->lens || !j->ids || !j->labels || !j->reqs || !j->order ||
+      !j->req_first) {
     job_free(l, j);
     return NULL;
   }
@@ -278,6 +289,7 @@ static int locate(struct stk_loader *l, uint64_t id, struct slot *s, char *err) 
   s->shard = (uint32_t)sh;
   s->label = shard->label;
   s->err = 0;
+  s->verified = 0;
   if (shard->idx) {
     s->off = shard->idx[id - shard->first].off;
     s->len = shard->idx[id - shard->first].len;
@@ -296,6 +308,27 @@ static int locate(struct stk_loader *l, uint64_t id, struct slot *s, char *err) 
   return 0;
 }
 
+/* The I/O thread's part when the engine runs hooks inline: check the
+ * checksums of the samples of one read while the bytes are hot in this
+ * core's cache; the decode worker then parses without verifying. */
+static void verify_read(struct stk_io_req *r) {
+  struct job *j = r->ctx;
+  struct stk_loader *l = j->loader;
+  uint32_t i = (uint32_t)(r - j->reqs);
+  char err[STK_ERRMSG_MAX];
+  struct stk_sample smp;
+  for (uint32_t q = j->req_first[i]; q < j->req_first[i + 1]; q++) {
+    struct slot *s = j->order[q];
+    const struct stk_shard *sh = &l->ds->shards[s->shard];
+    smp.nfields = 0;
+    int rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, 1, &smp, err);
+    if (rc)
+      slot_fail(l, j, s, rc, err);
+    else
+      s->verified = 1;
+  }
+}
+
 static int cmp_slot_pos(const void *a, const void *b) {
   const struct slot *x = *(struct slot *const *)a, *y = *(struct slot *const *)b;
   if (x->shard != y->shard) return x->shard < y->shard ? -1 : 1;
@@ -306,7 +339,7 @@ static int cmp_slot_pos(const void *a, const void *b) {
  * the read requests, merging ranges that touch. With O_DIRECT each read is
  * widened to aligned bounds and placed at an aligned position. */
 static int plan_reads(struct stk_loader *l, struct job *j) {
-  struct slot *order[j->n];
+  struct slot **order = j->order;
   for (uint32_t i = 0; i < j->n; i++) order[i] = &j->slots[i];
   qsort(order, j->n, sizeof *order, cmp_slot_pos);
   uint64_t pos = 0, a = l->o.direct ? ALIGN : 1;
@@ -340,6 +373,8 @@ static int plan_reads(struct stk_loader *l, struct job *j) {
     uint64_t aend = (end + a - 1) & ~(a - 1);
     pos = (pos + a - 1) & ~(a - 1);
     for (uint32_t q = k; q < m; q++) order[q]->raw_pos = pos + (order[q]->off - start);
+    j->req_first[j->nreqs] = k;
+    j->req_first[j->nreqs + 1] = m;
     struct stk_io_req *r = &j->reqs[j->nreqs++];
     memset(r, 0, sizeof *r);
     r->fd = -1;
@@ -348,6 +383,8 @@ static int plan_reads(struct stk_loader *l, struct job *j) {
     r->need = end - start;
     r->buf = j->raw + pos;
     r->user = j;
+    r->ctx = j;
+    r->on_read = l->inline_verify ? verify_read : NULL;
     r->res = (int)s->shard; /* shard until submitted; fd resolved then */
     pos += aend - start;
     k = m;
@@ -428,7 +465,8 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tl
   struct stk_sample smp;
   memset(&smp, 0, sizeof smp);
   smp.label = -1;
-  int rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, !l->o.skip_verify, &smp, err);
+  int verify = !l->o.skip_verify && !s->verified;
+  int rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, verify, &smp, err);
   if (rc) return slot_fail(l, j, s, rc, err);
   if (smp.label >= 0) s->label = smp.label;
   const struct stk_field *f = pick_field(l, &smp);
@@ -866,6 +904,7 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
     loader_free(l);
     return stk__errf(errmsg, rc, "%s", err);
   }
+  l->inline_verify = l->io_ops->inline_hook && !l->o.skip_verify;
   l->depth = l->o.prefetch;
   l->depth_max_seen = l->depth;
   l->maxjobs = l->o.prefetch_max + 2;

@@ -1,0 +1,181 @@
+/* stoker inspect: what a dataset is (format, shards, samples, sizes) and
+ * what its first sample holds, as text or JSON. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+const char cmd_inspect_usage[] =
+    "usage: stoker inspect PATH [OPTIONS]\n"
+    "\n"
+    "Describe the dataset at PATH (a directory of shards, one shard, or an MDS\n"
+    "directory): format, shards, samples, total bytes, sample sizes, and the\n"
+    "fields of the first sample.\n"
+    "\n"
+    "  --format F     tfrecord, wds, npy, npz, mds, files (default: detect)\n"
+    "  --json         print JSON on stdout\n"
+    "  -v, --verbose  list every shard\n";
+
+enum { O_FORMAT = 256, O_JSON };
+
+static const struct option options[] = {{"format", 1, 0, O_FORMAT},
+                                        {"json", 0, 0, O_JSON},
+                                        {"verbose", 0, 0, 'v'},
+                                        {0, 0, 0, 0}};
+
+struct summary {
+  uint64_t bytes, min, max;
+  struct stk_sample first;
+  uint8_t *buf;
+  size_t cap;
+};
+
+static const char *enc_name(int e) { return e == STK_ENC_DEFLATE ? "deflate" : "none"; }
+
+static int summarize(struct stk_dataset *ds, struct summary *s) {
+  uint64_t n = stk_dataset_num_samples(ds);
+  s->min = UINT64_MAX;
+  for (uint64_t i = 0; i < n && !cli_interrupted; i++) {
+    uint64_t b;
+    if (stk_dataset_sample_bytes(ds, i, &b)) return -1;
+    s->bytes += b;
+    if (b < s->min) s->min = b;
+    if (b > s->max) s->max = b;
+  }
+  if (cli_interrupted) return -1;
+  return stk_dataset_read(ds, 0, 0, &s->buf, &s->cap, &s->first) ? -1 : 0;
+}
+
+static void caps_text(unsigned caps, char *out, size_t n) {
+  snprintf(out, n, "%s%s%s", caps & STK_FMT_RANDOM_ACCESS ? "random access" : "sequential",
+           caps & STK_FMT_CHECKSUM ? ", checksums" : "", caps & STK_FMT_WRITE ? ", writable" : "");
+}
+
+static void print_text(struct stk_dataset *ds, const char *path, const struct summary *s,
+                       int verbose) {
+  char b1[32], b2[32], b3[32], b4[32], caps[64];
+  uint64_t n = stk_dataset_num_samples(ds);
+  caps_text(stk_dataset_caps(ds), caps, sizeof caps);
+  printf("path:     %s\nformat:   %s (%s)\nshards:   %zu\nsamples:  %llu\nbytes:    %s\n", path,
+         stk_dataset_format(ds), caps, stk_dataset_num_shards(ds), (unsigned long long)n,
+         stk_fmt_bytes(s->bytes, b1, sizeof b1));
+  printf("sample:   min %s, mean %s, max %s\n", stk_fmt_bytes(s->min, b2, sizeof b2),
+         stk_fmt_bytes(s->bytes / n, b3, sizeof b3), stk_fmt_bytes(s->max, b4, sizeof b4));
+  const struct stk_sample *f = &s->first;
+  printf("first:    key '%s', label %d, %d field%s\n", f->key, (int)f->label, f->nfields,
+         f->nfields == 1 ? "" : "s");
+  for (int i = 0; i < f->nfields; i++) {
+    printf("  %-16s %s", f->fields[i].name, stk_fmt_bytes(f->fields[i].len, b1, sizeof b1));
+    if (f->fields[i].encoding != STK_ENC_NONE)
+      printf(" (%s, %s raw)", enc_name(f->fields[i].encoding),
+             stk_fmt_bytes(f->fields[i].raw_len, b2, sizeof b2));
+    printf("\n");
+  }
+  for (size_t i = 0; verbose && i < stk_dataset_num_shards(ds); i++) {
+    struct stk_shard_info si;
+    stk_dataset_shard_info(ds, i, &si);
+    printf("shard %zu: %s  first %llu  samples %llu  bytes %llu\n", i, si.path,
+           (unsigned long long)si.first, (unsigned long long)si.count,
+           (unsigned long long)si.bytes);
+  }
+}
+
+static void print_json(struct stk_dataset *ds, const char *path, const struct summary *s,
+                       int verbose) {
+  struct stk_json j;
+  unsigned caps = stk_dataset_caps(ds);
+  uint64_t n = stk_dataset_num_samples(ds);
+  stk_json_init(&j, stdout, 2);
+  stk_json_obj_begin(&j);
+  stk_json_kstr(&j, "path", path);
+  stk_json_kstr(&j, "format", stk_dataset_format(ds));
+  stk_json_key(&j, "random_access");
+  stk_json_bool(&j, !!(caps & STK_FMT_RANDOM_ACCESS));
+  stk_json_key(&j, "checksums");
+  stk_json_bool(&j, !!(caps & STK_FMT_CHECKSUM));
+  stk_json_ku64(&j, "shards", stk_dataset_num_shards(ds));
+  stk_json_ku64(&j, "samples", n);
+  stk_json_ku64(&j, "bytes", s->bytes);
+  stk_json_key(&j, "sample_bytes");
+  stk_json_obj_begin(&j);
+  stk_json_ku64(&j, "min", s->min);
+  stk_json_kdbl(&j, "mean", (double)s->bytes / (double)n);
+  stk_json_ku64(&j, "max", s->max);
+  stk_json_obj_end(&j);
+  stk_json_key(&j, "first_sample");
+  stk_json_obj_begin(&j);
+  stk_json_kstr(&j, "key", s->first.key);
+  stk_json_key(&j, "label");
+  stk_json_i64(&j, s->first.label);
+  stk_json_key(&j, "fields");
+  stk_json_arr_begin(&j);
+  for (int i = 0; i < s->first.nfields; i++) {
+    const struct stk_field *f = &s->first.fields[i];
+    stk_json_obj_begin(&j);
+    stk_json_kstr(&j, "name", f->name);
+    stk_json_ku64(&j, "bytes", f->len);
+    stk_json_ku64(&j, "raw_bytes", f->raw_len);
+    stk_json_kstr(&j, "encoding", enc_name(f->encoding));
+    stk_json_obj_end(&j);
+  }
+  stk_json_arr_end(&j);
+  stk_json_obj_end(&j);
+  if (verbose) {
+    stk_json_key(&j, "shard_list");
+    stk_json_arr_begin(&j);
+    for (size_t i = 0; i < stk_dataset_num_shards(ds); i++) {
+      struct stk_shard_info si;
+      stk_dataset_shard_info(ds, i, &si);
+      stk_json_obj_begin(&j);
+      stk_json_kstr(&j, "path", si.path);
+      stk_json_ku64(&j, "first", si.first);
+      stk_json_ku64(&j, "samples", si.count);
+      stk_json_ku64(&j, "bytes", si.bytes);
+      stk_json_obj_end(&j);
+    }
+    stk_json_arr_end(&j);
+  }
+  stk_json_obj_end(&j);
+  fputc('\n', stdout);
+}
+
+int cmd_inspect_run(int argc, char **argv) {
+  struct stk_dataset_opts o = {0};
+  int json = 0, verbose = 0, c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "v", options, NULL)) != -1) {
+    if (c == O_FORMAT) o.format = optarg;
+    else if (c == O_JSON) json = 1;
+    else if (c == 'v') verbose = 1;
+    else return CLI_USAGE;
+  }
+  if (optind != argc - 1) {
+    cli_error("inspect", optind >= argc ? "missing PATH; see `stoker help inspect`" : "one PATH only");
+    return CLI_USAGE;
+  }
+  const char *path = argv[optind];
+  cli_catch_signals();
+  char err[STK_ERRMSG_MAX];
+  struct stk_dataset *ds;
+  int rc = stk_dataset_open(&ds, path, &o, err);
+  if (rc) {
+    cli_error("inspect", "%s", err);
+    return rc == STK_EINVAL ? CLI_USAGE : CLI_FAIL;
+  }
+  struct summary s;
+  memset(&s, 0, sizeof s);
+  rc = summarize(ds, &s);
+  if (rc) {
+    if (cli_interrupted) cli_error("inspect", "interrupted");
+    else cli_error("inspect", "%s", stk_dataset_errmsg(ds));
+  } else if (json) {
+    print_json(ds, path, &s, verbose);
+  } else {
+    print_text(ds, path, &s, verbose);
+  }
+  free(s.buf);
+  stk_dataset_close(ds);
+  return rc ? (cli_interrupted ? CLI_INTERRUPTED : CLI_FAIL) : CLI_OK;
+}

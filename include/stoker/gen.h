@@ -1,0 +1,56 @@
+/* Synthetic datasets for benchmarks and tests (`stoker gen`): any format
+ * stoker writes, with random-byte or JPEG payloads and optional class
+ * labels, deterministic by seed (the same options write byte-identical
+ * files). */
+#ifndef STOKER_GEN_H
+#define STOKER_GEN_H
+
+#include <stdint.h>
+
+#include "stoker/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What stk_gen wrote. */
+struct stk_gen_stats {
+  uint64_t samples;
+  uint64_t shards;  /* files holding samples */
+  uint64_t bytes;   /* bytes written, indexes included */
+  uint64_t wall_ns;
+};
+
+struct stk_gen_opts {
+  const char *dir;            /* output directory */
+  const char *format;         /* "tfrecord", "wds", "npy", "npz", "mds", "files" */
+  uint64_t samples;           /* > 0 */
+  uint64_t size_mean;         /* random payload bytes per sample; 0 = 112 KiB */
+  uint64_t size_stdev;        /* normal spread of the size; 0 = all equal */
+  /* JPEG payloads of a random size in [min, max] per dimension; all 0 =
+   * random bytes instead. npy/npz hold uint8 arrays of shape (h, w, 3). */
+  int jpeg_min_w, jpeg_min_h, jpeg_max_w, jpeg_max_h;
+  int quality;                /* JPEG quality 1..100; 0 = 90 */
+  uint32_t classes;           /* labels drawn from [0, classes); 0 = none */
+  uint64_t shard_bytes;       /* start a new shard past this size; 0 = none */
+  uint64_t samples_per_shard; /* 0 = no limit (one shard unless shard_bytes) */
+  uint64_t seed;
+  int force;                  /* replace what is in dir; else dir must be empty */
+  int no_index;               /* tfrecord: skip the DALI .idx files */
+  struct stk_gen_stats *stats; /* filled on success when not NULL */
+};
+
+/* Progress callback: done samples of total, bytes so far. Return nonzero
+ * to stop; stk_gen then removes what it wrote and returns STK_ECANCELED. */
+typedef int (*stk_gen_progress_fn)(void *ctx, uint64_t done, uint64_t total, uint64_t bytes);
+
+/* Write the dataset described by o into o->dir (created if missing). On
+ * failure nothing is left behind and errmsg (STK_ERRMSG_MAX bytes, may be
+ * NULL) holds a sentence; STK_EEXIST when dir holds files and force is 0. */
+int stk_gen(const struct stk_gen_opts *o, stk_gen_progress_fn progress, void *ctx,
+            char *errmsg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

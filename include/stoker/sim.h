@@ -1,0 +1,206 @@
+/* The GPU-cluster simulator: a discrete-event model of a cluster of nodes
+ * whose GPUs can be shared by fractional pods, placement policies behind one
+ * ops table, and the two experiments of the FGD paper (Weng et al., USENIX
+ * ATC'23): arrival-only inflation to a target share of GPU capacity, and a
+ * replay of a trace's real creation and deletion times with a FIFO queue.
+ *
+ * Lifetimes: a cluster and a workload are loaded once, are read-only
+ * afterwards and may be shared by any number of concurrent runs; results
+ * are owned by the caller and released with the matching _free(). Every
+ * call that can fail returns 0 or a negative STK_E* code and, when errmsg
+ * is given (STK_ERRMSG_MAX bytes), one sentence that names the file, line
+ * and cause. */
+#ifndef STOKER_SIM_H
+#define STOKER_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "stoker/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most GPUs one node may have, and most GPU models one cluster may name. */
+#define STK_SIM_MAX_GPUS 16
+#define STK_SIM_MAX_MODELS 64
+
+/* ---- cluster --------------------------------------------------------- */
+
+/* A node list (openb_node_list_*.csv: sn, cpu_milli, memory_mib, gpu,
+ * model), immutable once loaded. */
+struct stk_sim_cluster;
+
+struct stk_sim_cluster_info {
+  uint32_t nodes, gpu_nodes, models;
+  uint64_t gpus, cpu_milli, memory_mib;
+};
+
+/* Load a node list; path "-" reads stdin. Malformed rows fail with
+ * STK_EFORMAT and "FILE:LINE: cause"; an empty list with STK_EEMPTY. */
+int stk_sim_cluster_load(struct stk_sim_cluster **out, const char *path, char *errmsg);
+void stk_sim_cluster_free(struct stk_sim_cluster *c);
+void stk_sim_cluster_info(const struct stk_sim_cluster *c, struct stk_sim_cluster_info *info);
+
+/* ---- workload -------------------------------------------------------- */
+
+/* A pod list (openb_pod_list_*.csv) reduced while it streams in to a
+ * histogram of distinct pod kinds (CPU, memory, GPU count, milli-GPU per
+ * GPU, GPU-model constraint), so its memory does not grow with the number
+ * of rows. Experiment mode samples from it. */
+struct stk_sim_workload;
+
+struct stk_sim_workload_info {
+  uint64_t pods;           /* rows read */
+  uint64_t cpu_pods;       /* no GPU */
+  uint64_t share_pods;     /* one GPU, fraction of it */
+  uint64_t gpu_pods;       /* whole GPUs, one or more */
+  uint64_t gpu_milli;      /* total GPU request in milli-GPU */
+  uint64_t never_fit;      /* pods no node of the cluster could host even empty */
+  uint64_t unknown_model_pods; /* pods naming a GPU model the cluster lacks */
+  uint32_t kinds, specs, typical; /* distinct kinds, resource specs, typical specs */
+  char unknown_models[256]; /* the unknown model names, comma separated */
+};
+
+/* Stream a pod list in; the cluster resolves GPU-model constraints and
+ * decides which pods could never fit. */
+int stk_sim_workload_load(struct stk_sim_workload **out, const struct stk_sim_cluster *c,
+                          const char *path, char *errmsg);
+void stk_sim_workload_free(struct stk_sim_workload *w);
+void stk_sim_workload_info(const struct stk_sim_workload *w, struct stk_sim_workload_info *info);
+
+/* ---- policies -------------------------------------------------------- */
+
+/* The placement policies, in table order: Random, DotProd, GpuClustering,
+ * GpuPacking, BestFit, FGD. Index i < stk_sim_policy_count(). */
+size_t stk_sim_policy_count(void);
+const char *stk_sim_policy_name(size_t i);
+const char *stk_sim_policy_summary(size_t i);
+/* Index of a policy by case-insensitive name, or STK_EINVAL. */
+int stk_sim_policy_find(const char *name);
+
+/* ---- experiment mode ------------------------------------------------- */
+
+struct stk_sim_run_opts {
+  const char *policy; /* NULL = "FGD" */
+  uint64_t seed;
+  double inflate;     /* arrived GPU demand to reach, as a share of capacity; 0 = 1.3 */
+};
+
+/* One arrival-only run. Curves are indexed by arrived GPU demand in whole
+ * percent of capacity, 0..npct-1; a percentage no arrival fell on holds
+ * the mean of its neighbours, or NAN when they are empty too. */
+struct stk_sim_result {
+  char policy[32];
+  uint64_t seed;
+  double inflate;
+  uint32_t npct;
+  double *alloc;      /* allocated GPUs, % of capacity */
+  double *frag;       /* fragmented idle GPUs, in GPUs (milli / 1000) */
+  double *frag_ratio; /* fragmented share of idle GPUs, % */
+  uint64_t total_gpu_milli, arrived_gpu_milli, used_gpu_milli;
+  uint64_t pods, placed, failed, failed_never_fit;
+  uint64_t failed_by_class[4]; /* cpu, share, one GPU, multi-GPU */
+  uint64_t events;             /* heap events processed */
+  double final_alloc, final_frag, final_frag_ratio;
+  double wall_s;               /* time spent simulating (loading excluded) */
+};
+
+int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *w,
+                const struct stk_sim_run_opts *opts, struct stk_sim_result *res, char *errmsg);
+void stk_sim_result_free(struct stk_sim_result *r);
+/* Allocation at an arrived percentage (linear between whole percents, NAN
+ * outside the curve). */
+double stk_sim_result_at(const struct stk_sim_result *r, double pct);
+
+/* Policies x seeds, run by a pool of threads. results receives a malloc'ed
+ * array of npolicies * seeds results, policy-major, which the caller frees
+ * with stk_sim_results_free(). progress, if set, is called from the
+ * calling thread after each finished run. */
+struct stk_sim_experiment_opts {
+  const char *const *policies; /* NULL = all */
+  size_t npolicies;
+  uint64_t seed;      /* first seed (the paper's artifact used 42..51) */
+  uint32_t seeds;     /* 0 = 10 */
+  double inflate;     /* 0 = 1.3 */
+  uint32_t threads;   /* 0 = online CPUs */
+  void (*progress)(void *ctx, uint32_t done, uint32_t total);
+  void *ctx;
+  volatile int *cancel; /* set non-zero to stop after the runs in flight */
+};
+int stk_sim_experiment(const struct stk_sim_cluster *c, const struct stk_sim_workload *w,
+                       const struct stk_sim_experiment_opts *opts, struct stk_sim_result **results,
+                       size_t *nresults, char *errmsg);
+void stk_sim_results_free(struct stk_sim_result *r, size_t n);
+
+/* ---- replay mode ----------------------------------------------------- */
+
+/* A sample of the cluster after all events of one instant. */
+struct stk_sim_sample {
+  int64_t time;             /* trace seconds */
+  double alloc;             /* allocated GPUs, % of capacity */
+  double frag, frag_ratio;  /* as in stk_sim_result */
+  uint64_t running, queued;
+};
+
+/* One pod's fate: started at start (-1 if it never did) after waiting
+ * delay = start - creation seconds; outcome is "placed", "queued" (still
+ * waiting when the trace ended) or "never_fits". node is the node's sn. */
+struct stk_sim_pod_record {
+  const char *name, *node, *outcome;
+  int64_t creation, start, delay;
+};
+
+struct stk_sim_replay_opts {
+  const char *policy; /* NULL = "FGD" */
+  uint64_t seed;
+  void (*on_sample)(void *ctx, const struct stk_sim_sample *s);
+  void (*on_pod)(void *ctx, const struct stk_sim_pod_record *p);
+  void *ctx;
+};
+
+struct stk_sim_replay_result {
+  char policy[32];
+  uint64_t seed;
+  uint64_t pods, placed, placed_after_wait, still_queued, never_fit;
+  double delay_mean, delay_p50, delay_p90, delay_p99, delay_max; /* seconds, placed pods */
+  double alloc_mean, alloc_peak;  /* time-weighted mean and peak, % */
+  double frag_ratio_mean;         /* time-weighted, % */
+  int64_t t_first, t_last;
+  uint64_t events, max_queue;
+  double wall_s;
+};
+
+/* Replay a pod list with creation_time and deletion_time columns: each pod
+ * arrives at its creation time, waits in a FIFO queue while it fits
+ * nowhere, and then runs for deletion - creation seconds. Rows need not be
+ * sorted. */
+int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
+                   const struct stk_sim_replay_opts *opts, struct stk_sim_replay_result *res,
+                   char *errmsg);
+
+/* ---- reports --------------------------------------------------------- */
+
+/* Published allocation (% of GPUs) for a trace and policy at 100 or 130%
+ * arrived, from the paper's artifact; NAN when unknown. trace is the pod
+ * list's file name (a path is reduced to its base name). */
+double stk_sim_published(const char *trace, const char *policy, int at_pct);
+
+/* The policy x seed table: mean allocation at 100% and 130% (or the run's
+ * end when inflate is smaller), seeds, failures, and the published figure
+ * where one is known for trace (may be NULL). */
+void stk_sim_write_table(FILE *f, const struct stk_sim_result *r, size_t n, const char *trace);
+/* Everything in JSON: per policy means and per run curves. */
+void stk_sim_write_json(FILE *f, const struct stk_sim_result *r, size_t n, const char *trace);
+/* One row per policy, seed and arrived percentage (seed "mean" for the
+ * mean over seeds): policy,seed,arrived_pct,alloc_pct,frag_gpus,frag_ratio_pct. */
+void stk_sim_write_csv(FILE *f, const struct stk_sim_result *r, size_t n);
+/* Allocation curves, mean over seeds, one line per policy. */
+void stk_sim_write_svg(FILE *f, const struct stk_sim_result *r, size_t n, const char *title);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,522 @@
+/* Mosaic Data Shard (MDS), as mosaicml-streaming writes it: a directory with
+ * index.json listing the shards and their columns, and shard files laid out
+ * as `u32 num_samples, u32 offsets[num_samples + 1], JSON config, samples`
+ * (offsets absolute). A sample is a u32 size for each variable-size column,
+ * then every column's bytes in column order. Only uncompressed shards. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../base/json_parse.h"
+#include "format_impl.h"
+
+#define MDS_DEFAULT_LIMIT (1ull << 26) /* streaming's default size_limit */
+#define MDS_MAX_LIMIT (1ull << 31)     /* offsets are u32 */
+
+struct mds_col {
+  char name[STK_FIELD_NAME_MAX];
+  char enc[32];
+  int64_t size; /* fixed size, or -1 for variable */
+};
+
+/* The columns of one shard (shards may differ), from index.json. */
+struct mds_shard {
+  uint64_t samples, bytes;
+  int ncols, label_col, label_kind;
+  struct mds_col cols[STK_MAX_FIELDS];
+};
+
+struct mds_state {
+  struct mds_shard *sh; /* parallel to ds->shards */
+  size_t cap;
+};
+
+static void mds_free_state(struct stk_dataset *ds) {
+  struct mds_state *st = ds->fmt_state;
+  if (st) free(st->sh);
+  free(st);
+  ds->fmt_state = NULL;
+}
+
+/* ---- index.json -------------------------------------------------------- */
+
+static char *read_small(const char *path, size_t *len, char *err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    stk__errf(err, STK_ENOENT, "%s: cannot open MDS index: %s", path, strerror(errno));
+    return NULL;
+  }
+  uint64_t size;
+  char *text = NULL;
+  int rc = stk__fd_size(fd, &size);
+  if (!rc && size > STK_JSON_PARSE_MAX_BYTES) rc = STK_ERANGE;
+  if (!rc && !(text = malloc((size_t)size + 1))) rc = STK_ENOMEM;
+  if (!rc) rc = stk__pread_full(fd, text, (size_t)size, 0);
+  close(fd);
+  if (rc) {
+    free(text);
+    stk__errf(err, rc, "%s: cannot read: %s", path, stk_strerror(rc));
+    return NULL;
+  }
+  text[size] = 0;
+  *len = (size_t)size;
+  return text;
+}
+
+/* Label column: named label, cls, class or y, and either a fixed-size
+ * integer (1: little-endian) or variable-size text/bytes (2: decimal). */
+static int label_kind(const struct mds_col *c) {
+  static const char *names[] = {"label", "cls", "class", "y"};
+  int named = 0;
+  for (size_t i = 0; i < STK__ARRAY_LEN(names); i++) named |= !strcmp(c->name, names[i]);
+  if (!named) return 0;
+  if (c->size > 0 && c->size <= 8 && (!strncmp(c->enc, "int", 3) || !strncmp(c->enc, "uint", 4)))
+    return 1;
+  return c->size < 0 && (!strcmp(c->enc, "str") || !strcmp(c->enc, "bytes")) ? 2 : 0;
+}
+
+static const char *parse_columns(const struct stk__jnode *s, struct mds_shard *m) {
+  const struct stk__jnode *names = stk__json_get(s, "column_names"),
+                          *encs = stk__json_get(s, "column_encodings"),
+                          *sizes = stk__json_get(s, "column_sizes");
+  if (!names || names->type != STK_JARR || !encs || encs->type != STK_JARR || !sizes ||
+      sizes->type != STK_JARR || names->len != encs->len || names->len != sizes->len)
+    return "column_names, column_encodings and column_sizes must be arrays of equal length";
+  if (names->len == 0 || names->len > STK_MAX_FIELDS) return "bad number of columns";
+  m->ncols = (int)names->len;
+  m->label_col = -1;
+  const struct stk__jnode *n = names->child, *e = encs->child, *z = sizes->child;
+  for (int i = 0; i < m->ncols; i++, n = n->next, e = e->next, z = z->next) {
+    struct mds_col *c = &m->cols[i];
+    if (n->type != STK_JSTR || e->type != STK_JSTR) return "column name or encoding not a string";
+    snprintf(c->name, sizeof c->name, "%s", n->str);
+    snprintf(c->enc, sizeof c->enc, "%s", e->str);
+    if (z->type == STK_JNULL) c->size = -1;
+    else if (z->type == STK_JNUM && z->is_int && z->i >= 0 && z->i < (1ll << 32)) c->size = z->i;
+    else return "bad column size";
+    if (m->label_col < 0 && (m->label_kind = label_kind(c)) != 0) m->label_col = i;
+  }
+  return NULL;
+}
+
+/* A shard's basename must stay inside the dataset directory. */
+static int safe_name(const char *b) {
+  return b && *b && b[0] != '/' && !strstr(b, "..");
+}
+
+static int add_shard(struct stk_dataset *ds, const char *dir, const struct stk__jnode *s,
+                     size_t i) {
+  struct mds_state *st = ds->fmt_state;
+  const struct stk__jnode *raw = stk__json_get(s, "raw_data"), *zip = stk__json_get(s, "zip_data");
+  const char *base = stk__json_str(raw, "basename"), *fmt = stk__json_str(s, "format");
+  const struct stk__jnode *comp = stk__json_get(s, "compression");
+  const char *zbase = stk__json_str(zip, "basename");
+  if (comp && comp->type == STK_JSTR && comp->len)
+    return stk__errf(ds->err, STK_ENOTSUP,
+                     "%s/%s: MDS compression '%s' is not supported (only uncompressed shards)",
+                     dir, zbase ? zbase : base ? base : "?", comp->str);
+  if (!safe_name(base))
+    return stk__errf(ds->err, STK_EFORMAT, "%s/index.json: shard %zu has no valid raw_data.basename",
+                     dir, i);
+  if (fmt && strcmp(fmt, "mds"))
+    return stk__errf(ds->err, STK_ENOTSUP, "%s/%s: shard format '%s' is not supported (only mds)",
+                     dir, base, fmt);
+  if (st->cap == ds->nshards) {
+    size_t nc = st->cap ? st->cap * 2 : 16;
+    struct mds_shard *p = realloc(st->sh, nc * sizeof *p);
+    if (!p) return stk__errf(ds->err, STK_ENOMEM, "out of memory");
+    st->sh = p;
+    st->cap = nc;
+  }
+  struct mds_shard *m = &st->sh[ds->nshards];
+  memset(m, 0, sizeof *m);
+  const char *why = parse_columns(s, m);
+  if (!why && stk__json_u64(s, "samples", &m->samples)) why = "missing sample count";
+  if (why) return stk__errf(ds->err, STK_EFORMAT, "%s/index.json: shard %zu (%s): %s", dir, i, base, why);
+  if (stk__json_u64(raw, "bytes", &m->bytes)) m->bytes = UINT64_MAX;
+  size_t n = strlen(dir) + strlen(base) + 2;
+  char *p = malloc(n);
+  if (!p) return stk__errf(ds->err, STK_ENOMEM, "out of memory");
+  snprintf(p, n, "%s/%s", dir, base);
+  int rc = stk__dataset_add_shard(ds, p, -1);
+  free(p);
+  return rc ? stk__errf(ds->err, rc, "out of memory") : 0;
+}
+
+static int mds_list(struct stk_dataset *ds, const char *root) {
+  size_t rl = strlen(root);
+  char *dir = strdup(root);
+  if (!dir) return stk__errf(ds->err, STK_ENOMEM, "out of memory");
+  if (rl >= 10 && !strcmp(root + rl - 10, "index.json")) {
+    dir[rl - 10] = 0;
+    if (rl > 10) dir[rl - 11] = 0; /* the slash */
+    if (!*dir) strcpy(dir, ".");
+  }
+  char *ipath = malloc(strlen(dir) + 12), *text = NULL;
+  struct stk__jdoc *doc = NULL;
+  int rc = ipath ? 0 : STK_ENOMEM;
+  size_t len = 0;
+  if (!rc) sprintf(ipath, "%s/index.json", dir);
+  if (!rc && !(text = read_small(ipath, &len, ds->err))) rc = STK_EIO;
+  char jerr[STK_ERRMSG_MAX];
+  if (!rc && (rc = stk__json_parse(&doc, text, len, jerr)) != 0)
+    stk__errf(ds->err, rc, "%s: %s", ipath, jerr);
+  if (!rc && !(ds->fmt_state = calloc(1, sizeof(struct mds_state)))) rc = STK_ENOMEM;
+  const struct stk__jnode *shards = doc ? stk__json_get(stk__json_root(doc), "shards") : NULL;
+  if (!rc && (!shards || shards->type != STK_JARR))
+    rc = stk__errf(ds->err, STK_EFORMAT, "%s: no \"shards\" array", ipath);
+  size_t i = 0;
+  for (const struct stk__jnode *s = shards ? shards->child : NULL; !rc && s; s = s->next, i++)
+    rc = add_shard(ds, dir, s, i);
+  if (rc == STK_ENOMEM) stk__errf(ds->err, rc, "out of memory reading %s", ipath);
+  stk__json_free(doc);
+  free(text);
+  free(ipath);
+  free(dir);
+  return rc;
+}
+
+/* ---- shards ------------------------------------------------------------ */
+
+static struct mds_shard *shard_cols(const struct stk_dataset *ds, const struct stk_shard *sh) {
+  return &((struct mds_state *)ds->fmt_state)->sh[sh - ds->shards];
+}
+
+static int mds_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+  struct mds_shard *m = shard_cols(ds, sh);
+  uint64_t size;
+  uint8_t h[4];
+  int rc = stk__fd_size(fd, &size);
+  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  if (m->bytes != UINT64_MAX && m->bytes != size)
+    return stk__errf(err, size < m->bytes ? STK_ETRUNC : STK_EFORMAT,
+                     "%s: %llu bytes but index.json says %llu", sh->path,
+                     (unsigned long long)size, (unsigned long long)m->bytes);
+  if ((rc = stk__pread_full(fd, h, 4, 0)) != 0)
+    return stk__errf(err, rc, "%s: offset 0: cannot read the sample count", sh->path);
+  uint64_t n = stk__ld32(h), hdr = 4 + 4 * (n + 1);
+  if (n != m->samples)
+    return stk__errf(err, STK_EFORMAT, "%s: offset 0: %llu samples but index.json says %llu",
+                     sh->path, (unsigned long long)n, (unsigned long long)m->samples);
+  if (hdr > size)
+    return stk__errf(err, STK_ETRUNC, "%s: offset 4: offset table runs past the end", sh->path);
+  uint8_t *t = malloc((size_t)hdr - 4);
+  struct stk_index_entry *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
+  if (!t || !idx) rc = stk__errf(err, STK_ENOMEM, "out of memory");
+  else if ((rc = stk__pread_full(fd, t, (size_t)hdr - 4, 4)) != 0)
+    stk__errf(err, rc, "%s: offset 4: cannot read the offset table", sh->path);
+  for (uint64_t i = 0; !rc && i < n; i++) {
+    uint64_t a = stk__ld32(t + 4 * i), b = stk__ld32(t + 4 * i + 4);
+    if (a < hdr || b < a || b > size)
+      rc = stk__errf(err, b > size ? STK_ETRUNC : STK_EFORMAT,
+                     "%s: offset %llu: bad offset of sample %llu (%llu..%llu in a %llu-byte file)",
+                     sh->path, (unsigned long long)(4 + 4 * i), (unsigned long long)i,
+                     (unsigned long long)a, (unsigned long long)b, (unsigned long long)size);
+    else
+      idx[i] = (struct stk_index_entry){a, b - a};
+  }
+  free(t);
+  if (rc) {
+    free(idx);
+    return rc;
+  }
+  sh->idx = idx;
+  sh->count = n;
+  return 0;
+}
+
+static int mds_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
+                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+  (void)verify;
+  stk__sample_reset(out, sh);
+  const struct mds_shard *m = shard_cols(ds, sh);
+  uint64_t size[STK_MAX_FIELDS], pos = 0;
+  for (int i = 0; i < m->ncols; i++) {
+    if (m->cols[i].size >= 0) {
+      size[i] = (uint64_t)m->cols[i].size;
+      continue;
+    }
+    if (len - pos < 4)
+      return stk__errf(err, STK_ETRUNC, "%s: offset %llu: sample too short for its size table",
+                       sh->path, (unsigned long long)off);
+    size[i] = stk__ld32(buf + pos);
+    pos += 4;
+  }
+  for (int i = 0; i < m->ncols; i++) {
+    if (size[i] > len - pos)
+      return stk__errf(err, STK_ETRUNC, "%s: offset %llu: column '%s' (%llu bytes) runs past the "
+                       "sample's %llu bytes", sh->path, (unsigned long long)off, m->cols[i].name,
+                       (unsigned long long)size[i], (unsigned long long)len);
+    stk__sample_add(out, m->cols[i].name, strlen(m->cols[i].name), buf + pos, size[i]);
+    if (i == m->label_col && m->label_kind == 1) {
+      uint64_t v = 0;
+      for (uint64_t k = 0; k < size[i]; k++) v |= (uint64_t)buf[pos + k] << (8 * k);
+      if (v <= INT32_MAX) out->label = (int32_t)v;
+    } else if (i == m->label_col) {
+      int32_t l = stk__parse_label(buf + pos, size[i]);
+      if (l >= 0) out->label = l;
+    }
+    pos += size[i];
+  }
+  if (pos != len)
+    return stk__errf(err, STK_EFORMAT, "%s: offset %llu: %llu stray bytes after the columns",
+                     sh->path, (unsigned long long)off, (unsigned long long)(len - pos));
+  return 0;
+}
+
+/* ---- writing ----------------------------------------------------------- */
+
+/* Columns are fixed by the first sample: its fields (sorted by name, as
+ * streaming's MDSWriter sorts them) plus "label" (int) when it has a label.
+ * Each shard is assembled in memory, since its offset table comes first. */
+struct mds_w {
+  struct mds_shard cols;
+  uint64_t size_limit; /* for the config: 0 = null */
+  uint8_t *data;
+  size_t len, cap;
+  uint32_t *offs;
+  size_t n, ocap;
+  char *index; /* index.json "shards" entries so far */
+  size_t ilen, icap;
+};
+
+static void mds_wfree(struct stk_writer *w) {
+  struct mds_w *st = w->state;
+  if (st) {
+    free(st->data);
+    free(st->offs);
+    free(st->index);
+  }
+  free(st);
+  w->state = NULL;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  size_t nc = *cap ? *cap : 4096 / elem;
+  while (nc < need) nc *= 2;
+  void *q = realloc(*p, nc * elem);
+  if (!q) return STK_ENOMEM;
+  *p = q;
+  *cap = nc;
+  return 0;
+}
+
+static int append(struct mds_w *st, const void *p, size_t n) {
+  if (grow((void **)&st->data, &st->cap, st->len + n, 1)) return STK_ENOMEM;
+  memcpy(st->data + st->len, p, n);
+  st->len += n;
+  return 0;
+}
+
+static const char *encoding_for(const char *field) {
+  if (!strcmp(field, "jpg") || !strcmp(field, "jpeg")) return "jpeg";
+  if (!strcmp(field, "png")) return "png";
+  return "bytes";
+}
+
+static int col_cmp(const void *a, const void *b) {
+  return strcmp(((const struct mds_col *)a)->name, ((const struct mds_col *)b)->name);
+}
+
+static int plan_columns(struct stk_writer *w, const struct stk_sample *s) {
+  struct mds_shard *c = &((struct mds_w *)w->state)->cols;
+  for (int i = 0; i < s->nfields; i++) {
+    struct mds_col *k = &c->cols[c->ncols++];
+    snprintf(k->name, sizeof k->name, "%s", s->fields[i].name);
+    snprintf(k->enc, sizeof k->enc, "%s", encoding_for(k->name));
+    k->size = -1;
+  }
+  if (s->label >= 0 && !stk__has_label_field(s)) {
+    if (c->ncols >= STK_MAX_FIELDS) return stk__errf(w->err, STK_EINVAL, "too many fields");
+    struct mds_col *k = &c->cols[c->ncols++];
+    snprintf(k->name, sizeof k->name, "label");
+    snprintf(k->enc, sizeof k->enc, "int");
+    k->size = 8;
+  }
+  if (c->ncols == 0) return stk__errf(w->err, STK_EINVAL, "sample has no fields");
+  qsort(c->cols, (size_t)c->ncols, sizeof c->cols[0], col_cmp);
+  return 0;
+}
+
+static int mds_wr_begin(struct stk_writer *w) {
+  if (!w->state) {
+    if (!(w->state = calloc(1, sizeof(struct mds_w))))
+      return stk__errf(w->err, STK_ENOMEM, "out of memory");
+    w->free_state = mds_wfree;
+    if (!w->shard_bytes_max && !w->samples_per_shard) w->shard_bytes_max = MDS_DEFAULT_LIMIT;
+    ((struct mds_w *)w->state)->size_limit = w->shard_bytes_max;
+    if (!w->shard_bytes_max || w->shard_bytes_max > MDS_MAX_LIMIT)
+      w->shard_bytes_max = MDS_MAX_LIMIT;
+  }
+  struct mds_w *st = w->state;
+  st->len = st->n = 0;
+  size_t n = strlen(w->dir) + 32;
+  if (!(w->path = malloc(n))) return stk__errf(w->err, STK_ENOMEM, "out of memory");
+  snprintf(w->path, n, "%s/shard.%05llu.mds", w->dir, (unsigned long long)w->shard_no);
+  return 0;
+}
+
+static const struct stk_field *find_field(const struct stk_sample *s, const char *name) {
+  for (int i = 0; i < s->nfields; i++)
+    if (!strcmp(s->fields[i].name, name)) return &s->fields[i];
+  return NULL;
+}
+
+static int mds_wr_sample(struct stk_writer *w, const struct stk_sample *s) {
+  struct mds_w *st = w->state;
+  int rc;
+  if (!st->cols.ncols && (rc = plan_columns(w, s)) != 0) return rc;
+  const struct stk_field *f[STK_MAX_FIELDS];
+  uint8_t lab[8];
+  stk__st64(lab, (uint64_t)(int64_t)s->label);
+  struct stk_field lf = {.name = "label", .data = lab, .len = 8};
+  int extra = 0;
+  for (int i = 0; i < st->cols.ncols; i++) {
+    const struct mds_col *c = &st->cols.cols[i];
+    f[i] = find_field(s, c->name);
+    if (!f[i] && c->size == 8 && !strcmp(c->name, "label")) f[i] = &lf, extra = 1;
+    if (!f[i] || f[i]->len > UINT32_MAX)
+      return stk__errf(w->err, STK_EINVAL,
+                       "sample %llu lacks column '%s' of the first sample (MDS columns are fixed)",
+                       (unsigned long long)w->samples, c->name);
+  }
+  if (s->nfields + extra != st->cols.ncols)
+    return stk__errf(w->err, STK_EINVAL, "sample %llu has fields the first sample lacks",
+                     (unsigned long long)w->samples);
+  if (grow((void **)&st->offs, &st->ocap, st->n + 1, sizeof *st->offs))
+    return stk__errf(w->err, STK_ENOMEM, "out of memory");
+  st->offs[st->n++] = (uint32_t)st->len;
+  rc = 0;
+  for (int i = 0; i < st->cols.ncols && !rc; i++)
+    if (st->cols.cols[i].size < 0) {
+      uint8_t b[4];
+      stk__st32(b, (uint32_t)f[i]->len);
+      rc = append(st, b, 4);
+    }
+  for (int i = 0; i < st->cols.ncols && !rc; i++) rc = append(st, f[i]->data, (size_t)f[i]->len);
+  if (rc) return stk__errf(w->err, rc, "out of memory");
+  w->shard_bytes = st->len + 4 * (st->n + 2) + 256; /* estimate for rotation */
+  if (w->shard_bytes > UINT32_MAX)
+    return stk__errf(w->err, STK_ERANGE, "MDS shard over 4 GiB; lower --shard-size");
+  return 0;
+}
+
+/* The columns and config as Python's json.dumps(sort_keys=True) writes them. */
+static void put_jstr(char **o, size_t *n, const char *s) {
+  size_t k = (size_t)snprintf(*o, *n, "\"");
+  for (; *s && k + 8 < *n; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') k += (size_t)snprintf(*o + k, *n - k, "\\%c", c);
+    else if (c < 0x20) k += (size_t)snprintf(*o + k, *n - k, "\\u%04x", c);
+    else (*o)[k++] = (char)c;
+  }
+  k += (size_t)snprintf(*o + k, *n - k, "\"");
+  *o += k;
+  *n -= k;
+}
+
+static void put_columns(const struct mds_shard *c, char **o, size_t *n) {
+  static const char *keys[3] = {"column_encodings", "column_names", "column_sizes"};
+  for (int k = 0; k < 3; k++) {
+    int l = snprintf(*o, *n, "%s\"%s\": [", k ? ", " : "", keys[k]);
+    *o += l, *n -= (size_t)l;
+    for (int i = 0; i < c->ncols; i++) {
+      if (i) *o += snprintf(*o, *n, ", "), *n -= 2;
+      if (k == 0) put_jstr(o, n, c->cols[i].enc);
+      else if (k == 1) put_jstr(o, n, c->cols[i].name);
+      else if (c->cols[i].size < 0) *o += snprintf(*o, *n, "null"), *n -= 4;
+      else {
+        l = snprintf(*o, *n, "%lld", (long long)c->cols[i].size);
+        *o += l, *n -= (size_t)l;
+      }
+    }
+    *o += snprintf(*o, *n, "]"), *n -= 1;
+  }
+}
+
+static size_t config_json(const struct mds_w *st, char *out, size_t cap) {
+  char *o = out, lim[32] = "null";
+  size_t n = cap;
+  o += snprintf(o, n, "{"), n--;
+  put_columns(&st->cols, &o, &n);
+  if (st->size_limit) snprintf(lim, sizeof lim, "%llu", (unsigned long long)st->size_limit);
+  int l = snprintf(o, n,
+                   ", \"compression\": null, \"format\": \"mds\", \"hashes\": [], "
+                   "\"size_limit\": %s, \"version\": 2}",
+                   lim);
+  return (size_t)(o - out) + (size_t)l;
+}
+
+static int index_entry(struct stk_writer *w, struct mds_w *st, uint64_t bytes) {
+  char cfg[4096];
+  size_t cl = config_json(st, cfg, sizeof cfg);
+  char ent[4096 + 512];
+  /* Insert raw_data/samples after "hashes": [] to keep the keys sorted. */
+  char *h = strstr(cfg, "\"size_limit\"");
+  int l = snprintf(ent, sizeof ent,
+                   "%s%.*s\"raw_data\": {\"basename\": \"shard.%05llu.mds\", \"bytes\": %llu, "
+                   "\"hashes\": {}}, \"samples\": %zu, %.*s, \"zip_data\": null}",
+                   st->ilen ? ", " : "", (int)(h - cfg), cfg, (unsigned long long)w->shard_no,
+                   (unsigned long long)bytes, st->n, (int)(cl - (size_t)(h - cfg) - 1), h);
+  if (grow((void **)&st->index, &st->icap, st->ilen + (size_t)l + 1, 1))
+    return stk__errf(w->err, STK_ENOMEM, "out of memory");
+  memcpy(st->index + st->ilen, ent, (size_t)l + 1);
+  st->ilen += (size_t)l;
+  return 0;
+}
+
+static int mds_wr_end(struct stk_writer *w) {
+  struct mds_w *st = w->state;
+  char cfg[4096];
+  size_t cl = config_json(st, cfg, sizeof cfg);
+  uint64_t hdr = 4 + 4 * ((uint64_t)st->n + 1) + cl;
+  if (hdr + st->len > UINT32_MAX)
+    return stk__errf(w->err, STK_ERANGE, "MDS shard over 4 GiB; lower --shard-size");
+  uint8_t *t = malloc(4 * (st->n + 2));
+  if (!t) return stk__errf(w->err, STK_ENOMEM, "out of memory");
+  stk__st32(t, (uint32_t)st->n);
+  for (size_t i = 0; i <= st->n; i++)
+    stk__st32(t + 4 + 4 * i, (uint32_t)(hdr + (i < st->n ? st->offs[i] : st->len)));
+  w->shard_bytes = 0;
+  int rc = stk__wr_write(w, t, 4 * (st->n + 2));
+  free(t);
+  if (!rc) rc = stk__wr_write(w, cfg, cl);
+  if (!rc) rc = stk__wr_write(w, st->data, st->len);
+  return rc ? rc : index_entry(w, st, w->shard_bytes);
+}
+
+static int mds_wr_finish(struct stk_writer *w) {
+  struct mds_w *st = w->state;
+  size_t n = (st ? st->ilen : 0) + 64;
+  char *p = malloc(n);
+  if (!p) return stk__errf(w->err, STK_ENOMEM, "out of memory");
+  int l = snprintf(p, n, "{\"shards\": [%s], \"version\": 2}", st && st->index ? st->index : "");
+  char *path = malloc(strlen(w->dir) + 12);
+  int rc = path ? 0 : stk__errf(w->err, STK_ENOMEM, "out of memory");
+  if (!rc) {
+    sprintf(path, "%s/index.json", w->dir);
+    rc = stk__wr_file(w, path, p, (size_t)l);
+  }
+  free(path);
+  free(p);
+  return rc;
+}
+
+const struct stk_format_ops stk__fmt_mds = {
+    .name = "mds",
+    .desc = "Mosaic Data Shard directories (index.json + shard.NNNNN.mds), uncompressed",
+    .exts = ".mds",
+    .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_WRITE,
+    .list = mds_list,
+    .free_state = mds_free_state,
+    .index = mds_index,
+    .parse = mds_parse,
+    .wr_shard_begin = mds_wr_begin,
+    .wr_sample = mds_wr_sample,
+    .wr_shard_end = mds_wr_end,
+    .wr_finish = mds_wr_finish,
+};

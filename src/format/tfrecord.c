@@ -1,0 +1,470 @@
+/* TFRecord: records of `u64 length, u32 masked_crc32c(length), data, u32
+ * masked_crc32c(data)`, little-endian. The index comes from a DALI-style
+ * .idx file next to the shard when it matches the shard, else from one pass
+ * over the record headers that never reads record data. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "format_impl.h"
+
+#define TFR_HDR 12
+#define TFR_OVERHEAD 16
+#define TFR_WINDOW (16 * 1024)
+#define IDX_MAX_BYTES (256u << 20)
+
+/* ---- tf.train.Example ---------------------------------------------------- */
+
+/* A protobuf varint at *p (< end); 0 on success. */
+static int varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+  uint64_t x = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (*p >= end) return -1;
+    uint8_t b = *(*p)++;
+    x |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *v = x;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* One length-delimited field with the wanted number at *p; the only wire
+ * type the Example messages use at this level. */
+static int ld_field(const uint8_t **p, const uint8_t *end, uint64_t want, const uint8_t **body,
+                    uint64_t *blen) {
+  uint64_t tag, n;
+  if (varint(p, end, &tag) || tag != (want << 3 | 2) || varint(p, end, &n)) return -1;
+  if (n > (uint64_t)(end - *p)) return -1;
+  *body = *p;
+  *blen = n;
+  *p += n;
+  return 0;
+}
+
+/* Keys that name a class label: "label", "image/class/label", "cls". */
+static int is_label_key(const uint8_t *k, uint64_t n) {
+  return (n >= 5 && !memcmp(k + n - 5, "label", 5)) || (n == 3 && !memcmp(k, "cls", 3)) ||
+         (n == 5 && !memcmp(k, "class", 5));
+}
+
+/* Feature { bytes_list = 1 | float_list = 2 | int64_list = 3 }: expose a
+ * single-value bytes list as a field, and an int64 list as the label. */
+static int example_feature(const uint8_t *p, const uint8_t *end, const uint8_t *key,
+                           uint64_t klen, struct stk_sample *out) {
+  uint64_t tag, n;
+  if (p == end) return 0;
+  if (varint(&p, end, &tag) || (tag & 7) != 2 || varint(&p, end, &n) ||
+      n > (uint64_t)(end - p))
+    return -1;
+  const uint8_t *list = p, *lend = p + n;
+  if (p + n != end) return -1;
+  if (tag >> 3 == 1) {
+    const uint8_t *v;
+    uint64_t vl;
+    if (list == lend) return 0;
+    if (ld_field(&list, lend, 1, &v, &vl) || list != lend) return 0; /* multi-value: skip */
+    return stk__sample_add(out, (const char *)key, (size_t)klen, v, vl) ? -1 : 0;
+  }
+  if (tag >> 3 == 3 && out->label < 0 && is_label_key(key, klen)) {
+    uint64_t t2, pl, val;
+    if (list == lend) return 0;
+    if (varint(&list, lend, &t2)) return -1;
+    if (t2 == (1 << 3 | 2) && !varint(&list, lend, &pl) && pl && !varint(&list, lend, &val) &&
+        val < 0x7fffffff)
+      out->label = (int32_t)val;
+    else if (t2 == (1 << 3 | 0) && !varint(&list, lend, &val) && val < 0x7fffffff)
+      out->label = (int32_t)val;
+  }
+  return 0;
+}
+
+/* Example { Features features = 1 } ; Features { map<string, Feature>
+ * feature = 1 }. Fields are added only if the whole message parses, so raw
+ * payloads that merely start like a protobuf stay one "data" field. */
+static int parse_example(const uint8_t *p, uint64_t n, struct stk_sample *out) {
+  const uint8_t *end = p + n, *feats;
+  uint64_t flen;
+  struct stk_sample tmp = *out;
+  if (n == 0 || ld_field(&p, end, 1, &feats, &flen) || p != end) return -1;
+  const uint8_t *q = feats, *qe = feats + flen;
+  while (q < qe) {
+    const uint8_t *entry, *key = NULL, *val = NULL;
+    uint64_t elen, klen = 0, vlen = 0;
+    if (ld_field(&q, qe, 1, &entry, &elen)) return -1;
+    const uint8_t *e = entry, *ee = entry + elen;
+    while (e < ee) {
+      uint64_t tag, l;
+      if (varint(&e, ee, &tag) || (tag & 7) != 2 || varint(&e, ee, &l) ||
+          l > (uint64_t)(ee - e))
+        return -1;
+      if (tag >> 3 == 1) key = e, klen = l;
+      else if (tag >> 3 == 2) val = e, vlen = l;
+      else return -1;
+      e += l;
+    }
+    if (!key || !val) return -1;
+    if (klen == 7 && !memcmp(key, "__key__", 7)) {
+      const uint8_t *v, *ve = val + vlen, *q2 = val, *bl;
+      uint64_t vl2, bll;
+      if (!ld_field(&q2, ve, 1, &bl, &bll) && !ld_field(&bl, bl + bll, 1, &v, &vl2))
+        stk__sample_key(&tmp, (const char *)v, (size_t)vl2);
+      continue;
+    }
+    if (example_feature(val, val + vlen, key, klen, &tmp)) return -1;
+  }
+  *out = tmp;
+  return 0;
+}
+
+/* ---- reading ----------------------------------------------------------- */
+
+static int bad_record(const char *path, uint64_t off, uint64_t L, uint64_t size, char *err) {
+  return stk__errf(err, STK_ETRUNC,
+                   "%s: offset %llu: record of %llu bytes runs past the end of the file "
+                   "(%llu bytes); truncated shard",
+                   path, (unsigned long long)off, (unsigned long long)L,
+                   (unsigned long long)size);
+}
+
+/* One pass over the headers, reading them through a window so runs of small
+ * records cost one pread, while large records are skipped unread. */
+static int scan(struct stk_shard *sh, int fd, uint64_t size, char *err) {
+  struct stk__win w;
+  if (stk__win_init(&w, fd, size, TFR_WINDOW)) return stk__errf(err, STK_ENOMEM, "out of memory");
+  struct stk_index_entry *idx = NULL;
+  uint64_t n = 0, cap = 0, off = 0;
+  int rc = 0;
+  while (off < size) {
+    const uint8_t *h;
+    if (size - off < TFR_HDR) {
+      rc = stk__errf(err, STK_ETRUNC, "%s: offset %llu: truncated record header (%llu bytes left)",
+                     sh->path, (unsigned long long)off, (unsigned long long)(size - off));
+      break;
+    }
+    if ((rc = stk__win_get(&w, off, TFR_HDR, &h)) != 0) {
+      stk__errf(err, rc, "%s: offset %llu: read failed: %s", sh->path, (unsigned long long)off,
+                stk_strerror(rc));
+      break;
+    }
+    uint64_t L = stk__ld64(h);
+    if (stk_crc32c_mask(stk_crc32c(0, h, 8)) != stk__ld32(h + 8)) {
+      rc = stk__errf(err, STK_ECRC,
+                     "%s: offset %llu: record length checksum mismatch (not a TFRecord file, or "
+                     "corrupt)",
+                     sh->path, (unsigned long long)off);
+      break;
+    }
+    if (L > size - off - TFR_HDR || size - off - TFR_HDR - L < 4) {
+      rc = bad_record(sh->path, off, L, size, err);
+      break;
+    }
+    if ((rc = stk__idx_push(&idx, &cap, n++, off, L + TFR_OVERHEAD)) != 0) {
+      stk__errf(err, rc, "%s: out of memory indexing", sh->path);
+      break;
+    }
+    off += L + TFR_OVERHEAD;
+  }
+  stk__win_free(&w);
+  if (rc) {
+    free(idx);
+    return rc;
+  }
+  sh->idx = idx;
+  sh->count = n;
+  return 0;
+}
+
+/* Parse "offset size" lines; 0 only if they tile the shard exactly. */
+static int parse_idx(char *text, size_t len, uint64_t size, struct stk_index_entry **out,
+                     uint64_t *count) {
+  uint64_t lines = 0;
+  for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
+  if (lines == 0 || lines > size / TFR_OVERHEAD + 1) return -1;
+  struct stk_index_entry *idx = malloc((size_t)lines * sizeof *idx);
+  if (!idx) return -1;
+  uint64_t n = 0, expect = 0;
+  char *p = text, *end = text + len;
+  while (p < end) {
+    char *e;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    if (p == end) break;
+    if (*p < '0' || *p > '9' || n >= lines) goto bad;
+    uint64_t off = strtoull(p, &e, 10);
+    if (e == p || (*e != ' ' && *e != '\t')) goto bad;
+    p = e;
+    uint64_t l = strtoull(p, &e, 10);
+    if (e == p || (e < end && *e != '\n' && *e != '\r' && *e != ' ')) goto bad;
+    p = e;
+    if (off != expect || l < TFR_OVERHEAD || l > size - off) goto bad;
+    idx[n].off = off;
+    idx[n++].len = l;
+    expect = off + l;
+  }
+  if (expect != size || n == 0) goto bad;
+  *out = idx;
+  *count = n;
+  return 0;
+bad:
+  free(idx);
+  return -1;
+}
+
+/* A record's header agrees with its index entry. */
+static int header_ok(int fd, const struct stk_index_entry *e) {
+  uint8_t h[TFR_HDR];
+  if (stk__pread_full(fd, h, sizeof h, e->off)) return 0;
+  return stk__ld64(h) == e->len - TFR_OVERHEAD &&
+         stk_crc32c_mask(stk_crc32c(0, h, 8)) == stk__ld32(h + 8);
+}
+
+/* Use SHARD.idx if present and consistent with the shard: entries tile the
+ * file exactly, and the first and last records' headers match. */
+static int try_idx(struct stk_shard *sh, int fd, uint64_t size) {
+  size_t pl = strlen(sh->path);
+  char *ip = malloc(pl + 5);
+  if (!ip) return -1;
+  memcpy(ip, sh->path, pl);
+  memcpy(ip + pl, ".idx", 5);
+  int ifd = open(ip, O_RDONLY | O_CLOEXEC);
+  free(ip);
+  if (ifd < 0) return -1;
+  uint64_t isz;
+  int rc = -1;
+  char *text = NULL;
+  if (!stk__fd_size(ifd, &isz) && isz > 0 && isz <= IDX_MAX_BYTES && (text = malloc(isz + 1)) &&
+      !stk__pread_full(ifd, text, (size_t)isz, 0)) {
+    text[isz] = 0;
+    struct stk_index_entry *idx;
+    uint64_t n;
+    if (!parse_idx(text, (size_t)isz, size, &idx, &n)) {
+      if (header_ok(fd, &idx[0]) && (n == 1 || header_ok(fd, &idx[n - 1]))) {
+        sh->idx = idx;
+        sh->count = n;
+        rc = 0;
+      } else {
+        free(idx);
+      }
+    }
+  }
+  free(text);
+  close(ifd);
+  if (rc) stk_log(STK_LOG_INFO, "%s.idx does not match the shard; scanning it instead", sh->path);
+  return rc;
+}
+
+static int tfr_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+  (void)ds;
+  uint64_t size;
+  int rc = stk__fd_size(fd, &size);
+  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  if (size == 0) return 0;
+  if (size >= TFR_OVERHEAD && try_idx(sh, fd, size) == 0) return 0;
+  return scan(sh, fd, size, err);
+}
+
+static int tfr_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
+                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+  (void)ds;
+  stk__sample_reset(out, sh);
+  if (len < TFR_OVERHEAD)
+    return stk__errf(err, STK_EFORMAT, "%s: offset %llu: %llu bytes are too short for a record",
+                     sh->path, (unsigned long long)off, (unsigned long long)len);
+  uint64_t L = stk__ld64(buf);
+  if (verify && stk_crc32c_mask(stk_crc32c(0, buf, 8)) != stk__ld32(buf + 8))
+    return stk__errf(err, STK_ECRC, "%s: offset %llu: record length checksum mismatch", sh->path,
+                     (unsigned long long)off);
+  if (L != len - TFR_OVERHEAD)
+    return stk__errf(err, STK_EFORMAT,
+                     "%s: offset %llu: record says %llu bytes but its index entry has %llu "
+                     "(stale .idx?)",
+                     sh->path, (unsigned long long)off, (unsigned long long)L,
+                     (unsigned long long)(len - TFR_OVERHEAD));
+  const uint8_t *data = buf + TFR_HDR;
+  if (verify && stk_crc32c_mask(stk_crc32c(0, data, (size_t)L)) != stk__ld32(data + L))
+    return stk__errf(err, STK_ECRC, "%s: offset %llu: record data checksum mismatch (%llu bytes)",
+                     sh->path, (unsigned long long)off, (unsigned long long)L);
+  parse_example(data, L, out); /* Example features first: the default field */
+  if (stk__sample_add(out, "data", 4, data, L)) {
+    stk__sample_reset(out, sh);
+    stk__sample_add(out, "data", 4, data, L);
+  }
+  return 0;
+}
+
+/* ---- writing ----------------------------------------------------------- */
+
+/* The .idx text of the current shard. */
+struct tfr_wstate {
+  char *idx;
+  size_t len, cap;
+};
+
+static void tfr_wfree(struct stk_writer *w) {
+  struct tfr_wstate *st = w->state;
+  if (st) free(st->idx);
+  free(st);
+  w->state = NULL;
+}
+
+static int tfr_wr_begin(struct stk_writer *w) {
+  if (!w->state) {
+    w->state = calloc(1, sizeof(struct tfr_wstate));
+    if (!w->state) return stk__errf(w->err, STK_ENOMEM, "out of memory");
+    w->free_state = tfr_wfree;
+  }
+  ((struct tfr_wstate *)w->state)->len = 0;
+  return 0;
+}
+
+static size_t put_varint(uint8_t *p, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    p[n++] = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  p[n++] = (uint8_t)v;
+  return n;
+}
+
+static size_t varint_len(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) v >>= 7, n++;
+  return n;
+}
+
+/* Size of one map entry { key = 1; value = 2 (Feature) } for a bytes or
+ * int64 feature, and its bytes written at p when p is not NULL. */
+static size_t feature_entry(uint8_t *p, const char *key, const uint8_t *data, uint64_t len,
+                            int64_t ival, int is_int) {
+  size_t kl = strlen(key);
+  uint64_t vl = is_int ? varint_len((uint64_t)ival) : len;
+  uint64_t inner = 1 + varint_len(vl) + vl;      /* the list's one (packed) value */
+  uint64_t list = 1 + varint_len(inner) + inner;        /* Feature { list } */
+  uint64_t entry = 1 + varint_len(kl) + kl + 1 + varint_len(list) + list;
+  if (!p) return (size_t)(1 + varint_len(entry) + entry);
+  size_t o = 0;
+  p[o++] = 0x0a; /* Features.feature = 1 */
+  o += put_varint(p + o, entry);
+  p[o++] = 0x0a; /* key = 1 */
+  o += put_varint(p + o, kl);
+  memcpy(p + o, key, kl);
+  o += kl;
+  p[o++] = 0x12; /* value = 2 */
+  o += put_varint(p + o, list);
+  p[o++] = is_int ? 0x1a : 0x0a; /* int64_list = 3 / bytes_list = 1 */
+  o += put_varint(p + o, inner);
+  if (is_int) {
+    p[o++] = 0x0a; /* packed value = 1 */
+    o += put_varint(p + o, varint_len((uint64_t)ival));
+    o += put_varint(p + o, (uint64_t)ival);
+  } else {
+    p[o++] = 0x0a;
+    o += put_varint(p + o, len);
+    memcpy(p + o, data, (size_t)len);
+    o += (size_t)len;
+  }
+  return o;
+}
+
+/* Serialize a multi-field or labelled sample as a tf.train.Example: one
+ * single-value bytes feature per field, an int64 "label", and the key as
+ * bytes "__key__" (WebDataset's name for it). */
+static uint8_t *build_example(const struct stk_sample *s, uint64_t *len) {
+  uint64_t feats = 0;
+  for (int i = 0; i < s->nfields; i++)
+    feats += feature_entry(NULL, s->fields[i].name, NULL, s->fields[i].len, 0, 0);
+  if (s->label >= 0) feats += feature_entry(NULL, "label", NULL, 0, s->label, 1);
+  size_t kl = strlen(s->key);
+  if (kl) feats += feature_entry(NULL, "__key__", NULL, kl, 0, 0);
+  uint64_t total = 1 + varint_len(feats) + feats;
+  uint8_t *p = malloc((size_t)total);
+  if (!p) return NULL;
+  size_t o = 0;
+  p[o++] = 0x0a; /* Example.features = 1 */
+  o += put_varint(p + o, feats);
+  for (int i = 0; i < s->nfields; i++)
+    o += feature_entry(p + o, s->fields[i].name, s->fields[i].data, s->fields[i].len, 0, 0);
+  if (s->label >= 0) o += feature_entry(p + o, "label", NULL, 0, s->label, 1);
+  if (kl) o += feature_entry(p + o, "__key__", (const uint8_t *)s->key, kl, 0, 0);
+  *len = o;
+  return p;
+}
+
+static int idx_append(struct stk_writer *w, uint64_t off, uint64_t len) {
+  struct tfr_wstate *st = w->state;
+  if (st->cap - st->len < 48) {
+    size_t nc = st->cap ? st->cap * 2 : 4096;
+    char *p = realloc(st->idx, nc);
+    if (!p) return stk__errf(w->err, STK_ENOMEM, "out of memory");
+    st->idx = p;
+    st->cap = nc;
+  }
+  st->len += (size_t)snprintf(st->idx + st->len, st->cap - st->len, "%llu %llu\n",
+                              (unsigned long long)off, (unsigned long long)len);
+  return 0;
+}
+
+/* A sample parsed from an Example payload: its last field is "data" and
+ * every other field lies inside it. Returns that field or NULL. */
+static const struct stk_field *own_example(const struct stk_sample *s) {
+  const struct stk_field *d = &s->fields[s->nfields - 1];
+  if (strcmp(d->name, "data")) return NULL;
+  for (int i = 0; i < s->nfields - 1; i++)
+    if (s->fields[i].data < d->data || s->fields[i].data + s->fields[i].len > d->data + d->len)
+      return NULL;
+  return d;
+}
+
+/* A sample with one field and no label is written raw; anything richer as
+ * a tf.train.Example, so fields and labels survive a round trip. A sample
+ * read from a TFRecord whose payload was an Example is written back as is. */
+static int tfr_wr_sample(struct stk_writer *w, const struct stk_sample *s) {
+  if (s->nfields < 1) return stk__errf(w->err, STK_EINVAL, "sample %llu has no fields",
+                                       (unsigned long long)w->samples);
+  const struct stk_field *f = s->nfields == 1 && s->label < 0 ? &s->fields[0] : own_example(s);
+  const uint8_t *data = f ? f->data : NULL;
+  uint64_t L = f ? f->len : 0;
+  uint8_t *ex = NULL;
+  if (!f && !(data = ex = build_example(s, &L)))
+    return stk__errf(w->err, STK_ENOMEM, "out of memory");
+  uint8_t h[TFR_HDR], t[4];
+  stk__st64(h, L);
+  stk__st32(h + 8, stk_crc32c_mask(stk_crc32c(0, h, 8)));
+  stk__st32(t, stk_crc32c_mask(stk_crc32c(0, data, (size_t)L)));
+  uint64_t off = w->shard_bytes;
+  int rc = stk__wr_write(w, h, sizeof h);
+  if (!rc) rc = stk__wr_write(w, data, (size_t)L);
+  if (!rc) rc = stk__wr_write(w, t, sizeof t);
+  free(ex);
+  if (!rc && w->write_index) rc = idx_append(w, off, L + TFR_OVERHEAD);
+  return rc;
+}
+
+static int tfr_wr_end(struct stk_writer *w) {
+  struct tfr_wstate *st = w->state;
+  if (!w->write_index || !w->path) return 0;
+  size_t pl = strlen(w->path);
+  char *ip = malloc(pl + 5);
+  if (!ip) return stk__errf(w->err, STK_ENOMEM, "out of memory");
+  memcpy(ip, w->path, pl);
+  memcpy(ip + pl, ".idx", 5);
+  int rc = stk__wr_file(w, ip, st->idx ? st->idx : "", st->len);
+  free(ip);
+  return rc;
+}
+
+const struct stk_format_ops stk__fmt_tfrecord = {
+    .name = "tfrecord",
+    .desc = "TFRecord files (length, CRC32C, data, CRC32C), optional DALI .idx index",
+    .exts = ".tfrecord .tfrecords .tfrec",
+    .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_CHECKSUM | STK_FMT_WRITE,
+    .index = tfr_index,
+    .parse = tfr_parse,
+    .wr_shard_begin = tfr_wr_begin,
+    .wr_sample = tfr_wr_sample,
+    .wr_shard_end = tfr_wr_end,
+};

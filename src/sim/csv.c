@@ -1,0 +1,189 @@
+/* A streaming reader for the simulator's CSV traces: one line buffer, fields
+ * looked up by header name, and error messages that name the file and line,
+ * so a malformed row in a million-row trace is found at once. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_impl.h"
+
+#define MAX_LINE (1u << 20)
+
+/* Read one line into r->buf without its end of line; 0, STK_EOF, or an
+ * error for an overlong line or a read failure. */
+static int read_line(struct stk__sim_csv *r, char *errmsg) {
+  size_t n = 0;
+  int c;
+  while ((c = getc(r->f)) != EOF && c != '\n') {
+    if (n + 2 > r->cap) {
+      if (r->cap >= MAX_LINE)
+        return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: line longer than %u bytes", r->path,
+                         (unsigned long long)r->line + 1, MAX_LINE);
+      size_t cap = r->cap ? r->cap * 2 : 1024;
+      char *b = realloc(r->buf, cap);
+      if (!b) return stk__errf(errmsg, STK_ENOMEM, "%s: out of memory", r->path);
+      r->buf = b;
+      r->cap = cap;
+    }
+    r->buf[n++] = (char)c;
+  }
+  if (c == EOF && ferror(r->f))
+    return stk__errf(errmsg, stk__from_errno(errno), "%s: read failed: %s", r->path, strerror(errno));
+  if (c == EOF && n == 0) return STK_EOF;
+  if (!r->buf) {
+    r->buf = malloc(16);
+    if (!r->buf) return STK_ENOMEM;
+    r->cap = 16;
+  }
+  if (n && r->buf[n - 1] == '\r') n--;
+  r->buf[n] = 0;
+  r->line++;
+  return 0;
+}
+
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t') s++;
+  char *e = s + strlen(s);
+  while (e > s && (e[-1] == ' ' || e[-1] == '\t')) *--e = 0;
+  if (e - s >= 2 && *s == '"' && e[-1] == '"') {
+    e[-1] = 0;
+    s++;
+  }
+  return s;
+}
+
+/* Split r->buf in place at commas into r->field. */
+static int split(struct stk__sim_csv *r) {
+  r->nfield = 0;
+  char *p = r->buf;
+  for (;;) {
+    if (r->nfield == r->capfield) {
+      int cap = r->capfield ? r->capfield * 2 : 16;
+      char **f = realloc(r->field, (size_t)cap * sizeof *f);
+      if (!f) return STK_ENOMEM;
+      r->field = f;
+      r->capfield = cap;
+    }
+    char *comma = strchr(p, ',');
+    if (comma) *comma = 0;
+    r->field[r->nfield++] = trim(p);
+    if (!comma) break;
+    p = comma + 1;
+  }
+  return 0;
+}
+
+static int blank(const char *s) {
+  for (; *s; s++)
+    if (*s != ' ' && *s != '\t') return 0;
+  return 1;
+}
+
+int stk__sim_csv_open(struct stk__sim_csv *r, const char *path, char *errmsg) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->path, sizeof r->path, "%s", strcmp(path, "-") ? path : "<stdin>");
+  if (!strcmp(path, "-")) {
+    r->f = stdin;
+  } else {
+    r->f = fopen(path, "r");
+    if (!r->f)
+      return stk__errf(errmsg, stk__from_errno(errno), "%s: cannot open: %s", path, strerror(errno));
+    r->own = 1;
+  }
+  int rc;
+  do {
+    rc = read_line(r, errmsg);
+  } while (rc == 0 && blank(r->buf));
+  if (rc == STK_EOF) rc = stk__errf(errmsg, STK_EEMPTY, "%s: empty file, expected a CSV header line", r->path);
+  if (rc) {
+    stk__sim_csv_close(r);
+    return rc;
+  }
+  char *h = r->buf;
+  if ((unsigned char)h[0] == 0xef && (unsigned char)h[1] == 0xbb && (unsigned char)h[2] == 0xbf)
+    memmove(h, h + 3, strlen(h + 3) + 1); /* a UTF-8 byte-order mark */
+  if ((rc = split(r)) != 0) {
+    stk__sim_csv_close(r);
+    return stk__errf(errmsg, rc, "%s: out of memory", r->path);
+  }
+  r->nhdr = r->nfield;
+  r->hdr = calloc((size_t)r->nhdr, sizeof *r->hdr);
+  if (!r->hdr) {
+    stk__sim_csv_close(r);
+    return stk__errf(errmsg, STK_ENOMEM, "%s: out of memory", r->path);
+  }
+  for (int i = 0; i < r->nhdr; i++) {
+    r->hdr[i] = strdup(r->field[i]);
+    if (!r->hdr[i]) {
+      stk__sim_csv_close(r);
+      return stk__errf(errmsg, STK_ENOMEM, "%s: out of memory", r->path);
+    }
+  }
+  return 0;
+}
+
+void stk__sim_csv_close(struct stk__sim_csv *r) {
+  if (r->own && r->f) fclose(r->f);
+  for (int i = 0; i < r->nhdr; i++) free(r->hdr[i]);
+  free(r->hdr);
+  free(r->buf);
+  free(r->field);
+  memset(r, 0, sizeof *r);
+}
+
+int stk__sim_csv_col(const struct stk__sim_csv *r, const char *name) {
+  for (int i = 0; i < r->nhdr; i++)
+    if (!strcmp(r->hdr[i], name)) return i;
+  return -1;
+}
+
+int stk__sim_csv_next(struct stk__sim_csv *r, char *errmsg) {
+  int rc;
+  do {
+    rc = read_line(r, errmsg);
+  } while (rc == 0 && blank(r->buf));
+  if (rc) return rc;
+  if ((rc = split(r)) != 0) return stk__errf(errmsg, rc, "%s: out of memory", r->path);
+  if (r->nfield != r->nhdr)
+    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %d fields, but the header has %d",
+                     r->path, (unsigned long long)r->line, r->nfield, r->nhdr);
+  return 0;
+}
+
+const char *stk__sim_csv_get(const struct stk__sim_csv *r, int col) {
+  return col >= 0 && col < r->nfield ? r->field[col] : "";
+}
+
+int stk__sim_csv_int(const struct stk__sim_csv *r, int col, int64_t lo, int64_t hi, int allow_empty,
+                     int64_t def, int64_t *out, char *errmsg) {
+  const char *s = stk__sim_csv_get(r, col);
+  const char *cname = col >= 0 ? r->hdr[col] : "?";
+  if (!*s) {
+    if (allow_empty) {
+      *out = def;
+      return 0;
+    }
+    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s is empty", r->path,
+                     (unsigned long long)r->line, cname);
+  }
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (*end == '.') { /* "12.0" from a spreadsheet: accept whole values only */
+    char *e2;
+    double d = strtod(s, &e2);
+    if (*e2 == 0 && d == (double)(long long)d) {
+      v = (long long)d;
+      end = e2;
+    }
+  }
+  if (end == s || *end || errno == ERANGE)
+    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s '%s' is not a whole number",
+                     r->path, (unsigned long long)r->line, cname, s);
+  if (v < lo || v > hi)
+    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s %lld is out of range (%lld..%lld)",
+                     r->path, (unsigned long long)r->line, cname, v, (long long)lo,
+                     (long long)hi);
+  *out = v;
+  return 0;
+}

@@ -1,0 +1,60 @@
+#!/bin/sh
+# Regenerate the fuzz seed corpora (tests/fuzz/corpus/NAME/) with the stoker
+# CLI and, where present, Python's tarfile and NumPy. Usage: make_corpus.sh
+# [path/to/stoker]; run from anywhere. Seeds stay small on purpose.
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+STK=${1:-$here/../../build/stoker}
+PY=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+c=$here/corpus
+rm -rf "$c"
+mkdir -p "$c/tfrecord" "$c/wds" "$c/npy" "$c/npz" "$c/mds" "$c/json"
+
+"$STK" gen "$tmp/t1" --format tfrecord --samples 3 --size 40 --size-stdev 20 -q
+cp "$tmp/t1/shard-00000.tfrecord" "$c/tfrecord/raw3"
+{ printf 'IDX'; cat "$tmp/t1/shard-00000.tfrecord.idx"; printf '\0'; cat "$tmp/t1/shard-00000.tfrecord"; } > "$c/tfrecord/idx3"
+"$STK" gen "$tmp/t2" --format tfrecord --samples 2 --size 30 --classes 5 -q
+cp "$tmp/t2/shard-00000.tfrecord" "$c/tfrecord/example2"
+
+"$STK" gen "$tmp/w1" --format wds --samples 2 --size 30 --classes 3 -q
+cp "$tmp/w1/shard-00000.tar" "$c/wds/cls2.tar"
+if [ -x "$PY" ]; then
+  (cd "$tmp" && $PY -c "
+import tarfile, io
+t = tarfile.open('pax.tar', 'w', format=tarfile.PAX_FORMAT)
+for k in ['d/' + 'x' * 110 + '/s1', 'd/s2']:
+    for e, b in [('jpg', b'JJJJ'), ('cls', b'1')]:
+        i = tarfile.TarInfo(k + '.' + e); i.size = len(b); t.addfile(i, io.BytesIO(b))
+t.close()
+t = tarfile.open('gnu.tar', 'w', format=tarfile.GNU_FORMAT)
+i = tarfile.TarInfo('g/' + 'y' * 120 + '.txt'); i.size = 3; t.addfile(i, io.BytesIO(b'abc'))
+t.close()")
+  cp "$tmp/pax.tar" "$tmp/gnu.tar" "$c/wds/"
+fi
+
+"$STK" gen "$tmp/n1" --format npy --samples 1 --size 24 -q
+cp "$tmp/n1/shard-00000000.npy" "$c/npy/u8.npy"
+"$STK" gen "$tmp/z1" --format npz --samples 1 --size 24 --classes 4 -q
+cp "$tmp/z1/shard-00000000.npz" "$c/npz/stored.npz"
+if [ -x "$PY" ] && $PY -c 'import numpy' 2>/dev/null; then
+  (cd "$tmp" && $PY -c "
+import numpy as np
+np.save('f.npy', np.arange(6, dtype='<f4').reshape(2, 3))
+np.save('s.npy', np.zeros(2, dtype=[('a', '<i4'), ('b', 'u1')]))
+np.savez('a.npz', x=np.arange(10, dtype=np.uint8), y=np.array([2]))
+np.savez_compressed('c.npz', x=np.zeros(40, np.float32), y=np.array([1]))")
+  cp "$tmp/f.npy" "$tmp/s.npy" "$c/npy/"
+  cp "$tmp/a.npz" "$tmp/c.npz" "$c/npz/"
+fi
+
+"$STK" gen "$tmp/m1" --format mds --samples 3 --size 20 --classes 2 -q
+{ cat "$tmp/m1/index.json"; printf '\0'; cat "$tmp/m1/shard.00000.mds"; } > "$c/mds/label3"
+"$STK" gen "$tmp/m2" --format mds --samples 2 --size 10 -q
+{ cat "$tmp/m2/index.json"; printf '\0'; cat "$tmp/m2/shard.00000.mds"; } > "$c/mds/plain2"
+
+cp "$tmp/m1/index.json" "$c/json/index.json"
+printf '[1, -2.5e-3, true, false, null, "a\\u00e9\\ud83d\\ude00\\n", {"k": [[], {}]}]' > "$c/json/mixed"
+printf '{"a": {"b": {"c": [0, 1e400, 9223372036854775807, 9223372036854775808]}}}' > "$c/json/numbers"
+echo "corpus written to $c"

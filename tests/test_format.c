@@ -1,0 +1,741 @@
+/* Tests of src/format and src/gen: write -> read round trips for every
+ * format, random access, checksums, bad input (truncation, wrong magic,
+ * absurd lengths, empty datasets), .idx handling, npz members, ImageFolder
+ * labels and generator determinism. */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../src/base/json_parse.h"
+#include "../src/format/format_impl.h"
+#include "stoker/gen.h"
+#include "test.h"
+
+/* Payload of sample i: deterministic bytes of a varying length. */
+static size_t payload(uint64_t i, uint8_t *buf, size_t cap) {
+  size_t n = 1 + (size_t)((i * 7919u) % 3000);
+  if (n > cap) n = cap;
+  for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)(i * 31 + k * 7);
+  return n;
+}
+
+/* Write n samples of one field (name) with labels i % 5 when labels. */
+static void write_ds(const char *fmt, const char *dir, uint64_t n, const char *field,
+                     int labels, uint64_t per_shard) {
+  struct stk_writer *w;
+  struct stk_writer_opts o = {.format = fmt, .dir = dir, .samples_per_shard = per_shard,
+                              .write_index = 1};
+  char err[STK_ERRMSG_MAX];
+  int rc = stk_writer_open(&w, &o, err);
+  CHECK_MSG(rc == 0, "writer_open: %s", err);
+  static uint8_t buf[4096];
+  for (uint64_t i = 0; i < n; i++) {
+    struct stk_sample s = {0};
+    s.index = i;
+    s.label = labels ? (int32_t)(i % 5) : -1;
+    snprintf(s.key, sizeof s.key, "s%05llu", (unsigned long long)i);
+    size_t len = payload(i, buf, sizeof buf);
+    stk__sample_add(&s, field, strlen(field), buf, len);
+    rc = stk_writer_add(w, &s);
+    CHECK_MSG(rc == 0, "add %llu: %s", (unsigned long long)i, stk_writer_errmsg(w));
+  }
+  CHECK_MSG(stk_writer_close(w) == 0, "close: %s", stk_writer_errmsg(NULL));
+}
+
+static struct stk_dataset *open_ds(const char *path, const char *fmt) {
+  struct stk_dataset *ds;
+  char err[STK_ERRMSG_MAX];
+  struct stk_dataset_opts o = {.format = fmt};
+  int rc = stk_dataset_open(&ds, path, &o, err);
+  CHECK_MSG(rc == 0, "open %s: %s (%s)", path, err, stk_err_name(rc));
+  return ds;
+}
+
+static int open_err(const char *path, const char *fmt, char *err) {
+  struct stk_dataset *ds;
+  struct stk_dataset_opts o = {.format = fmt};
+  int rc = stk_dataset_open(&ds, path, &o, err);
+  if (rc == 0) stk_dataset_close(ds);
+  return rc;
+}
+
+static const struct stk_field *field(const struct stk_sample *s, const char *name) {
+  for (int i = 0; i < s->nfields; i++)
+    if (!strcmp(s->fields[i].name, name)) return &s->fields[i];
+  return NULL;
+}
+
+/* The number write_ds gave a sample, from its key "sNNNNN" where the
+ * format keeps keys (and may reorder samples, as ImageFolder does). */
+static uint64_t key_id(const struct stk_sample *s, uint64_t i) {
+  const char *b = strrchr(s->key, '/') ? strrchr(s->key, '/') + 1 : s->key;
+  return b[0] == 's' && b[1] >= '0' && b[1] <= '9' ? strtoull(b + 1, NULL, 10) : i;
+}
+
+/* Read every sample (in a scrambled order) and compare with payload(). */
+static int unwrap_npy; /* npy/npz writers wrap raw fields as uint8 arrays */
+
+static void check_ds(struct stk_dataset *ds, uint64_t n, const char *fname, int labels) {
+  CHECK_EQ(stk_dataset_num_samples(ds), n);
+  uint8_t *buf = NULL, want[4096];
+  size_t cap = 0;
+  for (uint64_t k = 0; k < n; k++) {
+    uint64_t i = (k * 37) % n; /* n is not a multiple of 37 in these tests */
+    struct stk_sample s;
+    int rc = stk_dataset_read(ds, i, 1, &buf, &cap, &s);
+    CHECK_MSG(rc == 0, "read %llu: %s", (unsigned long long)i, stk_dataset_errmsg(ds));
+    CHECK_EQ(s.index, i);
+    const struct stk_field *f = field(&s, fname);
+    CHECK_MSG(f, "sample %llu lacks field %s (first is %s)", (unsigned long long)i, fname,
+              s.nfields ? s.fields[0].name : "none");
+    uint64_t id = key_id(&s, i), doff;
+    size_t len = payload(id, want, sizeof want);
+    const uint8_t *data = f->data;
+    uint64_t flen = f->len;
+    const char *why;
+    if (unwrap_npy && stk__npy_check(data, flen, &doff, &why) == 0) data += doff, flen -= doff;
+    CHECK_EQ(flen, len);
+    CHECK(memcmp(data, want, len) == 0);
+    if (labels) CHECK_EQ(s.label, (int32_t)(id % 5));
+  }
+  free(buf);
+}
+
+TEST(format_table) {
+  const char *name, *desc;
+  unsigned caps;
+  int n = 0;
+  while (stk_format_info(n, &name, &caps, &desc) == 0) {
+    CHECK(stk__format_find(name) == stk_formats[n]);
+    CHECK(caps & STK_FMT_WRITE);
+    n++;
+  }
+  CHECK_EQ(n, 6);
+  CHECK(stk__format_find("nope") == NULL);
+}
+
+TEST(format_tfrecord_roundtrip) {
+  write_ds("tfrecord", "d", 101, "data", 0, 30);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_STR(stk_dataset_format(ds), "tfrecord");
+  CHECK_EQ(stk_dataset_num_shards(ds), 4);
+  check_ds(ds, 101, "data", 0);
+  struct stk_shard_info si;
+  CHECK_OK(stk_dataset_shard_info(ds, 3, &si));
+  CHECK_EQ(si.first, 90);
+  CHECK_EQ(si.count, 11);
+  stk_dataset_close(ds);
+  CHECK(access("d/shard-00000.tfrecord.idx", F_OK) == 0);
+}
+
+TEST(format_tfrecord_example_labels) {
+  write_ds("tfrecord", "d", 53, "jpg", 1, 0);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  check_ds(ds, 53, "jpg", 1);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample s;
+  CHECK_OK(stk_dataset_read(ds, 3, 1, &buf, &cap, &s));
+  CHECK_STR(s.fields[0].name, "jpg");
+  CHECK_STR(s.fields[s.nfields - 1].name, "data");
+  free(buf);
+  stk_dataset_close(ds);
+}
+
+TEST(format_files_roundtrip_labels) {
+  write_ds("files", "d", 47, "jpg", 1, 0);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_STR(stk_dataset_format(ds), "files");
+  CHECK_EQ(stk_dataset_num_shards(ds), 47);
+  check_ds(ds, 47, "jpg", 1);
+  stk_dataset_close(ds);
+}
+
+TEST(format_empty_dataset) {
+  char err[STK_ERRMSG_MAX];
+  mkdir("e", 0755);
+  CHECK_EQ(open_err("e", NULL, err), STK_EEMPTY);
+  CHECK_CONTAINS(err, "e");
+  CHECK_EQ(open_err("e", "tfrecord", err), STK_EEMPTY);
+  CHECK_CONTAINS(err, "no tfrecord shards");
+  test_write_file("e/a.tfrecord", "", 0);
+  CHECK_EQ(open_err("e", NULL, err), STK_EEMPTY);
+  CHECK_CONTAINS(err, "no samples");
+  CHECK_EQ(open_err("missing", NULL, err), STK_ENOENT);
+  CHECK_CONTAINS(err, "missing");
+}
+
+TEST(format_wds_roundtrip) {
+  write_ds("wds", "d", 77, "jpg", 1, 20);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_STR(stk_dataset_format(ds), "wds");
+  CHECK_EQ(stk_dataset_num_shards(ds), 4);
+  check_ds(ds, 77, "jpg", 1);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample s;
+  CHECK_OK(stk_dataset_read(ds, 5, 1, &buf, &cap, &s));
+  CHECK_STR(s.key, "s00005");
+  CHECK_EQ(s.nfields, 2);
+  CHECK(field(&s, "cls") != NULL);
+  free(buf);
+  stk_dataset_close(ds);
+}
+
+TEST(format_npy_roundtrip) {
+  unwrap_npy = 1;
+  write_ds("npy", "d", 23, "data", 0, 0);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_STR(stk_dataset_format(ds), "npy");
+  CHECK_EQ(stk_dataset_num_shards(ds), 23);
+  check_ds(ds, 23, "npy", 0);
+  stk_dataset_close(ds);
+}
+
+TEST(format_npz_roundtrip) {
+  unwrap_npy = 1;
+  write_ds("npz", "d", 19, "x", 1, 0);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_STR(stk_dataset_format(ds), "npz");
+  check_ds(ds, 19, "x", 0);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample s;
+  CHECK_OK(stk_dataset_read(ds, 7, 1, &buf, &cap, &s));
+  CHECK_EQ(s.label, 7 % 5);
+  CHECK(field(&s, "label") != NULL);
+  free(buf);
+  stk_dataset_close(ds);
+}
+
+TEST(format_mds_roundtrip) {
+  write_ds("mds", "d", 61, "jpg", 1, 25);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_STR(stk_dataset_format(ds), "mds");
+  CHECK_EQ(stk_dataset_num_shards(ds), 3);
+  check_ds(ds, 61, "jpg", 1);
+  stk_dataset_close(ds);
+  ds = open_ds("d/index.json", NULL);
+  CHECK_EQ(stk_dataset_num_samples(ds), 61);
+  stk_dataset_close(ds);
+}
+
+/* Offset of record i in a single-shard TFRecord written by write_ds. */
+static uint64_t tfr_offset(uint64_t i) {
+  uint8_t tmp[4096];
+  uint64_t off = 0;
+  for (uint64_t k = 0; k < i; k++) off += 16 + payload(k, tmp, sizeof tmp);
+  return off;
+}
+
+static void flip_byte(const char *path, uint64_t off) {
+  int fd = open(path, O_RDWR);
+  CHECK(fd >= 0);
+  uint8_t b;
+  CHECK(pread(fd, &b, 1, (off_t)off) == 1);
+  b ^= 0x5a;
+  CHECK(pwrite(fd, &b, 1, (off_t)off) == 1);
+  close(fd);
+}
+
+TEST(format_tfrecord_crc_mismatch_names_file_and_offset) {
+  write_ds("tfrecord", "d", 10, "data", 0, 0);
+  uint64_t off = tfr_offset(3);
+  flip_byte("d/shard-00000.tfrecord", off + 12 + 1);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample s;
+  CHECK_OK(stk_dataset_read(ds, 2, 1, &buf, &cap, &s));
+  CHECK_EQ(stk_dataset_read(ds, 3, 1, &buf, &cap, &s), STK_ECRC);
+  char want[64];
+  snprintf(want, sizeof want, "offset %llu", (unsigned long long)off);
+  CHECK_CONTAINS(stk_dataset_errmsg(ds), "d/shard-00000.tfrecord");
+  CHECK_CONTAINS(stk_dataset_errmsg(ds), want);
+  CHECK_OK(stk_dataset_read(ds, 3, 0, &buf, &cap, &s)); /* verify off: bytes as stored */
+  free(buf);
+  stk_dataset_close(ds);
+}
+
+TEST(format_tfrecord_truncated) {
+  write_ds("tfrecord", "d", 10, "data", 0, 0);
+  unlink("d/shard-00000.tfrecord.idx");
+  uint64_t off = tfr_offset(9);
+  CHECK_OK(truncate("d/shard-00000.tfrecord", (off_t)(off + 20)));
+  char err[STK_ERRMSG_MAX], want[64];
+  CHECK_EQ(open_err("d", NULL, err), STK_ETRUNC);
+  snprintf(want, sizeof want, "offset %llu", (unsigned long long)off);
+  CHECK_CONTAINS(err, "shard-00000.tfrecord");
+  CHECK_CONTAINS(err, want);
+  CHECK_OK(truncate("d/shard-00000.tfrecord", (off_t)(off + 5))); /* inside the header */
+  CHECK_EQ(open_err("d", NULL, err), STK_ETRUNC);
+  CHECK_CONTAINS(err, want);
+}
+
+TEST(format_tfrecord_absurd_length_and_wrong_magic) {
+  uint8_t rec[32] = {0};
+  stk__st64(rec, 1ull << 60);
+  stk__st32(rec + 8, stk_crc32c_mask(stk_crc32c(0, rec, 8)));
+  mkdir("d", 0755);
+  test_write_file("d/a.tfrecord", rec, sizeof rec);
+  char err[STK_ERRMSG_MAX];
+  CHECK_EQ(open_err("d", NULL, err), STK_ETRUNC);
+  CHECK_CONTAINS(err, "d/a.tfrecord: offset 0");
+  test_write_file("d/a.tfrecord", "this is not a tfrecord file at all", 34);
+  CHECK_EQ(open_err("d", NULL, err), STK_ECRC);
+  CHECK_CONTAINS(err, "not a TFRecord");
+  /* A stale .idx claiming a huge record falls back to the scan. */
+  test_write_file("d/a.tfrecord.idx", "0 1152921504606846976\n", 22);
+  CHECK_EQ(open_err("d", NULL, err), STK_ECRC);
+}
+
+TEST(format_tfrecord_idx_used_and_stale_idx_ignored) {
+  write_ds("tfrecord", "d", 10, "data", 0, 0);
+  /* Break record 4's length checksum: a scan stops there, the .idx does not. */
+  uint64_t off = tfr_offset(4);
+  flip_byte("d/shard-00000.tfrecord", off + 9);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_EQ(stk_dataset_num_samples(ds), 10);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample s;
+  CHECK_EQ(stk_dataset_read(ds, 4, 1, &buf, &cap, &s), STK_ECRC);
+  CHECK_CONTAINS(stk_dataset_errmsg(ds), "length checksum");
+  stk_dataset_close(ds);
+  flip_byte("d/shard-00000.tfrecord", off + 9);
+  /* Append a record: the .idx no longer tiles the file, so it is scanned. */
+  uint8_t rec[20];
+  stk__st64(rec, 4);
+  stk__st32(rec + 8, stk_crc32c_mask(stk_crc32c(0, rec, 8)));
+  memcpy(rec + 12, "abcd", 4);
+  stk__st32(rec + 16, stk_crc32c_mask(stk_crc32c(0, rec + 12, 4)));
+  FILE *f = fopen("d/shard-00000.tfrecord", "ab");
+  CHECK(f && fwrite(rec, 1, sizeof rec, f) == sizeof rec);
+  fclose(f);
+  ds = open_ds("d", NULL);
+  CHECK_EQ(stk_dataset_num_samples(ds), 11);
+  CHECK_OK(stk_dataset_read(ds, 10, 1, &buf, &cap, &s));
+  CHECK_EQ(s.fields[0].len, 4);
+  CHECK(!memcmp(s.fields[0].data, "abcd", 4));
+  /* Garbage .idx: also ignored. */
+  stk_dataset_close(ds);
+  test_write_file("d/shard-00000.tfrecord.idx", "12 x\nfoo\n", 9);
+  ds = open_ds("d", NULL);
+  CHECK_EQ(stk_dataset_num_samples(ds), 11);
+  free(buf);
+  stk_dataset_close(ds);
+}
+
+TEST(format_wds_bad_checksum_and_truncation) {
+  write_ds("wds", "d", 6, "jpg", 0, 0);
+  size_t len;
+  uint8_t *tar = test_read_file("d/shard-00000.tar", &len);
+  free(tar);
+  flip_byte("d/shard-00000.tar", 512 * 2 + 20); /* name of the second member's header */
+  char err[STK_ERRMSG_MAX];
+  CHECK_EQ(open_err("d", NULL, err), STK_ECRC);
+  CHECK_CONTAINS(err, "shard-00000.tar: offset 1024: tar header checksum");
+  flip_byte("d/shard-00000.tar", 512 * 2 + 20);
+  CHECK_OK(truncate("d/shard-00000.tar", (off_t)(len - 1024 - 700)));
+  CHECK_EQ(open_err("d", NULL, err), STK_ETRUNC);
+  CHECK_CONTAINS(err, "shard-00000.tar: offset");
+}
+
+TEST(format_wds_long_names_and_grouping) {
+  struct stk_writer *w;
+  struct stk_writer_opts o = {.format = "wds", .dir = "d"};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_writer_open(&w, &o, err));
+  struct stk_sample s = {0};
+  s.label = -1;
+  char key[128];
+  memset(key, 'k', 120);
+  strcpy(key + 120, "/x.y");
+  snprintf(s.key, sizeof s.key, "%s", key);
+  stk__sample_add(&s, "seg.png", 7, (const uint8_t *)"PNG", 3);
+  stk__sample_add(&s, "txt", 3, (const uint8_t *)"hello", 5);
+  CHECK_OK(stk_writer_add(w, &s));
+  s.key[0] = 'j';
+  CHECK_OK(stk_writer_add(w, &s));
+  CHECK_OK(stk_writer_close(w));
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_EQ(stk_dataset_num_samples(ds), 2);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample r;
+  CHECK_OK(stk_dataset_read(ds, 1, 1, &buf, &cap, &r));
+  CHECK_EQ(r.nfields, 2);
+  CHECK_STR(r.fields[0].name, "seg.png");
+  CHECK_EQ(r.fields[1].len, 5);
+  CHECK_EQ(r.key[0], 'j');
+  CHECK_CONTAINS(r.key, "/x_y"); /* dots in a key's last component would split it */
+  free(buf);
+  stk_dataset_close(ds);
+}
+
+/* Python's tarfile writes pax headers for long and non-ASCII names. */
+TEST(format_wds_reads_python_pax_tar) {
+  if (access("/usr/bin/python3", X_OK) != 0) SKIP("no /usr/bin/python3");
+  char *out;
+  int rc = test_sh(&out,
+                   "/usr/bin/python3 -c \"import tarfile,io\n"
+                   "t=tarfile.open('p.tar','w',format=tarfile.PAX_FORMAT)\n"
+                   "for k in ['a/' + 'x'*150 + '/s1', 'a/s2']:\n"
+                   "  for e,d in [('jpg',b'J'*700),('cls',b'3')]:\n"
+                   "    i=tarfile.TarInfo(k+'.'+e); i.size=len(d); t.addfile(i,io.BytesIO(d))\n"
+                   "i=tarfile.TarInfo('dir'); i.type=tarfile.DIRTYPE; t.addfile(i)\n"
+                   "t.close()\"");
+  CHECK_MSG(rc == 0, "python: %s", out);
+  free(out);
+  struct stk_dataset *ds = open_ds("p.tar", NULL);
+  CHECK_EQ(stk_dataset_num_samples(ds), 2);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample r;
+  CHECK_OK(stk_dataset_read(ds, 0, 1, &buf, &cap, &r));
+  CHECK_EQ(r.nfields, 2);
+  CHECK_EQ(r.label, 3);
+  CHECK_EQ(r.fields[0].len, 700);
+  CHECK_CONTAINS(r.key, "xxxxxxxxxx");
+  CHECK_OK(stk_dataset_read(ds, 1, 1, &buf, &cap, &r));
+  CHECK_STR(r.key, "a/s2");
+  free(buf);
+  stk_dataset_close(ds);
+}
+
+TEST(format_npy_bad_input) {
+  mkdir("d", 0755);
+  char err[STK_ERRMSG_MAX];
+  test_write_file("d/a.npy", "\x93NUMPX\x01\x00\x10\x00{}", 12);
+  CHECK_EQ(open_err("d", NULL, err), STK_EFORMAT);
+  CHECK_CONTAINS(err, "d/a.npy: offset 0: not a .npy file");
+  uint8_t h[256];
+  uint64_t shape[2] = {1000, 1000};
+  size_t hl = stk__npy_header(h, sizeof h, "<f8", shape, 2);
+  test_write_file("d/a.npy", h, hl);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample s;
+  CHECK_EQ(stk_dataset_read(ds, 0, 1, &buf, &cap, &s), STK_ETRUNC);
+  CHECK_CONTAINS(stk_dataset_errmsg(ds), "array data is truncated");
+  stk_dataset_close(ds);
+  shape[0] = 1ull << 40;
+  shape[1] = 1ull << 40;
+  hl = stk__npy_header(h, sizeof h, "<f8", shape, 2);
+  test_write_file("d/a.npy", h, hl);
+  ds = open_ds("d", NULL);
+  CHECK_EQ(stk_dataset_read(ds, 0, 1, &buf, &cap, &s), STK_EFORMAT);
+  CHECK_CONTAINS(stk_dataset_errmsg(ds), "absurd");
+  free(buf);
+  stk_dataset_close(ds);
+  memcpy(h + 6, "\x01\x00\xff\xff", 4); /* header length past the end */
+  test_write_file("d/a.npy", h, hl);
+  CHECK_EQ(open_err("d", NULL, err), STK_ETRUNC);
+}
+
+/* A zip with a stored "x.npy" and a deflated "y.npy", built by hand. */
+static size_t make_npz(uint8_t *out, const uint8_t *x, size_t xl, const uint8_t *y, size_t yl) {
+  uint8_t dfl[8192];
+  z_stream zs;
+  memset(&zs, 0, sizeof zs);
+  CHECK(deflateInit2(&zs, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  zs.next_in = (Bytef *)(uintptr_t)y;
+  zs.avail_in = (uInt)yl;
+  zs.next_out = dfl;
+  zs.avail_out = sizeof dfl;
+  CHECK(deflate(&zs, Z_FINISH) == Z_STREAM_END);
+  size_t dl = zs.total_out;
+  deflateEnd(&zs);
+  const char *names[2] = {"x.npy", "y.npy"};
+  const uint8_t *data[2] = {x, dfl};
+  size_t sz[2] = {xl, dl}, usz[2] = {xl, yl}, lho[2];
+  uint32_t crc[2] = {(uint32_t)crc32(0, x, (uInt)xl), (uint32_t)crc32(0, y, (uInt)yl)};
+  size_t o = 0;
+  for (int i = 0; i < 2; i++) {
+    lho[i] = o;
+    memset(out + o, 0, 30);
+    stk__st32(out + o, 0x04034b50u);
+    stk__st16(out + o + 8, i ? 8 : 0);
+    stk__st32(out + o + 14, crc[i]);
+    stk__st32(out + o + 18, (uint32_t)sz[i]);
+    stk__st32(out + o + 22, (uint32_t)usz[i]);
+    stk__st16(out + o + 26, 5);
+    memcpy(out + o + 30, names[i], 5);
+    memcpy(out + o + 35, data[i], sz[i]);
+    o += 35 + sz[i];
+  }
+  size_t cd = o;
+  for (int i = 0; i < 2; i++) {
+    memset(out + o, 0, 46);
+    stk__st32(out + o, 0x02014b50u);
+    stk__st16(out + o + 10, i ? 8 : 0);
+    stk__st32(out + o + 16, crc[i]);
+    stk__st32(out + o + 20, (uint32_t)sz[i]);
+    stk__st32(out + o + 24, (uint32_t)usz[i]);
+    stk__st16(out + o + 28, 5);
+    stk__st32(out + o + 42, (uint32_t)lho[i]);
+    memcpy(out + o + 46, names[i], 5);
+    o += 51;
+  }
+  memset(out + o, 0, 22);
+  stk__st32(out + o, 0x06054b50u);
+  stk__st16(out + o + 8, 2);
+  stk__st16(out + o + 10, 2);
+  stk__st32(out + o + 12, (uint32_t)(o - cd));
+  stk__st32(out + o + 16, (uint32_t)cd);
+  return o + 22;
+}
+
+TEST(format_npz_deflated_member) {
+  uint8_t x[300], y[2000], zip[16384];
+  uint64_t xs = 300 - 128, ys = 2000 - 128;
+  size_t hl = stk__npy_header(x, sizeof x, "|u1", &xs, 1);
+  CHECK_EQ(hl, 128);
+  memset(x + hl, 7, (size_t)xs);
+  stk__npy_header(y, sizeof y, "|u1", &ys, 1);
+  for (size_t i = hl; i < sizeof y; i++) y[i] = (uint8_t)(i % 13);
+  size_t n = make_npz(zip, x, sizeof x, y, sizeof y);
+  mkdir("d", 0755);
+  test_write_file("d/a.npz", zip, n);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample s;
+  CHECK_OK(stk_dataset_read(ds, 0, 1, &buf, &cap, &s));
+  CHECK_EQ(s.nfields, 2);
+  CHECK_STR(s.fields[0].name, "x");
+  CHECK_EQ(s.fields[0].encoding, STK_ENC_NONE);
+  CHECK(!memcmp(s.fields[0].data, x, sizeof x));
+  CHECK_STR(s.fields[1].name, "y");
+  CHECK_EQ(s.fields[1].encoding, STK_ENC_DEFLATE);
+  CHECK_EQ(s.fields[1].raw_len, sizeof y);
+  CHECK(s.fields[1].len < sizeof y);
+  CHECK_STR(s.key, "a");
+  stk_dataset_close(ds);
+  /* Corrupt the deflated data (just after its local header) and the stored one. */
+  flip_byte("d/a.npz", 35 + sizeof x + 35 + 3);
+  ds = open_ds("d", NULL);
+  int rc = stk_dataset_read(ds, 0, 1, &buf, &cap, &s);
+  CHECK_MSG(rc == STK_ECRC || rc == STK_EFORMAT, "rc %d", rc);
+  CHECK_CONTAINS(stk_dataset_errmsg(ds), "d/a.npz: offset 335");
+  CHECK_OK(stk_dataset_read(ds, 0, 0, &buf, &cap, &s));
+  stk_dataset_close(ds);
+  flip_byte("d/a.npz", 35 + sizeof x + 35 + 3);
+  flip_byte("d/a.npz", 35 + 200);
+  ds = open_ds("d", NULL);
+  CHECK_EQ(stk_dataset_read(ds, 0, 1, &buf, &cap, &s), STK_ECRC);
+  CHECK_CONTAINS(stk_dataset_errmsg(ds), "d/a.npz: offset 0: zip member CRC32 mismatch");
+  free(buf);
+  stk_dataset_close(ds);
+  char err[STK_ERRMSG_MAX];
+  test_write_file("d/a.npz", zip, n - 10);
+  CHECK_EQ(open_err("d", NULL, err), STK_EFORMAT);
+  CHECK_CONTAINS(err, "d/a.npz");
+}
+
+/* np.savez / savez_compressed files read back, and ours load in NumPy. */
+TEST(format_npz_numpy_interop) {
+  if (test_sh(NULL, "/usr/bin/python3 -c 'import numpy'") != 0) SKIP("no NumPy");
+  char *out;
+  int rc = test_sh(&out, "mkdir -p d && /usr/bin/python3 -c \"import numpy as np\n"
+                         "np.savez('d/a.npz', x=np.arange(1000,dtype=np.uint8), y=np.array([3]))\n"
+                         "np.savez_compressed('d/b.npz', x=np.zeros((64,64),np.float32), y=np.array([4]))\"");
+  CHECK_MSG(rc == 0, "%s", out);
+  free(out);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample s;
+  CHECK_OK(stk_dataset_read(ds, 0, 1, &buf, &cap, &s));
+  CHECK_EQ(s.label, 3);
+  CHECK_EQ(s.fields[0].encoding, STK_ENC_NONE);
+  CHECK_OK(stk_dataset_read(ds, 1, 1, &buf, &cap, &s));
+  CHECK_EQ(s.fields[0].encoding, STK_ENC_DEFLATE);
+  CHECK_EQ(s.label, -1); /* y is deflated: not read as a label */
+  free(buf);
+  stk_dataset_close(ds);
+  write_ds("npz", "o", 3, "x", 1, 0);
+  rc = test_sh(&out, "/usr/bin/python3 -c \"import numpy as np\n"
+                     "z=np.load('o/shard-00000002.npz'); print(sorted(z.files), z['label'][0], z['x'].shape)\"");
+  CHECK_MSG(rc == 0, "%s", out);
+  CHECK_CONTAINS(out, "['label', 'x'] 2");
+  free(out);
+}
+
+TEST(format_mds_bad_input) {
+  char err[STK_ERRMSG_MAX];
+  mkdir("d", 0755);
+  test_write_file("d/index.json", "{\"shards\": [", 12);
+  CHECK_EQ(open_err("d", NULL, err), STK_EFORMAT);
+  CHECK_CONTAINS(err, "d/index.json: JSON:");
+  const char *zstd =
+      "{\"shards\": [{\"column_encodings\": [\"bytes\"], \"column_names\": [\"x\"], "
+      "\"column_sizes\": [null], \"compression\": \"zstd:7\", \"format\": \"mds\", "
+      "\"raw_data\": {\"basename\": \"shard.00000.mds\", \"bytes\": 10, \"hashes\": {}}, "
+      "\"samples\": 1, \"zip_data\": {\"basename\": \"shard.00000.mds.zstd\", \"bytes\": 9}}], "
+      "\"version\": 2}";
+  test_write_file("d/index.json", zstd, strlen(zstd));
+  CHECK_EQ(open_err("d", NULL, err), STK_ENOTSUP);
+  CHECK_CONTAINS(err, "shard.00000.mds.zstd");
+  CHECK_CONTAINS(err, "zstd");
+  write_ds("mds", "m", 5, "jpg", 0, 0);
+  CHECK_OK(truncate("m/shard.00000.mds", 100));
+  CHECK_EQ(open_err("m", NULL, err), STK_ETRUNC);
+  CHECK_CONTAINS(err, "m/shard.00000.mds");
+}
+
+TEST(format_files_imagefolder_labels) {
+  mkdir("d", 0755);
+  mkdir("d/cat", 0755);
+  mkdir("d/dog", 0755);
+  mkdir("d/dog/sub", 0755);
+  mkdir("d/ant", 0755);
+  test_write_file("d/top.jpg", "T", 1);
+  test_write_file("d/cat/1.jpg", "C1", 2);
+  test_write_file("d/dog/2.png", "D2", 2);
+  test_write_file("d/dog/sub/3", "D3", 2);
+  test_write_file("d/ant/.hidden", "H", 1);
+  test_write_file("d/ant/a.JPEG", "A", 1);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_STR(stk_dataset_format(ds), "files");
+  CHECK_EQ(stk_dataset_num_samples(ds), 5);
+  const char *keys[5] = {"ant/a", "cat/1", "dog/2", "dog/sub/3", "top"};
+  const char *fields[5] = {"JPEG", "jpg", "png", "data", "jpg"};
+  int labels[5] = {0, 1, 2, 2, -1};
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  for (int i = 0; i < 5; i++) {
+    struct stk_sample s;
+    CHECK_OK(stk_dataset_read(ds, (uint64_t)i, 1, &buf, &cap, &s));
+    CHECK_STR(s.key, keys[i]);
+    CHECK_STR(s.fields[0].name, fields[i]);
+    CHECK_EQ(s.label, labels[i]);
+    uint64_t b;
+    CHECK_OK(stk_dataset_sample_bytes(ds, (uint64_t)i, &b));
+    CHECK_EQ(b, s.fields[0].len);
+  }
+  CHECK(stk_dataset_caps(ds) & STK_FMT_RANDOM_ACCESS);
+  free(buf);
+  stk_dataset_close(ds);
+  ds = open_ds("d", NULL);
+  unlink("d/cat/1.jpg");
+  struct stk_sample s;
+  CHECK_EQ(stk_dataset_read(ds, 1, 1, &buf, &cap, &s), STK_ENOENT);
+  CHECK_CONTAINS(stk_dataset_errmsg(ds), "d/cat/1.jpg");
+  stk_dataset_close(ds);
+}
+
+TEST(format_writer_abort_removes_output) {
+  struct stk_writer *w;
+  struct stk_writer_opts o = {.format = "files", .dir = "out/nested"};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_writer_open(&w, &o, err));
+  struct stk_sample s = {0};
+  s.label = 2;
+  stk__sample_add(&s, "jpg", 3, (const uint8_t *)"x", 1);
+  for (int i = 0; i < 5; i++) CHECK_OK(stk_writer_add(w, &s));
+  stk_writer_abort(w);
+  CHECK(access("out", F_OK) != 0);
+  o.format = "npy";
+  o.dir = ".";
+  CHECK_OK(stk_writer_open(&w, &o, err));
+  CHECK_OK(stk_writer_add(w, &s));
+  stk_writer_abort(w);
+  CHECK(access("shard-00000000.npy", F_OK) != 0);
+  o.format = "bogus";
+  CHECK_EQ(stk_writer_open(&w, &o, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "bogus");
+}
+
+static void gen_into(const char *dir, const char *fmt, uint64_t seed, int jpeg) {
+  struct stk_gen_opts g = {.dir = dir, .format = fmt, .samples = 40, .size_mean = 3000,
+                           .size_stdev = 1000, .classes = 7, .samples_per_shard = 16,
+                           .seed = seed};
+  if (jpeg) g.jpeg_min_w = 32, g.jpeg_min_h = 24, g.jpeg_max_w = 80, g.jpeg_max_h = 64;
+  char err[STK_ERRMSG_MAX];
+  int rc = stk_gen(&g, NULL, NULL, err);
+  CHECK_MSG(rc == 0, "gen %s: %s", fmt, err);
+}
+
+TEST(format_gen_deterministic) {
+  const char *fmts[] = {"tfrecord", "wds", "npy", "npz", "mds", "files"};
+  for (int i = 0; i < 6; i++) {
+    char a[64], b[64], c[64];
+    snprintf(a, sizeof a, "a_%s", fmts[i]);
+    snprintf(b, sizeof b, "b_%s", fmts[i]);
+    snprintf(c, sizeof c, "c_%s", fmts[i]);
+    gen_into(a, fmts[i], 5, i == 1);
+    gen_into(b, fmts[i], 5, i == 1);
+    gen_into(c, fmts[i], 6, i == 1);
+    CHECK_MSG(test_sh(NULL, "diff -r %s %s", a, b) == 0, "%s differs for one seed", fmts[i]);
+    CHECK_MSG(test_sh(NULL, "diff -rq %s %s >/dev/null", a, c) != 0, "%s same for two seeds",
+              fmts[i]);
+    struct stk_dataset *ds = open_ds(a, NULL);
+    CHECK_STR(stk_dataset_format(ds), fmts[i]);
+    CHECK_EQ(stk_dataset_num_samples(ds), 40);
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    for (uint64_t k = 0; k < 40; k++) {
+      struct stk_sample s;
+      CHECK_MSG(stk_dataset_read(ds, k, 1, &buf, &cap, &s) == 0, "%s", stk_dataset_errmsg(ds));
+      if (i != 2) CHECK_MSG(s.label >= 0 && s.label < 7, "%s label %d", fmts[i], s.label);
+    }
+    free(buf);
+    stk_dataset_close(ds);
+  }
+  char err[STK_ERRMSG_MAX];
+  struct stk_gen_opts g = {.dir = "a_wds", .format = "wds", .samples = 3};
+  CHECK_EQ(stk_gen(&g, NULL, NULL, err), STK_EEXIST);
+  CHECK_CONTAINS(err, "--force");
+  g.force = 1;
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  struct stk_dataset *ds = open_ds("a_wds", NULL);
+  CHECK_EQ(stk_dataset_num_samples(ds), 3);
+  stk_dataset_close(ds);
+}
+
+TEST(format_detect_by_content_and_single_file) {
+  write_ds("tfrecord", "d", 5, "data", 0, 0);
+  CHECK_OK(rename("d/shard-00000.tfrecord", "d/train-00000-of-00001"));
+  unlink("d/shard-00000.tfrecord.idx");
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_STR(stk_dataset_format(ds), "tfrecord");
+  stk_dataset_close(ds);
+  ds = open_ds("d/train-00000-of-00001", NULL);
+  CHECK_STR(stk_dataset_format(ds), "tfrecord");
+  CHECK_EQ(stk_dataset_num_samples(ds), 5);
+  stk_dataset_close(ds);
+  char err[STK_ERRMSG_MAX];
+  CHECK_EQ(open_err("d", "parquet", err), STK_EINVAL);
+  CHECK_CONTAINS(err, "unknown format 'parquet'");
+}
+
+TEST(format_json_parse) {
+  struct stk__jdoc *d;
+  char err[STK_ERRMSG_MAX];
+  const char *ok = " {\"a\": [1, -2.5e3, true, null, \"x\\u00e9\\ud83d\\ude00\\n\"], \"b\": {}, "
+                   "\"n\": 18446744073709551615, \"a\": 7} ";
+  CHECK_OK(stk__json_parse(&d, ok, strlen(ok), err));
+  const struct stk__jnode *r = stk__json_root(d);
+  uint64_t v;
+  CHECK_OK(stk__json_u64(r, "a", &v)); /* the last duplicate wins */
+  CHECK_EQ(v, 7);
+  CHECK(stk__json_u64(r, "n", &v) != 0); /* does not fit an int64 */
+  const struct stk__jnode *a = r->child;
+  CHECK_EQ(a->len, 5);
+  CHECK(stk__json_at(a, 1)->num == -2500.0);
+  CHECK_STR(stk__json_at(a, 4)->str, "x\xc3\xa9\xf0\x9f\x98\x80\n");
+  CHECK(stk__json_at(a, 5) == NULL);
+  stk__json_free(d);
+  const char *bad[] = {"", "{", "[1,]", "{\"a\" 1}", "\"\\x\"", "01", "1 2", "\"\x01\"",
+                       "\"\\ud800\"", "tru", "[1e]", "{\"a\":[}"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CHECK_MSG(stk__json_parse(&d, bad[i], strlen(bad[i]), err) == STK_EFORMAT, "accepted %s",
+              bad[i]);
+  char deep[200];
+  memset(deep, '[', sizeof deep);
+  CHECK_EQ(stk__json_parse(&d, deep, sizeof deep, err), STK_ERANGE);
+  CHECK_CONTAINS(err, "too deep");
+}
