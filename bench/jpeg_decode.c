@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <turbojpeg.h>
@@ -35,9 +36,9 @@ struct set {
   uint64_t bytes, pixels, wsum, hsum;
 };
 
-enum mode { M_FULL, M_YUV, M_TRAIN_U8, M_TRAIN_F32, M_EVAL_U8, M_COUNT };
+enum mode { M_FULL, M_YUV, M_TRAIN_U8, M_TRAIN_U8_HWC, M_TRAIN_F32, M_EVAL_U8, M_COUNT };
 static const char *const mode_name[M_COUNT] = {"full_decode_rgb", "full_decode_yuv", "train_u8_chw",
-                                               "train_f32_chw", "eval_u8_chw"};
+                                               "train_u8_hwc",    "train_f32_chw",   "eval_u8_chw"};
 
 static uint64_t thread_cpu_ns(void) {
   struct timespec ts;
@@ -67,22 +68,25 @@ static int ends_with_jpg(const char *name) {
          (n > 5 && strcasecmp(name + n - 5, ".jpeg") == 0);
 }
 
-/* Add the .jpg/.jpeg files of a directory (not recursive), up to limit. */
-static int add_path(struct set *s, const char *path, int limit) {
+/* Add path, or the .jpg/.jpeg files under it (class subfolders too, in
+ * name order so a run is repeatable), up to limit images. */
+static int add_path(struct set *s, const char *path, int limit, int depth) {
   struct stat st;
   if (stat(path, &st) != 0) return fprintf(stderr, "jpeg_decode: no such path %s\n", path), -1;
-  if (!S_ISDIR(st.st_mode)) return add_file(s, path);
-  DIR *d = opendir(path);
-  if (!d) return -1;
-  struct dirent *e;
-  char full[4096];
-  while ((e = readdir(d)) && s->n < limit) {
-    if (!ends_with_jpg(e->d_name)) continue;
-    snprintf(full, sizeof full, "%s/%s", path, e->d_name);
-    if (add_file(s, full) != 0) break;
+  if (!S_ISDIR(st.st_mode)) return s->n < limit ? add_file(s, path) : 0;
+  struct dirent **ents;
+  int n = depth < 4 ? scandir(path, &ents, NULL, alphasort) : 0, rc = 0;
+  for (int i = 0; i < n; i++) {
+    char full[4096];
+    const char *name = ents[i]->d_name;
+    snprintf(full, sizeof full, "%s/%s", path, name);
+    if (!rc && name[0] != '.' && s->n < limit &&
+        (ends_with_jpg(name) || (stat(full, &st) == 0 && S_ISDIR(st.st_mode))))
+      rc = add_path(s, full, limit, depth + 1);
+    free(ents[i]);
   }
-  closedir(d);
-  return 0;
+  if (n > 0) free(ents);
+  return rc;
 }
 
 /* ImageNet-like sizes: mostly 500x375 / 500x333 landscape, a quarter
@@ -221,16 +225,17 @@ int main(int argc, char **argv) {
     else usage();
   }
   if (n < 1 || n > MAX_IMAGES || rounds < 1 || rounds > MAX_ROUNDS) usage();
+  int synthetic = i == argc;
   for (; i < argc; i++)
-    if (add_path(&s, argv[i], n) != 0) return 1;
-  int synthetic = s.n == 0;
+    if (add_path(&s, argv[i], n, 0) != 0) return 1;
+  if (!synthetic && s.n == 0) return fprintf(stderr, "jpeg_decode: no .jpg files found\n"), 1;
   if (synthetic && synth_set(&s, n, seed, quality) != 0) return 1;
   if (s.n == 0 || read_headers(&s) != 0) return 1;
 
   struct runner r = {.tj = tjInitDecompress()};
   for (int m = 0; m < M_COUNT; m++) r.cfg[m] = (struct stk_decode_cfg){.kind = STK_DECODE_JPEG,
       .train = m != M_EVAL_U8, .dtype = m == M_TRAIN_F32 ? STK_DTYPE_F32 : STK_DTYPE_U8,
-      .layout = STK_LAYOUT_CHW};
+      .layout = m == M_TRAIN_U8_HWC ? STK_LAYOUT_HWC : STK_LAYOUT_CHW};
   static uint64_t cpu[M_COUNT][MAX_ROUNDS], wall[M_COUNT][MAX_ROUNDS];
   for (int m = 0; m < M_COUNT; m++) /* warm-up: buffers, caches, clocks */
     if (pass(&r, &s, (enum mode)m, 0, &cpu[m][0], &wall[m][0]) != 0) return 1;

@@ -350,3 +350,34 @@ TEST(loader_stats_account_stages) {
   stk_loader_close(l);
   stk_dataset_close(ds);
 }
+
+/* A shard that vanishes after the dataset was opened: fail mode names it,
+ * skip mode drops its samples and counts them. */
+TEST(loader_shard_removed_mid_run) {
+  write_tfrecords("ds", 3, 10);
+  struct stk_dataset *ds = open_ds("ds");
+  CHECK(unlink("ds/part-00001.tfrecord") == 0);
+  struct stk_loader *l;
+  struct stk_loader_opts o = {.batch_size = 4, .threads = 2};
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  struct stk_batch *b;
+  int rc;
+  while ((rc = stk_loader_next(l, &b)) == 0) stk_batch_release(l, b);
+  CHECK(rc != STK_EOF);
+  CHECK_CONTAINS(stk_loader_errmsg(l), "part-00001.tfrecord");
+  stk_loader_close(l);
+  o.on_error = STK_ON_ERROR_SKIP;
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  uint64_t n = 0, skipped = 0;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    for (uint32_t i = 0; i < b->n; i++) CHECK(b->indices[i] < 10 || b->indices[i] >= 20);
+    n += b->n;
+    skipped += b->skipped;
+    stk_batch_release(l, b);
+  }
+  CHECK_EQ(rc, STK_EOF);
+  CHECK_EQ(n, 20);
+  CHECK_EQ(skipped, 10);
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+}

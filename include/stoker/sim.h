@@ -106,6 +106,7 @@ struct stk_sim_result {
   uint64_t events;             /* heap events processed */
   double final_alloc, final_frag, final_frag_ratio;
   double wall_s;               /* time spent simulating (loading excluded) */
+  double cpu_s;                /* CPU time of the simulating thread */
 };
 
 int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *w,
@@ -170,7 +171,7 @@ struct stk_sim_replay_result {
   double frag_ratio_mean;         /* time-weighted, % */
   int64_t t_first, t_last;
   uint64_t events, max_queue;
-  double wall_s;
+  double wall_s, cpu_s;
 };
 
 /* Replay a pod list with creation_time and deletion_time columns: each pod

@@ -145,7 +145,7 @@ static const char *string(struct parser *ps, size_t *len) {
     if (k) {
       *o++ = to[k - from];
     } else if (c == 'u') {
-      size_t n;
+      size_t n = 0;
       if (unicode_escape(ps, o, &n)) return NULL;
       o += n;
     } else {

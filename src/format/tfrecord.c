@@ -173,6 +173,10 @@ static int scan(struct stk_shard *sh, int fd, uint64_t size, char *err) {
     free(idx);
     return rc;
   }
+  if (n && n < cap) { /* give back the doubling slack: many shards, many samples */
+    struct stk_index_entry *fit = realloc(idx, (size_t)n * sizeof *idx);
+    if (fit) idx = fit;
+  }
   sh->idx = idx;
   sh->count = n;
   return 0;

@@ -19,7 +19,10 @@
 
 #include "decode.h"
 
-#ifdef __SSE2__
+/* SSE2 is part of x86-64; -DSTK_NO_SSE2 builds the plain C fallback that
+ * other targets use, so it can be tested here. */
+#if defined(__SSE2__) && !defined(STK_NO_SSE2)
+#define USE_SSE2 1
 #include <emmintrin.h>
 #endif
 
@@ -80,6 +83,7 @@ struct jpeg_tls {
   uint8_t *cols;        /* PAD16(ow) resized columns of STRIP rows */
   uint8_t *strip[3];    /* STRIP x PAD16(ow) per channel: Y/Cb/Cr, then R/G/B */
   float *frow;          /* f32 row staging when out is not 4-byte aligned */
+  uint8_t *irow;        /* one interleaved RGB row, for f32 HWC */
 };
 
 /* ---- configuration --------------------------------------------------- */
@@ -228,7 +232,7 @@ static int tls_tables(struct jpeg_tls *t, int oh, int ow, char *err) {
   if (t->tab && t->tab_w >= ow && t->tab_h >= oh) return 0;
   size_t w = PAD16(STK__MAX(ow, t->tab_w)), h = PAD16(STK__MAX(oh, t->tab_h));
   size_t bytes = sizeof(float) * 3 * w + 2 * (sizeof(int32_t) + sizeof(uint16_t)) * (w + h) +
-                 (size_t)STRIP * w * 4;
+                 (size_t)STRIP * w * 4 + 3 * w + 16;
   uint8_t *p = malloc(bytes);
   if (!p) return stk__errf(err, STK_ENOMEM, "jpeg: out of memory for resize tables");
   free(t->tab);
@@ -247,6 +251,7 @@ static int tls_tables(struct jpeg_tls *t, int oh, int ow, char *err) {
   }
   t->cols = p, p += STRIP * w;
   for (int k = 0; k < 3; k++) t->strip[k] = p, p += STRIP * w;
+  t->irow = p;
   return 0;
 }
 
@@ -317,7 +322,7 @@ static int decode_rgb(struct jpeg_tls *t, const struct stk_field *in, int sw, in
 
 /* dst[i] = (a[i] * (256 - w) + b[i] * w) / 256, rounded; n a multiple of 16. */
 static inline void blend16(const uint8_t *a, const uint8_t *b, unsigned w, uint8_t *dst, size_t n) {
-#ifdef __SSE2__
+#ifdef USE_SSE2
   const __m128i zero = _mm_setzero_si128(), half = _mm_set1_epi16(128);
   const __m128i w1 = _mm_set1_epi16((short)w), w0 = _mm_set1_epi16((short)(WT_ONE - w));
   for (size_t i = 0; i < n; i += 16) {
@@ -340,7 +345,7 @@ static inline void blend16(const uint8_t *a, const uint8_t *b, unsigned w, uint8
  * (i < 8), which rotates the 8-bit (row, column) index of every byte left
  * by one bit; after four rounds row and column have traded places. The
  * rounds are written out so the block stays in registers. */
-#ifdef __SSE2__
+#ifdef USE_SSE2
 #define TR_PAIR(o, x, i) \
   o[2 * (i)] = _mm_unpacklo_epi8(x[i], x[(i) + 8]), o[2 * (i) + 1] = _mm_unpackhi_epi8(x[i], x[(i) + 8])
 #define TR_ROUND(o, x) \
@@ -349,7 +354,7 @@ static inline void blend16(const uint8_t *a, const uint8_t *b, unsigned w, uint8
 #endif
 
 static void transpose16(const uint8_t *src, size_t ss, uint8_t *dst, size_t ds) {
-#ifdef __SSE2__
+#ifdef USE_SSE2
   __m128i a[16], b[16];
   for (int i = 0; i < 16; i++) a[i] = _mm_loadu_si128((const __m128i *)(const void *)(src + i * ss));
   TR_ROUND(b, a);
@@ -388,7 +393,7 @@ static void resize_strip(struct jpeg_tls *t, const struct plane *pl, int y0, int
 
 /* JFIF YCbCr to RGB in place, in 16-bit fixed point (the constants to
  * 1/256, within a level of libjpeg's); n a multiple of 16. */
-#ifdef __SSE2__
+#ifdef USE_SSE2
 static inline __m128i ycc_mul(__m128i x, short k) {
   return _mm_srai_epi16(_mm_add_epi16(_mm_mullo_epi16(x, _mm_set1_epi16(k)), _mm_set1_epi16(128)), 8);
 }
@@ -427,26 +432,99 @@ static void ycc_to_rgb(uint8_t *y, uint8_t *cb, uint8_t *cr, size_t n) {
 }
 #endif
 
+/* Output rows go to a batch buffer far bigger than the caches, which the
+ * consumer reads later: where aligned, they are written with streaming
+ * stores that skip the read-for-ownership of every line (an sfence at the
+ * end of the decode orders them). */
 static void f32_plane_row(const uint8_t *s, float sc, float bi, float *d, int n) {
   int i = 0;
-#ifdef __SSE2__
+#ifdef USE_SSE2
   const __m128i zero = _mm_setzero_si128();
   const __m128 vs = _mm_set1_ps(sc), vb = _mm_set1_ps(bi);
+  int stream = ((uintptr_t)d & 15) == 0;
   for (; i + 16 <= n; i += 16) {
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
     __m128i lo = _mm_unpacklo_epi8(v, zero), hi = _mm_unpackhi_epi8(v, zero);
     __m128i q[4] = {_mm_unpacklo_epi16(lo, zero), _mm_unpackhi_epi16(lo, zero),
                     _mm_unpacklo_epi16(hi, zero), _mm_unpackhi_epi16(hi, zero)};
-    for (int k = 0; k < 4; k++)
-      _mm_storeu_ps(d + i + 4 * k, _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(q[k]), vs), vb));
+    for (int k = 0; k < 4; k++) {
+      __m128 f = _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(q[k]), vs), vb);
+      if (stream)
+        _mm_stream_ps(d + i + 4 * k, f);
+      else
+        _mm_storeu_ps(d + i + 4 * k, f);
+    }
   }
 #endif
   for (; i < n; i++) d[i] = (float)s[i] * sc + bi;
 }
 
-static void f32_hwc_row(const struct params *p, const uint8_t *const rgb[3], float *d) {
-  for (int i = 0; i < p->ow; i++)
-    for (int c = 0; c < 3; c++) d[3 * i + c] = (float)rgb[c][i] * p->scale[c] + p->bias[c];
+static void u8_plane_row(const uint8_t *s, uint8_t *d, size_t n) {
+  size_t i = 0;
+#ifdef USE_SSE2
+  if (((uintptr_t)d & 15) == 0)
+    for (; i + 16 <= n; i += 16)
+      _mm_stream_si128((__m128i *)(void *)(d + i), _mm_loadu_si128((const __m128i *)(const void *)(s + i)));
+#endif
+  memcpy(d + i, s + i, n - i);
+}
+
+/* R, G, B rows to packed RGB. The SIMD loop builds 4 pixels as RGB0
+ * words, squeezes each 64-bit half to 6 bytes and stores 8, so every store
+ * spills 2 bytes past its pixels; the next store or the next row covers
+ * them, and with room_after unset the last 16 pixels go byte by byte. */
+static void interleave_row(const uint8_t *const rgb[3], uint8_t *o, size_t n, int room_after) {
+  size_t i = 0;
+#ifdef USE_SSE2
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i lo24 = _mm_set1_epi64x(0xffffffll), mid24 = _mm_set1_epi64x(0xffffff000000ll);
+  for (; i + 16 < n || (room_after && i + 16 <= n); i += 16) {
+    __m128i r = _mm_loadu_si128((const __m128i *)(const void *)(rgb[0] + i));
+    __m128i g = _mm_loadu_si128((const __m128i *)(const void *)(rgb[1] + i));
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(rgb[2] + i));
+    __m128i rg[2] = {_mm_unpacklo_epi8(r, g), _mm_unpackhi_epi8(r, g)};
+    __m128i b0[2] = {_mm_unpacklo_epi8(b, zero), _mm_unpackhi_epi8(b, zero)};
+    for (int q = 0; q < 4; q++) {
+      __m128i px = q & 1 ? _mm_unpackhi_epi16(rg[q >> 1], b0[q >> 1])
+                         : _mm_unpacklo_epi16(rg[q >> 1], b0[q >> 1]);
+      px = _mm_or_si128(_mm_and_si128(px, lo24), _mm_and_si128(_mm_srli_epi64(px, 8), mid24));
+      uint8_t *d = o + 3 * (i + 4 * (size_t)q);
+      _mm_storel_epi64((__m128i *)(void *)d, px);
+      _mm_storel_epi64((__m128i *)(void *)(d + 6), _mm_unpackhi_epi64(px, px));
+    }
+  }
+#else
+  (void)room_after;
+#endif
+  for (; i < n; i++) o[3 * i] = rgb[0][i], o[3 * i + 1] = rgb[1][i], o[3 * i + 2] = rgb[2][i];
+}
+
+/* Packed RGB bytes to normalized floats: the channel pattern repeats
+ * every 12 values, three vectors of scale and bias. */
+static void f32_packed_row(const struct params *p, const uint8_t *s, float *d, size_t n) {
+  size_t i = 0;
+#ifdef USE_SSE2
+  const __m128i zero = _mm_setzero_si128();
+  __m128 sc[3], bi[3];
+  for (int k = 0; k < 3; k++) {
+    sc[k] = _mm_setr_ps(p->scale[(4 * k) % 3], p->scale[(4 * k + 1) % 3], p->scale[(4 * k + 2) % 3],
+                        p->scale[(4 * k + 3) % 3]);
+    bi[k] = _mm_setr_ps(p->bias[(4 * k) % 3], p->bias[(4 * k + 1) % 3], p->bias[(4 * k + 2) % 3],
+                        p->bias[(4 * k + 3) % 3]);
+  }
+  for (; i + 48 <= n; i += 48)
+    for (int j = 0; j < 3; j++) {
+      __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 16 * j));
+      __m128i lo = _mm_unpacklo_epi8(v, zero), hi = _mm_unpackhi_epi8(v, zero);
+      __m128i q[4] = {_mm_unpacklo_epi16(lo, zero), _mm_unpackhi_epi16(lo, zero),
+                      _mm_unpacklo_epi16(hi, zero), _mm_unpackhi_epi16(hi, zero)};
+      for (int k = 0; k < 4; k++) {
+        int m = (4 * j + k) % 3;
+        _mm_storeu_ps(d + i + 16 * j + 4 * k, _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(q[k]), sc[m]), bi[m]));
+      }
+    }
+#endif
+  for (; i < n; i++) d[i] = (float)s[i] * p->scale[i % 3] + p->bias[i % 3];
 }
 
 /* Write output row oy from its R, G, B rows in the configured dtype and
@@ -457,20 +535,17 @@ static void emit_row(const struct params *p, struct jpeg_tls *t, const uint8_t *
   int aligned = ((uintptr_t)out & 3) == 0;
   if (!p->chw) {
     uint8_t *o = out + (size_t)oy * ow * 3 * esz;
-    if (!p->f32) {
-      for (size_t i = 0; i < ow; i++)
-        o[3 * i] = rgb[0][i], o[3 * i + 1] = rgb[1][i], o[3 * i + 2] = rgb[2][i];
-      return;
-    }
+    if (!p->f32) return interleave_row(rgb, o, ow, oy + 1 < p->oh);
+    interleave_row(rgb, t->irow, ow, 1);
     float *d = aligned ? (float *)(void *)o : t->frow;
-    f32_hwc_row(p, rgb, d);
+    f32_packed_row(p, t->irow, d, ow * 3);
     if (!aligned) memcpy(o, d, ow * 3 * sizeof(float));
     return;
   }
   for (int c = 0; c < 3; c++) {
     uint8_t *o = out + ((size_t)c * plane + (size_t)oy * ow) * esz;
     if (!p->f32) {
-      memcpy(o, rgb[c], ow);
+      u8_plane_row(rgb[c], o, ow);
       continue;
     }
     float *d = aligned ? (float *)(void *)o : t->frow;
@@ -567,6 +642,9 @@ static int jpeg_decode(const struct stk_decode_cfg *cfg, void **tls, const struc
   if (!rc) rc = setup_axes(t, &p, c, flip, d, sw, sh, ss, col, pl, np, err);
   if (rc) return rc;
   run_strips(&p, t, pl, np, col, out);
+#ifdef USE_SSE2
+  _mm_sfence();
+#endif
   *out_len = out_bytes(&p);
   return 0;
 }

@@ -661,11 +661,13 @@ static void submit_some(struct stk_loader *l) {
         return;
       char err[STK_ERRMSG_MAX];
       struct fdent *e = fd_get(l, (uint32_t)q->res, err);
-      if (!e) {
-        job_fail(j, STK_EIO, err);
-        j->reads_pending -= j->nreqs - j->reqs_next; /* abandon the rest */
-        j->reqs_next = j->nreqs;
-        break;
+      if (!e) { /* e.g. a shard removed mid-run: its samples fail (or skip) */
+        uint32_t i = j->reqs_next;
+        for (uint32_t k = j->req_first[i]; k < j->req_first[i + 1]; k++)
+          slot_fail(l, j, j->order[k], STK_EIO, err);
+        j->reqs_next++;
+        j->reads_pending--;
+        continue;
       }
       q->fd = e->fd;
       q->user = e;

@@ -145,7 +145,7 @@ int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *
   if ((rc = stk__sim_state_init(&st, c, w, pol, seed))) goto out;
   have_state = 1;
 
-  uint64_t t0 = stk_now_ns();
+  uint64_t t0 = stk_now_ns(), c0 = stk__sim_thread_ns();
   const double gpus = (double)c->gpus;
   int64_t next = gen_next(&g);
   if (next >= 0 && (rc = stk__sim_heap_push(&h, 0, EV_ARRIVE, (uint32_t)next))) goto out;
@@ -186,6 +186,7 @@ int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *
     if (next >= 0 && (rc = stk__sim_heap_push(&h, ev.time + 1, EV_ARRIVE, (uint32_t)next))) goto out;
   }
   res->wall_s = (double)(stk_now_ns() - t0) / 1e9;
+  res->cpu_s = (double)(stk__sim_thread_ns() - c0) / 1e9;
   res->arrived_gpu_milli = (uint64_t)arrived;
   res->used_gpu_milli = (uint64_t)st.used_milli;
 

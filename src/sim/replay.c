@@ -236,7 +236,7 @@ int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
     rc = stk__errf(errmsg, STK_ENOMEM, "out of memory");
     goto out_state;
   }
-  uint64_t t0 = stk_now_ns();
+  uint64_t t0 = stk_now_ns(), c0 = stk__sim_thread_ns();
   rc = stk__sim_heap_push(&R.h, R.t.r[0].create, EV_ARRIVE, 0);
   res->t_first = R.t.r[0].create;
   int64_t now = res->t_first;
@@ -291,6 +291,7 @@ int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
   sample(&R, now);
   res->t_last = now;
   res->wall_s = (double)(stk_now_ns() - t0) / 1e9;
+  res->cpu_s = (double)(stk__sim_thread_ns() - c0) / 1e9;
   for (size_t q = 0; q < R.nq; q++) report_pod(&R, &R.t.r[R.queue[q]], -1, "queued");
   res->still_queued = R.nq;
   double span = (double)(res->t_last - res->t_first);

@@ -228,6 +228,7 @@ void stk_sim_write_json(FILE *f, const struct stk_sim_result *r, size_t n, const
     stk_json_obj_end(&j);
     stk_json_ku64(&j, "events", x->events);
     stk_json_kdbl(&j, "wall_s", x->wall_s);
+    stk_json_kdbl(&j, "cpu_s", x->cpu_s);
     stk_json_kdbl(&j, "events_per_s", x->wall_s > 0 ? (double)x->events / x->wall_s : NAN);
     stk_json_ku64(&j, "arrived_gpu_milli", x->arrived_gpu_milli);
     stk_json_ku64(&j, "used_gpu_milli", x->used_gpu_milli);

@@ -109,6 +109,7 @@ struct stk__sim_kind {
   uint32_t never_fit;
   int64_t mem;
   uint64_t count;
+  uint32_t rank;      /* popularity rank among kinds: tournament-tree slot */
 };
 
 /* A typical pod of the fragmentation measure: a spec and its share of the
@@ -197,9 +198,10 @@ struct stk__sim_state {
   int64_t idle_milli, used_milli, total_milli;
   struct stk__sim_cache_ent *cache; /* [slot][node] */
   uint32_t cache_specs;
-  int32_t *tree;                /* [slot][2 * tree_p]: best node per subtree */
+  int32_t *tree;                /* [kind rank][2 * tree_p]: best node per subtree */
   uint32_t tree_p;              /* leaves per tree, a power of two */
-  uint64_t *tree_stamp;         /* [slot]: changes already played into the tree */
+  uint32_t tree_kinds;          /* kinds of rank below this have a tree */
+  uint64_t *tree_stamp;         /* [kind rank]: changes already played into the tree */
   uint32_t *log;                /* ring of the last log_cap changed nodes */
   uint32_t log_cap;
   uint64_t changes;
@@ -208,12 +210,17 @@ struct stk__sim_state {
   uint32_t *cand;
   int32_t *raw;
   int8_t *rawgpu;
-  uint64_t decisions;
+  uint64_t decisions, tree_hits, scans;
 };
 
 int stk__sim_state_init(struct stk__sim_state *st, const struct stk_sim_cluster *c,
                         const struct stk_sim_workload *w, const struct stk_sim_policy_ops *pol,
                         uint64_t seed);
+/* The same with tournament trees forced on (1), off (0) or chosen by
+ * cluster size (-1); the choice never changes a decision, only its cost. */
+int stk__sim_state_init_trees(struct stk__sim_state *st, const struct stk_sim_cluster *c,
+                              const struct stk_sim_workload *w, const struct stk_sim_policy_ops *pol,
+                              uint64_t seed, int trees);
 void stk__sim_state_free(struct stk__sim_state *st);
 
 /* Fragmentation of a node state (the artifact's NodeGpuShareFragAmount,
@@ -288,6 +295,9 @@ extern const struct stk_sim_policy_ops stk__sim_policy_fgd;
 /* NULL-terminated, in the paper's order. */
 extern const struct stk_sim_policy_ops *const stk__sim_policies[];
 const struct stk_sim_policy_ops *stk__sim_policy_get(const char *name);
+
+/* CPU time of the calling thread in nanoseconds. */
+uint64_t stk__sim_thread_ns(void);
 
 /* Round half to even, as Python's round() does in the artifact's analysis. */
 double stk__sim_round(double x);

@@ -8,11 +8,15 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sim_impl.h"
 
-/* Score-cache budget in entries per run (8 bytes each). */
+/* Score-cache budget in entries per run (8 bytes each), and tournament-tree
+ * budget (4 bytes each). */
 #define CACHE_ENTRIES (4u << 20)
+#define TREE_ENTRIES (8u << 20)
+#define TREE_MIN_NODES 2048
 
 static void sort_gpus(int16_t *v, int n) {
   for (int i = 1; i < n; i++) {
@@ -104,6 +108,12 @@ static void refresh(struct stk__sim_state *st, uint32_t i) {
 int stk__sim_state_init(struct stk__sim_state *st, const struct stk_sim_cluster *c,
                         const struct stk_sim_workload *w, const struct stk_sim_policy_ops *pol,
                         uint64_t seed) {
+  return stk__sim_state_init_trees(st, c, w, pol, seed, -1);
+}
+
+int stk__sim_state_init_trees(struct stk__sim_state *st, const struct stk_sim_cluster *c,
+                              const struct stk_sim_workload *w, const struct stk_sim_policy_ops *pol,
+                              uint64_t seed, int trees) {
   memset(st, 0, sizeof *st);
   st->c = c;
   st->w = w;
@@ -132,10 +142,15 @@ int stk__sim_state_init(struct stk__sim_state *st, const struct stk_sim_cluster 
     if (st->cache_specs) {
       st->cache = calloc((size_t)c->n * st->cache_specs, sizeof *st->cache);
       if (!st->cache) goto nomem;
+    }
+    if (trees < 0) trees = c->n >= TREE_MIN_NODES; /* below, a scan is as fast */
+    if (st->cache_specs && trees) {
       st->tree_p = 1;
       while (st->tree_p < c->n) st->tree_p *= 2;
-      st->tree = malloc((size_t)st->cache_specs * 2 * st->tree_p * sizeof *st->tree);
-      st->tree_stamp = calloc(st->cache_specs, sizeof *st->tree_stamp);
+      uint32_t per_tree = 2 * st->tree_p;
+      st->tree_kinds = TREE_ENTRIES / per_tree < w->nkind ? TREE_ENTRIES / per_tree : w->nkind;
+      st->tree = malloc(((size_t)st->tree_kinds * per_tree + 1) * sizeof *st->tree);
+      st->tree_stamp = calloc(st->tree_kinds + 1, sizeof *st->tree_stamp);
       st->log_cap = 1;
       while (st->log_cap < c->n / 8 + 64) st->log_cap *= 2;
       st->log = malloc(st->log_cap * sizeof *st->log);
@@ -242,19 +257,14 @@ static uint32_t filter(const struct stk__sim_state *st, const struct stk__sim_sp
   return nf;
 }
 
-/* ---- per-spec tournament trees ---------------------------------------
- * For a policy whose scores are cached, each cached spec keeps a binary
- * tree over the nodes whose leaves are the nodes that fit the spec (memory
- * aside) and whose inner entries hold the better child: higher score, then
- * lower index. Only the nodes changed since the spec was last placed are
- * re-scored and re-played up the tree, so a decision costs the changes
- * times log(nodes) instead of a scan of every node. Memory, which depends
- * on the pod rather than its spec, is checked on the winner; in the rare
- * case it does not fit, the scan decides. */
-
-static inline int fits_spec(const struct stk__sim_hot *h, const struct stk__sim_spec *sp) {
-  return stk__sim_fits(h, sp, INT64_MIN);
-}
+/* ---- per-kind tournament trees ---------------------------------------
+ * For a policy whose scores are cached, each popular pod kind keeps a
+ * binary tree over the nodes whose leaves are the nodes the kind fits and
+ * whose inner entries hold the better child: higher score, then lower
+ * index. Only nodes changed since the kind was last placed are re-scored
+ * and re-played up the tree (a log of changed nodes tells which), so a
+ * decision costs those changes times log(nodes) instead of a scan of every
+ * node; a tree too far behind is rebuilt in one pass. */
 
 static inline int32_t better(const struct stk__sim_cache_ent *e, int32_t a, int32_t b) {
   if (a < 0) return b;
@@ -263,9 +273,10 @@ static inline int32_t better(const struct stk__sim_cache_ent *e, int32_t a, int3
   return a < b ? a : b;
 }
 
-static void tree_leaf(struct stk__sim_state *st, const struct stk__sim_spec *sp, int32_t *t, uint32_t i) {
+static void tree_leaf(struct stk__sim_state *st, const struct stk__sim_spec *sp, int64_t mem, int32_t *t,
+                      uint32_t i) {
   int g;
-  if (fits_spec(&st->hot[i], sp)) {
+  if (stk__sim_fits(&st->hot[i], sp, mem)) {
     score_node(st, i, sp, 1, &g);
     t[st->tree_p + i] = (int32_t)i;
   } else {
@@ -273,24 +284,26 @@ static void tree_leaf(struct stk__sim_state *st, const struct stk__sim_spec *sp,
   }
 }
 
-/* Bring spec sp's tree up to date; returns its best node or -1. */
-static int32_t tree_best(struct stk__sim_state *st, const struct stk__sim_spec *sp) {
-  const uint32_t slot = (uint32_t)sp->slot, P = st->tree_p, n = st->c->n;
-  int32_t *t = st->tree + (size_t)slot * 2 * P;
-  const struct stk__sim_cache_ent *e = st->cache + (size_t)slot * n;
-  uint64_t behind = st->changes - st->tree_stamp[slot];
+/* Bring kind k's tree up to date; returns its best node or -1. */
+static int32_t tree_best(struct stk__sim_state *st, const struct stk__sim_kind *k,
+                         const struct stk__sim_spec *sp) {
+  const uint32_t P = st->tree_p, n = st->c->n;
+  int32_t *t = st->tree + (size_t)k->rank * 2 * P;
+  const struct stk__sim_cache_ent *e = st->cache + (size_t)(uint32_t)sp->slot * n;
+  uint64_t *stamp = &st->tree_stamp[k->rank];
+  uint64_t behind = st->changes - *stamp;
   if (behind >= st->log_cap || behind * 8 >= n) {
-    for (uint32_t i = 0; i < n; i++) tree_leaf(st, sp, t, i);
+    for (uint32_t i = 0; i < n; i++) tree_leaf(st, sp, k->mem, t, i);
     for (uint32_t i = n; i < P; i++) t[P + i] = -1;
-    for (uint32_t k = P - 1; k >= 1; k--) t[k] = better(e, t[2 * k], t[2 * k + 1]);
+    for (uint32_t j = P - 1; j >= 1; j--) t[j] = better(e, t[2 * j], t[2 * j + 1]);
   } else {
-    for (uint64_t c = st->tree_stamp[slot]; c < st->changes; c++) {
+    for (uint64_t c = *stamp; c < st->changes; c++) {
       uint32_t i = st->log[c & (st->log_cap - 1)];
-      tree_leaf(st, sp, t, i);
-      for (uint32_t k = (P + i) / 2; k >= 1; k /= 2) t[k] = better(e, t[2 * k], t[2 * k + 1]);
+      tree_leaf(st, sp, k->mem, t, i);
+      for (uint32_t j = (P + i) / 2; j >= 1; j /= 2) t[j] = better(e, t[2 * j], t[2 * j + 1]);
     }
   }
-  st->tree_stamp[slot] = st->changes;
+  *stamp = st->changes;
   return t[1];
 }
 
@@ -301,21 +314,15 @@ int stk__sim_schedule(struct stk__sim_state *st, uint32_t kind, struct stk__sim_
   int64_t pick = -1;
   int best = INT_MIN;
   st->decisions++;
-  if (cached) {
-    int32_t top = tree_best(st, sp);
+  if (cached && k->rank < st->tree_kinds) {
+    int32_t top = tree_best(st, k, sp);
     if (top < 0) return STK_ENOSPC;
-    if (st->hot[top].mem_left >= k->mem) {
-      if (getenv("STK_SIM_VERIFY")) {
-        uint32_t nf = filter(st, sp, k->mem, st->cand);
-        int64_t p2 = -1; int b2 = INT_MIN;
-        for (uint32_t j = 0; j < nf; j++) { int g, sc = score_node(st, st->cand[j], sp, 1, &g); if (sc > b2) b2 = sc, p2 = st->cand[j]; }
-        if (p2 != top) { fprintf(stderr, "MISMATCH tree %d scan %lld\n", top, (long long)p2); abort(); }
-      }
-      pick = top;
-      st->rawgpu[top] = st->cache[(size_t)(uint32_t)sp->slot * st->c->n + (uint32_t)top].gpu;
-      goto chosen;
-    }
+    pick = top;
+    st->tree_hits++;
+    st->rawgpu[top] = st->cache[(size_t)(uint32_t)sp->slot * st->c->n + (uint32_t)top].gpu;
+    goto chosen;
   }
+  st->scans++;
   uint32_t nf = filter(st, sp, k->mem, st->cand);
   /* The highest score wins; among equal scores the node that comes first
    * in the run's seeded node order, as the artifact's scheduler picks the
@@ -397,3 +404,9 @@ void stk__sim_unbind(struct stk__sim_state *st, uint32_t kind, const struct stk_
 }
 
 double stk__sim_round(double x) { return nearbyint(x); }
+
+uint64_t stk__sim_thread_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

@@ -336,9 +336,21 @@ static int kind_fits_empty(const struct stk_sim_cluster *c, const struct stk__si
   return 0;
 }
 
+static int by_count(const void *a, const void *b) {
+  const uint64_t *x = a, *y = b; /* {count, index} */
+  if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
+  return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
 int stk__sim_workload_finish(struct stk_sim_workload *w, const struct stk_sim_cluster *c) {
   int rc = typical_pods(w);
   if (rc) return rc;
+  uint64_t *ord = malloc((w->nkind ? w->nkind : 1) * 2 * sizeof *ord);
+  if (!ord) return STK_ENOMEM;
+  for (uint32_t k = 0; k < w->nkind; k++) ord[2 * k] = w->kind[k].count, ord[2 * k + 1] = k;
+  qsort(ord, w->nkind, 2 * sizeof *ord, by_count);
+  for (uint32_t r = 0; r < w->nkind; r++) w->kind[ord[2 * r + 1]].rank = r;
+  free(ord);
   /* Distinct node shapes, so the check costs kinds x shapes. */
   uint32_t *shape = malloc(c->n * sizeof *shape), nshape = 0;
   if (!shape) return STK_ENOMEM;

@@ -15,13 +15,27 @@
 
 #define FUZZ_MAX_SAMPLES 256
 
-static const char *fuzz_dir(void) {
-  static char dir[64];
-  if (!dir[0]) {
-    snprintf(dir, sizeof dir, "/tmp/stoker-fuzz.XXXXXX");
-    if (!mkdtemp(dir)) abort();
+static char fuzz_dir_path[64];
+
+/* Remove the directory and the few files the targets write. */
+static void fuzz_cleanup(void) {
+  static const char *names[] = {"a.tfrecord", "a.tfrecord.idx", "a.tar", "a.npy", "a.npz",
+                                "index.json", "shard.00000.mds"};
+  char path[256];
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", fuzz_dir_path, names[i]);
+    unlink(path);
   }
-  return dir;
+  rmdir(fuzz_dir_path);
+}
+
+static const char *fuzz_dir(void) {
+  if (!fuzz_dir_path[0]) {
+    snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "/tmp/stoker-fuzz.XXXXXX");
+    if (!mkdtemp(fuzz_dir_path)) abort();
+    atexit(fuzz_cleanup);
+  }
+  return fuzz_dir_path;
 }
 
 static void fuzz_write(const char *name, const uint8_t *p, size_t n) {
