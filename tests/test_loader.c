@@ -381,3 +381,21 @@ TEST(loader_shard_removed_mid_run) {
   stk_loader_close(l);
   stk_dataset_close(ds);
 }
+
+/* epoch_samples: each epoch uses the first N samples of its own order. */
+TEST(loader_epoch_samples_limit) {
+  write_tfrecords("ds", 2, 50);
+  struct stk_dataset *ds = open_ds("ds");
+  struct stk_loader_opts o = {.batch_size = 8, .threads = 2, .epochs = 3, .epoch_samples = 32};
+  o.sampler.seed = 4;
+  uint8_t *seen[3];
+  for (int e = 0; e < 3; e++) seen[e] = calloc(100, 1);
+  CHECK_EQ(run_all(ds, &o, seen, NULL), 12);
+  for (int e = 0; e < 3; e++) {
+    int n = 0;
+    for (int i = 0; i < 100; i++) n += seen[e][i];
+    CHECK_EQ(n, 32);
+  }
+  CHECK(memcmp(seen[0], seen[1], 100) != 0); /* a new order each epoch */
+  stk_dataset_close(ds);
+}

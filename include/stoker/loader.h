@@ -109,6 +109,8 @@ struct stk_loader_opts {
   uint32_t threads;       /* decode workers; 0 = number of cores */
   uint32_t epochs;        /* 0 = 1 */
   int drop_last;          /* drop a final partial batch of an epoch */
+  uint64_t epoch_samples; /* use only this many of this rank's samples per
+                             epoch (the first of the epoch's order); 0 = all */
   struct stk_sampler_opts sampler;
   struct stk_decode_cfg decode;
   const char *io_engine;  /* "auto", "io_uring", "pread"; NULL = auto */

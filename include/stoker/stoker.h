@@ -2,10 +2,13 @@
 #ifndef STOKER_H
 #define STOKER_H
 
+#include "stoker/bench.h"
+#include "stoker/doctor.h"
 #include "stoker/error.h"
 #include "stoker/format.h"
 #include "stoker/gen.h"
 #include "stoker/loader.h"
 #include "stoker/util.h"
+#include "stoker/workload.h"
 
 #endif

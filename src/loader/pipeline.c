@@ -105,6 +105,7 @@ struct stk_loader {
 
   /* Reader-private. */
   uint64_t epoch;
+  uint64_t epoch_taken; /* samples drawn in this epoch (for epoch_samples) */
   int sampler_eof;
   struct fdent fds[FD_CACHE];
   uint64_t fd_clock;
@@ -258,22 +259,20 @@ static struct fdent *fd_get(struct stk_loader *l, uint32_t shard, char *err) {
 
 /* ---- the reader ---------------------------------------------------------- */
 
-/* Take the next sample for this rank, moving to the next epoch when one
- * ends. Returns 0, or STK_EOF when the last epoch is done. */
+/* Take the next sample of this epoch for this rank; STK_EOF at the epoch's
+ * end (the caller moves to the next epoch). */
 static int next_sample(struct stk_loader *l, uint64_t *id, uint64_t *epoch) {
-  for (;;) {
-    if (l->sampler_eof) return STK_EOF;
-    int rc = stk_sampler_next(l->sampler, id);
-    if (rc == 0) {
-      *epoch = l->epoch;
-      return 0;
-    }
-    return STK_EOF; /* epoch boundary: the caller ends the batch here */
-  }
+  if (l->sampler_eof) return STK_EOF;
+  if (l->o.epoch_samples && l->epoch_taken >= l->o.epoch_samples) return STK_EOF;
+  if (stk_sampler_next(l->sampler, id) != 0) return STK_EOF; /* the epoch's end */
+  *epoch = l->epoch;
+  l->epoch_taken++;
+  return 0;
 }
 
 static void advance_epoch(struct stk_loader *l) {
   l->epoch++;
+  l->epoch_taken = 0;
   if (l->epoch >= l->o.epochs)
     l->sampler_eof = 1;
   else
@@ -889,6 +888,8 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
     rc = stk_sampler_restore(l->sampler, l->o.resume);
     if (rc) stk__errf(err, rc, "cannot resume: the saved state does not match this dataset or seed");
     l->epoch = l->o.resume->epoch;
+    uint32_t world = l->o.sampler.world ? l->o.sampler.world : 1;
+    l->epoch_taken = l->o.resume->position / world;
     if (!rc && l->epoch >= l->o.epochs) l->sampler_eof = 1;
   }
   l->dec = decoders[l->o.decode.kind];

@@ -1,0 +1,444 @@
+/* stoker bench: emulated accelerators on the real loader, DLIO / MLPerf
+ * Storage compatible. With no arguments it runs a small ResNet-50-shaped
+ * workload on a dataset it generates once, so a first run needs nothing. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "stoker/bench.h"
+
+const char cmd_bench_usage[] =
+    "usage: stoker bench [OPTIONS]\n"
+    "\n"
+    "Emulate accelerators that train on real data through the loader: each step\n"
+    "takes a batch, computes for the workload's time, and waits at a barrier for\n"
+    "the others. Reports accelerator utilization (AU) as DLIO computes it,\n"
+    "throughput, the split of accelerator time and a verdict on what stalls.\n"
+    "With no options: a ResNet-50-shaped workload (h100 compute time) on 4\n"
+    "accelerators, over a 16,000-sample dataset generated once under $TMPDIR.\n"
+    "\n"
+    "workload:\n"
+    "  --workload NAME      unet3d, resnet50, cosmoflow (DLIO's values)\n"
+    "  --accel A            a100, h100, b200 (unet3d) (default h100)\n"
+    "  --config FILE.yaml   a DLIO workload config; unknown keys are reported\n"
+    "  --accelerators N     emulated accelerators (default 4)\n"
+    "  --files N            files in the dataset    --samples-per-file N\n"
+    "  --record-size SIZE   mean sample size        --record-stdev SIZE\n"
+    "  --batch N            samples per step        --epochs N\n"
+    "  --read-threads N     loader decode workers\n"
+    "  --compute-s X        compute time per batch  --compute-stdev X\n"
+    "  --compute-dist D     constant, normal, uniform (default constant)\n"
+    "  --busy-compute       spin instead of sleeping during compute\n"
+    "  --au X               AU threshold (0..1)\n"
+    "  --allreduce-bytes SIZE  add a modelled ring all-reduce of SIZE per step\n"
+    "  --network NET        nvlink4, ib400, roce100 (default ib400)\n"
+    "data:\n"
+    "  --data DIR           dataset folder; generated there if empty or missing\n"
+    "                       (default: a folder under $TMPDIR per workload shape)\n"
+    "  --direct             O_DIRECT reads (storage, not the page cache)\n"
+    "  --drop-caches        drop the page cache before the run (root only)\n"
+    "  --no-verify          do not check stored checksums\n"
+    "  --engine E           auto, io_uring, pread\n"
+    "  --seed S             shuffle and compute-jitter seed (default 0)\n"
+    "search:\n"
+    "  --find-max           find the largest accelerator count that meets the AU\n"
+    "                       threshold (as MLPerf Storage submissions report)\n"
+    "output:\n"
+    "  --json FILE          every figure, per accelerator and per epoch\n"
+    "  --svg FILE           chart of throughput and time split over the run\n"
+    "  -q, --quiet          no progress line\n";
+
+struct bench_args {
+  struct stk_bench_opts o;
+  const char *config, *workload, *accel, *json, *svg, *network;
+  char data[4096];
+  int data_given, find_max, quiet, drop_caches;
+  uint64_t allreduce_bytes;
+  /* overrides, applied after preset and config; -1 / NAN = not given */
+  int64_t accelerators, files, spf, batch, epochs, read_threads;
+  double record, record_sd, compute, compute_sd, au;
+};
+
+enum {
+  O_WORKLOAD = 256, O_ACCEL, O_CONFIG, O_ACCS, O_FILES, O_SPF, O_RECORD, O_RECORD_SD, O_BATCH,
+  O_EPOCHS, O_RT, O_COMPUTE, O_COMPUTE_SD, O_DIST, O_BUSY, O_AU, O_AR_BYTES, O_NETWORK, O_DATA,
+  O_DIRECT, O_DROP, O_NOVERIFY, O_ENGINE, O_SEED, O_FINDMAX, O_JSON, O_SVG
+};
+
+static const struct option options[] = {
+    {"workload", 1, 0, O_WORKLOAD}, {"accel", 1, 0, O_ACCEL}, {"config", 1, 0, O_CONFIG},
+    {"accelerators", 1, 0, O_ACCS}, {"files", 1, 0, O_FILES}, {"samples-per-file", 1, 0, O_SPF},
+    {"record-size", 1, 0, O_RECORD}, {"record-stdev", 1, 0, O_RECORD_SD}, {"batch", 1, 0, O_BATCH},
+    {"epochs", 1, 0, O_EPOCHS}, {"read-threads", 1, 0, O_RT}, {"compute-s", 1, 0, O_COMPUTE},
+    {"compute-stdev", 1, 0, O_COMPUTE_SD}, {"compute-dist", 1, 0, O_DIST},
+    {"busy-compute", 0, 0, O_BUSY}, {"au", 1, 0, O_AU}, {"allreduce-bytes", 1, 0, O_AR_BYTES},
+    {"network", 1, 0, O_NETWORK}, {"data", 1, 0, O_DATA}, {"direct", 0, 0, O_DIRECT},
+    {"drop-caches", 0, 0, O_DROP}, {"no-verify", 0, 0, O_NOVERIFY}, {"engine", 1, 0, O_ENGINE},
+    {"seed", 1, 0, O_SEED}, {"find-max", 0, 0, O_FINDMAX}, {"json", 1, 0, O_JSON},
+    {"svg", 1, 0, O_SVG}, {"quiet", 0, 0, 'q'}, {0, 0, 0, 0}};
+
+static int int_opt(const char *opt, const char *v, uint64_t min, uint64_t max, int64_t *out) {
+  uint64_t x;
+  if (cli_u64("bench", opt, v, min, max, &x)) return -1;
+  *out = (int64_t)x;
+  return 0;
+}
+
+static int dbl_opt(const char *opt, const char *v, double min, double max, double *out) {
+  return cli_double("bench", opt, v, min, max, out);
+}
+
+static int size_opt(const char *opt, const char *v, double *out) {
+  uint64_t x;
+  if (cli_size("bench", opt, v, &x)) return -1;
+  *out = (double)x;
+  return 0;
+}
+
+static int parse_option(struct bench_args *a, int c, const char *v) {
+  switch (c) {
+    case O_WORKLOAD: a->workload = v; return 0;
+    case O_ACCEL: a->accel = v; return 0;
+    case O_CONFIG: a->config = v; return 0;
+    case O_ACCS: return int_opt("--accelerators", v, 1, 4096, &a->accelerators);
+    case O_FILES: return int_opt("--files", v, 1, UINT32_MAX, &a->files);
+    case O_SPF: return int_opt("--samples-per-file", v, 1, UINT32_MAX, &a->spf);
+    case O_RECORD: return size_opt("--record-size", v, &a->record);
+    case O_RECORD_SD: return size_opt("--record-stdev", v, &a->record_sd);
+    case O_BATCH: return int_opt("--batch", v, 1, 1u << 20, &a->batch);
+    case O_EPOCHS: return int_opt("--epochs", v, 1, 100000, &a->epochs);
+    case O_RT: return int_opt("--read-threads", v, 1, 1024, &a->read_threads);
+    case O_COMPUTE: return dbl_opt("--compute-s", v, 0, 3600, &a->compute);
+    case O_COMPUTE_SD: return dbl_opt("--compute-stdev", v, 0, 3600, &a->compute_sd);
+    case O_DIST:
+      if (!strcmp(v, "constant")) a->o.compute_dist = STK_COMPUTE_CONSTANT;
+      else if (!strcmp(v, "normal")) a->o.compute_dist = STK_COMPUTE_NORMAL;
+      else if (!strcmp(v, "uniform")) a->o.compute_dist = STK_COMPUTE_UNIFORM;
+      else {
+        cli_error("bench", "--compute-dist: '%s' is not one of constant, normal, uniform", v);
+        return -1;
+      }
+      return 0;
+    case O_BUSY: a->o.busy_compute = 1; return 0;
+    case O_AU: return dbl_opt("--au", v, 0, 1, &a->au);
+    case O_AR_BYTES: return cli_size("bench", "--allreduce-bytes", v, &a->allreduce_bytes);
+    case O_NETWORK: a->network = v; return 0;
+    case O_DATA:
+      snprintf(a->data, sizeof a->data, "%s", v);
+      a->data_given = 1;
+      return 0;
+    case O_DIRECT: a->o.direct = 1; return 0;
+    case O_DROP: a->drop_caches = 1; return 0;
+    case O_NOVERIFY: a->o.skip_verify = 1; return 0;
+    case O_ENGINE: a->o.io_engine = v; return 0;
+    case O_SEED: return cli_u64("bench", "--seed", v, 0, UINT64_MAX, &a->o.seed);
+    case O_FINDMAX: a->find_max = 1; return 0;
+    case O_JSON: a->json = v; return 0;
+    case O_SVG: a->svg = v; return 0;
+    case 'q': a->quiet = 1; return 0;
+    default: return -1;
+  }
+}
+
+/* The workload: preset (or the built-in default), then the config file,
+ * then command-line overrides. */
+static int build_workload(struct bench_args *a) {
+  struct stk_workload *w = &a->o.w;
+  const char *name = a->workload ? a->workload : "resnet50";
+  if (stk_workload_preset(name, a->accel, w) != 0) {
+    cli_error("bench", "no workload '%s' for accelerator '%s' (unet3d: a100, h100, b200; resnet50 "
+              "and cosmoflow: a100, h100)", name, a->accel ? a->accel : "h100");
+    return -1;
+  }
+  if (!a->workload && !a->config) { /* the first-run default: small enough for a minute */
+    w->files = 64;
+    w->samples_per_file = 250;
+    w->epochs = 3;
+    if (a->accelerators < 0) a->accelerators = 4;
+  }
+  if (a->config) {
+    char unknown[4096], ignored[4096], err[STK_ERRMSG_MAX];
+    if (stk_workload_load_yaml(a->config, w, unknown, sizeof unknown, ignored, sizeof ignored, err)) {
+      cli_error("bench", "%s", err);
+      return -1;
+    }
+    for (char *p = unknown, *nl; *p; p = nl + 1) {
+      nl = strchr(p, '\n');
+      *nl = 0;
+      cli_error("bench", "%s: unknown key %s: not used", a->config, p);
+    }
+    if (*ignored && !a->quiet) {
+      fprintf(stderr, "stoker bench: %s: understood but not emulated:", a->config);
+      for (char *p = ignored; *p; p++) fputc(*p == '\n' ? (p[1] ? ',' : '\n') : *p, stderr);
+    }
+  }
+  if (a->files >= 0) w->files = (uint64_t)a->files;
+  if (a->spf >= 0) w->samples_per_file = (uint64_t)a->spf;
+  if (a->batch >= 0) w->batch = (uint32_t)a->batch;
+  if (a->epochs >= 0) w->epochs = (uint32_t)a->epochs;
+  if (a->read_threads >= 0) w->read_threads = (uint32_t)a->read_threads;
+  if (!isnan(a->record)) w->record_bytes = a->record;
+  if (!isnan(a->record_sd)) w->record_stdev = a->record_sd;
+  if (!isnan(a->compute)) w->compute_s = a->compute;
+  if (!isnan(a->compute_sd)) w->compute_stdev = a->compute_sd;
+  if (!isnan(a->au)) w->au_min = a->au;
+  if (w->record_bytes < 1) {
+    cli_error("bench", "record size must be at least 1 byte");
+    return -1;
+  }
+  a->o.accelerators = a->accelerators > 0 ? (uint32_t)a->accelerators : 1;
+  return 0;
+}
+
+/* ---- data ------------------------------------------------------------------ */
+
+/* Whether path already holds a dataset (or a finished generation). */
+static int dir_has_entries(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) return 0;
+  char marker[4200];
+  snprintf(marker, sizeof marker, "%s/.stoker-bench-complete", path);
+  if (stat(marker, &st) == 0) return 1;
+  struct stk_dataset *ds;
+  if (stk_dataset_open(&ds, path, NULL, NULL) == 0) {
+    stk_dataset_close(ds);
+    return 1;
+  }
+  return 0;
+}
+
+static int gen_progress(void *ctx, uint64_t done, uint64_t total, uint64_t bytes) {
+  (void)bytes;
+  if (*(int *)ctx) fprintf(stderr, "\r  generating: %" PRIu64 "/%" PRIu64 " samples", done, total);
+  return cli_interrupted;
+}
+
+/* Use the dataset in a->data, generating it first when the folder is
+ * missing or empty. */
+static int prepare_data(struct bench_args *a) {
+  const struct stk_workload *w = &a->o.w;
+  if (!a->data_given) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(a->data, sizeof a->data, "%s/stoker-bench-%u/%s-%s-%" PRIu64 "x%" PRIu64 "-%.0f",
+             tmp && *tmp ? tmp : "/tmp", (unsigned)getuid(), w->name, w->format, w->files,
+             w->samples_per_file, w->record_bytes);
+  }
+  if (dir_has_entries(a->data)) return 0;
+  struct stat st;
+  if (a->data_given && stat(a->data, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    cli_error("bench", "--data %s is not a directory", a->data);
+    return -1;
+  }
+  int show = !a->quiet && cli_progress_enabled();
+  if (!a->quiet)
+    fprintf(stderr, "stoker bench: generating %" PRIu64 " %s samples of %.0f bytes in %s (once)\n",
+            w->files * w->samples_per_file, w->format, w->record_bytes, a->data);
+  struct stk_gen_opts g;
+  memset(&g, 0, sizeof g);
+  g.dir = a->data;
+  g.format = w->format;
+  g.samples = w->files * w->samples_per_file;
+  g.size_mean = (uint64_t)llround(w->record_bytes);
+  g.size_stdev = (uint64_t)llround(w->record_stdev);
+  g.samples_per_shard = w->samples_per_file;
+  g.seed = 1;
+  g.force = !a->data_given;
+  char err[STK_ERRMSG_MAX];
+  int rc = stk_gen(&g, gen_progress, &show, err);
+  if (show) fputs("\r\033[K", stderr);
+  if (rc) {
+    cli_error("bench", "cannot generate the dataset: %s", err);
+    return -1;
+  }
+  char marker[4200];
+  snprintf(marker, sizeof marker, "%s/.stoker-bench-complete", a->data);
+  FILE *f = fopen(marker, "w");
+  if (f) fclose(f);
+  return 0;
+}
+
+static void page_cache_warning(const struct bench_args *a) {
+  if (a->o.direct || a->quiet) return;
+  double bytes = a->o.w.record_bytes * (double)(a->o.w.files * a->o.w.samples_per_file);
+  long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+  double ram = (double)pages * (double)psz;
+  if (pages > 0 && bytes < 5 * ram) {
+    char b1[32], b2[32];
+    fprintf(stderr,
+            "stoker bench: warning: the dataset (%s) is smaller than 5x RAM (%s): reads may come "
+            "from the page cache, not storage; use --direct for storage figures\n",
+            stk_fmt_bytes((uint64_t)bytes, b1, sizeof b1), stk_fmt_bytes((uint64_t)ram, b2, sizeof b2));
+  }
+}
+
+static int drop_caches(void) {
+  if (geteuid() != 0) {
+    cli_error("bench", "--drop-caches needs root (it writes /proc/sys/vm/drop_caches)");
+    return -1;
+  }
+  sync();
+  FILE *f = fopen("/proc/sys/vm/drop_caches", "w");
+  if (!f || fputs("3\n", f) < 0 || fclose(f) != 0) {
+    cli_error("bench", "--drop-caches: cannot write /proc/sys/vm/drop_caches: %s", strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- output ------------------------------------------------------------------ */
+
+static void progress(void *ctx, uint64_t epoch, uint64_t step, uint64_t steps, double au) {
+  const struct bench_args *a = ctx;
+  if (isfinite(au))
+    fprintf(stderr, "\r  epoch %" PRIu64 "/%u  step %" PRIu64 "/%" PRIu64 "  AU %.3f   ", epoch + 1,
+            a->o.w.epochs, step, steps, au);
+  else
+    fprintf(stderr, "\r  epoch %" PRIu64 "/%u  step %" PRIu64 "/%" PRIu64 "   ", epoch + 1,
+            a->o.w.epochs, step, steps);
+}
+
+static void summary(const struct bench_args *a, const struct stk_bench_result *r) {
+  const struct stk_workload *w = &a->o.w;
+  printf("stoker bench: %s (%s), %u accelerators, %u epochs x %" PRIu64 " steps, batch %u, compute %g s%s\n",
+         w->name, w->accel[0] ? w->accel : "config", r->accelerators, w->epochs, r->steps_per_epoch,
+         w->batch, w->compute_s, r->interrupted ? " (interrupted)" : "");
+  printf("  data        %s (%s%s)\n", a->data, w->format, a->o.direct ? ", O_DIRECT" : "");
+  printf("  AU          %.4f  %s (threshold %.2f)\n", r->au, r->pass ? "PASS" : "FAIL", r->au_min);
+  printf("  throughput  %.1f samples/s, %.1f MiB/s\n", r->samples_per_s, r->mib_per_s);
+  printf("  time split  compute %.1f%%, data stall %.1f%%, sync stall %.1f%%", 100 * r->compute_frac,
+         100 * r->data_stall_frac, 100 * r->sync_stall_frac);
+  if (a->o.allreduce_s > 0) printf(", all-reduce %.1f%%", 100 * r->comm_frac);
+  printf("\n  verdict     %s\n", r->verdict);
+  printf("  AU by epoch");
+  for (uint32_t e = 0; e < r->epochs; e++) {
+    double s = 0;
+    int n = 0;
+    for (uint32_t i = 0; i < r->accelerators; i++) {
+      double v = r->per[(size_t)e * r->accelerators + i].au;
+      if (isfinite(v)) s += v, n++;
+    }
+    printf(" %.3f", n ? s / n : NAN);
+  }
+  printf("\n  loader      %u read threads, %.2f CPU-s per 1000 samples, consumer wait p99 %.1f ms\n",
+         r->loader.stage[STK_STAGE_DECODE].threads,
+         r->loader.samples ? (double)r->cpu_ns / 1e6 / (double)r->loader.samples : NAN,
+         (double)r->loader.wait_p99_ns / 1e6);
+}
+
+static int write_reports(const struct bench_args *a, const struct stk_bench_result *r) {
+  if (a->json) {
+    FILE *f = strcmp(a->json, "-") == 0 ? stdout : fopen(a->json, "w");
+    if (!f) {
+      cli_error("bench", "--json: cannot write %s: %s", a->json, strerror(errno));
+      return -1;
+    }
+    stk_bench_json(&a->o, r, f);
+    if (f != stdout) fclose(f);
+  }
+  if (a->svg) {
+    FILE *f = fopen(a->svg, "w");
+    if (!f) {
+      cli_error("bench", "--svg: cannot write %s: %s", a->svg, strerror(errno));
+      return -1;
+    }
+    stk_bench_svg(&a->o, r, f);
+    fclose(f);
+  }
+  return 0;
+}
+
+static int run_once(struct bench_args *a, struct stk_bench_result *r, int show) {
+  char err[STK_ERRMSG_MAX];
+  a->o.progress = show ? progress : NULL;
+  a->o.progress_ctx = a;
+  int rc = stk_bench_run(&a->o, r, err);
+  if (show) fputs("\r\033[K", stderr);
+  if (rc) cli_error("bench", "%s", err);
+  return rc;
+}
+
+/* Largest N meeting the threshold: double until a failure, then bisect. */
+static int find_max(struct bench_args *a) {
+  uint32_t lo = 0, hi = 0, n = 1;
+  printf("stoker bench --find-max: %s (%s), AU threshold %.2f\n", a->o.w.name, a->o.w.accel, a->o.w.au_min);
+  printf("  %12s %8s %6s %14s  %s\n", "accelerators", "AU", "", "samples/s", "verdict");
+  for (;;) {
+    if (cli_interrupted) return CLI_INTERRUPTED;
+    a->o.accelerators = n;
+    struct stk_bench_result r;
+    char err[STK_ERRMSG_MAX];
+    int rc = stk_bench_run(&a->o, &r, err);
+    if (rc) { /* typically: too few samples for n accelerators */
+      printf("  %12u  stop: %s\n", n, err);
+      if (!hi) hi = n;
+      if (hi - lo <= 1) break;
+    } else {
+      printf("  %12u %8.4f %6s %14.1f  %s\n", n, r.au, r.pass ? "pass" : "fail", r.samples_per_s, r.verdict);
+      if (r.pass)
+        lo = n;
+      else
+        hi = n;
+      stk_bench_result_free(&r);
+    }
+    if (!hi)
+      n *= 2;
+    else if (hi - lo > 1)
+      n = lo + (hi - lo) / 2;
+    else
+      break;
+  }
+  if (lo)
+    printf("largest accelerator count meeting AU >= %.2f: %u\n", a->o.w.au_min, lo);
+  else
+    printf("no accelerator count meets AU >= %.2f (1 accelerator fails)\n", a->o.w.au_min);
+  return lo ? CLI_OK : CLI_FAIL;
+}
+
+int cmd_bench_run(int argc, char **argv) {
+  struct bench_args a;
+  memset(&a, 0, sizeof a);
+  a.accelerators = a.files = a.spf = a.batch = a.epochs = a.read_threads = -1;
+  a.record = a.record_sd = a.compute = a.compute_sd = a.au = NAN;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "q", options, NULL)) != -1) {
+    if (c == '?' || parse_option(&a, c, optarg)) {
+      if (c == '?') fprintf(stderr, "`stoker help bench` lists the options\n");
+      return CLI_USAGE;
+    }
+  }
+  if (optind < argc) {
+    cli_error("bench", "unexpected argument '%s' (the dataset goes in --data DIR)", argv[optind]);
+    return CLI_USAGE;
+  }
+  if (build_workload(&a)) return CLI_USAGE;
+  if (a.allreduce_bytes) {
+    struct stk_network net;
+    const char *name = a.network ? a.network : "ib400";
+    if (stk_network_preset(name, &net)) {
+      cli_error("bench", "--network: '%s' is not one of nvlink4, ib400, roce100", name);
+      return CLI_USAGE;
+    }
+    a.o.allreduce_s = stk_allreduce_seconds(&net, a.o.accelerators, (double)a.allreduce_bytes);
+  }
+  cli_catch_signals();
+  a.o.cancel = &cli_interrupted;
+  if (prepare_data(&a)) return cli_interrupted ? CLI_INTERRUPTED : CLI_FAIL;
+  a.o.data = a.data;
+  page_cache_warning(&a);
+  if (a.drop_caches && drop_caches()) return CLI_FAIL;
+  if (a.find_max) return find_max(&a);
+  int show = !a.quiet && cli_progress_enabled();
+  struct stk_bench_result r;
+  if (run_once(&a, &r, show)) return CLI_FAIL;
+  summary(&a, &r);
+  int rc = write_reports(&a, &r) ? CLI_FAIL : (r.interrupted ? CLI_INTERRUPTED : CLI_OK);
+  stk_bench_result_free(&r);
+  return rc;
+}

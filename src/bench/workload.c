@@ -1,0 +1,56 @@
+/* Built-in workload presets, with the values of DLIO's workload configs
+ * (the files MLPerf Storage runs; copies in ../shared/data/dlio-configs). */
+#include <string.h>
+
+#include "../base/base.h"
+#include "stoker/workload.h"
+
+struct preset {
+  const char *name, *accel, *format;
+  double record_bytes, record_stdev;
+  uint64_t samples_per_file, files;
+  uint32_t batch, read_threads;
+  double compute_s, au_min;
+};
+
+static const struct preset presets[] = {
+    {"unet3d", "a100", "npz", 146600628, 68341808, 1, 168, 7, 4, 0.636, 0.90},
+    {"unet3d", "h100", "npz", 146600628, 68341808, 1, 168, 7, 4, 0.323, 0.90},
+    {"unet3d", "b200", "npz", 146600628, 68341808, 1, 168, 7, 4, 0.162, 0.90},
+    {"resnet50", "a100", "tfrecord", 114660.07, 0, 1251, 1024, 400, 8, 0.435, 0.90},
+    {"resnet50", "h100", "tfrecord", 114660.07, 0, 1251, 1024, 400, 8, 0.224, 0.90},
+    {"cosmoflow", "a100", "tfrecord", 2828486, 71311, 1, 524288, 1, 4, 0.00551, 0.70},
+    {"cosmoflow", "h100", "tfrecord", 2828486, 71311, 1, 524288, 1, 4, 0.00350, 0.70},
+};
+
+static void fill(const struct preset *p, struct stk_workload *w) {
+  memset(w, 0, sizeof *w);
+  snprintf(w->name, sizeof w->name, "%s", p->name);
+  snprintf(w->accel, sizeof w->accel, "%s", p->accel);
+  snprintf(w->format, sizeof w->format, "%s", p->format);
+  w->record_bytes = p->record_bytes;
+  w->record_stdev = p->record_stdev;
+  w->samples_per_file = p->samples_per_file;
+  w->files = p->files;
+  w->batch = p->batch;
+  w->read_threads = p->read_threads;
+  w->epochs = 5; /* every DLIO training config above runs 5 epochs */
+  w->compute_s = p->compute_s;
+  w->au_min = p->au_min;
+}
+
+int stk_workload_preset(const char *name, const char *accel, struct stk_workload *out) {
+  if (!accel) accel = "h100";
+  for (size_t i = 0; i < STK__ARRAY_LEN(presets); i++)
+    if (strcmp(presets[i].name, name) == 0 && strcmp(presets[i].accel, accel) == 0) {
+      fill(&presets[i], out);
+      return 0;
+    }
+  return STK_ENOENT;
+}
+
+int stk_workload_preset_at(int i, struct stk_workload *out) {
+  if (i < 0 || (size_t)i >= STK__ARRAY_LEN(presets)) return STK_ENOENT;
+  fill(&presets[i], out);
+  return 0;
+}
