@@ -3,13 +3,19 @@
  * ResNet-50 transform to 224x224) on the same images. The loader benchmark
  * compares its pipeline against cores x the full-decode rate printed here.
  *
- *   jpeg_decode [-n images] [-r rounds] [-s seed] [-q quality] [FILE|DIR ...]
+ *   jpeg_decode [-n images] [-r rounds] [-s seed] [-q quality] [-m mode,...]
+ *               [FILE|DIR ...]
  *
- * With no files it encodes ImageNet-sized synthetic images in memory. The
- * modes run interleaved, round after round, and each reports the median
- * round; rates are per second of this thread's CPU time (so another
- * process on the core does not lower them) and per second of wall time. */
+ * With no paths it encodes ImageNet-sized synthetic images in memory;
+ * directories are searched (class subfolders too) for .jpg files. Modes:
+ * full_decode_rgb (the ceiling; always run), full_decode_yuv (planar, for
+ * reference), and stoker's train_u8_chw, train_u8_hwc, train_f32_chw and
+ * eval_u8_chw; -m picks some. The modes run interleaved, round after
+ * round, and each reports its median round; rates are per second of this
+ * thread's CPU time (so another process on the core does not lower them)
+ * and per second of wall time. The last line of output is JSON. */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,8 +191,9 @@ static int pass(struct runner *r, const struct set *s, enum mode m, int round, u
                 uint64_t *wall) {
   uint64_t c0 = thread_cpu_ns(), w0 = stk_now_ns();
   for (int i = 0; i < s->n; i++) {
-    int rc = m == M_FULL || m == M_YUV ? run_full(r, &s->img[i], m == M_YUV)
-                                       : run_stoker(r, m, &s->img[i], (uint64_t)round * s->n + (uint64_t)i);
+    int rc = m == M_FULL || m == M_YUV
+                 ? run_full(r, &s->img[i], m == M_YUV)
+                 : run_stoker(r, m, &s->img[i], (uint64_t)round * s->n + (uint64_t)i);
     if (rc) return -1;
   }
   *cpu = thread_cpu_ns() - c0;
@@ -204,67 +211,91 @@ static double median_rate(uint64_t *ns, int rounds, int n) {
   return (double)n * 1e9 / (double)ns[rounds / 2];
 }
 
+struct opts {
+  int n, rounds, quality;
+  uint64_t seed;
+  const char *modes; /* comma-separated mode names, or NULL for all */
+};
+
 static void usage(void) {
-  fprintf(stderr, "usage: jpeg_decode [-n images] [-r rounds] [-s seed] [-q quality] [-m mode] "
-                  "[FILE|DIR ...]\n");
+  fprintf(stderr,
+          "usage: jpeg_decode [-n images] [-r rounds] [-s seed] [-q quality] [-m mode,...] "
+          "[FILE|DIR ...]\n");
   exit(2);
 }
 
-int main(int argc, char **argv) {
-  int n = 64, rounds = 15, quality = 90, i;
-  const char *only = NULL; /* -m MODE: time just that mode (for profiling) */
-  uint64_t seed = 1;
-  static struct set s;
+/* Options first; returns the index of the first path argument. */
+static int parse_args(int argc, char **argv, struct opts *o) {
+  *o = (struct opts){.n = 64, .rounds = 15, .quality = 90, .seed = 1};
+  int i;
   for (i = 1; i < argc && argv[i][0] == '-'; i++) {
     if (i + 1 >= argc) usage();
-    if (!strcmp(argv[i], "-n")) n = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-r")) rounds = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-s")) seed = strtoull(argv[++i], NULL, 10);
-    else if (!strcmp(argv[i], "-q")) quality = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-m")) only = argv[++i];
-    else usage();
+    if (!strcmp(argv[i], "-n"))
+      o->n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-r"))
+      o->rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-s"))
+      o->seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "-q"))
+      o->quality = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-m"))
+      o->modes = argv[++i];
+    else
+      usage();
   }
-  if (n < 1 || n > MAX_IMAGES || rounds < 1 || rounds > MAX_ROUNDS) usage();
-  int synthetic = i == argc;
-  for (; i < argc; i++)
-    if (add_path(&s, argv[i], n, 0) != 0) return 1;
-  if (!synthetic && s.n == 0) return fprintf(stderr, "jpeg_decode: no .jpg files found\n"), 1;
-  if (synthetic && synth_set(&s, n, seed, quality) != 0) return 1;
-  if (s.n == 0 || read_headers(&s) != 0) return 1;
+  if (o->n < 1 || o->n > MAX_IMAGES || o->rounds < 1 || o->rounds > MAX_ROUNDS) usage();
+  return i;
+}
 
-  struct runner r = {.tj = tjInitDecompress()};
-  for (int m = 0; m < M_COUNT; m++) r.cfg[m] = (struct stk_decode_cfg){.kind = STK_DECODE_JPEG,
-      .train = m != M_EVAL_U8, .dtype = m == M_TRAIN_F32 ? STK_DTYPE_F32 : STK_DTYPE_U8,
-      .layout = m == M_TRAIN_U8_HWC ? STK_LAYOUT_HWC : STK_LAYOUT_CHW};
+/* The full decode always runs: every other rate is reported against it. */
+static int wanted(const struct opts *o, enum mode m) {
+  if (m == M_FULL || !o->modes) return 1;
+  size_t n = strlen(mode_name[m]);
+  for (const char *p = o->modes; (p = strstr(p, mode_name[m])); p += n)
+    if ((p == o->modes || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
+  return 0;
+}
+
+/* Interleaved rounds of every wanted mode after one warm-up pass each;
+ * rates of modes not run are NaN (null in the JSON). */
+static int measure(struct runner *r, const struct set *s, const struct opts *o,
+                   double rate_cpu[M_COUNT], double rate_wall[M_COUNT]) {
   static uint64_t cpu[M_COUNT][MAX_ROUNDS], wall[M_COUNT][MAX_ROUNDS];
-  for (int m = 0; m < M_COUNT; m++) /* warm-up: buffers, caches, clocks */
-    if (pass(&r, &s, (enum mode)m, 0, &cpu[m][0], &wall[m][0]) != 0) return 1;
-  for (int k = 0; k < rounds; k++)
+  for (int m = 0; m < M_COUNT; m++)
+    if (wanted(o, (enum mode)m) && pass(r, s, (enum mode)m, 0, &cpu[m][0], &wall[m][0]) != 0)
+      return -1;
+  for (int k = 0; k < o->rounds; k++)
     for (int m = 0; m < M_COUNT; m++)
-      if ((!only || !strcmp(only, mode_name[m])) && pass(&r, &s, (enum mode)m, k, &cpu[m][k], &wall[m][k]) != 0) return 1;
-
-  double rate_cpu[M_COUNT], rate_wall[M_COUNT];
+      if (wanted(o, (enum mode)m) && pass(r, s, (enum mode)m, k, &cpu[m][k], &wall[m][k]) != 0)
+        return -1;
   for (int m = 0; m < M_COUNT; m++) {
-    rate_cpu[m] = median_rate(cpu[m], rounds, s.n);
-    rate_wall[m] = median_rate(wall[m], rounds, s.n);
+    int on = wanted(o, (enum mode)m);
+    rate_cpu[m] = on ? median_rate(cpu[m], o->rounds, s->n) : NAN;
+    rate_wall[m] = on ? median_rate(wall[m], o->rounds, s->n) : NAN;
   }
-  printf("jpeg_decode: %d %s images, mean %.0fx%.0f, %.2f bits/px, %d rounds, one core\n", s.n,
-         synthetic ? "synthetic" : "file", (double)s.wsum / s.n, (double)s.hsum / s.n,
-         8.0 * (double)s.bytes / (double)s.pixels, rounds);
+  return 0;
+}
+
+static void report(const struct set *s, const struct opts *o, int synthetic,
+                   const double rate_cpu[M_COUNT], const double rate_wall[M_COUNT]) {
+  printf("jpeg_decode: %d %s images, mean %.0fx%.0f, %.2f bits/px, %d rounds, one core\n", s->n,
+         synthetic ? "synthetic" : "file", (double)s->wsum / s->n, (double)s->hsum / s->n,
+         8.0 * (double)s->bytes / (double)s->pixels, o->rounds);
   printf("  %-18s %12s %12s %10s\n", "mode", "img/s (cpu)", "img/s (wall)", "vs full");
   for (int m = 0; m < M_COUNT; m++)
-    printf("  %-18s %12.1f %12.1f %9.3fx\n", mode_name[m], rate_cpu[m], rate_wall[m],
-           rate_cpu[m] / rate_cpu[M_FULL]);
-
+    if (!isnan(rate_cpu[m]))
+      printf("  %-18s %12.1f %12.1f %9.3fx\n", mode_name[m], rate_cpu[m], rate_wall[m],
+             rate_cpu[m] / rate_cpu[M_FULL]);
   struct stk_json j;
   stk_json_init(&j, stdout, 0);
   stk_json_obj_begin(&j);
   stk_json_kstr(&j, "bench", "jpeg_decode");
   stk_json_kstr(&j, "images", synthetic ? "synthetic" : "files");
-  stk_json_ku64(&j, "count", (uint64_t)s.n);
-  stk_json_kdbl(&j, "mean_pixels", (double)s.pixels / s.n);
-  stk_json_kdbl(&j, "bits_per_pixel", 8.0 * (double)s.bytes / (double)s.pixels);
-  stk_json_ku64(&j, "rounds", (uint64_t)rounds);
+  stk_json_ku64(&j, "count", (uint64_t)s->n);
+  stk_json_kdbl(&j, "mean_width", (double)s->wsum / s->n);
+  stk_json_kdbl(&j, "mean_height", (double)s->hsum / s->n);
+  stk_json_kdbl(&j, "bits_per_pixel", 8.0 * (double)s->bytes / (double)s->pixels);
+  stk_json_ku64(&j, "rounds", (uint64_t)o->rounds);
   for (int m = 0; m < M_COUNT; m++) {
     stk_json_key(&j, mode_name[m]);
     stk_json_obj_begin(&j);
@@ -275,11 +306,32 @@ int main(int argc, char **argv) {
   }
   stk_json_obj_end(&j);
   printf("\n");
+}
 
+int main(int argc, char **argv) {
+  static struct set s;
+  struct opts o;
+  int i = parse_args(argc, argv, &o), synthetic = i == argc;
+  for (; i < argc; i++)
+    if (add_path(&s, argv[i], o.n, 0) != 0) return 1;
+  if (!synthetic && s.n == 0) return fprintf(stderr, "jpeg_decode: no .jpg files found\n"), 1;
+  if (synthetic && synth_set(&s, o.n, o.seed, o.quality) != 0) return 1;
+  if (s.n == 0 || read_headers(&s) != 0) return 1;
+
+  struct runner r = {.tj = tjInitDecompress()};
+  for (int m = 0; m < M_COUNT; m++)
+    r.cfg[m] =
+        (struct stk_decode_cfg){.kind = STK_DECODE_JPEG,
+                                .train = m != M_EVAL_U8,
+                                .dtype = m == M_TRAIN_F32 ? STK_DTYPE_F32 : STK_DTYPE_U8,
+                                .layout = m == M_TRAIN_U8_HWC ? STK_LAYOUT_HWC : STK_LAYOUT_CHW};
+  double rate_cpu[M_COUNT], rate_wall[M_COUNT];
+  int rc = measure(&r, &s, &o, rate_cpu, rate_wall);
+  if (rc == 0) report(&s, &o, synthetic, rate_cpu, rate_wall);
   stk__dec_jpeg.thread_free(r.tls);
   tjDestroy(r.tj);
   free(r.buf);
   free(r.batch);
   for (int k = 0; k < s.n; k++) free(s.img[k].data);
-  return 0;
+  return rc ? 1 : 0;
 }

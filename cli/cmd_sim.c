@@ -40,6 +40,7 @@ const char cmd_sim_usage[] =
     "  --seeds N           seeds S, S+1, .. per policy for --experiment (default 10)\n"
     "  --threads N         concurrent runs for --experiment (default: cores)\n"
     "  --replay            replay creation and deletion times with a FIFO queue\n"
+    "  --compress F        replay: arrivals F times denser, lifetimes kept (default 1)\n"
     "output:\n"
     "  --json              print the report as JSON on stdout\n"
     "  --csv FILE          experiment: one row per policy, seed and arrived\n"
@@ -49,19 +50,42 @@ const char cmd_sim_usage[] =
     "  -q, --quiet         no progress line\n";
 
 enum {
-  O_NODES = 256, O_PODS, O_POLICY, O_POLICIES, O_SEED, O_SEEDS, O_INFLATE, O_EXPERIMENT,
-  O_REPLAY, O_THREADS, O_JSON, O_CSV, O_SVG, O_PODLOG, O_LIST
+  O_NODES = 256,
+  O_PODS,
+  O_POLICY,
+  O_POLICIES,
+  O_SEED,
+  O_SEEDS,
+  O_INFLATE,
+  O_EXPERIMENT,
+  O_REPLAY,
+  O_THREADS,
+  O_JSON,
+  O_CSV,
+  O_SVG,
+  O_PODLOG,
+  O_LIST,
+  O_COMPRESS
 };
 
 static const struct option options[] = {
-    {"nodes", 1, 0, O_NODES},       {"pods", 1, 0, O_PODS},
-    {"policy", 1, 0, O_POLICY},     {"policies", 1, 0, O_POLICIES},
-    {"seed", 1, 0, O_SEED},         {"seeds", 1, 0, O_SEEDS},
-    {"inflate", 1, 0, O_INFLATE},   {"experiment", 0, 0, O_EXPERIMENT},
-    {"replay", 0, 0, O_REPLAY},     {"threads", 1, 0, O_THREADS},
-    {"json", 0, 0, O_JSON},         {"csv", 1, 0, O_CSV},
-    {"svg", 1, 0, O_SVG},           {"pod-log", 1, 0, O_PODLOG},
-    {"list-policies", 0, 0, O_LIST}, {"quiet", 0, 0, 'q'},
+    {"nodes", 1, 0, O_NODES},
+    {"pods", 1, 0, O_PODS},
+    {"policy", 1, 0, O_POLICY},
+    {"policies", 1, 0, O_POLICIES},
+    {"seed", 1, 0, O_SEED},
+    {"seeds", 1, 0, O_SEEDS},
+    {"inflate", 1, 0, O_INFLATE},
+    {"experiment", 0, 0, O_EXPERIMENT},
+    {"replay", 0, 0, O_REPLAY},
+    {"threads", 1, 0, O_THREADS},
+    {"json", 0, 0, O_JSON},
+    {"csv", 1, 0, O_CSV},
+    {"svg", 1, 0, O_SVG},
+    {"pod-log", 1, 0, O_PODLOG},
+    {"list-policies", 0, 0, O_LIST},
+    {"quiet", 0, 0, 'q'},
+    {"compress", 1, 0, O_COMPRESS},
     {0, 0, 0, 0},
 };
 
@@ -71,7 +95,7 @@ struct sim_args {
   const char *policies[32];
   size_t npolicies;
   uint64_t seed, seeds, threads;
-  double inflate;
+  double inflate, compress;
   int experiment, replay, json, quiet, list, seed_set, seeds_set, inflate_set;
   char nodes_buf[PATH_MAX], pods_buf[PATH_MAX];
 };
@@ -81,7 +105,8 @@ static int parse_policies(struct sim_args *a, const char *v) {
   a->policies_buf = strdup(v);
   if (!a->policies_buf) return -1;
   a->npolicies = 0;
-  for (char *save = NULL, *t = strtok_r(a->policies_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+  for (char *save = NULL, *t = strtok_r(a->policies_buf, ",", &save); t;
+       t = strtok_r(NULL, ",", &save)) {
     if (!*t) continue;
     if (stk_sim_policy_find(t) < 0) {
       cli_error("sim", "--policies: no policy '%s'; `stoker sim --list-policies` names them", t);
@@ -105,11 +130,16 @@ static int parse_args(struct sim_args *a, int argc, char **argv) {
   optind = 1;
   while ((c = getopt_long(argc, argv, "q", options, NULL)) != -1) {
     switch (c) {
-      case O_NODES: a->nodes = optarg; break;
-      case O_PODS: a->pods = optarg; break;
+      case O_NODES:
+        a->nodes = optarg;
+        break;
+      case O_PODS:
+        a->pods = optarg;
+        break;
       case O_POLICY:
         if (stk_sim_policy_find(optarg) < 0) {
-          cli_error("sim", "--policy: no policy '%s'; `stoker sim --list-policies` names them", optarg);
+          cli_error("sim", "--policy: no policy '%s'; `stoker sim --list-policies` names them",
+                    optarg);
           return -1;
         }
         a->policy = stk_sim_policy_name((size_t)stk_sim_policy_find(optarg));
@@ -132,14 +162,33 @@ static int parse_args(struct sim_args *a, int argc, char **argv) {
         if (cli_double("sim", "--inflate", optarg, 0.01, 100, &a->inflate)) return -1;
         a->inflate_set = 1;
         break;
-      case O_EXPERIMENT: a->experiment = 1; break;
-      case O_REPLAY: a->replay = 1; break;
-      case O_JSON: a->json = 1; break;
-      case O_CSV: a->csv = optarg; break;
-      case O_SVG: a->svg = optarg; break;
-      case O_PODLOG: a->podlog = optarg; break;
-      case O_LIST: a->list = 1; break;
-      case 'q': a->quiet = 1; break;
+      case O_EXPERIMENT:
+        a->experiment = 1;
+        break;
+      case O_REPLAY:
+        a->replay = 1;
+        break;
+      case O_JSON:
+        a->json = 1;
+        break;
+      case O_CSV:
+        a->csv = optarg;
+        break;
+      case O_SVG:
+        a->svg = optarg;
+        break;
+      case O_PODLOG:
+        a->podlog = optarg;
+        break;
+      case O_COMPRESS:
+        if (cli_double("sim", "--compress", optarg, 1, 1e9, &a->compress)) return -1;
+        break;
+      case O_LIST:
+        a->list = 1;
+        break;
+      case 'q':
+        a->quiet = 1;
+        break;
       default:
         fprintf(stderr, "`stoker help sim` lists the options\n");
         return -1;
@@ -154,16 +203,18 @@ static int parse_args(struct sim_args *a, int argc, char **argv) {
     return -1;
   }
   if (a->replay && (a->svg || a->inflate_set || a->npolicies || a->seeds_set)) {
-    cli_error("sim", "--replay takes one --policy and --seed; --svg, --inflate, --policies and --seeds are "
-                     "for the arrival experiments");
+    cli_error(
+        "sim",
+        "--replay takes one --policy and --seed; --svg, --inflate, --policies and --seeds are "
+        "for the arrival experiments");
     return -1;
   }
   if (!a->experiment && (a->npolicies || a->seeds_set)) {
     cli_error("sim", "--policies and --seeds need --experiment (or use --policy and --seed)");
     return -1;
   }
-  if (a->podlog && !a->replay) {
-    cli_error("sim", "--pod-log needs --replay");
+  if ((a->podlog || a->compress) && !a->replay) {
+    cli_error("sim", "--pod-log and --compress need --replay");
     return -1;
   }
   if ((a->nodes == NULL) != (a->pods == NULL)) {
@@ -211,6 +262,7 @@ static int find_default_traces(struct sim_args *a) {
 }
 
 static const char *base(const char *p) {
+  if (!strcmp(p, "-")) return "<stdin>";
   const char *s = strrchr(p, '/');
   return s ? s + 1 : p;
 }
@@ -231,23 +283,32 @@ static int close_out(const char *opt, const char *path, FILE *f) {
   return 0;
 }
 
+/* The trace whose published figures apply: only the openb pod lists on the
+ * GPU-node list the paper used. */
+static const char *paper_trace(const struct sim_args *a) {
+  return strcmp(base(a->nodes), "openb_node_list_gpu_node.csv") ? NULL : a->pods;
+}
+
 static void describe_inputs(const struct sim_args *a, const struct stk_sim_cluster *c,
                             const struct stk_sim_workload *w) {
   struct stk_sim_cluster_info ci;
   stk_sim_cluster_info(c, &ci);
-  printf("cluster  %s: %u nodes (%u with GPUs), %llu GPUs of %u models\n", base(a->nodes), ci.nodes,
-         ci.gpu_nodes, (unsigned long long)ci.gpus, ci.models);
+  printf("cluster  %s: %u nodes (%u with GPUs), %llu GPUs of %u model%s\n", base(a->nodes),
+         ci.nodes, ci.gpu_nodes, (unsigned long long)ci.gpus, ci.models, ci.models == 1 ? "" : "s");
   if (!w) return;
   struct stk_sim_workload_info wi;
   stk_sim_workload_info(w, &wi);
-  printf("workload %s: %llu pods (%llu CPU-only, %llu GPU-sharing, %llu whole-GPU), GPU demand %.1f%% "
-         "of capacity; %u specs, %u typical\n",
-         base(a->pods), (unsigned long long)wi.pods, (unsigned long long)wi.cpu_pods,
-         (unsigned long long)wi.share_pods, (unsigned long long)wi.gpu_pods,
-         ci.gpus ? (double)wi.gpu_milli / (double)ci.gpus / 10.0 : 0.0, wi.specs, wi.typical);
+  printf(
+      "workload %s: %llu pods (%llu CPU-only, %llu GPU-sharing, %llu whole-GPU), GPU demand %.1f%% "
+      "of capacity; %u specs, %u typical\n",
+      base(a->pods), (unsigned long long)wi.pods, (unsigned long long)wi.cpu_pods,
+      (unsigned long long)wi.share_pods, (unsigned long long)wi.gpu_pods,
+      ci.gpus ? (double)wi.gpu_milli / (double)ci.gpus / 10.0 : 0.0, wi.specs, wi.typical);
   if (wi.never_fit)
-    printf("warning: %llu pods can never fit on any node of this cluster; they are counted as failed\n",
-           (unsigned long long)wi.never_fit);
+    printf(
+        "warning: %llu pods can never fit on any node of this cluster; they are counted as "
+        "failed\n",
+        (unsigned long long)wi.never_fit);
   if (wi.unknown_model_pods)
     printf("warning: %llu pods name GPU models the cluster lacks (%s)\n",
            (unsigned long long)wi.unknown_model_pods, wi.unknown_models);
@@ -289,29 +350,38 @@ static int run_single(const struct sim_args *a, const struct stk_sim_cluster *c,
   }
   int rc = CLI_OK;
   if (a->json) {
-    stk_sim_write_json(stdout, &r, 1, a->pods);
+    stk_sim_write_json(stdout, &r, 1, paper_trace(a));
   } else if (!(a->csv && !strcmp(a->csv, "-"))) {
     describe_inputs(a, c, w);
-    printf("policy   %s, seed %llu: %llu pods arrived (GPU demand %.1f%% of capacity), %llu placed, "
-           "%llu failed (%llu could never fit)\n",
-           r.policy, (unsigned long long)r.seed, (unsigned long long)r.pods,
-           (double)r.arrived_gpu_milli / (double)r.total_gpu_milli * 100.0, (unsigned long long)r.placed,
-           (unsigned long long)r.failed, (unsigned long long)r.failed_never_fit);
-    printf("\n%9s %11s %14s %11s\n", "arrived %", "allocated %", "fragmented GPUs", "frag ratio %");
-    for (uint32_t p = 0; p < r.npct; p += 10)
-      if (!isnan(r.alloc[p])) printf("%9u %11.2f %14.1f %11.2f\n", p, r.alloc[p], r.frag[p], r.frag_ratio[p]);
-    if ((r.npct - 1) % 10 && !isnan(r.alloc[r.npct - 1]))
-      printf("%9u %11.2f %14.1f %11.2f\n", r.npct - 1, r.alloc[r.npct - 1], r.frag[r.npct - 1],
-             r.frag_ratio[r.npct - 1]);
-    double pub100 = stk_sim_published(a->pods, r.policy, 100), pub130 = stk_sim_published(a->pods, r.policy, 130);
+    printf(
+        "policy   %s, seed %llu: %llu pods arrived (GPU demand %.1f%% of capacity), %llu placed, "
+        "%llu failed (%llu could never fit)\n",
+        r.policy, (unsigned long long)r.seed, (unsigned long long)r.pods,
+        (double)r.arrived_gpu_milli / (double)r.total_gpu_milli * 100.0,
+        (unsigned long long)r.placed, (unsigned long long)r.failed,
+        (unsigned long long)r.failed_never_fit);
+    printf("\n%9s %11s %15s %12s\n", "arrived %", "allocated %", "fragmented GPUs", "frag ratio %");
+    for (uint32_t p = 0; p < r.npct; p++) {
+      if ((p % 10 && p != r.npct - 1) || isnan(r.alloc[p])) continue;
+      printf("%9u %11.2f %15.1f ", p, r.alloc[p], r.frag[p]);
+      if (isnan(r.frag_ratio[p]))
+        printf("%12s\n", "-");
+      else
+        printf("%12.2f\n", r.frag_ratio[p]);
+    }
+    double pub100 = stk_sim_published(paper_trace(a), r.policy, 100),
+           pub130 = stk_sim_published(paper_trace(a), r.policy, 130);
     if (!isnan(pub130) && fabs(r.inflate - 1.3) < 1e-9) {
       printf("\npaper (mean of 10 seeds): ");
       if (!isnan(pub100)) printf("%.2f at 100%%, ", pub100);
       printf("%.2f at 130%%\n", pub130);
     }
-    printf("\nsimulated in %.3f s: %llu events, %.0f events/s, %.1f us per placement decision\n", r.wall_s,
-           (unsigned long long)r.events, r.wall_s > 0 ? (double)r.events / r.wall_s : 0,
-           r.pods ? r.wall_s * 1e6 / (double)r.pods : 0);
+    printf(
+        "\nsimulated in %.3f s (%.3f s CPU): %llu events, %.0f events/s, %.1f us per placement "
+        "decision\n",
+        r.wall_s, r.cpu_s, (unsigned long long)r.events,
+        r.wall_s > 0 ? (double)r.events / r.wall_s : 0,
+        r.pods ? r.wall_s * 1e6 / (double)r.pods : 0);
   }
   rc = write_files(a, &r, 1);
   stk_sim_result_free(&r);
@@ -346,14 +416,15 @@ static int run_experiment(const struct sim_args *a, const struct stk_sim_cluster
     return CLI_FAIL;
   }
   if (a->json) {
-    stk_sim_write_json(stdout, r, n, a->pods);
+    stk_sim_write_json(stdout, r, n, paper_trace(a));
   } else if (!(a->csv && !strcmp(a->csv, "-"))) {
     describe_inputs(a, c, w);
     printf("\n");
-    stk_sim_write_table(stdout, r, n, a->pods);
+    stk_sim_write_table(stdout, r, n, paper_trace(a));
     double cpu = 0;
     for (size_t i = 0; i < n; i++) cpu += r[i].wall_s;
-    printf("\n%zu runs in %.2f s (%.3f s per run on average, %u threads)\n", n, wall, cpu / (double)n,
+    printf("\n%zu runs in %.2f s (%.3f s per run on average, %u threads)\n", n, wall,
+           cpu / (double)n,
            a->threads ? (unsigned)a->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
   }
   rc = write_files(a, r, n);
@@ -369,15 +440,15 @@ struct replay_out {
 static void on_sample(void *ctx, const struct stk_sim_sample *s) {
   struct replay_out *o = ctx;
   if (o->csv)
-    fprintf(o->csv, "%lld,%.4f,%.3f,%.4f,%llu,%llu\n", (long long)s->time, s->alloc, s->frag, s->frag_ratio,
-            (unsigned long long)s->running, (unsigned long long)s->queued);
+    fprintf(o->csv, "%lld,%.4f,%.3f,%.4f,%llu,%llu\n", (long long)s->time, s->alloc, s->frag,
+            s->frag_ratio, (unsigned long long)s->running, (unsigned long long)s->queued);
 }
 
 static void on_pod(void *ctx, const struct stk_sim_pod_record *p) {
   struct replay_out *o = ctx;
   if (o->podlog)
-    fprintf(o->podlog, "%s,%s,%s,%lld,%lld,%lld\n", p->name, p->outcome, p->node, (long long)p->creation,
-            (long long)p->start, (long long)p->delay);
+    fprintf(o->podlog, "%s,%s,%s,%lld,%lld,%lld\n", p->name, p->outcome, p->node,
+            (long long)p->creation, (long long)p->start, (long long)p->delay);
 }
 
 static int run_replay(const struct sim_args *a, const struct stk_sim_cluster *c) {
@@ -393,7 +464,8 @@ static int run_replay(const struct sim_args *a, const struct stk_sim_cluster *c)
     }
     fprintf(out.podlog, "name,outcome,node,creation_time,start_time,queue_delay\n");
   }
-  struct stk_sim_replay_opts ro = {a->policy ? a->policy : "FGD", a->seed, on_sample, on_pod, &out};
+  struct stk_sim_replay_opts ro = {
+      a->policy ? a->policy : "FGD", a->seed, a->compress, on_sample, on_pod, &out};
   struct stk_sim_replay_result r;
   char err[STK_ERRMSG_MAX];
   int rc = stk_sim_replay(c, a->pods, &ro, &r, err);
@@ -412,6 +484,7 @@ static int run_replay(const struct sim_args *a, const struct stk_sim_cluster *c)
     stk_json_kstr(&j, "trace", a->pods);
     stk_json_kstr(&j, "policy", r.policy);
     stk_json_ku64(&j, "seed", r.seed);
+    stk_json_kdbl(&j, "compress", a->compress > 1 ? a->compress : 1);
     stk_json_ku64(&j, "pods", r.pods);
     stk_json_ku64(&j, "placed", r.placed);
     stk_json_ku64(&j, "placed_after_wait", r.placed_after_wait);
@@ -426,9 +499,9 @@ static int run_replay(const struct sim_args *a, const struct stk_sim_cluster *c)
     stk_json_kdbl(&j, "alloc_mean_pct", r.alloc_mean);
     stk_json_kdbl(&j, "alloc_peak_pct", r.alloc_peak);
     stk_json_kdbl(&j, "frag_ratio_mean_pct", r.frag_ratio_mean);
-    stk_json_key(&j, "time");
+    stk_json_key(&j, "time_first");
     stk_json_i64(&j, r.t_first);
-    stk_json_key(&j, "time_end");
+    stk_json_key(&j, "time_last");
     stk_json_i64(&j, r.t_last);
     stk_json_ku64(&j, "events", r.events);
     stk_json_kdbl(&j, "wall_s", r.wall_s);
@@ -436,17 +509,26 @@ static int run_replay(const struct sim_args *a, const struct stk_sim_cluster *c)
     putchar('\n');
   } else if (!(a->csv && !strcmp(a->csv, "-")) && !(a->podlog && !strcmp(a->podlog, "-"))) {
     describe_inputs(a, c, NULL);
-    printf("replay   %s with %s, seed %llu: %llu pods over %.1f days\n", base(a->pods), r.policy,
-           (unsigned long long)r.seed, (unsigned long long)r.pods, (double)(r.t_last - r.t_first) / 86400.0);
-    printf("placed   %llu (%llu after waiting in the queue), %llu still queued at the end, %llu can never fit\n",
-           (unsigned long long)r.placed, (unsigned long long)r.placed_after_wait,
-           (unsigned long long)r.still_queued, (unsigned long long)r.never_fit);
-    printf("queueing delay: mean %.1f s, p50 %.0f s, p90 %.0f s, p99 %.0f s, max %.0f s; longest queue %llu\n",
-           r.delay_mean, r.delay_p50, r.delay_p90, r.delay_p99, r.delay_max, (unsigned long long)r.max_queue);
-    printf("GPU allocation: time-weighted mean %.2f%%, peak %.2f%%; mean fragmentation ratio %.2f%%\n",
-           r.alloc_mean, r.alloc_peak, r.frag_ratio_mean);
-    printf("simulated in %.3f s: %llu events, %.0f events/s\n", r.wall_s, (unsigned long long)r.events,
-           r.wall_s > 0 ? (double)r.events / r.wall_s : 0);
+    printf("replay   %s with %s, seed %llu: %llu pods over %.1f days", base(a->pods), r.policy,
+           (unsigned long long)r.seed, (unsigned long long)r.pods,
+           (double)(r.t_last - r.t_first) / 86400.0);
+    if (a->compress > 1) printf(" (arrivals %gx denser)", a->compress);
+    printf("\n");
+    printf(
+        "placed   %llu (%llu after waiting in the queue), %llu still queued at the end, %llu can "
+        "never fit\n",
+        (unsigned long long)r.placed, (unsigned long long)r.placed_after_wait,
+        (unsigned long long)r.still_queued, (unsigned long long)r.never_fit);
+    printf(
+        "queueing delay: mean %.1f s, p50 %.0f s, p90 %.0f s, p99 %.0f s, max %.0f s; longest "
+        "queue %llu\n",
+        r.delay_mean, r.delay_p50, r.delay_p90, r.delay_p99, r.delay_max,
+        (unsigned long long)r.max_queue);
+    printf(
+        "GPU allocation: time-weighted mean %.2f%%, peak %.2f%%; mean fragmentation ratio %.2f%%\n",
+        r.alloc_mean, r.alloc_peak, r.frag_ratio_mean);
+    printf("simulated in %.3f s: %llu events, %.0f events/s\n", r.wall_s,
+           (unsigned long long)r.events, r.wall_s > 0 ? (double)r.events / r.wall_s : 0);
   }
   return frc;
 }

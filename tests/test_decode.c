@@ -42,7 +42,8 @@ static uint8_t *ramp(int w, int h, size_t *len) {
   uint8_t *px = malloc((size_t)w * h * 3);
   for (int y = 0; y < h; y++)
     for (int x = 0; x < w; x++)
-      for (int c = 0; c < 3; c++) px[((size_t)y * w + x) * 3 + c] = (uint8_t)lround(x * 255.0 / (w - 1));
+      for (int c = 0; c < 3; c++)
+        px[((size_t)y * w + x) * 3 + c] = (uint8_t)lround(x * 255.0 / (w - 1));
   uint8_t *jpg = encode(px, w, h, TJPF_RGB, TJSAMP_444, 100, len);
   free(px);
   return jpg;
@@ -89,7 +90,7 @@ static int run(const struct stk_decode_ops *ops, const struct stk_decode_cfg *cf
   uint64_t size = 0;
   int rc = ops->out_size(cfg, f, &size, err);
   if (rc) return rc;
-  *out = malloc(size + 8);
+  *out = malloc(size ? size : 1); /* exact, so the sanitizers see any overrun */
   struct stk_rng rng;
   stk_rng_seed(&rng, seed);
   rc = ops->decode(cfg, tls ? tls : &own, f, *out, size, len, &rng, err);
@@ -99,8 +100,8 @@ static int run(const struct stk_decode_ops *ops, const struct stk_decode_cfg *cf
 }
 
 static struct stk_decode_cfg jcfg(int train, int dtype, int layout) {
-  return (struct stk_decode_cfg){.kind = STK_DECODE_JPEG, .train = train, .dtype = dtype,
-                                 .layout = layout};
+  return (struct stk_decode_cfg){
+      .kind = STK_DECODE_JPEG, .train = train, .dtype = dtype, .layout = layout};
 }
 
 static double fval(const uint8_t *out, size_t i) {
@@ -162,7 +163,8 @@ TEST(decode_jpeg_solid_colour_and_normalization) {
         for (int x = 0; x < 224; x += 5)
           for (int c = 0; c < 3; c++) {
             int v = px_at(out, lay, 224, 224, y, x, c);
-            CHECK_MSG(abs(v - cols[k][c]) <= 3, "colour %d channel %d at (%d,%d): %d", k, c, x, y, v);
+            CHECK_MSG(abs(v - cols[k][c]) <= 3, "colour %d channel %d at (%d,%d): %d", k, c, x, y,
+                      v);
           }
       free(out);
       cfg.dtype = STK_DTYPE_F32;
@@ -170,7 +172,8 @@ TEST(decode_jpeg_solid_colour_and_normalization) {
       for (size_t i = 0; i < 224 * 224 * 3; i += 97) {
         int c = lay == STK_LAYOUT_HWC ? (int)(i % 3) : (int)(i / (224 * 224));
         double want = (cols[k][c] - mean[c]) / sd[c];
-        CHECK_MSG(fabs(fval(out, i) - want) <= 3.5 / sd[c], "f32 %zu: %f vs %f", i, fval(out, i), want);
+        CHECK_MSG(fabs(fval(out, i) - want) <= 3.5 / sd[c], "f32 %zu: %f vs %f", i, fval(out, i),
+                  want);
       }
       free(out);
     }
@@ -180,7 +183,8 @@ TEST(decode_jpeg_solid_colour_and_normalization) {
     uint8_t *out;
     uint64_t n;
     CHECK_OK(run(&stk__dec_jpeg, &raw, NULL, &f, 0, &out, &n, err));
-    for (int c = 0; c < 3; c++) CHECK(fabs(fval(out, (size_t)c * 224 * 224 + 1000) - cols[k][c]) <= 3);
+    for (int c = 0; c < 3; c++)
+      CHECK(fabs(fval(out, (size_t)c * 224 * 224 + 1000) - cols[k][c]) <= 3);
     free(out);
     free(jpg);
   }
@@ -234,7 +238,8 @@ TEST(decode_jpeg_eval_center_crop_symmetric) {
   CHECK_OK(run(&stk__dec_jpeg, &cfg, NULL, &f, 0, &out, &n, err));
   for (int y = 0; y < 224; y += 11)
     for (int x = 0; x < 224; x++) {
-      int a = px_at(out, cfg.layout, 224, 224, y, x, 0), b = px_at(out, cfg.layout, 224, 224, y, 223 - x, 0);
+      int a = px_at(out, cfg.layout, 224, 224, y, x, 0),
+          b = px_at(out, cfg.layout, 224, 224, y, 223 - x, 0);
       CHECK_MSG(abs(a + b - 255) <= 3, "row %d: out[%d] = %d, out[%d] = %d", y, x, a, 223 - x, b);
       CHECK(abs(a - px_at(out, cfg.layout, 224, 224, 0, x, 0)) <= 2); /* rows agree */
     }
@@ -250,8 +255,9 @@ static double ref_sample(const uint8_t *rgb, int W, int H, double sx, double sy,
   sy = sy < 0 ? 0 : sy > H - 1 ? H - 1 : sy;
   int x0 = (int)sx, y0 = (int)sy, x1 = x0 + (x0 < W - 1), y1 = y0 + (y0 < H - 1);
   double fx = sx - x0, fy = sy - y0;
-#define P(x, y) rgb[((size_t)(y) * W + (x)) * 3 + c]
-  return (P(x0, y0) * (1 - fx) + P(x1, y0) * fx) * (1 - fy) + (P(x0, y1) * (1 - fx) + P(x1, y1) * fx) * fy;
+#define P(x, y) rgb[((size_t)(y)*W + (x)) * 3 + c]
+  return (P(x0, y0) * (1 - fx) + P(x1, y0) * fx) * (1 - fy) +
+         (P(x0, y1) * (1 - fx) + P(x1, y1) * fx) * fy;
 #undef P
 }
 
@@ -283,7 +289,7 @@ static double compare_ref(const uint8_t *jpg, size_t len, const uint8_t *out, in
  * everywhere else. */
 TEST(decode_jpeg_matches_float_reference) {
   const int sizes[][4] = {{430, 370, 224, 224}, {1000, 900, 224, 224}, {1900, 1800, 224, 224},
-                          {500, 333, 37, 53}, {150, 100, 224, 224}, {2100, 1400, 40, 48}};
+                          {500, 333, 37, 53},   {150, 100, 224, 224},  {2100, 1400, 40, 48}};
   char err[STK_ERRMSG_MAX];
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
     int W = sizes[k][0], H = sizes[k][1], oh = sizes[k][2], ow = sizes[k][3];
@@ -407,7 +413,8 @@ TEST(decode_jpeg_grayscale_and_cmyk) {
 
   /* CMYK as Adobe writes it (inverted): R = C * K / 255. */
   uint8_t cmyk[48 * 32 * 4];
-  for (int i = 0; i < 48 * 32; i++) cmyk[4 * i] = 200, cmyk[4 * i + 1] = 100, cmyk[4 * i + 2] = 50, cmyk[4 * i + 3] = 255;
+  for (int i = 0; i < 48 * 32; i++)
+    cmyk[4 * i] = 200, cmyk[4 * i + 1] = 100, cmyk[4 * i + 2] = 50, cmyk[4 * i + 3] = 255;
   jpg = encode(cmyk, 48, 32, TJPF_CMYK, TJSAMP_444, 100, &len);
   f = field_of(jpg, len);
   CHECK_MSG(run(&stk__dec_jpeg, &cfg, NULL, &f, 9, &out, &n, err) == 0, "%s", err);
@@ -429,7 +436,8 @@ TEST(decode_jpeg_tiny_images) {
       uint8_t *out;
       uint64_t n;
       CHECK_MSG(run(&stk__dec_jpeg, &cfg, NULL, &f, 1, &out, &n, err) == 0, "%s", err);
-      CHECK_MSG(abs(out[0] - 90) <= 6 && abs(out[224 * 224] - 160) <= 6, "%d %d", out[0], out[224 * 224]);
+      CHECK_MSG(abs(out[0] - 90) <= 6 && abs(out[224 * 224] - 160) <= 6, "%d %d", out[0],
+                out[224 * 224]);
       free(out);
     }
     free(jpg);
@@ -468,7 +476,8 @@ TEST(decode_jpeg_corrupt_and_truncated) {
   uint8_t *bad = malloc(len);
   for (int k = 0; k < 40; k++) {
     memcpy(bad, jpg, len);
-    for (int j = 0; j < 8; j++) bad[len / 3 + (size_t)(k * 131 + j * 977) % (len / 2)] ^= (uint8_t)(0x5a + k + j);
+    for (int j = 0; j < 8; j++)
+      bad[len / 3 + (size_t)(k * 131 + j * 977) % (len / 2)] ^= (uint8_t)(0x5a + k + j);
     f = field_of(bad, len);
     int rc = run(&stk__dec_jpeg, &cfg, &tls, &f, (uint64_t)k, &out, &n, err);
     CHECK_MSG(rc == 0 || rc == STK_EDECODE, "rc %d", rc);
@@ -518,7 +527,8 @@ TEST(decode_jpeg_bad_config) {
 
 TEST(decode_jpeg_synth_deterministic) {
   size_t a_len, b_len, c_len;
-  uint8_t *a = synth(5, 480, 360, &a_len), *b = synth(5, 480, 360, &b_len), *c = synth(6, 480, 360, &c_len);
+  uint8_t *a = synth(5, 480, 360, &a_len), *b = synth(5, 480, 360, &b_len),
+          *c = synth(6, 480, 360, &c_len);
   CHECK(a_len == b_len && memcmp(a, b, a_len) == 0);
   CHECK(a_len != c_len || memcmp(a, c, a_len) != 0);
   double bpp = 8.0 * (double)a_len / (480.0 * 360.0);
@@ -545,8 +555,10 @@ static uint8_t *npy_file(int ver, const char *dict, const void *data, size_t dle
   memcpy(p, "\x93NUMPY", 6);
   p[6] = (uint8_t)ver, p[7] = 0;
   size_t h = total - pre;
-  if (ver == 1) p[8] = (uint8_t)h, p[9] = (uint8_t)(h >> 8);
-  else for (int i = 0; i < 4; i++) p[8 + i] = (uint8_t)(h >> (8 * i));
+  if (ver == 1)
+    p[8] = (uint8_t)h, p[9] = (uint8_t)(h >> 8);
+  else
+    for (int i = 0; i < 4; i++) p[8 + i] = (uint8_t)(h >> (8 * i));
   memset(p + pre, ' ', h);
   memcpy(p + pre, dict, strlen(dict));
   p[total - 1] = '\n';
@@ -575,8 +587,8 @@ TEST(decode_npy_stored_v1_v2) {
   char err[STK_ERRMSG_MAX];
   for (int ver = 1; ver <= 3; ver++) {
     size_t len;
-    uint8_t *file = npy_file(ver, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", data,
-                             sizeof data, &len);
+    uint8_t *file = npy_file(ver, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }",
+                             data, sizeof data, &len);
     struct stk_field f = {.data = file, .len = len, .raw_len = len};
     uint64_t size, n;
     uint8_t *out;
@@ -605,7 +617,8 @@ TEST(decode_npy_stored_v1_v2) {
     struct stk_field f = {.data = file, .len = len, .raw_len = len};
     uint8_t *out;
     uint64_t n;
-    CHECK_MSG(run(&stk__dec_npy, &npy_cfg, NULL, &f, 0, &out, &n, err) == 0, "%s: %s", ok[k].dict, err);
+    CHECK_MSG(run(&stk__dec_npy, &npy_cfg, NULL, &f, 0, &out, &n, err) == 0, "%s: %s", ok[k].dict,
+              err);
     CHECK_EQ(n, ok[k].bytes);
     CHECK(memcmp(out, bytes, n) == 0);
     free(out);
@@ -617,17 +630,18 @@ TEST(decode_npy_bad_headers) {
   const struct {
     const char *dict;
     int rc;
-  } bad[] = {{"{'descr': '<f4', 'shape': (3,)}", STK_EFORMAT},
-             {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': 1}", STK_EFORMAT},
-             {"{'descr': '<f4', 'fortran_order': Maybe, 'shape': (3,)}", STK_EFORMAT},
-             {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,-1)}", STK_EFORMAT},
-             {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}", STK_EFORMAT},
-             {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", STK_EFORMAT},
-             {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,)}", STK_ENOTSUP},
-             {"{'descr': '|O', 'fortran_order': False, 'shape': (3,)}", STK_ENOTSUP},
-             {"{'descr': '<q7', 'fortran_order': False, 'shape': (3,)}", STK_EFORMAT},
-             {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,) junk", STK_EFORMAT},
-             {"not a dict", STK_EFORMAT}};
+  } bad[] = {
+      {"{'descr': '<f4', 'shape': (3,)}", STK_EFORMAT},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': 1}", STK_EFORMAT},
+      {"{'descr': '<f4', 'fortran_order': Maybe, 'shape': (3,)}", STK_EFORMAT},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,-1)}", STK_EFORMAT},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}", STK_EFORMAT},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", STK_EFORMAT},
+      {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,)}", STK_ENOTSUP},
+      {"{'descr': '|O', 'fortran_order': False, 'shape': (3,)}", STK_ENOTSUP},
+      {"{'descr': '<q7', 'fortran_order': False, 'shape': (3,)}", STK_EFORMAT},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,) junk", STK_EFORMAT},
+      {"not a dict", STK_EFORMAT}};
   uint8_t data[12] = {0};
   char err[STK_ERRMSG_MAX];
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
@@ -640,7 +654,8 @@ TEST(decode_npy_bad_headers) {
   }
   /* Bad magic, unknown version, header past the end. */
   size_t len;
-  uint8_t *file = npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,)}", data, 12, &len);
+  uint8_t *file =
+      npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,)}", data, 12, &len);
   struct stk_field f = {.data = file, .len = len, .raw_len = len};
   uint64_t size;
   file[1] = 'X';
@@ -658,7 +673,8 @@ TEST(decode_npy_size_mismatch) {
   char err[STK_ERRMSG_MAX];
   size_t len;
   /* (5,) float32 needs 20 bytes; 16 are there. */
-  uint8_t *file = npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (5,)}", data, 16, &len);
+  uint8_t *file =
+      npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (5,)}", data, 16, &len);
   struct stk_field f = {.data = file, .len = len, .raw_len = len};
   uint8_t out[64];
   uint64_t n;
@@ -685,8 +701,8 @@ TEST(decode_npy_deflated) {
   static double data[3000];
   for (int i = 0; i < 3000; i++) data[i] = sin(i * 0.01);
   size_t len, zlen;
-  uint8_t *file = npy_file(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (30, 100), }", data,
-                           sizeof data, &len);
+  uint8_t *file = npy_file(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (30, 100), }",
+                           data, sizeof data, &len);
   uint8_t *z = deflate_raw(file, len, &zlen);
   char err[STK_ERRMSG_MAX];
 
@@ -722,7 +738,8 @@ TEST(decode_npy_deflated) {
   f.raw_len = len;
   f.len = zlen / 2;
   CHECK_EQ(stk__dec_npy.decode(&npy_cfg, &tls, &f, out, sizeof data, &n, NULL, err), STK_ETRUNC);
-  f = (struct stk_field){.data = junk, .len = sizeof junk, .raw_len = len, .encoding = STK_ENC_DEFLATE};
+  f = (struct stk_field){
+      .data = junk, .len = sizeof junk, .raw_len = len, .encoding = STK_ENC_DEFLATE};
   CHECK(stk__dec_npy.out_size(&npy_cfg, &f, &size, err) < 0);
   CHECK(stk__dec_npy.decode(&npy_cfg, &tls, &f, out, sizeof data, &n, NULL, err) < 0);
   stk__dec_npy.thread_free(tls);

@@ -25,7 +25,7 @@ extern "C" {
 
 /* Most GPUs one node may have, and most GPU models one cluster may name. */
 #define STK_SIM_MAX_GPUS 16
-#define STK_SIM_MAX_MODELS 64
+#define STK_SIM_MAX_MODELS 63
 
 /* ---- cluster --------------------------------------------------------- */
 
@@ -53,19 +53,20 @@ void stk_sim_cluster_info(const struct stk_sim_cluster *c, struct stk_sim_cluste
 struct stk_sim_workload;
 
 struct stk_sim_workload_info {
-  uint64_t pods;           /* rows read */
-  uint64_t cpu_pods;       /* no GPU */
-  uint64_t share_pods;     /* one GPU, fraction of it */
-  uint64_t gpu_pods;       /* whole GPUs, one or more */
-  uint64_t gpu_milli;      /* total GPU request in milli-GPU */
-  uint64_t never_fit;      /* pods no node of the cluster could host even empty */
-  uint64_t unknown_model_pods; /* pods naming a GPU model the cluster lacks */
+  uint64_t pods;                  /* rows read */
+  uint64_t cpu_pods;              /* no GPU */
+  uint64_t share_pods;            /* one GPU, fraction of it */
+  uint64_t gpu_pods;              /* whole GPUs, one or more */
+  uint64_t gpu_milli;             /* total GPU request in milli-GPU */
+  uint64_t never_fit;             /* pods no node of the cluster could host even empty */
+  uint64_t unknown_model_pods;    /* pods naming a GPU model the cluster lacks */
   uint32_t kinds, specs, typical; /* distinct kinds, resource specs, typical specs */
-  char unknown_models[256]; /* the unknown model names, comma separated */
+  char unknown_models[256];       /* the unknown model names, comma separated */
 };
 
 /* Stream a pod list in; the cluster resolves GPU-model constraints and
- * decides which pods could never fit. */
+ * decides which pods could never fit, so the workload runs on that cluster
+ * only, which must outlive it. */
 int stk_sim_workload_load(struct stk_sim_workload **out, const struct stk_sim_cluster *c,
                           const char *path, char *errmsg);
 void stk_sim_workload_free(struct stk_sim_workload *w);
@@ -86,7 +87,7 @@ int stk_sim_policy_find(const char *name);
 struct stk_sim_run_opts {
   const char *policy; /* NULL = "FGD" */
   uint64_t seed;
-  double inflate;     /* arrived GPU demand to reach, as a share of capacity; 0 = 1.3 */
+  double inflate; /* arrived GPU demand to reach, as a share of capacity; 0 = 1.3 */
 };
 
 /* One arrival-only run. Curves are indexed by arrived GPU demand in whole
@@ -105,8 +106,8 @@ struct stk_sim_result {
   uint64_t failed_by_class[4]; /* cpu, share, one GPU, multi-GPU */
   uint64_t events;             /* heap events processed */
   double final_alloc, final_frag, final_frag_ratio;
-  double wall_s;               /* time spent simulating (loading excluded) */
-  double cpu_s;                /* CPU time of the simulating thread */
+  double wall_s; /* time spent simulating (loading excluded) */
+  double cpu_s;  /* CPU time of the simulating thread */
 };
 
 int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *w,
@@ -123,10 +124,10 @@ double stk_sim_result_at(const struct stk_sim_result *r, double pct);
 struct stk_sim_experiment_opts {
   const char *const *policies; /* NULL = all */
   size_t npolicies;
-  uint64_t seed;      /* first seed (the paper's artifact used 42..51) */
-  uint32_t seeds;     /* 0 = 10 */
-  double inflate;     /* 0 = 1.3 */
-  uint32_t threads;   /* 0 = online CPUs */
+  uint64_t seed;    /* first seed (the paper's artifact used 42..51) */
+  uint32_t seeds;   /* 0 = 10 */
+  double inflate;   /* 0 = 1.3 */
+  uint32_t threads; /* 0 = online CPUs */
   void (*progress)(void *ctx, uint32_t done, uint32_t total);
   void *ctx;
   volatile int *cancel; /* set non-zero to stop after the runs in flight */
@@ -140,9 +141,9 @@ void stk_sim_results_free(struct stk_sim_result *r, size_t n);
 
 /* A sample of the cluster after all events of one instant. */
 struct stk_sim_sample {
-  int64_t time;             /* trace seconds */
-  double alloc;             /* allocated GPUs, % of capacity */
-  double frag, frag_ratio;  /* as in stk_sim_result */
+  int64_t time;            /* trace seconds */
+  double alloc;            /* allocated GPUs, % of capacity */
+  double frag, frag_ratio; /* as in stk_sim_result */
   uint64_t running, queued;
 };
 
@@ -157,6 +158,8 @@ struct stk_sim_pod_record {
 struct stk_sim_replay_opts {
   const char *policy; /* NULL = "FGD" */
   uint64_t seed;
+  double compress; /* arrivals this many times denser (creation times
+                      divided by it, lifetimes kept); 0 = 1 */
   void (*on_sample)(void *ctx, const struct stk_sim_sample *s);
   void (*on_pod)(void *ctx, const struct stk_sim_pod_record *p);
   void *ctx;
@@ -167,8 +170,8 @@ struct stk_sim_replay_result {
   uint64_t seed;
   uint64_t pods, placed, placed_after_wait, still_queued, never_fit;
   double delay_mean, delay_p50, delay_p90, delay_p99, delay_max; /* seconds, placed pods */
-  double alloc_mean, alloc_peak;  /* time-weighted mean and peak, % */
-  double frag_ratio_mean;         /* time-weighted, % */
+  double alloc_mean, alloc_peak; /* time-weighted mean and peak, % */
+  double frag_ratio_mean;        /* time-weighted, % */
   int64_t t_first, t_last;
   uint64_t events, max_queue;
   double wall_s, cpu_s;

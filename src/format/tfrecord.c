@@ -225,10 +225,38 @@ static int header_ok(int fd, const struct stk_index_entry *e) {
          stk_crc32c_mask(stk_crc32c(0, h, 8)) == stk__ld32(h + 8);
 }
 
-/* Use SHARD.idx if present and consistent with the shard: entries tile the
- * file exactly, and the first and last records' headers match. */
+/* Read a whole .idx into a malloc'ed, NUL-terminated buffer: one read for
+ * the usual small file, growing only for big ones (no fstat needed). */
+static char *read_idx(int fd, size_t *len) {
+  size_t cap = 16384, n = 0;
+  char *t = malloc(cap + 1);
+  while (t) {
+    ssize_t r = read(fd, t + n, cap - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) break;
+    if (r == 0) {
+      t[n] = 0;
+      *len = n;
+      return t;
+    }
+    n += (size_t)r;
+    if (n == cap) {
+      char *g = cap < IDX_MAX_BYTES ? realloc(t, cap * 2 + 1) : NULL;
+      if (!g) break;
+      t = g;
+      cap *= 2;
+    }
+  }
+  free(t);
+  return NULL;
+}
+
+/* Use SHARD.idx if present and consistent with the shard: its entries tile
+ * the file exactly and the first record's header matches. (parse checks
+ * every record's length against its entry, so a stale .idx that slips
+ * through still fails cleanly, naming the record.) */
 static int try_idx(struct stk_shard *sh, int fd, uint64_t size) {
-  size_t pl = strlen(sh->path);
+  size_t pl = strlen(sh->path), len = 0;
   char *ip = malloc(pl + 5);
   if (!ip) return -1;
   memcpy(ip, sh->path, pl);
@@ -236,26 +264,21 @@ static int try_idx(struct stk_shard *sh, int fd, uint64_t size) {
   int ifd = open(ip, O_RDONLY | O_CLOEXEC);
   free(ip);
   if (ifd < 0) return -1;
-  uint64_t isz;
+  char *text = read_idx(ifd, &len);
+  close(ifd);
+  struct stk_index_entry *idx;
+  uint64_t n;
   int rc = -1;
-  char *text = NULL;
-  if (!stk__fd_size(ifd, &isz) && isz > 0 && isz <= IDX_MAX_BYTES && (text = malloc(isz + 1)) &&
-      !stk__pread_full(ifd, text, (size_t)isz, 0)) {
-    text[isz] = 0;
-    struct stk_index_entry *idx;
-    uint64_t n;
-    if (!parse_idx(text, (size_t)isz, size, &idx, &n)) {
-      if (header_ok(fd, &idx[0]) && (n == 1 || header_ok(fd, &idx[n - 1]))) {
-        sh->idx = idx;
-        sh->count = n;
-        rc = 0;
-      } else {
-        free(idx);
-      }
+  if (text && !parse_idx(text, len, size, &idx, &n)) {
+    if (header_ok(fd, &idx[0])) {
+      sh->idx = idx;
+      sh->count = n;
+      rc = 0;
+    } else {
+      free(idx);
     }
   }
   free(text);
-  close(ifd);
   if (rc) stk_log(STK_LOG_INFO, "%s.idx does not match the shard; scanning it instead", sh->path);
   return rc;
 }

@@ -53,7 +53,8 @@ static int paint_waves(struct canvas *c, struct stk_rng *rng) {
     float a = cosf(angle) * 6.2831853f / period, b = sinf(angle) * 6.2831853f / period;
     float phase = uniform(rng, 0.f, 6.2831853f), amp[3];
     for (int ch = 0; ch < 3; ch++) amp[ch] = uniform(rng, 2.f, 14.f);
-    for (int x = 0; x < c->w; x++) sx[x] = sinf(a * (float)x + phase), cx[x] = cosf(a * (float)x + phase);
+    for (int x = 0; x < c->w; x++)
+      sx[x] = sinf(a * (float)x + phase), cx[x] = cosf(a * (float)x + phase);
     for (int y = 0; y < c->h; y++) sy[y] = sinf(b * (float)y), cy[y] = cosf(b * (float)y);
     for (int y = 0; y < c->h; y++) {
       float *row = c->px + (size_t)y * c->w * 3;

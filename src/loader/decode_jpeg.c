@@ -72,18 +72,18 @@ enum colour { COL_YCC, COL_GRAY, COL_RGB };
 /* Per-worker state: the turbojpeg handle and buffers that only grow. */
 struct jpeg_tls {
   tjhandle tj;
-  unsigned denoms;      /* bit d set when 1/d DCT scaling is available */
-  uint8_t *img;         /* decoded planes or pixels */
+  unsigned denoms; /* bit d set when 1/d DCT scaling is available */
+  uint8_t *img;    /* decoded planes or pixels */
   size_t img_cap;
-  uint8_t *span;        /* STRIP vertically resized rows, then transposed */
+  uint8_t *span; /* STRIP vertically resized rows, then transposed */
   size_t span_cap;
-  void *tab;            /* axes and strip buffers, one allocation */
+  void *tab; /* axes and strip buffers, one allocation */
   int tab_w, tab_h;
   struct axis ax[2], ay[2]; /* [0] luma or pixels, [1] chroma */
-  uint8_t *cols;        /* PAD16(ow) resized columns of STRIP rows */
-  uint8_t *strip[3];    /* STRIP x PAD16(ow) per channel: Y/Cb/Cr, then R/G/B */
-  float *frow;          /* f32 row staging when out is not 4-byte aligned */
-  uint8_t *irow;        /* one interleaved RGB row, for f32 HWC */
+  uint8_t *cols;            /* PAD16(ow) resized columns of STRIP rows */
+  uint8_t *strip[3];        /* STRIP x PAD16(ow) per channel: Y/Cb/Cr, then R/G/B */
+  float *frow;              /* f32 row staging when out is not 4-byte aligned */
+  uint8_t *irow;            /* one interleaved RGB row, for f32 HWC */
 };
 
 /* ---- configuration --------------------------------------------------- */
@@ -106,10 +106,12 @@ static int resolve(const struct stk_decode_cfg *cfg, struct params *p, char *err
   p->oh = cfg->out_h ? cfg->out_h : OUT_DEFAULT;
   p->ow = cfg->out_w ? cfg->out_w : OUT_DEFAULT;
   if (p->oh < 1 || p->ow < 1 || p->oh > OUT_MAX || p->ow > OUT_MAX)
-    return stk__errf(err, STK_EINVAL, "jpeg: output size %dx%d out of range", cfg->out_w, cfg->out_h);
+    return stk__errf(err, STK_EINVAL, "jpeg: output size %dx%d out of range", cfg->out_w,
+                     cfg->out_h);
   if ((cfg->dtype != STK_DTYPE_U8 && cfg->dtype != STK_DTYPE_F32) ||
       (cfg->layout != STK_LAYOUT_HWC && cfg->layout != STK_LAYOUT_CHW))
-    return stk__errf(err, STK_EINVAL, "jpeg: unknown dtype %d or layout %d", cfg->dtype, cfg->layout);
+    return stk__errf(err, STK_EINVAL, "jpeg: unknown dtype %d or layout %d", cfg->dtype,
+                     cfg->layout);
   p->f32 = cfg->dtype == STK_DTYPE_F32;
   p->chw = cfg->layout == STK_LAYOUT_CHW;
   p->train = cfg->train != 0;
@@ -190,7 +192,8 @@ static void build_axis(struct axis *a, int out, double start, double len, int n,
     a->ofs[i] = i0 * unit;
     a->wt[i] = (uint16_t)(n > 1 ? w : 0);
   }
-  for (size_t i = (size_t)out; i < PAD16(out); i++) a->ofs[i] = a->ofs[out - 1], a->wt[i] = a->wt[out - 1];
+  for (size_t i = (size_t)out; i < PAD16(out); i++)
+    a->ofs[i] = a->ofs[out - 1], a->wt[i] = a->wt[out - 1];
   a->step = n > 1 ? unit : 0;
   int first = a->ofs[flip ? out - 1 : 0], last = a->ofs[flip ? 0 : out - 1];
   a->lo = first;
@@ -276,7 +279,8 @@ static int decode_yuv(struct jpeg_tls *t, const struct stk_field *in, int sw, in
   int n = ss == TJSAMP_GRAY ? 1 : 3;
   size_t off[4] = {0};
   for (int k = 0; k < n; k++) off[k + 1] = off[k] + tjPlaneSizeYUV(k, sw, 0, sh, ss);
-  if (off[n] > MAX_SAMPLES) return stk__errf(err, STK_EDECODE, "jpeg: %dx%d image too large", sw, sh);
+  if (off[n] > MAX_SAMPLES)
+    return stk__errf(err, STK_EDECODE, "jpeg: %dx%d image too large", sw, sh);
   int rc = grow((void **)&t->img, &t->img_cap, off[n] + 64, err);
   if (rc) return rc;
   unsigned char *planes[3] = {t->img, t->img + off[1], t->img + off[2]};
@@ -304,7 +308,8 @@ static int decode_rgb(struct jpeg_tls *t, const struct stk_field *in, int sw, in
                       struct plane pl[3], int *np, char *err) {
   int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK, bpp = cmyk ? 4 : 3;
   size_t bytes = (size_t)sw * sh * bpp;
-  if (bytes > MAX_SAMPLES) return stk__errf(err, STK_EDECODE, "jpeg: %dx%d image too large", sw, sh);
+  if (bytes > MAX_SAMPLES)
+    return stk__errf(err, STK_EDECODE, "jpeg: %dx%d image too large", sw, sh);
   int rc = grow((void **)&t->img, &t->img_cap, bytes + 64, err);
   if (rc) return rc;
   rc = tjDecompress2(t->tj, in->data, in->len, t->img, sw, 0, sh, cmyk ? TJPF_CMYK : TJPF_RGB, 0);
@@ -346,9 +351,10 @@ static inline void blend16(const uint8_t *a, const uint8_t *b, unsigned w, uint8
  * by one bit; after four rounds row and column have traded places. The
  * rounds are written out so the block stays in registers. */
 #ifdef USE_SSE2
-#define TR_PAIR(o, x, i) \
-  o[2 * (i)] = _mm_unpacklo_epi8(x[i], x[(i) + 8]), o[2 * (i) + 1] = _mm_unpackhi_epi8(x[i], x[(i) + 8])
-#define TR_ROUND(o, x) \
+#define TR_PAIR(o, x, i)                            \
+  o[2 * (i)] = _mm_unpacklo_epi8(x[i], x[(i) + 8]), \
+        o[2 * (i) + 1] = _mm_unpackhi_epi8(x[i], x[(i) + 8])
+#define TR_ROUND(o, x)                                                                       \
   (TR_PAIR(o, x, 0), TR_PAIR(o, x, 1), TR_PAIR(o, x, 2), TR_PAIR(o, x, 3), TR_PAIR(o, x, 4), \
    TR_PAIR(o, x, 5), TR_PAIR(o, x, 6), TR_PAIR(o, x, 7))
 #endif
@@ -356,7 +362,8 @@ static inline void blend16(const uint8_t *a, const uint8_t *b, unsigned w, uint8
 static void transpose16(const uint8_t *src, size_t ss, uint8_t *dst, size_t ds) {
 #ifdef USE_SSE2
   __m128i a[16], b[16];
-  for (int i = 0; i < 16; i++) a[i] = _mm_loadu_si128((const __m128i *)(const void *)(src + i * ss));
+  for (int i = 0; i < 16; i++)
+    a[i] = _mm_loadu_si128((const __m128i *)(const void *)(src + i * ss));
   TR_ROUND(b, a);
   TR_ROUND(a, b);
   TR_ROUND(b, a);
@@ -395,7 +402,8 @@ static void resize_strip(struct jpeg_tls *t, const struct plane *pl, int y0, int
  * 1/256, within a level of libjpeg's); n a multiple of 16. */
 #ifdef USE_SSE2
 static inline __m128i ycc_mul(__m128i x, short k) {
-  return _mm_srai_epi16(_mm_add_epi16(_mm_mullo_epi16(x, _mm_set1_epi16(k)), _mm_set1_epi16(128)), 8);
+  return _mm_srai_epi16(_mm_add_epi16(_mm_mullo_epi16(x, _mm_set1_epi16(k)), _mm_set1_epi16(128)),
+                        8);
 }
 
 /* Eight pixels: Y and centred Cb, Cr as 16-bit lanes to R, G, B. */
@@ -464,37 +472,46 @@ static void u8_plane_row(const uint8_t *s, uint8_t *d, size_t n) {
 #ifdef USE_SSE2
   if (((uintptr_t)d & 15) == 0)
     for (; i + 16 <= n; i += 16)
-      _mm_stream_si128((__m128i *)(void *)(d + i), _mm_loadu_si128((const __m128i *)(const void *)(s + i)));
+      _mm_stream_si128((__m128i *)(void *)(d + i),
+                       _mm_loadu_si128((const __m128i *)(const void *)(s + i)));
 #endif
   memcpy(d + i, s + i, n - i);
 }
 
-/* R, G, B rows to packed RGB. The SIMD loop builds 4 pixels as RGB0
- * words, squeezes each 64-bit half to 6 bytes and stores 8, so every store
- * spills 2 bytes past its pixels; the next store or the next row covers
- * them, and with room_after unset the last 16 pixels go byte by byte. */
-static void interleave_row(const uint8_t *const rgb[3], uint8_t *o, size_t n, int room_after) {
+/* R, G, B rows to packed RGB, 16 pixels (48 bytes) a step: pixels as
+ * RGB0 words, each 64-bit half squeezed to 6 bytes, four such 12-byte
+ * runs shifted together into three vectors. Streaming stores where out is
+ * aligned, as for the planar rows. */
+static void interleave_row(const uint8_t *const rgb[3], uint8_t *o, size_t n) {
   size_t i = 0;
 #ifdef USE_SSE2
-  const __m128i zero = _mm_setzero_si128();
+  const __m128i zero = _mm_setzero_si128(), lo64 = _mm_set_epi64x(0, -1);
   const __m128i lo24 = _mm_set1_epi64x(0xffffffll), mid24 = _mm_set1_epi64x(0xffffff000000ll);
-  for (; i + 16 < n || (room_after && i + 16 <= n); i += 16) {
+  int stream = ((uintptr_t)o & 15) == 0;
+  for (; i + 16 <= n; i += 16) {
     __m128i r = _mm_loadu_si128((const __m128i *)(const void *)(rgb[0] + i));
     __m128i g = _mm_loadu_si128((const __m128i *)(const void *)(rgb[1] + i));
     __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(rgb[2] + i));
     __m128i rg[2] = {_mm_unpacklo_epi8(r, g), _mm_unpackhi_epi8(r, g)};
     __m128i b0[2] = {_mm_unpacklo_epi8(b, zero), _mm_unpackhi_epi8(b, zero)};
+    __m128i run[4];
     for (int q = 0; q < 4; q++) {
       __m128i px = q & 1 ? _mm_unpackhi_epi16(rg[q >> 1], b0[q >> 1])
                          : _mm_unpacklo_epi16(rg[q >> 1], b0[q >> 1]);
       px = _mm_or_si128(_mm_and_si128(px, lo24), _mm_and_si128(_mm_srli_epi64(px, 8), mid24));
-      uint8_t *d = o + 3 * (i + 4 * (size_t)q);
-      _mm_storel_epi64((__m128i *)(void *)d, px);
-      _mm_storel_epi64((__m128i *)(void *)(d + 6), _mm_unpackhi_epi64(px, px));
+      run[q] = _mm_or_si128(_mm_and_si128(px, lo64), _mm_srli_si128(_mm_andnot_si128(lo64, px), 2));
+    }
+    __m128i v[3] = {_mm_or_si128(run[0], _mm_slli_si128(run[1], 12)),
+                    _mm_or_si128(_mm_srli_si128(run[1], 4), _mm_slli_si128(run[2], 8)),
+                    _mm_or_si128(_mm_srli_si128(run[2], 8), _mm_slli_si128(run[3], 4))};
+    for (int k = 0; k < 3; k++) {
+      __m128i *d = (__m128i *)(void *)(o + 3 * i + 16 * k);
+      if (stream)
+        _mm_stream_si128(d, v[k]);
+      else
+        _mm_storeu_si128(d, v[k]);
     }
   }
-#else
-  (void)room_after;
 #endif
   for (; i < n; i++) o[3 * i] = rgb[0][i], o[3 * i + 1] = rgb[1][i], o[3 * i + 2] = rgb[2][i];
 }
@@ -520,7 +537,8 @@ static void f32_packed_row(const struct params *p, const uint8_t *s, float *d, s
                       _mm_unpacklo_epi16(hi, zero), _mm_unpackhi_epi16(hi, zero)};
       for (int k = 0; k < 4; k++) {
         int m = (4 * j + k) % 3;
-        _mm_storeu_ps(d + i + 16 * j + 4 * k, _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(q[k]), sc[m]), bi[m]));
+        _mm_storeu_ps(d + i + 16 * j + 4 * k,
+                      _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(q[k]), sc[m]), bi[m]));
       }
     }
 #endif
@@ -535,8 +553,8 @@ static void emit_row(const struct params *p, struct jpeg_tls *t, const uint8_t *
   int aligned = ((uintptr_t)out & 3) == 0;
   if (!p->chw) {
     uint8_t *o = out + (size_t)oy * ow * 3 * esz;
-    if (!p->f32) return interleave_row(rgb, o, ow, oy + 1 < p->oh);
-    interleave_row(rgb, t->irow, ow, 1);
+    if (!p->f32) return interleave_row(rgb, o, ow);
+    interleave_row(rgb, t->irow, ow);
     float *d = aligned ? (float *)(void *)o : t->frow;
     f32_packed_row(p, t->irow, d, ow * 3);
     if (!aligned) memcpy(o, d, ow * 3 * sizeof(float));
@@ -554,8 +572,8 @@ static void emit_row(const struct params *p, struct jpeg_tls *t, const uint8_t *
   }
 }
 
-static void run_strips(const struct params *p, struct jpeg_tls *t, const struct plane pl[3],
-                       int np, enum colour col, uint8_t *out) {
+static void run_strips(const struct params *p, struct jpeg_tls *t, const struct plane pl[3], int np,
+                       enum colour col, uint8_t *out) {
   size_t owp = PAD16(p->ow);
   for (int y0 = 0; y0 < p->oh; y0 += STRIP) {
     for (int k = 0; k < np; k++) resize_strip(t, &pl[k], y0, p->oh, p->ow, t->strip + k);
@@ -621,7 +639,8 @@ static int jpeg_decode(const struct stk_decode_cfg *cfg, void **tls, const struc
   struct jpeg_tls *t = NULL;
   int rc, W, H, ss, cs;
   if ((rc = resolve(cfg, &p, err)) != 0) return rc;
-  if (p.train && !rng) return stk__errf(err, STK_EINVAL, "jpeg: the training transform needs an rng");
+  if (p.train && !rng)
+    return stk__errf(err, STK_EINVAL, "jpeg: the training transform needs an rng");
   if (cap < out_bytes(&p))
     return stk__errf(err, STK_EINVAL, "jpeg: output of %llu bytes is too small for %llu",
                      (unsigned long long)cap, (unsigned long long)out_bytes(&p));

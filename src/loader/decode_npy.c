@@ -10,15 +10,15 @@
 #include "decode.h"
 
 #define NPY_MAGIC "\x93NUMPY"
-#define NPY_PREFIX 10         /* magic, version, v1 header length */
-#define NPY_MAX_NDIM 64       /* numpy's own limit */
+#define NPY_PREFIX 10   /* magic, version, v1 header length */
+#define NPY_MAX_NDIM 64 /* numpy's own limit */
 #define NPY_MAX_HEADER (1u << 20)
 
 /* What the header says about the array. */
 struct npy_info {
-  uint64_t hdr_len;  /* bytes before the array data */
+  uint64_t hdr_len; /* bytes before the array data */
   uint64_t itemsize;
-  uint64_t bytes;    /* prod(shape) * itemsize */
+  uint64_t bytes; /* prod(shape) * itemsize */
   int fortran;
 };
 
@@ -37,7 +37,8 @@ static int parse_prefix(const uint8_t *p, uint64_t n, uint64_t *hdr_len, char *e
   }
   if (n < NPY_PREFIX + 2) return stk__errf(err, STK_ETRUNC, "npy: header truncated");
   uint32_t h = stk__ld32(p + 8);
-  if (h > NPY_MAX_HEADER) return stk__errf(err, STK_EFORMAT, "npy: header of %u bytes is absurd", h);
+  if (h > NPY_MAX_HEADER)
+    return stk__errf(err, STK_EFORMAT, "npy: header of %u bytes is absurd", h);
   *hdr_len = NPY_PREFIX + 2 + (uint64_t)h;
   return 0;
 }
@@ -115,7 +116,8 @@ static int parse_shape(struct cur *c, uint64_t *count) {
   for (int ndim = 0;; ndim++) {
     if (eat(c, ')')) break;
     uint64_t d;
-    if (ndim >= NPY_MAX_NDIM || parse_uint(c, &d) != 0 || __builtin_mul_overflow(n, d, &n)) return -1;
+    if (ndim >= NPY_MAX_NDIM || parse_uint(c, &d) != 0 || __builtin_mul_overflow(n, d, &n))
+      return -1;
     if (!eat(c, ',')) {
       if (!eat(c, ')')) return -1;
       break;
@@ -202,7 +204,7 @@ struct npy_tls {
   int zs_ready;
   const uint8_t *in; /* rest of the compressed field */
   uint64_t in_left;
-  char *hdr;         /* the header, grown as needed */
+  char *hdr; /* the header, grown as needed */
   size_t hdr_cap;
 };
 
@@ -285,7 +287,8 @@ static int npy_out_size(const struct stk_decode_cfg *cfg, const struct stk_field
   uint64_t want = in->raw_len < sizeof pre ? in->raw_len : sizeof pre;
   if (!rc) rc = z_fill(&t, pre, want, want == in->raw_len, err);
   if (!rc) rc = parse_prefix(pre, want, &h.hdr_len, err);
-  if (!rc && h.hdr_len > in->raw_len) rc = stk__errf(err, STK_ETRUNC, "npy: header runs past the data");
+  if (!rc && h.hdr_len > in->raw_len)
+    rc = stk__errf(err, STK_ETRUNC, "npy: header runs past the data");
   if (!rc) *size = in->raw_len - h.hdr_len;
   if (t.zs_ready) inflateEnd(&t.zs);
   return rc;

@@ -27,7 +27,8 @@ static int run(z_stream *zs, const uint8_t *in, uint64_t in_len, uint8_t *out, u
                        (unsigned long long)(out_len - out_left), (unsigned long long)out_len,
                        zs->msg ? zs->msg : "bad stream");
     if (out_left == 0)
-      return stk__errf(err, STK_EFORMAT, "inflate: data decodes to more than the %llu bytes expected",
+      return stk__errf(err, STK_EFORMAT,
+                       "inflate: data decodes to more than the %llu bytes expected",
                        (unsigned long long)out_len);
     if (in_left == 0)
       return stk__errf(err, STK_ETRUNC, "inflate: deflate data ends after %llu of %llu bytes",

@@ -61,8 +61,9 @@ int stk_sim_cluster_load(struct stk_sim_cluster **out, const char *path, char *e
         (rc = stk__sim_csv_int(&r, cgpu, 0, INT32_MAX, 0, 0, &gpu, errmsg)))
       goto fail;
     if (gpu > STK_SIM_MAX_GPUS) {
-      rc = stk__errf(errmsg, STK_EFORMAT, "%s:%llu: gpu %lld: at most %d GPUs per node are supported",
-                     r.path, (unsigned long long)r.line, (long long)gpu, STK_SIM_MAX_GPUS);
+      rc = stk__errf(errmsg, STK_EFORMAT,
+                     "%s:%llu: gpu %lld: at most %d GPUs per node are supported", r.path,
+                     (unsigned long long)r.line, (long long)gpu, STK_SIM_MAX_GPUS);
       goto fail;
     }
     const char *model = stk__sim_csv_get(&r, cmodel);

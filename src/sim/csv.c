@@ -14,7 +14,7 @@
 static int read_line(struct stk__sim_csv *r, char *errmsg) {
   size_t n = 0;
   int c;
-  while ((c = getc(r->f)) != EOF && c != '\n') {
+  while ((c = getc_unlocked(r->f)) != EOF && c != '\n') {
     if (n + 2 > r->cap) {
       if (r->cap >= MAX_LINE)
         return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: line longer than %u bytes", r->path,
@@ -28,7 +28,8 @@ static int read_line(struct stk__sim_csv *r, char *errmsg) {
     r->buf[n++] = (char)c;
   }
   if (c == EOF && ferror(r->f))
-    return stk__errf(errmsg, stk__from_errno(errno), "%s: read failed: %s", r->path, strerror(errno));
+    return stk__errf(errmsg, stk__from_errno(errno), "%s: read failed: %s", r->path,
+                     strerror(errno));
   if (c == EOF && n == 0) return STK_EOF;
   if (!r->buf) {
     r->buf = malloc(16);
@@ -87,14 +88,16 @@ int stk__sim_csv_open(struct stk__sim_csv *r, const char *path, char *errmsg) {
   } else {
     r->f = fopen(path, "r");
     if (!r->f)
-      return stk__errf(errmsg, stk__from_errno(errno), "%s: cannot open: %s", path, strerror(errno));
+      return stk__errf(errmsg, stk__from_errno(errno), "%s: cannot open: %s", path,
+                       strerror(errno));
     r->own = 1;
   }
   int rc;
   do {
     rc = read_line(r, errmsg);
   } while (rc == 0 && blank(r->buf));
-  if (rc == STK_EOF) rc = stk__errf(errmsg, STK_EEMPTY, "%s: empty file, expected a CSV header line", r->path);
+  if (rc == STK_EOF)
+    rc = stk__errf(errmsg, STK_EEMPTY, "%s: empty file, expected a CSV header line", r->path);
   if (rc) {
     stk__sim_csv_close(r);
     return rc;
@@ -145,8 +148,8 @@ int stk__sim_csv_next(struct stk__sim_csv *r, char *errmsg) {
   if (rc) return rc;
   if ((rc = split(r)) != 0) return stk__errf(errmsg, rc, "%s: out of memory", r->path);
   if (r->nfield != r->nhdr)
-    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %d fields, but the header has %d",
-                     r->path, (unsigned long long)r->line, r->nfield, r->nhdr);
+    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %d fields, but the header has %d", r->path,
+                     (unsigned long long)r->line, r->nfield, r->nhdr);
   return 0;
 }
 
@@ -178,12 +181,11 @@ int stk__sim_csv_int(const struct stk__sim_csv *r, int col, int64_t lo, int64_t 
     }
   }
   if (end == s || *end || errno == ERANGE)
-    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s '%s' is not a whole number",
-                     r->path, (unsigned long long)r->line, cname, s);
+    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s '%s' is not a whole number", r->path,
+                     (unsigned long long)r->line, cname, s);
   if (v < lo || v > hi)
-    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s %lld is out of range (%lld..%lld)",
-                     r->path, (unsigned long long)r->line, cname, v, (long long)lo,
-                     (long long)hi);
+    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s %lld is out of range (%lld..%lld)", r->path,
+                     (unsigned long long)r->line, cname, v, (long long)lo, (long long)hi);
   *out = v;
   return 0;
 }

@@ -21,14 +21,14 @@
 struct gen {
   const struct stk_sim_workload *w;
   struct stk_rng rng;
-  uint64_t *fen;    /* Fenwick tree of originals not yet arrived, by kind */
-  uint64_t *cum;    /* cumulative kind counts, for draws with replacement */
-  uint32_t n, top;  /* kinds; highest power of two <= n */
+  uint64_t *fen;   /* Fenwick tree of originals not yet arrived, by kind */
+  uint64_t *cum;   /* cumulative kind counts, for draws with replacement */
+  uint32_t n, top; /* kinds; highest power of two <= n */
   uint64_t left, total;
   double target;
-  int64_t milli;    /* GPU demand arrived so far */
-  int over;         /* the trace alone exceeds the target */
-  int phase;        /* 0 originals, 1 samples, 2 done */
+  int64_t milli; /* GPU demand arrived so far */
+  int over;      /* the trace alone exceeds the target */
+  int phase;     /* 0 originals, 1 samples, 2 done */
 };
 
 static int gen_init(struct gen *g, const struct stk_sim_workload *w, uint64_t seed, double target) {
@@ -119,10 +119,14 @@ int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *
   double inflate = opts && opts->inflate > 0 ? opts->inflate : 1.3;
   if (!(inflate > 0 && inflate <= 100))
     return stk__errf(errmsg, STK_EINVAL, "inflate %g is out of range (0..100]", inflate);
+  if (w->cluster != c)
+    return stk__errf(errmsg, STK_EINVAL, "the workload was loaded for another cluster");
   if (c->gpus == 0)
-    return stk__errf(errmsg, STK_EINVAL, "the node list has no GPUs; experiment mode measures GPU allocation");
+    return stk__errf(errmsg, STK_EINVAL,
+                     "the node list has no GPUs; experiment mode measures GPU allocation");
   if (w->total_milli == 0)
-    return stk__errf(errmsg, STK_EEMPTY, "the pod list requests no GPUs; experiment mode needs GPU pods");
+    return stk__errf(errmsg, STK_EEMPTY,
+                     "the pod list requests no GPUs; experiment mode needs GPU pods");
   uint64_t seed = opts ? opts->seed : 0;
   snprintf(res->policy, sizeof res->policy, "%s", pol->name);
   res->seed = seed;
@@ -138,7 +142,8 @@ int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *
   stk__sim_heap_init(&h);
   int rc = 0, have_state = 0;
   memset(&g, 0, sizeof g);
-  if (!sa || !sf || !sr || !cnt || !cntr || gen_init(&g, w, seed, inflate * (double)res->total_gpu_milli)) {
+  if (!sa || !sf || !sr || !cnt || !cntr ||
+      gen_init(&g, w, seed, inflate * (double)res->total_gpu_milli)) {
     rc = STK_ENOMEM;
     goto out;
   }
@@ -183,7 +188,8 @@ int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *
     res->final_frag = frag / 1000.0;
     res->final_frag_ratio = st.idle_milli > 0 ? 100.0 * frag / (double)st.idle_milli : 0;
     next = gen_next(&g);
-    if (next >= 0 && (rc = stk__sim_heap_push(&h, ev.time + 1, EV_ARRIVE, (uint32_t)next))) goto out;
+    if (next >= 0 && (rc = stk__sim_heap_push(&h, ev.time + 1, EV_ARRIVE, (uint32_t)next)))
+      goto out;
   }
   res->wall_s = (double)(stk_now_ns() - t0) / 1e9;
   res->cpu_s = (double)(stk__sim_thread_ns() - c0) / 1e9;
@@ -278,7 +284,8 @@ static void *worker(void *arg) {
     if (!stop && j < p->total) p->next++;
     pthread_mutex_unlock(&p->mu);
     if (stop || j >= p->total) break;
-    struct stk_sim_run_opts ro = {p->policies[j / p->seeds], p->o->seed + j % p->seeds, p->o->inflate};
+    struct stk_sim_run_opts ro = {p->policies[j / p->seeds], p->o->seed + j % p->seeds,
+                                  p->o->inflate};
     char err[STK_ERRMSG_MAX] = "";
     int rc = stk_sim_run(p->c, p->w, &ro, &p->res[j], err);
     pthread_mutex_lock(&p->mu);
@@ -363,7 +370,8 @@ int stk_sim_experiment(const struct stk_sim_cluster *c, const struct stk_sim_wor
   }
   if (p.done < total) {
     stk_sim_results_free(p.res, total);
-    return stk__errf(errmsg, STK_ECANCELED, "experiment canceled after %u of %u runs", p.done, total);
+    return stk__errf(errmsg, STK_ECANCELED, "experiment canceled after %u of %u runs", p.done,
+                     total);
   }
   *results = p.res;
   *nresults = total;

@@ -6,8 +6,12 @@
 #include "sim_impl.h"
 
 const struct stk_sim_policy_ops *const stk__sim_policies[] = {
-    &stk__sim_policy_random,     &stk__sim_policy_dotprod, &stk__sim_policy_gpuclustering,
-    &stk__sim_policy_gpupacking, &stk__sim_policy_bestfit, &stk__sim_policy_fgd,
+    &stk__sim_policy_random,
+    &stk__sim_policy_dotprod,
+    &stk__sim_policy_gpuclustering,
+    &stk__sim_policy_gpupacking,
+    &stk__sim_policy_bestfit,
+    &stk__sim_policy_fgd,
     NULL,
 };
 

@@ -1,7 +1,8 @@
 /* BestFit: the node whose free CPU and GPU, each scaled by the largest node
- * and weighted equally, would be smallest after the placement. Scores are
- * min-max normalised per decision as in the artifact. A shared pod takes
- * the tightest GPU. */
+ * and weighted equally, would be smallest after the placement. A shared pod
+ * takes the tightest GPU. The artifact min-max normalises these scores to
+ * 0..100 per decision; only a node with the highest raw score reaches 100,
+ * so that never changes the winner and is left out. */
 #include "sim_impl.h"
 
 static int score(const struct stk__sim_state *st, const struct stk__sim_node *n,
@@ -16,7 +17,7 @@ static int score(const struct stk__sim_state *st, const struct stk__sim_node *n,
 const struct stk_sim_policy_ops stk__sim_policy_bestfit = {
     .name = "BestFit",
     .summary = "least free CPU and GPU left after placement",
-    .flags = STK_SIM_POLICY_NORMALIZE,
+    .flags = STK_SIM_POLICY_CACHE,
     .gpusel = STK_SIM_GPUSEL_BEST,
     .score = score,
 };

@@ -18,7 +18,7 @@ static int score(const struct stk__sim_state *st, const struct stk__sim_node *n,
 const struct stk_sim_policy_ops stk__sim_policy_gpuclustering = {
     .name = "GpuClustering",
     .summary = "put pods of one GPU shape on the same nodes",
-    .flags = 0,
+    .flags = STK_SIM_POLICY_CACHE,
     .gpusel = STK_SIM_GPUSEL_BEST,
     .score = score,
 };

@@ -14,10 +14,10 @@
 enum { EV_DEPART = 0, EV_ARRIVE = 1 }; /* at one instant, departures first */
 
 struct rec {
-  int64_t create, dur;   /* dur < 0: never leaves */
-  uint32_t kind, name;   /* name: offset into the name pool */
+  int64_t create, dur; /* dur < 0: never leaves */
+  uint32_t kind, name; /* name: offset into the name pool */
   struct stk__sim_bind b;
-  uint64_t order;        /* row number, for a stable sort */
+  uint64_t order; /* row number, for a stable sort */
 };
 
 struct trace {
@@ -51,7 +51,7 @@ static int by_creation(const void *a, const void *b) {
 }
 
 /* Read the pod list into compact records and a workload of its kinds. */
-static int load(const struct stk_sim_cluster *c, const char *path, struct trace *t,
+static int load(const struct stk_sim_cluster *c, const char *path, double compress, struct trace *t,
                 struct stk_sim_workload **wout, char *errmsg) {
   struct stk__sim_csv r;
   int rc = stk__sim_csv_open(&r, path, errmsg);
@@ -66,7 +66,8 @@ static int load(const struct stk_sim_cluster *c, const char *path, struct trace 
   struct stk__sim_podcols pc;
   stk__sim_podcols_find(&r, &pc);
   if (pc.cpu < 0 || pc.num < 0) {
-    rc = stk__errf(errmsg, STK_EFORMAT, "%s: not a pod list: the header needs cpu_milli and num_gpu", r.path);
+    rc = stk__errf(errmsg, STK_EFORMAT,
+                   "%s: not a pod list: the header needs cpu_milli and num_gpu", r.path);
     goto out;
   }
   if (pc.ctime < 0) {
@@ -83,13 +84,15 @@ static int load(const struct stk_sim_cluster *c, const char *path, struct trace 
         (rc = stk__sim_csv_int(&r, pc.dtime, 0, INT64_MAX / 4, 1, -1, &dt, errmsg)))
       goto out;
     if (dt >= 0 && dt < ct) {
-      rc = stk__errf(errmsg, STK_EFORMAT, "%s:%llu: deletion_time %lld is before creation_time %lld",
-                     r.path, (unsigned long long)r.line, (long long)dt, (long long)ct);
+      rc =
+          stk__errf(errmsg, STK_EFORMAT, "%s:%llu: deletion_time %lld is before creation_time %lld",
+                    r.path, (unsigned long long)r.line, (long long)dt, (long long)ct);
       goto out;
     }
     char where[300];
     snprintf(where, sizeof where, "%s:%llu", r.path, (unsigned long long)r.line);
-    int k = stk__sim_builder_add(b, cpu, mem, num, milli, stk__sim_csv_get(&r, pc.spec), 1, errmsg, where);
+    int k = stk__sim_builder_add(b, cpu, mem, num, milli, stk__sim_csv_get(&r, pc.spec), 1, errmsg,
+                                 where);
     if (k < 0) {
       rc = k;
       goto out;
@@ -106,7 +109,7 @@ static int load(const struct stk_sim_cluster *c, const char *path, struct trace 
     }
     struct rec *x = &t->r[t->n];
     memset(x, 0, sizeof *x);
-    x->create = ct;
+    x->create = compress > 1 ? (int64_t)((double)ct / compress) : ct;
     x->dur = dt < 0 ? -1 : dt - ct;
     x->kind = (uint32_t)k;
     x->order = t->n;
@@ -157,7 +160,7 @@ struct run {
   struct stk__sim_heap h;
   uint32_t *queue;
   size_t nq;
-  int64_t *waits;   /* delays > 0 of placed pods */
+  int64_t *waits; /* delays > 0 of placed pods */
   size_t nwaits, capwaits;
   double sum_delay;
   uint64_t running;
@@ -165,9 +168,12 @@ struct run {
 
 static void report_pod(struct run *R, const struct rec *x, int64_t start, const char *outcome) {
   if (!R->o->on_pod) return;
-  struct stk_sim_pod_record p = {
-      R->t.names + x->name, start >= 0 ? R->c->name[R->st.order[x->b.node]] : "", outcome, x->create, start,
-      start >= 0 ? start - x->create : -1};
+  struct stk_sim_pod_record p = {R->t.names + x->name,
+                                 start >= 0 ? R->c->name[R->st.order[x->b.node]] : "",
+                                 outcome,
+                                 x->create,
+                                 start,
+                                 start >= 0 ? start - x->create : -1};
   R->o->on_pod(R->o->ctx, &p);
 }
 
@@ -222,7 +228,9 @@ int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
   R.c = c, R.o = o, R.res = res;
   stk__sim_heap_init(&R.h);
   struct stk_sim_workload *w = NULL;
-  int rc = load(c, pods_path, &R.t, &w, errmsg);
+  if (o->compress < 0 || o->compress > 1e9)
+    return stk__errf(errmsg, STK_EINVAL, "compress %g is out of range", o->compress);
+  int rc = load(c, pods_path, o->compress, &R.t, &w, errmsg);
   if (rc) goto out_trace;
   snprintf(res->policy, sizeof res->policy, "%s", pol->name);
   res->seed = o->seed;
@@ -247,14 +255,17 @@ int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
       sample(&R, now);
       double dt = (double)(ev.time - now);
       alloc_int += dt * (double)R.st.used_milli / (double)(R.st.total_milli ? R.st.total_milli : 1);
-      frag_int += dt * (R.st.idle_milli > 0 ? (R.st.frag_sum > 0 ? R.st.frag_sum : 0) / (double)R.st.idle_milli : 0);
+      frag_int += dt * (R.st.idle_milli > 0
+                            ? (R.st.frag_sum > 0 ? R.st.frag_sum : 0) / (double)R.st.idle_milli
+                            : 0);
       now = ev.time;
     }
     res->events++;
     uint32_t i = ev.arg;
     struct rec *x = &R.t.r[i];
     if (ev.kind == EV_ARRIVE) {
-      if (i + 1 < R.t.n && (rc = stk__sim_heap_push(&R.h, R.t.r[i + 1].create, EV_ARRIVE, i + 1))) break;
+      if (i + 1 < R.t.n && (rc = stk__sim_heap_push(&R.h, R.t.r[i + 1].create, EV_ARRIVE, i + 1)))
+        break;
       if (w->kind[x->kind].never_fit) {
         res->never_fit++;
         report_pod(&R, x, -1, "never_fits");
@@ -300,7 +311,8 @@ int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
   if (res->placed) {
     qsort(R.waits, R.nwaits, sizeof *R.waits, cmp_i64);
     uint64_t zeros = res->placed - R.nwaits;
-    double qs[3] = {0.50, 0.90, 0.99}, *out[3] = {&res->delay_p50, &res->delay_p90, &res->delay_p99};
+    double qs[3] = {0.50, 0.90, 0.99},
+           *out[3] = {&res->delay_p50, &res->delay_p90, &res->delay_p99};
     for (int k = 0; k < 3; k++) {
       uint64_t rank = (uint64_t)ceil(qs[k] * (double)res->placed); /* nearest rank */
       if (rank < 1) rank = 1;

@@ -113,12 +113,13 @@ void stk_sim_write_table(FILE *f, const struct stk_sim_result *r, size_t n, cons
   for (size_t k = 0; k < ng; k++)
     any_pub |= !isnan(stk_sim_published(trace, g[k].policy, 100)) ||
                !isnan(stk_sim_published(trace, g[k].policy, hi));
-  fprintf(f, "allocated GPUs, %% of %llu (mean of %zu seed%s", (unsigned long long)(r[0].total_gpu_milli / 1000),
-          g[0].n, g[0].n == 1 ? "" : "s");
+  fprintf(f, "allocated GPUs, %% of %llu (mean of %zu seed%s",
+          (unsigned long long)(r[0].total_gpu_milli / 1000), g[0].n, g[0].n == 1 ? "" : "s");
   if (g[0].n > 1) fprintf(f, ", +- standard deviation");
   fprintf(f, ")\n");
   fprintf(f, "%-14s %-15s %-15s %11s", "policy", h1, h2, "failed pods");
-  if (any_pub) fprintf(f, "   %-9s %-9s %s", "paper@100", "paper@130", "delta@130");
+  if (any_pub)
+    fprintf(f, "   %-9s %-9s %-9s %s", "paper@100", "paper@130", "delta@100", "delta@130");
   fprintf(f, "\n");
   for (size_t k = 0; k < ng; k++) {
     char a[32], b[32];
@@ -131,15 +132,20 @@ void stk_sim_write_table(FILE *f, const struct stk_sim_result *r, size_t n, cons
     }
     fprintf(f, "%-14s %-15s %-15s %11.1f", g[k].policy, a, b, g[k].failed);
     if (any_pub) {
-      double p1 = stk_sim_published(trace, g[k].policy, 100), p2 = stk_sim_published(trace, g[k].policy, 130);
-      char c1[16], c2[16], d[16];
+      double p1 = stk_sim_published(trace, g[k].policy, 100),
+             p2 = stk_sim_published(trace, g[k].policy, 130);
+      char c1[16], c2[16], d1[16], d2[16];
       fmt_num(c1, sizeof c1, p1);
       fmt_num(c2, sizeof c2, p2);
-      if (isnan(p2) || hi != 130)
-        snprintf(d, sizeof d, "-");
+      if (isnan(p1))
+        snprintf(d1, sizeof d1, "-");
       else
-        snprintf(d, sizeof d, "%+.2f", g[k].meanhi - p2);
-      fprintf(f, "   %-9s %-9s %s", c1, c2, d);
+        snprintf(d1, sizeof d1, "%+.2f", g[k].mean100 - p1);
+      if (isnan(p2) || hi != 130)
+        snprintf(d2, sizeof d2, "-");
+      else
+        snprintf(d2, sizeof d2, "%+.2f", g[k].meanhi - p2);
+      fprintf(f, "   %-9s %-9s %-9s %s", c1, c2, d1, d2);
     }
     fprintf(f, "\n");
   }
@@ -281,8 +287,8 @@ void stk_sim_write_csv(FILE *f, const struct stk_sim_result *r, size_t n) {
   }
 }
 
-static const char *colors[] = {"#7f7f7f", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#d62728",
-                                "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
+static const char *colors[] = {"#7f7f7f", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e",
+                               "#d62728", "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
 
 void stk_sim_write_svg(FILE *f, const struct stk_sim_result *r, size_t n, const char *title) {
   struct group g[64];
@@ -310,34 +316,87 @@ void stk_sim_write_svg(FILE *f, const struct stk_sim_result *r, size_t n, const 
   fprintf(f, "</text>\n");
   for (int y = 0; y <= 100; y += 10) {
     double py = T + ph - y / 100.0 * ph;
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", L, py, L + pw, py);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", L, py,
+            L + pw, py);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%d</text>\n", L - 6, py + 4, y);
   }
   for (int x = 0; x <= (int)xmax; x += 10) {
     double px = L + x / xmax * pw;
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", px, T, px, T + ph);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n", px, T + ph + 18, x);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", px, T,
+            px, T + ph);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n", px, T + ph + 18,
+            x);
   }
-  fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n", L, T, pw, ph);
-  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">arrived GPU demand, %% of capacity</text>\n",
+  fprintf(f,
+          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+          "stroke=\"#333\"/>\n",
+          L, T, pw, ph);
+  fprintf(f,
+          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">arrived GPU demand, %% of "
+          "capacity</text>\n",
           L + pw / 2, H - 18);
   fprintf(f,
-          "<text transform=\"translate(20 %.1f) rotate(-90)\" text-anchor=\"middle\">allocated GPUs, %% of "
+          "<text transform=\"translate(20 %.1f) rotate(-90)\" text-anchor=\"middle\">allocated "
+          "GPUs, %% of "
           "capacity</text>\n",
           T + ph / 2);
-  double *curve = malloc(np * sizeof *curve);
+  double *curve = malloc((size_t)ng * np * sizeof *curve);
   if (!curve) return;
+  for (size_t k = 0; k < ng; k++) mean_curve(r, n, g[k].policy, 0, curve + k * np, np);
   for (size_t k = 0; k < ng; k++) {
     const char *col = colors[k % STK__ARRAY_LEN(colors)];
-    mean_curve(r, n, g[k].policy, 0, curve, np);
+    const double *c = curve + k * np;
     fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"", col);
     for (uint32_t p = 0; p < np; p++)
-      if (!isnan(curve[p])) fprintf(f, "%.1f,%.1f ", L + p / xmax * pw, T + ph - curve[p] / 100.0 * ph);
+      if (!isnan(c[p])) fprintf(f, "%.1f,%.1f ", L + p / xmax * pw, T + ph - c[p] / 100.0 * ph);
     fprintf(f, "\"/>\n");
     double ly = T + 20 + 20.0 * (double)k;
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>\n",
+    fprintf(f,
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+            "stroke-width=\"3\"/>\n",
             L + pw + 14, ly, L + pw + 34, ly, col);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s %.1f%%</text>\n", L + pw + 40, ly + 4, g[k].policy, g[k].meanhi);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s %.1f%%</text>\n", L + pw + 40, ly + 4, g[k].policy,
+            g[k].meanhi);
+  }
+  /* An inset magnifies where the policies part: arrived demand from 90% on,
+   * allocation from just below the lowest curve to 100%. It sits in the
+   * empty lower right of the main plot. */
+  uint32_t x0 = 90;
+  if (np > x0 + 2) {
+    double ymin = 100;
+    for (size_t k = 0; k < ng; k++)
+      for (uint32_t p = x0; p < np; p++)
+        if (!isnan(curve[k * np + p]) && curve[k * np + p] < ymin) ymin = curve[k * np + p];
+    ymin = floor(ymin / 5) * 5;
+    if (ymin > 95) ymin = 95;
+    double ix = L + pw * 0.52, iy = T + ph * 0.50, iw = pw * 0.44, ih = ph * 0.42;
+    fprintf(f,
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"white\" "
+            "stroke=\"#333\"/>\n",
+            ix, iy, iw, ih);
+    for (double y = ymin; y <= 100.001; y += 5) {
+      double py = iy + ih - (y - ymin) / (100 - ymin) * ih;
+      fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", ix,
+              py, ix + iw, py);
+      fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\">%.0f</text>\n",
+              ix - 3, py + 3, y);
+    }
+    double span = xmax - x0;
+    for (int x = (int)x0; x <= (int)xmax; x += 10) {
+      double px = ix + (x - x0) / span * iw;
+      fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"10\">%d</text>\n",
+              px, iy + ih + 12, x);
+    }
+    for (size_t k = 0; k < ng; k++) {
+      const double *c = curve + k * np;
+      fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+              colors[k % STK__ARRAY_LEN(colors)]);
+      for (uint32_t p = x0; p < np; p++)
+        if (!isnan(c[p]) && c[p] >= ymin)
+          fprintf(f, "%.1f,%.1f ", ix + (p - x0) / span * iw,
+                  iy + ih - (c[p] - ymin) / (100 - ymin) * ih);
+      fprintf(f, "\"/>\n");
+    }
   }
   free(curve);
   fprintf(f, "</svg>\n");

@@ -46,7 +46,7 @@ struct stk__sim_csv {
   FILE *f;
   int own;
   char path[256];
-  uint64_t line;     /* line number of the current row, 1-based */
+  uint64_t line; /* line number of the current row, 1-based */
   char *buf;
   size_t cap;
   char **field;
@@ -74,12 +74,12 @@ int stk__sim_csv_int(const struct stk__sim_csv *r, int col, int64_t lo, int64_t 
 
 struct stk_sim_cluster {
   uint32_t n;
-  int32_t *cpu;       /* milli-CPU */
-  int64_t *mem;       /* MiB */
+  int32_t *cpu; /* milli-CPU */
+  int64_t *mem; /* MiB */
   uint8_t *ngpu;
-  uint8_t *model;     /* model id, 0 = no GPU model */
-  char **name;        /* sn */
-  uint32_t nmodels;   /* ids 1..nmodels */
+  uint8_t *model;   /* model id, 0 = no GPU model */
+  char **name;      /* sn */
+  uint32_t nmodels; /* ids 1..nmodels */
   char *model_name[STK_SIM_MAX_MODELS + 1];
   uint64_t gpus, cpu_total, mem_total;
   uint32_t gpu_nodes;
@@ -92,15 +92,15 @@ uint32_t stk__sim_model_id(const struct stk_sim_cluster *c, const char *name, si
 /* A resource spec: what the artifact calls a PodResource (CPU, milli-GPU
  * per GPU, GPU count, GPU-model constraint). Scores depend only on it. */
 struct stk__sim_spec {
-  int32_t cpu;        /* request, milli-CPU */
-  int32_t cpu_nz;     /* the same as scores see it: 0 counts as 100 */
-  int32_t slot;       /* score-cache slot (popularity rank), -1 = not cached */
-  int16_t milli;      /* per GPU, 0 for CPU pods */
-  uint8_t num;        /* GPUs */
-  uint8_t share;      /* one GPU, milli < 1000 */
-  uint64_t mask;      /* bit m: model id m allowed (bit 0: no-GPU nodes) */
-  char *gpu_spec;     /* the constraint as written ("" for none) */
-  uint64_t count;     /* pods of this spec in the trace */
+  int32_t cpu;    /* request, milli-CPU */
+  int32_t cpu_nz; /* the same as scores see it: 0 counts as 100 */
+  int32_t slot;   /* score-cache slot (popularity rank), -1 = not cached */
+  int16_t milli;  /* per GPU, 0 for CPU pods */
+  uint8_t num;    /* GPUs */
+  uint8_t share;  /* one GPU, milli < 1000 */
+  uint64_t mask;  /* bit m: model id m allowed (bit 0: no-GPU nodes) */
+  char *gpu_spec; /* the constraint as written ("" for none) */
+  uint64_t count; /* pods of this spec in the trace */
 };
 
 /* A pod kind: a spec and a memory request; the unit of sampling. */
@@ -109,7 +109,7 @@ struct stk__sim_kind {
   uint32_t never_fit;
   int64_t mem;
   uint64_t count;
-  uint32_t rank;      /* popularity rank among kinds: tournament-tree slot */
+  uint32_t rank; /* popularity rank among kinds: tournament-tree slot */
 };
 
 /* A typical pod of the fragmentation measure: a spec and its share of the
@@ -118,23 +118,24 @@ struct stk__sim_typical {
   int32_t cpu;
   int16_t milli;
   uint8_t num;
-  uint16_t th;        /* index into the distinct milli thresholds */
+  uint16_t th; /* index into the distinct milli thresholds */
   uint64_t mask;
   double p;
 };
 
 struct stk_sim_workload {
+  const struct stk_sim_cluster *cluster; /* its GPU model ids are the masks' */
   struct stk__sim_spec *spec;
   uint32_t nspec;
   struct stk__sim_kind *kind;
   uint32_t nkind;
-  struct stk__sim_typical *typ;  /* GPU typical pods */
+  struct stk__sim_typical *typ; /* GPU typical pods */
   uint32_t ntyp;
-  double p_cpu;                  /* total share of CPU-only typical pods */
-  int16_t th[STK__SIM_MILLI];    /* distinct milli of the GPU typical pods */
+  double p_cpu;               /* total share of CPU-only typical pods */
+  int16_t th[STK__SIM_MILLI]; /* distinct milli of the GPU typical pods */
   uint32_t nth;
   uint32_t ntypical;
-  uint64_t total_milli;          /* GPU demand of all rows */
+  uint64_t total_milli; /* GPU demand of all rows */
   struct stk_sim_workload_info info;
 };
 
@@ -161,14 +162,14 @@ int stk__sim_pod_parse(const struct stk__sim_csv *r, const struct stk__sim_podco
 
 struct stk__sim_node {
   int32_t cpu_left;
-  uint32_t version;   /* bumped on every change; score caches key on it */
+  uint32_t version; /* bumped on every change; score caches key on it */
   int64_t mem_left;
-  int32_t gpu_left;   /* sum of gpu[] */
+  int32_t gpu_left; /* sum of gpu[] */
   uint8_t ngpu, nfree, model, naff;
-  int16_t gpu[STK_SIM_MAX_GPUS];    /* milli-GPU left per physical GPU */
-  int16_t sorted[STK_SIM_MAX_GPUS]; /* the same, ascending */
+  int16_t gpu[STK_SIM_MAX_GPUS];      /* milli-GPU left per physical GPU */
+  int16_t sorted[STK_SIM_MAX_GPUS];   /* the same, ascending */
   uint16_t aff[STK_SIM_MAX_GPUS + 1]; /* pods by GPU affinity: [0] shared, [k] k whole GPUs */
-  double frag;        /* fragmentation (milli-GPU) against the typical pods */
+  double frag;                        /* fragmentation (milli-GPU) against the typical pods */
 };
 
 /* Where a pod went: node (the run's index; st->order maps it to the
@@ -192,25 +193,24 @@ struct stk__sim_state {
   const struct stk_sim_workload *w;
   const struct stk_sim_policy_ops *pol;
   struct stk__sim_node *node;
-  struct stk__sim_hot *hot;     /* node[i]'s hot fields, kept in step by bind/unbind */
-  struct stk_rng rng;           /* scheduling stream: ties, random choices */
-  double frag_sum;              /* sum of node frag */
+  struct stk__sim_hot *hot; /* node[i]'s hot fields, kept in step by bind/unbind */
+  struct stk_rng rng;       /* scheduling stream: ties, random choices */
+  double frag_sum;          /* sum of node frag */
   int64_t idle_milli, used_milli, total_milli;
   struct stk__sim_cache_ent *cache; /* [slot][node] */
   uint32_t cache_specs;
-  int32_t *tree;                /* [kind rank][2 * tree_p]: best node per subtree */
-  uint32_t tree_p;              /* leaves per tree, a power of two */
-  uint32_t tree_kinds;          /* kinds of rank below this have a tree */
-  uint64_t *tree_stamp;         /* [kind rank]: changes already played into the tree */
-  uint32_t *log;                /* ring of the last log_cap changed nodes */
+  int32_t *tree;        /* [kind rank][2 * tree_p]: best node per subtree */
+  uint32_t tree_p;      /* leaves per tree, a power of two */
+  uint32_t tree_kinds;  /* kinds of rank below this have a tree */
+  uint64_t *tree_stamp; /* [kind rank]: changes already played into the tree */
+  uint32_t *log;        /* ring of the last log_cap changed nodes */
   uint32_t log_cap;
   uint64_t changes;
-  uint32_t *order;              /* node i of the run is cluster node order[i]: a
-                                   seeded order, which breaks score ties */
+  uint32_t *order; /* node i of the run is cluster node order[i]: a
+                      seeded order, which breaks score ties */
   uint32_t *cand;
-  int32_t *raw;
   int8_t *rawgpu;
-  uint64_t decisions, tree_hits, scans;
+  uint64_t decisions;
 };
 
 int stk__sim_state_init(struct stk__sim_state *st, const struct stk_sim_cluster *c,
@@ -219,8 +219,8 @@ int stk__sim_state_init(struct stk__sim_state *st, const struct stk_sim_cluster 
 /* The same with tournament trees forced on (1), off (0) or chosen by
  * cluster size (-1); the choice never changes a decision, only its cost. */
 int stk__sim_state_init_trees(struct stk__sim_state *st, const struct stk_sim_cluster *c,
-                              const struct stk_sim_workload *w, const struct stk_sim_policy_ops *pol,
-                              uint64_t seed, int trees);
+                              const struct stk_sim_workload *w,
+                              const struct stk_sim_policy_ops *pol, uint64_t seed, int trees);
 void stk__sim_state_free(struct stk__sim_state *st);
 
 /* Fragmentation of a node state (the artifact's NodeGpuShareFragAmount,
@@ -240,7 +240,7 @@ struct stk__sim_hot {
   int64_t mem_left;
   int32_t cpu_left;
   uint32_t version;
-  int16_t max_left;   /* most milli-GPU left on one GPU */
+  int16_t max_left; /* most milli-GPU left on one GPU */
   uint8_t nfree, model;
 };
 
@@ -264,9 +264,8 @@ void stk__sim_unbind(struct stk__sim_state *st, uint32_t kind, const struct stk_
 /* ---- policies -------------------------------------------------------- */
 
 enum {
-  STK_SIM_POLICY_CACHE = 1,     /* scores depend on (node state, spec) only: cache them */
-  STK_SIM_POLICY_NORMALIZE = 2, /* min-max normalise scores to 0..100 per decision */
-  STK_SIM_POLICY_UNIFORM = 4,   /* no scores: a uniformly random node that fits */
+  STK_SIM_POLICY_CACHE = 1,   /* scores depend on (node state, spec) only: cache them */
+  STK_SIM_POLICY_UNIFORM = 2, /* no scores: a uniformly random node that fits */
 };
 enum stk_sim_gpusel {
   STK_SIM_GPUSEL_BEST = 0, /* shared pod: the GPU with least milli left that fits */

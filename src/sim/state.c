@@ -112,8 +112,8 @@ int stk__sim_state_init(struct stk__sim_state *st, const struct stk_sim_cluster 
 }
 
 int stk__sim_state_init_trees(struct stk__sim_state *st, const struct stk_sim_cluster *c,
-                              const struct stk_sim_workload *w, const struct stk_sim_policy_ops *pol,
-                              uint64_t seed, int trees) {
+                              const struct stk_sim_workload *w,
+                              const struct stk_sim_policy_ops *pol, uint64_t seed, int trees) {
   memset(st, 0, sizeof *st);
   st->c = c;
   st->w = w;
@@ -122,10 +122,9 @@ int stk__sim_state_init_trees(struct stk__sim_state *st, const struct stk_sim_cl
   st->node = calloc(c->n, sizeof *st->node);
   st->hot = calloc(c->n, sizeof *st->hot);
   st->cand = malloc(c->n * sizeof *st->cand);
-  st->raw = malloc(c->n * sizeof *st->raw);
   st->rawgpu = malloc(c->n);
   st->order = malloc(c->n * sizeof *st->order);
-  if (!st->node || !st->hot || !st->cand || !st->raw || !st->rawgpu || !st->order) goto nomem;
+  if (!st->node || !st->hot || !st->cand || !st->rawgpu || !st->order) goto nomem;
   /* The seeded node order that breaks ties: a random permutation, as the
    * artifact prefixes node names with one before sorting them. Nodes are
    * kept in that order, so the first best node found wins. */
@@ -179,7 +178,6 @@ void stk__sim_state_free(struct stk__sim_state *st) {
   free(st->node);
   free(st->hot);
   free(st->cand);
-  free(st->raw);
   free(st->rawgpu);
   free(st->order);
   free(st->cache);
@@ -273,8 +271,8 @@ static inline int32_t better(const struct stk__sim_cache_ent *e, int32_t a, int3
   return a < b ? a : b;
 }
 
-static void tree_leaf(struct stk__sim_state *st, const struct stk__sim_spec *sp, int64_t mem, int32_t *t,
-                      uint32_t i) {
+static void tree_leaf(struct stk__sim_state *st, const struct stk__sim_spec *sp, int64_t mem,
+                      int32_t *t, uint32_t i) {
   int g;
   if (stk__sim_fits(&st->hot[i], sp, mem)) {
     score_node(st, i, sp, 1, &g);
@@ -318,34 +316,28 @@ int stk__sim_schedule(struct stk__sim_state *st, uint32_t kind, struct stk__sim_
     int32_t top = tree_best(st, k, sp);
     if (top < 0) return STK_ENOSPC;
     pick = top;
-    st->tree_hits++;
     st->rawgpu[top] = st->cache[(size_t)(uint32_t)sp->slot * st->c->n + (uint32_t)top].gpu;
     goto chosen;
   }
-  st->scans++;
+  if (st->pol->flags & STK_SIM_POLICY_UNIFORM) {
+    /* Draw nodes until one fits: uniform over the nodes that fit. After
+     * many misses the scan below draws among them instead, which is still
+     * uniform, and cheap, as then few fit. */
+    const uint32_t n = st->c->n;
+    for (int tries = 0; tries < 48; tries++) {
+      uint32_t i = (uint32_t)stk_rng_below(&st->rng, n);
+      if (stk__sim_fits(&st->hot[i], sp, k->mem)) {
+        pick = i;
+        goto chosen;
+      }
+    }
+  }
   uint32_t nf = filter(st, sp, k->mem, st->cand);
   /* The highest score wins; among equal scores the node that comes first
    * in the run's seeded node order, as the artifact's scheduler picks the
    * lexicographically smallest of its randomly prefixed node names. */
   if (st->pol->flags & STK_SIM_POLICY_UNIFORM) {
     if (nf) pick = st->cand[nf == 1 ? 0 : stk_rng_below(&st->rng, nf)];
-  } else if (st->pol->flags & STK_SIM_POLICY_NORMALIZE) {
-    /* Min-max normalisation to 0..100 in integers, as the artifact's
-     * NormalizeScore; it can merge neighbouring scores into ties. */
-    int lo = INT_MAX, hi = INT_MIN;
-    for (uint32_t j = 0; j < nf; j++) {
-      uint32_t i = st->cand[j];
-      int g, s = score_node(st, i, sp, cached, &g);
-      st->raw[i] = s;
-      st->rawgpu[i] = (int8_t)g;
-      if (s < lo) lo = s;
-      if (s > hi) hi = s;
-    }
-    for (uint32_t j = 0; j < nf; j++) {
-      uint32_t i = st->cand[j];
-      int s = hi == lo ? 0 : (int)((int64_t)(st->raw[i] - lo) * 100 / (hi - lo));
-      if (s > best) best = s, pick = i;
-    }
   } else {
     for (uint32_t j = 0; j < nf; j++) {
       uint32_t i = st->cand[j];
@@ -373,7 +365,8 @@ chosen:;
   return 0;
 }
 
-static void apply(struct stk__sim_state *st, uint32_t kind, const struct stk__sim_bind *b, int sign) {
+static void apply(struct stk__sim_state *st, uint32_t kind, const struct stk__sim_bind *b,
+                  int sign) {
   const struct stk__sim_kind *k = &st->w->kind[kind];
   const struct stk__sim_spec *sp = &st->w->spec[k->spec];
   struct stk__sim_node *n = &st->node[b->node];

@@ -69,6 +69,7 @@ int stk__sim_builder_new(struct stk__sim_builder **out, struct stk_sim_workload 
   if (!b) return STK_ENOMEM;
   b->w = w;
   b->c = c;
+  w->cluster = c;
   *out = b;
   return 0;
 }
@@ -139,9 +140,10 @@ int stk__sim_builder_add(struct stk__sim_builder *b, int32_t cpu, int64_t mem, i
   if (num == 0 || milli <= 0) num = 0, milli = 0, gpu_spec = "";
   if (milli > STK__SIM_MILLI) milli = STK__SIM_MILLI; /* as the artifact's converter does */
   if (num > 1 && milli < STK__SIM_MILLI)
-    return stk__errf(errmsg, STK_EFORMAT,
-                     "%s: num_gpu %d with gpu_milli %d: only a pod of one GPU may take a fraction of it",
-                     where, num, milli);
+    return stk__errf(
+        errmsg, STK_EFORMAT,
+        "%s: num_gpu %d with gpu_milli %d: only a pod of one GPU may take a fraction of it", where,
+        num, milli);
   char norm[512];
   uint64_t mask;
   int unknown;
@@ -178,7 +180,8 @@ int stk__sim_builder_add(struct stk__sim_builder *b, int32_t cpu, int64_t mem, i
     s->gpu_spec = strdup(norm);
     if (!s->gpu_spec) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
     si = w->nspec++;
-    if (table_grow(&b->specs, w->nspec, spec_key, w)) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
+    if (table_grow(&b->specs, w->nspec, spec_key, w))
+      return stk__errf(errmsg, STK_ENOMEM, "out of memory");
     j = (uint32_t)h & (b->specs.cap - 1);
     while (b->specs.slot[j]) j = (j + 1) & (b->specs.cap - 1);
     b->specs.slot[j] = si + 1;
@@ -206,7 +209,8 @@ int stk__sim_builder_add(struct stk__sim_builder *b, int32_t cpu, int64_t mem, i
     }
     w->kind[w->nkind] = (struct stk__sim_kind){si, 0, mem, 0};
     ki = w->nkind++;
-    if (table_grow(&b->kinds, w->nkind, kind_key, w)) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
+    if (table_grow(&b->kinds, w->nkind, kind_key, w))
+      return stk__errf(errmsg, STK_ENOMEM, "out of memory");
     j = (uint32_t)h & (b->kinds.cap - 1);
     while (b->kinds.slot[j]) j = (j + 1) & (b->kinds.cap - 1);
     b->kinds.slot[j] = ki + 1;
@@ -324,8 +328,8 @@ static int typical_pods(struct stk_sim_workload *w) {
 
 /* ---- never-fit ------------------------------------------------------- */
 
-static int kind_fits_empty(const struct stk_sim_cluster *c, const struct stk__sim_spec *s, int64_t mem,
-                           const uint32_t *shape, uint32_t nshape) {
+static int kind_fits_empty(const struct stk_sim_cluster *c, const struct stk__sim_spec *s,
+                           int64_t mem, const uint32_t *shape, uint32_t nshape) {
   for (uint32_t k = 0; k < nshape; k++) {
     uint32_t i = shape[k];
     if (c->cpu[i] < s->cpu || c->mem[i] < mem) continue;
@@ -441,7 +445,8 @@ int stk_sim_workload_load(struct stk_sim_workload **out, const struct stk_sim_cl
     if ((rc = stk__sim_pod_parse(&r, &pc, &cpu, &mem, &num, &milli, errmsg))) goto fail;
     char where[300];
     snprintf(where, sizeof where, "%s:%llu", r.path, (unsigned long long)r.line);
-    rc = stk__sim_builder_add(b, cpu, mem, num, milli, stk__sim_csv_get(&r, pc.spec), 1, errmsg, where);
+    rc = stk__sim_builder_add(b, cpu, mem, num, milli, stk__sim_csv_get(&r, pc.spec), 1, errmsg,
+                              where);
     if (rc < 0) goto fail;
   }
   if (rc != STK_EOF) goto fail;

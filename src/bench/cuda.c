@@ -1,0 +1,169 @@
+/* The CUDA runtime through dlopen: the few entry points stoker needs for
+ * pinned host buffers and for timing host-to-device copies, resolved by
+ * name so that no build depends on CUDA being installed. */
+#include "cuda.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* cudaError_t is an int-sized enum whose success value is 0. */
+typedef int cuerr;
+enum { CUDA_MEMCPY_H2D = 1 };
+
+struct stk__cuda {
+  void *lib;
+  char path[64];
+  char name[256];
+  cuerr (*malloc_host)(void **p, size_t size);
+  cuerr (*free_host)(void *p);
+  cuerr (*malloc_dev)(void **p, size_t size);
+  cuerr (*free_dev)(void *p);
+  cuerr (*memcpy_)(void *dst, const void *src, size_t n, int kind);
+  cuerr (*sync)(void);
+  cuerr (*device_count)(int *n);
+  const char *(*error_string)(cuerr e);
+  cuerr (*get_props)(void *prop, int device); /* optional: only for the name */
+};
+
+static const char *const lib_names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
+                                        "libcudart.so.11.0"};
+
+static const char *cu_msg(const struct stk__cuda *c, cuerr e) {
+  const char *s = c->error_string ? c->error_string(e) : NULL;
+  return s ? s : "unknown CUDA error";
+}
+
+/* Resolve every required symbol; the name of the first missing one, or
+ * NULL when all are there. */
+static const char *resolve(struct stk__cuda *c) {
+  struct {
+    const char *name;
+    void **slot;
+  } syms[] = {
+      {"cudaMallocHost", (void **)&c->malloc_host},   {"cudaFreeHost", (void **)&c->free_host},
+      {"cudaMalloc", (void **)&c->malloc_dev},        {"cudaFree", (void **)&c->free_dev},
+      {"cudaMemcpy", (void **)&c->memcpy_},           {"cudaDeviceSynchronize", (void **)&c->sync},
+      {"cudaGetDeviceCount", (void **)&c->device_count},
+      {"cudaGetErrorString", (void **)&c->error_string},
+  };
+  for (size_t i = 0; i < STK__ARRAY_LEN(syms); i++) {
+    /* Function pointers travel through void * here, as dlsym requires. */
+    *syms[i].slot = dlsym(c->lib, syms[i].name);
+    if (!*syms[i].slot) return syms[i].name;
+  }
+  void *p = dlsym(c->lib, "cudaGetDeviceProperties_v2");
+  if (!p) p = dlsym(c->lib, "cudaGetDeviceProperties");
+  *(void **)&c->get_props = p;
+  return NULL;
+}
+
+int stk__cuda_open(struct stk__cuda **out, char *err) {
+  *out = NULL;
+  struct stk__cuda *c = calloc(1, sizeof *c);
+  if (!c) return stk__errf(err, STK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < STK__ARRAY_LEN(lib_names) && !c->lib; i++)
+    if ((c->lib = dlopen(lib_names[i], RTLD_NOW | RTLD_LOCAL)))
+      snprintf(c->path, sizeof c->path, "%s", lib_names[i]);
+  if (!c->lib) {
+    free(c);
+    return stk__errf(err, STK_ENOTSUP,
+                     "libcudart not found (tried libcudart.so, .so.13, .so.12, .so.11.0)");
+  }
+  const char *missing = resolve(c);
+  if (missing) {
+    stk__errf(err, STK_ENOTSUP, "%s lacks %s", c->path, missing);
+    free(c);
+    return STK_ENOTSUP;
+  }
+  int n = 0;
+  cuerr e = c->device_count(&n);
+  if (e != 0 || n < 1) {
+    stk__errf(err, STK_ENOTSUP, "no CUDA device: %s",
+              e ? cu_msg(c, e) : "cudaGetDeviceCount found none");
+    free(c);
+    return STK_ENOTSUP;
+  }
+  if (c->get_props) {
+    /* cudaDeviceProp begins with char name[256] in every CUDA version; the
+     * rest of its (version-dependent) size fits well inside 16 KiB. */
+    char *prop = calloc(1, 16384);
+    if (prop && c->get_props(prop, 0) == 0) snprintf(c->name, sizeof c->name, "%.255s", prop);
+    free(prop);
+  }
+  *out = c;
+  return 0;
+}
+
+void stk__cuda_close(struct stk__cuda *c) {
+  /* The handle stays loaded: the runtime registers exit handlers and
+   * threads that must not outlive its code. */
+  free(c);
+}
+
+const char *stk__cuda_lib_path(const struct stk__cuda *c) { return c->path; }
+const char *stk__cuda_device_name(const struct stk__cuda *c) { return c->name; }
+
+void *stk__cuda_host_alloc(struct stk__cuda *c, size_t size, char *err) {
+  void *p = NULL;
+  cuerr e = c->malloc_host(&p, size ? size : 1);
+  if (e != 0 || !p) {
+    stk__errf(err, STK_ENOMEM, "cudaMallocHost(%zu): %s", size, cu_msg(c, e));
+    return NULL;
+  }
+  if ((uintptr_t)p % 4096) { /* page-aligned in practice; callers rely on it */
+    c->free_host(p);
+    stk__errf(err, STK_ENOTSUP, "cudaMallocHost returned memory not aligned to 4096");
+    return NULL;
+  }
+  return p;
+}
+
+void stk__cuda_host_free(struct stk__cuda *c, void *p) {
+  if (p) c->free_host(p);
+}
+
+void *stk__cuda_alloc_hook(void *ctx, size_t size) {
+  return stk__cuda_host_alloc(ctx, size, NULL);
+}
+
+void stk__cuda_free_hook(void *ctx, void *p, size_t size) {
+  (void)size;
+  stk__cuda_host_free(ctx, p);
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int stk__cuda_h2d_bw(struct stk__cuda *c, size_t bytes, int reps, double *bps, char *err) {
+  if (reps < 1 || reps > 64 || bytes == 0) return stk__errf(err, STK_EINVAL, "bad H2D parameters");
+  void *host = stk__cuda_host_alloc(c, bytes, err), *dev = NULL;
+  if (!host) return STK_ENOMEM;
+  int rc = 0;
+  cuerr e = c->malloc_dev(&dev, bytes);
+  if (e != 0) {
+    rc = stk__errf(err, STK_ENOMEM, "cudaMalloc(%zu): %s", bytes, cu_msg(c, e));
+    goto out;
+  }
+  memset(host, 0x5a, bytes); /* touch every page before timing */
+  double t[64];
+  for (int i = -1; i < reps && !rc; i++) {
+    uint64_t t0 = stk_now_ns();
+    if ((e = c->memcpy_(dev, host, bytes, CUDA_MEMCPY_H2D)) != 0 || (e = c->sync()) != 0)
+      rc = stk__errf(err, STK_EIO, "cudaMemcpy host to device: %s", cu_msg(c, e));
+    else if (i >= 0)
+      t[i] = (double)(stk_now_ns() - t0) / 1e9;
+  }
+  if (!rc) {
+    qsort(t, (size_t)reps, sizeof t[0], cmp_dbl);
+    *bps = t[reps / 2] > 0 ? (double)bytes / t[reps / 2] : 0;
+    if (!(*bps > 0)) rc = stk__errf(err, STK_EIO, "H2D copies took no measurable time");
+  }
+out:
+  if (dev) c->free_dev(dev);
+  stk__cuda_host_free(c, host);
+  return rc;
+}

@@ -1,0 +1,970 @@
+/* stoker doctor: measures this machine's ceilings on one scratch file in
+ * the directory under test (writes, O_DIRECT reads, random IOPS, page
+ * cache), in memory (memcpy), on one core (JPEG decode) and over PCIe
+ * (pinned copies through a dlopen'ed libcudart), then divides them by each
+ * workload preset's per-accelerator demand. */
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include "../base/base.h"
+#include "../gen/synth.h"
+#include "cuda.h"
+#include "stoker/doctor.h"
+
+#define MiB (1024.0 * 1024.0)
+#define SEQ_BS (1u << 20) /* sequential reads and writes: 1 MiB requests */
+#define SEQ_QD 8u         /* ... eight in flight */
+#define RAND_BS 4096u
+#define RAND_QD 32u
+#define PC_CHUNK (4u << 20) /* page-cache reads: 4 MiB per read() */
+#define JPEG_QUALITY 90
+
+static const struct {
+  const char *key, *unit, *title;
+} figs[STK_DOCTOR_NFIG] = {
+#define STK__DOC_ROW(id, key, unit, title) {key, unit, title},
+    STK_DOCTOR_FIGURES(STK__DOC_ROW)
+#undef STK__DOC_ROW
+};
+
+const char *stk_doctor_fig_key(int i) { return i >= 0 && i < STK_DOCTOR_NFIG ? figs[i].key : NULL; }
+const char *stk_doctor_fig_unit(int i) { return i >= 0 && i < STK_DOCTOR_NFIG ? figs[i].unit : NULL; }
+const char *stk_doctor_fig_title(int i) {
+  return i >= 0 && i < STK_DOCTOR_NFIG ? figs[i].title : NULL;
+}
+
+/* ---- one run's context ------------------------------------------------ */
+
+struct run {
+  const struct stk_doctor_opts *o;
+  struct stk_doctor_result *r;
+  char path[1100]; /* the scratch file; "" when none exists */
+  uint64_t size;
+  int use_uring;   /* io_uring for O_DIRECT phases (else a thread per slot) */
+  int filled;      /* the scratch file holds size bytes of data */
+  char *err;
+};
+
+static int canceled(const struct run *x) { return x->o->cancel && *x->o->cancel; }
+
+static int wanted(const struct run *x, int fig) {
+  return !x->o->only || (x->o->only & STK_DOCTOR_BIT(fig));
+}
+
+static void phase(const struct run *x, int fig) {
+  if (x->o->progress) x->o->progress(x->o->ctx, figs[fig].title);
+}
+
+static void fig_note(struct stk_doctor_figure *f, const char *fmt, va_list ap) {
+  vsnprintf(f->reason, sizeof f->reason, fmt, ap);
+}
+
+/* A measured value with a note on how; a value that is not a positive
+ * finite number becomes invalid instead, never a reported 0. */
+__attribute__((format(printf, 3, 4))) static void fig_ok(struct stk_doctor_figure *f, double v,
+                                                         const char *fmt, ...) {
+  if (!(v > 0) || !isfinite(v)) {
+    snprintf(f->reason, sizeof f->reason, "measured no time or no work");
+    f->valid = 0;
+    return;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  fig_note(f, fmt, ap);
+  va_end(ap);
+  f->value = v;
+  f->valid = 1;
+}
+
+__attribute__((format(printf, 2, 3))) static void fig_bad(struct stk_doctor_figure *f,
+                                                          const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fig_note(f, fmt, ap);
+  va_end(ap);
+  f->value = NAN;
+  f->valid = 0;
+}
+
+static double secs(uint64_t ns) { return (double)ns / 1e9; }
+
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void fill_random(uint8_t *p, size_t n, uint64_t seed) {
+  struct stk_rng r;
+  stk_rng_seed(&r, seed);
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    uint64_t v = stk_rng_next(&r);
+    memcpy(p + i, &v, 8);
+  }
+}
+
+/* ---- direct I/O at a queue depth -------------------------------------- */
+
+/* One O_DIRECT job: sequential over [0, span) once, or random bs-aligned
+ * offsets in [0, span) until max_ns has passed. */
+struct dio {
+  int fd, write, random;
+  uint32_t bs, qd;
+  uint64_t span, max_ns;
+  const volatile int *cancel;
+  uint8_t *bufs; /* qd * bs bytes, aligned */
+  /* results */
+  uint64_t bytes, ops, ns;
+  int err_no;    /* errno of the first failed request, 0 if none */
+  int short_io;  /* a request moved fewer than bs bytes */
+};
+
+static int dio_stop(const struct dio *d) { return d->cancel && *d->cancel; }
+
+/* Where the next request goes: the io_uring loop's state. */
+struct dio_cursor {
+  struct stk_rng rng;
+  uint64_t next, deadline, blocks;
+};
+
+/* Whether d has more requests to issue, and if so the offset of the next. */
+static int dio_next(const struct dio *d, struct dio_cursor *c, uint64_t *off) {
+  if (dio_stop(d)) return 0;
+  if (d->random) {
+    if (stk_now_ns() >= c->deadline) return 0;
+    *off = stk_rng_below(&c->rng, c->blocks) * d->bs;
+    return 1;
+  }
+  if (c->next >= d->span) return 0;
+  *off = c->next;
+  c->next += d->bs;
+  return 1;
+}
+
+static void dio_prep(struct io_uring *ring, const struct dio *d, uint32_t slot, uint64_t off) {
+  struct io_uring_sqe *sqe = io_uring_get_sqe(ring); /* never NULL: qd entries, <= qd queued */
+  uint8_t *buf = d->bufs + (size_t)slot * d->bs;
+  if (d->write)
+    io_uring_prep_write(sqe, d->fd, buf, d->bs, off);
+  else
+    io_uring_prep_read(sqe, d->fd, buf, d->bs, off);
+  io_uring_sqe_set_data64(sqe, slot);
+}
+
+/* qd requests in flight from one thread; each completion's slot is
+ * refilled at once. Returns 0, or -errno when the ring cannot be set up. */
+static int dio_uring(struct dio *d) {
+  struct io_uring ring;
+  int rc = io_uring_queue_init(d->qd, &ring, 0);
+  if (rc < 0) return rc;
+  uint64_t t0 = stk_now_ns(), off, inflight = 0;
+  struct dio_cursor c = {.deadline = t0 + d->max_ns, .blocks = d->span / d->bs};
+  stk_rng_seed(&c.rng, 0x5eed);
+  for (uint32_t s = 0; s < d->qd && dio_next(d, &c, &off); s++, inflight++) dio_prep(&ring, d, s, off);
+  while (inflight) {
+    io_uring_submit(&ring);
+    struct io_uring_cqe *cqe;
+    while ((rc = io_uring_wait_cqe(&ring, &cqe)) == -EINTR) {
+    }
+    if (rc < 0) {
+      d->err_no = -rc;
+      break; /* io_uring_queue_exit below waits out what is still in flight */
+    }
+    uint32_t slot = (uint32_t)io_uring_cqe_get_data64(cqe);
+    int res = cqe->res;
+    io_uring_cqe_seen(&ring, cqe);
+    inflight--;
+    if (res < 0) {
+      if (!d->err_no) d->err_no = -res;
+    } else if ((uint32_t)res != d->bs) {
+      d->short_io = 1;
+    } else {
+      d->bytes += (uint64_t)res;
+      d->ops++;
+    }
+    if (!d->err_no && !d->short_io && dio_next(d, &c, &off)) {
+      dio_prep(&ring, d, slot, off);
+      inflight++;
+    }
+  }
+  d->ns = stk_now_ns() - t0;
+  io_uring_queue_exit(&ring);
+  return 0;
+}
+
+struct dio_worker {
+  struct dio *d;
+  _Atomic uint64_t *next;
+  uint64_t deadline;
+  uint32_t id;
+  uint64_t bytes, ops;
+  int err_no, short_io;
+};
+
+static void *dio_thread(void *p) {
+  struct dio_worker *w = p;
+  struct dio *d = w->d;
+  struct stk_rng rng;
+  stk_rng_seed(&rng, stk_mix64(0x5eed, w->id));
+  uint8_t *buf = d->bufs + (size_t)w->id * d->bs;
+  uint64_t blocks = d->span / d->bs;
+  while (!dio_stop(d) && !w->err_no && !w->short_io) {
+    uint64_t off;
+    if (d->random) {
+      if (stk_now_ns() >= w->deadline) break;
+      off = stk_rng_below(&rng, blocks) * d->bs;
+    } else if ((off = atomic_fetch_add(w->next, d->bs)) >= d->span) {
+      break;
+    }
+    ssize_t n = d->write ? pwrite(d->fd, buf, d->bs, (off_t)off) : pread(d->fd, buf, d->bs, (off_t)off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      w->err_no = errno;
+    else if ((uint32_t)n != d->bs)
+      w->short_io = 1;
+    else
+      w->bytes += (uint64_t)n, w->ops++;
+  }
+  return NULL;
+}
+
+/* The same job with qd threads doing blocking I/O: where io_uring is
+ * missing or was not chosen. */
+static int dio_threads(struct dio *d) {
+  struct dio_worker w[RAND_QD];
+  pthread_t th[RAND_QD];
+  _Atomic uint64_t next = 0;
+  uint32_t n = STK__MIN(d->qd, RAND_QD), started = 0;
+  uint64_t t0 = stk_now_ns();
+  for (uint32_t i = 0; i < n; i++) {
+    w[i] = (struct dio_worker){.d = d, .next = &next, .deadline = t0 + d->max_ns, .id = i};
+    if (pthread_create(&th[i], NULL, dio_thread, &w[i]) != 0) break;
+    started++;
+  }
+  for (uint32_t i = 0; i < started; i++) {
+    pthread_join(th[i], NULL);
+    d->bytes += w[i].bytes;
+    d->ops += w[i].ops;
+    if (w[i].err_no && !d->err_no) d->err_no = w[i].err_no;
+    d->short_io |= w[i].short_io;
+  }
+  d->ns = stk_now_ns() - t0;
+  return started ? 0 : -EAGAIN;
+}
+
+/* Run d; 0 with d->bytes, ops, ns filled, or a code with err set. */
+static int dio_run(struct run *x, struct dio *d, const char *what) {
+  d->cancel = x->o->cancel;
+  if (!(d->bufs = aligned_alloc(4096, (size_t)d->qd * d->bs)))
+    return stk__errf(x->err, STK_ENOMEM, "out of memory");
+  fill_random(d->bufs, (size_t)d->qd * d->bs, 42);
+  int rc = x->use_uring ? dio_uring(d) : -ENOSYS;
+  if (rc == -ENOSYS || rc == -EPERM) { /* no io_uring here: blocking threads instead */
+    x->use_uring = 0;
+    rc = dio_threads(d);
+  }
+  free(d->bufs);
+  d->bufs = NULL;
+  if (rc < 0) return stk__errf(x->err, stk__from_errno(-rc), "%s: %s", what, strerror(-rc));
+  if (dio_stop(d)) return STK_ECANCELED;
+  if (d->err_no)
+    return stk__errf(x->err, stk__from_errno(d->err_no), "%s: %s", what, strerror(d->err_no));
+  if (d->short_io) return stk__errf(x->err, STK_EIO, "%s: a request moved fewer bytes than asked", what);
+  return 0;
+}
+
+/* ---- the phases --------------------------------------------------------- */
+
+static const char *fs_name(long magic, char *buf, size_t n) {
+  switch ((unsigned long)magic) {
+    case 0xEF53: return "ext4";
+    case 0x58465342: return "xfs";
+    case 0x9123683E: return "btrfs";
+    case 0x01021994: return "tmpfs";
+    case 0x794c7630: return "overlayfs";
+    case 0x6969: return "nfs";
+    case 0x65735546: return "fuse";
+    case 0x2fc12fc1: return "zfs";
+    case 0x858458f6: return "ramfs";
+    default: snprintf(buf, n, "0x%lx", (unsigned long)magic); return buf;
+  }
+}
+
+/* pgpgin of /proc/vmstat in bytes (the kernel counts KiB), or UINT64_MAX. */
+static uint64_t vmstat_pgpgin(void) {
+  FILE *f = fopen("/proc/vmstat", "r");
+  if (!f) return UINT64_MAX;
+  char line[128];
+  uint64_t v = UINT64_MAX;
+  unsigned long long t;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "pgpgin %llu", &t) == 1) {
+      v = (uint64_t)t * 1024;
+      break;
+    }
+  fclose(f);
+  return v;
+}
+
+/* Write the scratch file with plain buffered 1 MiB writes and one
+ * fdatasync, the way a dataset writer does; the time includes the sync so
+ * that it is the device's rate, not the page cache's. */
+static int write_buffered(struct run *x, uint64_t *ns) {
+  int fd = open(x->path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) return stk__errf(x->err, stk__from_errno(errno), "%s: %s", x->path, strerror(errno));
+  uint8_t *buf = malloc(SEQ_BS);
+  int rc = buf ? 0 : STK_ENOMEM;
+  if (buf) fill_random(buf, SEQ_BS, 7);
+  uint64_t t0 = stk_now_ns();
+  for (uint64_t off = 0; !rc && off < x->size; off += SEQ_BS) {
+    if (canceled(x)) rc = STK_ECANCELED;
+    else if ((rc = stk__write_full(fd, buf, SEQ_BS)) != 0)
+      stk__errf(x->err, rc, "%s: write failed: %s", x->path, stk_strerror(rc));
+  }
+  if (!rc && fdatasync(fd) != 0)
+    rc = stk__errf(x->err, stk__from_errno(errno), "%s: fdatasync: %s", x->path, strerror(errno));
+  *ns = stk_now_ns() - t0;
+  close(fd);
+  free(buf);
+  x->filled = rc == 0;
+  return rc;
+}
+
+static int phase_buffered_write(struct run *x) {
+  struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_BUFFERED_WRITE];
+  phase(x, STK_DOCTOR_BUFFERED_WRITE);
+  uint64_t ns;
+  int rc = write_buffered(x, &ns);
+  if (!rc) fig_ok(f, (double)x->size / secs(ns), "1 MiB write()s of %.0f MiB, then fdatasync", x->size / MiB);
+  return rc;
+}
+
+/* Open the scratch file with O_DIRECT; -1 with the figure marked invalid
+ * when the filesystem refuses it (tmpfs, some FUSE mounts). */
+static int open_direct(struct run *x, int flags, struct stk_doctor_figure *f) {
+  int fd = open(x->path, flags | O_DIRECT | O_CLOEXEC);
+  if (fd < 0)
+    fig_bad(f, "O_DIRECT not supported on %s (%s): %s", x->r->dir, x->r->fs_type, strerror(errno));
+  return fd;
+}
+
+static const char *engine_name(const struct run *x) { return x->use_uring ? "io_uring" : "threads"; }
+
+static int phase_seq_write(struct run *x) {
+  struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_SEQ_WRITE];
+  phase(x, STK_DOCTOR_SEQ_WRITE);
+  int fd = open_direct(x, O_WRONLY | O_TRUNC, f);
+  if (fd < 0) return 0;
+  x->filled = 0;
+  struct dio d = {.fd = fd, .write = 1, .bs = SEQ_BS, .qd = SEQ_QD, .span = x->size};
+  int rc = dio_run(x, &d, "O_DIRECT write");
+  uint64_t t0 = stk_now_ns();
+  if (!rc && fdatasync(fd) != 0)
+    rc = stk__errf(x->err, stk__from_errno(errno), "%s: fdatasync: %s", x->path, strerror(errno));
+  uint64_t ns = d.ns + (stk_now_ns() - t0);
+  close(fd);
+  if (rc == STK_EINVAL) { /* the open worked but the writes did not: treat as unsupported */
+    fig_bad(f, "O_DIRECT writes refused on %s (%s)", x->r->dir, x->r->fs_type);
+    return 0;
+  }
+  if (rc) return rc;
+  x->filled = 1;
+  fig_ok(f, (double)d.bytes / secs(ns), "1 MiB requests, %u in flight (%s), then fdatasync", SEQ_QD,
+         engine_name(x));
+  return 0;
+}
+
+static void drop_cache(struct run *x) {
+  int fd = open(x->path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  fdatasync(fd);
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  close(fd);
+}
+
+static int phase_seq_read(struct run *x) {
+  struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_SEQ_READ];
+  phase(x, STK_DOCTOR_SEQ_READ);
+  drop_cache(x);
+  int fd = open_direct(x, O_RDONLY, f);
+  if (fd < 0) return 0;
+  struct dio d = {.fd = fd, .bs = SEQ_BS, .qd = SEQ_QD, .span = x->size};
+  int rc = dio_run(x, &d, "O_DIRECT read");
+  close(fd);
+  if (rc == STK_EINVAL) {
+    fig_bad(f, "O_DIRECT reads refused on %s (%s)", x->r->dir, x->r->fs_type);
+    return 0;
+  }
+  if (!rc)
+    fig_ok(f, (double)d.bytes / secs(d.ns), "1 MiB requests, %u in flight (%s), after fadvise(DONTNEED)",
+           SEQ_QD, engine_name(x));
+  return rc;
+}
+
+static int phase_rand_iops(struct run *x) {
+  struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_RAND_IOPS];
+  phase(x, STK_DOCTOR_RAND_IOPS);
+  int fd = open_direct(x, O_RDONLY, f);
+  if (fd < 0) return 0;
+  double want_s = x->o->quick ? 0.5 : 3.0;
+  struct dio d = {.fd = fd, .random = 1, .bs = RAND_BS, .qd = RAND_QD, .span = x->size,
+                  .max_ns = (uint64_t)(want_s * 1e9)};
+  int rc = dio_run(x, &d, "O_DIRECT random read");
+  close(fd);
+  if (rc == STK_EINVAL) {
+    fig_bad(f, "O_DIRECT reads refused on %s (%s)", x->r->dir, x->r->fs_type);
+    return 0;
+  }
+  if (!rc)
+    fig_ok(f, (double)d.ops / secs(d.ns), "%llu reads in %.2f s over %.0f MiB, %u in flight (%s)",
+           (unsigned long long)d.ops, secs(d.ns), x->size / MiB, RAND_QD, engine_name(x));
+  return rc;
+}
+
+/* A start gate: threads check in and wait; the opener waits until the
+ * threads it managed to start have all checked in, then lets them go
+ * together, so that a timed phase starts with every thread ready (a
+ * barrier would hang if a thread could not be created). */
+struct gate {
+  pthread_mutex_t m;
+  pthread_cond_t c;
+  uint32_t ready;
+  int open;
+};
+
+static void gate_init(struct gate *g) {
+  pthread_mutex_init(&g->m, NULL);
+  pthread_cond_init(&g->c, NULL);
+  g->ready = 0;
+  g->open = 0;
+}
+
+static void gate_destroy(struct gate *g) {
+  pthread_cond_destroy(&g->c);
+  pthread_mutex_destroy(&g->m);
+}
+
+static void gate_wait(struct gate *g) {
+  pthread_mutex_lock(&g->m);
+  g->ready++;
+  pthread_cond_broadcast(&g->c);
+  while (!g->open) pthread_cond_wait(&g->c, &g->m);
+  pthread_mutex_unlock(&g->m);
+}
+
+static void gate_open(struct gate *g, uint32_t n) {
+  pthread_mutex_lock(&g->m);
+  while (g->ready < n) pthread_cond_wait(&g->c, &g->m);
+  g->open = 1;
+  pthread_cond_broadcast(&g->c);
+  pthread_mutex_unlock(&g->m);
+}
+
+struct pc_worker {
+  struct run *x;
+  int fd;
+  uint64_t off, end;
+  struct gate *start;
+  int err_no;
+};
+
+static void *pc_thread(void *p) {
+  struct pc_worker *w = p;
+  uint8_t *buf = aligned_alloc(4096, PC_CHUNK);
+  gate_wait(w->start);
+  if (!buf) {
+    w->err_no = ENOMEM;
+    return NULL;
+  }
+  for (uint64_t off = w->off; off < w->end && !canceled(w->x);) {
+    ssize_t n = pread(w->fd, buf, STK__MIN((uint64_t)PC_CHUNK, w->end - off), (off_t)off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      w->err_no = n < 0 ? errno : EIO;
+      break;
+    }
+    off += (uint64_t)n;
+  }
+  free(buf);
+  return NULL;
+}
+
+/* One pass of all threads over the file, each over its own contiguous
+ * part; *ns is the wall time from the start gate to the last join. */
+static int pc_pass(struct run *x, int fd, uint64_t *ns) {
+  uint32_t n = x->r->threads, started = 0;
+  struct pc_worker *w = calloc(n, sizeof *w);
+  pthread_t *th = calloc(n, sizeof *th);
+  if (!w || !th) {
+    free(w), free(th);
+    return stk__errf(x->err, STK_ENOMEM, "out of memory");
+  }
+  struct gate start;
+  gate_init(&start);
+  uint64_t part = (x->size / n + 4095) / 4096 * 4096;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t a = STK__MIN(part * i, x->size), b = STK__MIN(a + part, x->size);
+    w[i] = (struct pc_worker){.x = x, .fd = fd, .off = a, .end = b, .start = &start};
+    if (pthread_create(&th[i], NULL, pc_thread, &w[i]) != 0) break;
+    started++;
+  }
+  gate_open(&start, started);
+  uint64_t t0 = stk_now_ns();
+  int rc = started < n ? stk__errf(x->err, STK_ESYS, "cannot start %u reader threads", n) : 0;
+  for (uint32_t i = 0; i < started; i++) {
+    pthread_join(th[i], NULL);
+    if (w[i].err_no && !rc)
+      rc = stk__errf(x->err, stk__from_errno(w[i].err_no), "%s: read: %s", x->path,
+                     strerror(w[i].err_no));
+  }
+  *ns = stk_now_ns() - t0;
+  gate_destroy(&start);
+  free(w), free(th);
+  if (!rc && canceled(x)) rc = STK_ECANCELED;
+  return rc;
+}
+
+static int phase_page_cache(struct run *x) {
+  struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_PAGE_CACHE_READ];
+  phase(x, STK_DOCTOR_PAGE_CACHE_READ);
+  int fd = open(x->path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return stk__errf(x->err, stk__from_errno(errno), "%s: %s", x->path, strerror(errno));
+  uint64_t ns;
+  int rc = pc_pass(x, fd, &ns); /* cold: brings the file into the cache */
+  double t[32];
+  int passes = 0;
+  uint64_t min_ns = x->o->quick ? 200000000ull : 1000000000ull, spent = 0;
+  uint64_t in0 = vmstat_pgpgin();
+  while (!rc && passes < 32 && (passes < 3 || spent < min_ns)) {
+    if ((rc = pc_pass(x, fd, &ns)) == 0) t[passes++] = secs(ns), spent += ns;
+  }
+  uint64_t in1 = vmstat_pgpgin();
+  close(fd);
+  if (rc) return rc;
+  double bytes = (double)x->size * passes;
+  x->r->page_cache_disk_bytes = in0 == UINT64_MAX || in1 == UINT64_MAX ? UINT64_MAX : in1 - in0;
+  double disk_share = x->r->page_cache_disk_bytes == UINT64_MAX ? 0 : x->r->page_cache_disk_bytes / bytes;
+  fig_ok(f, (double)x->size / median(t, passes),
+         "median of %d warm passes, %u threads, 4 MiB read()s%s", passes, x->r->threads,
+         disk_share > 0.05 ? "; the file did not stay cached (see page_cache_disk_bytes)" : "");
+  return 0;
+}
+
+struct mc_worker {
+  size_t bytes;
+  int passes;
+  struct gate *start;
+  double bps; /* this thread's median pass */
+  int failed;
+};
+
+static void *mc_thread(void *p) {
+  struct mc_worker *w = p;
+  uint8_t *a = aligned_alloc(4096, w->bytes), *b = aligned_alloc(4096, w->bytes);
+  double t[16];
+  if (a && b) {
+    memset(a, 1, w->bytes), memset(b, 2, w->bytes); /* fault every page in first */
+    memcpy(b, a, w->bytes);
+  } else {
+    w->failed = 1;
+  }
+  gate_wait(w->start);
+  for (int i = 0; i < w->passes && !w->failed; i++) {
+    uint64_t t0 = stk_now_ns();
+    memcpy(i % 2 ? a : b, i % 2 ? b : a, w->bytes);
+    t[i] = secs(stk_now_ns() - t0);
+  }
+  if (!w->failed) w->bps = (double)w->bytes / median(t, w->passes);
+  free(a), free(b);
+  return NULL;
+}
+
+/* Every thread copies its own buffers, far bigger than the caches, at the
+ * same time; the figure is the sum of their median pass rates (bytes
+ * copied, not bytes moved: a copy reads and writes each byte). */
+static int phase_memcpy(struct run *x) {
+  struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_MEMCPY];
+  phase(x, STK_DOCTOR_MEMCPY);
+  uint32_t n = x->r->threads, started = 0;
+  /* Far bigger than any cache, but at most 2 GiB of buffers in all. */
+  size_t bytes = (size_t)(x->o->quick ? 32 : 128) << 20;
+  bytes = STK__MAX(STK__MIN(bytes, ((size_t)1 << 30) / n), (size_t)8 << 20);
+  struct mc_worker *w = calloc(n, sizeof *w);
+  pthread_t *th = calloc(n, sizeof *th);
+  if (!w || !th) {
+    free(w), free(th);
+    return stk__errf(x->err, STK_ENOMEM, "out of memory");
+  }
+  struct gate start;
+  gate_init(&start);
+  for (uint32_t i = 0; i < n; i++) {
+    w[i] = (struct mc_worker){.bytes = bytes, .passes = 7, .start = &start};
+    if (pthread_create(&th[i], NULL, mc_thread, &w[i]) != 0) break;
+    started++;
+  }
+  gate_open(&start, started);
+  double sum = 0;
+  int failed = started < n;
+  for (uint32_t i = 0; i < started; i++) {
+    pthread_join(th[i], NULL);
+    sum += w[i].bps;
+    failed |= w[i].failed;
+  }
+  gate_destroy(&start);
+  free(w), free(th);
+  if (failed)
+    fig_bad(f, "could not start %u threads with 2 x %zu MiB each", n, bytes >> 20);
+  else
+    fig_ok(f, sum, "%u threads at once, each copying %zu MiB, median of 7 passes", n, bytes >> 20);
+  return canceled(x) ? STK_ECANCELED : 0;
+}
+
+/* Full-size decodes to packed RGB of ImageNet-sized synthetic JPEGs on
+ * this thread, per second of this thread's CPU time, so that another
+ * process on the core does not lower the figure. */
+static int phase_jpeg(struct run *x) {
+  struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_JPEG_PER_CORE];
+  phase(x, STK_DOCTOR_JPEG_PER_CORE);
+  enum { NIMG = 16 };
+  uint8_t *img[NIMG] = {0};
+  size_t len[NIMG];
+  int w[NIMG], h[NIMG], n = x->o->quick ? 8 : NIMG, rc = 0;
+  char err[STK_ERRMSG_MAX];
+  uint64_t wsum = 0, hsum = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    struct stk_rng r;
+    stk_rng_seed(&r, stk_mix64(1, (uint64_t)i));
+    /* ImageNet's mean is about 400x350; most are 500x375 or 500x333. */
+    w[i] = 400 + (int)stk_rng_below(&r, 101);
+    h[i] = 333 + (int)stk_rng_below(&r, 43);
+    if (stk__jpeg_synth(&r, w[i], h[i], JPEG_QUALITY, &img[i], &len[i], err) != 0) rc = -1;
+    wsum += (uint64_t)w[i], hsum += (uint64_t)h[i];
+  }
+  tjhandle tj = rc ? NULL : tjInitDecompress();
+  uint8_t *out = malloc((size_t)512 * 512 * 3);
+  if (rc) {
+    fig_bad(f, "could not encode test images: %s", err);
+  } else if (!tj || !out) {
+    fig_bad(f, "could not start turbojpeg");
+  } else {
+    uint64_t want = x->o->quick ? 250000000ull : 1000000000ull, images = 0, c0 = 0;
+    int bad = 0;
+    for (int pass = 0; !bad && !canceled(x); pass++) {
+      if (pass == 1) c0 = thread_cpu_ns(), images = 0; /* pass 0 warms up */
+      for (int i = 0; i < n && !bad; i++, images++)
+        if (tjDecompress2(tj, img[i], len[i], out, w[i], 0, h[i], TJPF_RGB, 0) != 0 &&
+            tjGetErrorCode(tj) != TJERR_WARNING)
+          bad = 1;
+      if (pass >= 1 && thread_cpu_ns() - c0 >= want) break;
+    }
+    if (bad)
+      fig_bad(f, "turbojpeg: %s", tjGetErrorStr2(tj));
+    else if (!canceled(x))
+      fig_ok(f, (double)images / secs(thread_cpu_ns() - c0),
+             "tjDecompress2 to RGB, %d synthetic images, mean %llux%llu, quality %d, per CPU second",
+             n, (unsigned long long)(wsum / (uint64_t)n), (unsigned long long)(hsum / (uint64_t)n),
+             JPEG_QUALITY);
+    x->r->jpeg_width = (uint32_t)(wsum / (uint64_t)n);
+    x->r->jpeg_height = (uint32_t)(hsum / (uint64_t)n);
+  }
+  if (tj) tjDestroy(tj);
+  free(out);
+  for (int i = 0; i < n; i++) free(img[i]);
+  return canceled(x) ? STK_ECANCELED : 0;
+}
+
+static int phase_cuda(struct run *x) {
+  struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_CUDA_H2D];
+  phase(x, STK_DOCTOR_CUDA_H2D);
+  char err[STK_ERRMSG_MAX];
+  struct stk__cuda *c;
+  if (stk__cuda_open(&c, err) != 0) {
+    fig_bad(f, "%s", err);
+    return 0;
+  }
+  snprintf(x->r->cuda_device, sizeof x->r->cuda_device, "%s", stk__cuda_device_name(c));
+  size_t bytes = (size_t)(x->o->quick ? 64 : 256) << 20;
+  double bps;
+  if (stk__cuda_h2d_bw(c, bytes, 5, &bps, err) != 0)
+    fig_bad(f, "%s", err);
+  else
+    fig_ok(f, bps, "cudaMemcpy of %zu MiB from cudaMallocHost memory to device 0 (%s), median of 5",
+           bytes >> 20, x->r->cuda_device[0] ? x->r->cuda_device : "unnamed");
+  stk__cuda_close(c);
+  return 0;
+}
+
+/* ---- setup, the run, the feed table ------------------------------------ */
+
+static int check_dir(struct run *x, const char *dir) {
+  struct stat st;
+  if (stat(dir, &st) != 0)
+    return stk__errf(x->err, errno == ENOENT ? STK_ENOENT : stk__from_errno(errno),
+                     "%s: %s", dir, errno == ENOENT ? "no such directory" : strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return stk__errf(x->err, STK_EINVAL, "%s: not a directory", dir);
+  struct statfs sf;
+  char hex[16];
+  if (statfs(dir, &sf) == 0)
+    snprintf(x->r->fs_type, sizeof x->r->fs_type, "%s", fs_name((long)sf.f_type, hex, sizeof hex));
+  else
+    snprintf(x->r->fs_type, sizeof x->r->fs_type, "unknown");
+  struct statvfs sv;
+  if (statvfs(dir, &sv) == 0) {
+    uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    if (avail < x->size + (64u << 20)) {
+      char a[32], b[32];
+      return stk__errf(x->err, STK_ENOSPC, "%s: the %s scratch file does not fit (%s free); use --size",
+                       dir, stk_fmt_bytes(x->size, a, sizeof a), stk_fmt_bytes(avail, b, sizeof b));
+    }
+  }
+  return 0;
+}
+
+static int measure(struct run *x) {
+  int rc = 0;
+  int need_file = wanted(x, STK_DOCTOR_BUFFERED_WRITE) || wanted(x, STK_DOCTOR_SEQ_WRITE) ||
+                  wanted(x, STK_DOCTOR_SEQ_READ) || wanted(x, STK_DOCTOR_RAND_IOPS) ||
+                  wanted(x, STK_DOCTOR_PAGE_CACHE_READ);
+  if (need_file) {
+    snprintf(x->path, sizeof x->path, "%s/stoker-doctor.XXXXXX", x->r->dir);
+    int fd = mkstemp(x->path);
+    if (fd < 0) {
+      int e = errno;
+      x->path[0] = 0;
+      return stk__errf(x->err, stk__from_errno(e), "%s: cannot create a scratch file: %s", x->r->dir,
+                       strerror(e));
+    }
+    close(fd);
+  }
+  if (!rc && wanted(x, STK_DOCTOR_BUFFERED_WRITE)) rc = phase_buffered_write(x);
+  if (!rc && wanted(x, STK_DOCTOR_SEQ_WRITE)) rc = phase_seq_write(x);
+  int need_data = wanted(x, STK_DOCTOR_SEQ_READ) || wanted(x, STK_DOCTOR_RAND_IOPS) ||
+                  wanted(x, STK_DOCTOR_PAGE_CACHE_READ);
+  uint64_t ns;
+  if (!rc && need_data && !x->filled) rc = write_buffered(x, &ns);
+  if (!rc && wanted(x, STK_DOCTOR_SEQ_READ)) rc = phase_seq_read(x);
+  if (!rc && wanted(x, STK_DOCTOR_RAND_IOPS)) rc = phase_rand_iops(x);
+  if (!rc && wanted(x, STK_DOCTOR_PAGE_CACHE_READ)) rc = phase_page_cache(x);
+  if (x->path[0]) { /* the scratch file is no longer needed: free the space now */
+    unlink(x->path);
+    x->path[0] = 0;
+  }
+  if (!rc && wanted(x, STK_DOCTOR_MEMCPY)) rc = phase_memcpy(x);
+  if (!rc && wanted(x, STK_DOCTOR_JPEG_PER_CORE)) rc = phase_jpeg(x);
+  if (!rc && wanted(x, STK_DOCTOR_CUDA_H2D)) rc = phase_cuda(x);
+  if (!rc && canceled(x)) rc = STK_ECANCELED;
+  if (rc == STK_ECANCELED) stk__errf(x->err, rc, "interrupted; removed the scratch file");
+  return rc;
+}
+
+int stk_doctor_run(const struct stk_doctor_opts *o, struct stk_doctor_result *r, char *errmsg) {
+  static const struct stk_doctor_opts defaults;
+  if (!o) o = &defaults;
+  memset(r, 0, sizeof *r);
+  for (int i = 0; i < STK_DOCTOR_NFIG; i++) fig_bad(&r->fig[i], "not measured (--only)");
+  r->page_cache_disk_bytes = UINT64_MAX;
+  struct run x = {.o = o, .r = r, .err = errmsg, .use_uring = 1};
+  uint64_t t0 = stk_now_ns();
+  const char *dir = o->dir;
+  if (!dir || !*dir) dir = getenv("TMPDIR");
+  if (!dir || !*dir) dir = "/var/tmp";
+  snprintf(r->dir, sizeof r->dir, "%s", dir);
+  uint64_t size = o->size ? o->size : (o->quick ? 128u << 20 : 1u << 30);
+  if (size < (8u << 20)) return stk__errf(errmsg, STK_EINVAL, "scratch file size must be at least 8 MiB");
+  x.size = r->size = size / SEQ_BS * SEQ_BS;
+  const char *eng = o->io_engine;
+  if (eng && strcmp(eng, "auto") && strcmp(eng, "io_uring") && strcmp(eng, "threads"))
+    return stk__errf(errmsg, STK_EINVAL, "unknown I/O engine '%s' (auto, io_uring, threads)", eng);
+  x.use_uring = !eng || strcmp(eng, "threads") != 0;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  r->cores = cores > 0 ? (uint32_t)cores : 1;
+  r->threads = o->threads ? STK__MIN(o->threads, 256u) : r->cores;
+  int rc = check_dir(&x, dir);
+  if (!rc) rc = measure(&x);
+  if (x.path[0]) unlink(x.path);
+  r->seconds = secs(stk_now_ns() - t0);
+  if (rc) return rc;
+  struct stk_workload w;
+  for (int i = 0; stk_workload_preset_at(i, &w) == 0 && r->nfeed < STK_DOCTOR_MAX_FEED - 1; i++) {
+    stk_doctor_feed(r, &w, 0, &r->feed[r->nfeed++]);
+    if (!strcmp(w.name, "resnet50")) stk_doctor_feed(r, &w, 1, &r->feed[r->nfeed++]);
+  }
+  return 0;
+}
+
+static double ratio(const struct stk_doctor_figure *f, double per) {
+  return f->valid && per > 0 ? f->value / per : NAN;
+}
+
+void stk_doctor_feed(const struct stk_doctor_result *r, const struct stk_workload *w, int jpeg,
+                     struct stk_doctor_feed *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->workload, sizeof out->workload, "%s", w->name);
+  snprintf(out->accel, sizeof out->accel, "%s", w->accel);
+  out->jpeg = jpeg;
+  out->samples_per_s = w->compute_s > 0 ? w->batch / w->compute_s : NAN;
+  out->demand_bps = out->samples_per_s * w->record_bytes;
+  out->n_seq_read = ratio(&r->fig[STK_DOCTOR_SEQ_READ], out->demand_bps);
+  out->n_page_cache = ratio(&r->fig[STK_DOCTOR_PAGE_CACHE_READ], out->demand_bps);
+  /* Small records cost one request each, so the device's random-read rate
+   * bounds them; big ones are bounded by bandwidth, counted above. */
+  out->n_iops = w->record_bytes <= MiB ? ratio(&r->fig[STK_DOCTOR_RAND_IOPS], out->samples_per_s) : NAN;
+  out->n_jpeg = jpeg ? ratio(&r->fig[STK_DOCTOR_JPEG_PER_CORE], out->samples_per_s) * r->cores : NAN;
+  const double n[] = {out->n_seq_read, out->n_page_cache, out->n_iops, out->n_jpeg};
+  static const char *const by[] = {"device read", "page cache", "random IOPS", "JPEG decode"};
+  out->n_limit = NAN;
+  out->limit_by = "unknown";
+  for (size_t i = 0; i < STK__ARRAY_LEN(n); i++)
+    if (!isnan(n[i]) && (isnan(out->n_limit) || n[i] < out->n_limit)) {
+      out->n_limit = n[i];
+      out->limit_by = by[i];
+    }
+}
+
+/* ---- reports ------------------------------------------------------------ */
+
+static const char *fmt_rate(double bps, char *buf, size_t n) {
+  if (bps >= 1024 * MiB)
+    snprintf(buf, n, "%.2f GiB/s", bps / (1024 * MiB));
+  else
+    snprintf(buf, n, "%.1f MiB/s", bps / MiB);
+  return buf;
+}
+
+static const char *fmt_n(double v, char *buf, size_t n) {
+  if (isnan(v))
+    snprintf(buf, n, "-");
+  else if (v >= 1000)
+    snprintf(buf, n, "%.0f", v);
+  else
+    snprintf(buf, n, "%.1f", v);
+  return buf;
+}
+
+void stk_doctor_print(const struct stk_doctor_result *r, FILE *f) {
+  char a[48];
+  fprintf(f, "stoker doctor: %s (%s), %s scratch file, %u threads, %u cores, %.1f s\n\n", r->dir,
+          r->fs_type, stk_fmt_bytes(r->size, a, sizeof a), r->threads, r->cores, r->seconds);
+  fprintf(f, "  %-40s %s\n", "ceiling", "value");
+  for (int i = 0; i < STK_DOCTOR_NFIG; i++) {
+    const struct stk_doctor_figure *g = &r->fig[i];
+    if (!g->valid) {
+      fprintf(f, "  %-40s invalid: %s\n", figs[i].title, g->reason);
+      continue;
+    }
+    fprintf(f, "  %-40s ", figs[i].title);
+    if (!strcmp(figs[i].unit, "bytes/s"))
+      fprintf(f, "%s\n", fmt_rate(g->value, a, sizeof a));
+    else if (i == STK_DOCTOR_RAND_IOPS)
+      fprintf(f, "%.0f reads/s (%s)\n", g->value, fmt_rate(g->value * RAND_BS, a, sizeof a));
+    else
+      fprintf(f, "%.0f %s\n", g->value, figs[i].unit);
+  }
+  if (r->fig[STK_DOCTOR_PAGE_CACHE_READ].valid && r->page_cache_disk_bytes != UINT64_MAX)
+    fprintf(f, "  (page-cache passes read %s from disk)\n",
+            stk_fmt_bytes(r->page_cache_disk_bytes, a, sizeof a));
+  if (!r->nfeed) return;
+  fprintf(f,
+          "\naccelerators this machine could feed, by resource (demand per accelerator =\n"
+          "batch x record size / compute time per batch; '-' = does not apply or not measured)\n\n");
+  fprintf(f, "  %-10s %-6s %14s %9s %9s %9s %9s %7s  %s\n", "workload", "accel", "demand/accel",
+          "dev read", "pg cache", "IOPS", "JPEG", "limit", "limited by");
+  for (int i = 0; i < r->nfeed; i++) {
+    const struct stk_doctor_feed *d = &r->feed[i];
+    char c1[16], c2[16], c3[16], c4[16], c5[16];
+    fprintf(f, "  %-10s %-6s %14s %9s %9s %9s %9s %7s  %s\n", d->workload, d->accel,
+            fmt_rate(d->demand_bps, a, sizeof a), fmt_n(d->n_seq_read, c1, sizeof c1),
+            fmt_n(d->n_page_cache, c2, sizeof c2), fmt_n(d->n_iops, c3, sizeof c3),
+            fmt_n(d->n_jpeg, c4, sizeof c4), fmt_n(d->n_limit, c5, sizeof c5), d->limit_by);
+    if (d->jpeg) fprintf(f, "  %-17s ^ if the records were JPEGs decoded on this CPU (%u cores)\n", "", r->cores);
+  }
+}
+
+int stk_doctor_write_json(const struct stk_doctor_result *r, FILE *f) {
+  struct stk_json j;
+  stk_json_init(&j, f, 2);
+  stk_json_obj_begin(&j);
+  stk_json_kstr(&j, "dir", r->dir);
+  stk_json_kstr(&j, "fs_type", r->fs_type);
+  stk_json_ku64(&j, "size_bytes", r->size);
+  stk_json_ku64(&j, "threads", r->threads);
+  stk_json_ku64(&j, "cores", r->cores);
+  stk_json_kdbl(&j, "seconds", r->seconds);
+  stk_json_key(&j, "figures");
+  stk_json_obj_begin(&j);
+  for (int i = 0; i < STK_DOCTOR_NFIG; i++) {
+    const struct stk_doctor_figure *g = &r->fig[i];
+    stk_json_key(&j, figs[i].key);
+    stk_json_obj_begin(&j);
+    stk_json_kdbl(&j, "value", g->valid ? g->value : NAN);
+    stk_json_kstr(&j, "unit", figs[i].unit);
+    stk_json_key(&j, "valid");
+    stk_json_bool(&j, g->valid);
+    stk_json_kstr(&j, g->valid ? "method" : "reason", g->reason);
+    stk_json_obj_end(&j);
+  }
+  stk_json_obj_end(&j);
+  stk_json_key(&j, "page_cache_disk_bytes");
+  if (r->page_cache_disk_bytes == UINT64_MAX)
+    stk_json_null(&j);
+  else
+    stk_json_u64(&j, r->page_cache_disk_bytes);
+  stk_json_key(&j, "jpeg_image");
+  stk_json_obj_begin(&j);
+  stk_json_ku64(&j, "width", r->jpeg_width);
+  stk_json_ku64(&j, "height", r->jpeg_height);
+  stk_json_ku64(&j, "quality", JPEG_QUALITY);
+  stk_json_obj_end(&j);
+  stk_json_key(&j, "cuda_device");
+  if (r->cuda_device[0])
+    stk_json_str(&j, r->cuda_device);
+  else
+    stk_json_null(&j);
+  stk_json_key(&j, "feed");
+  stk_json_arr_begin(&j);
+  for (int i = 0; i < r->nfeed; i++) {
+    const struct stk_doctor_feed *d = &r->feed[i];
+    stk_json_obj_begin(&j);
+    stk_json_kstr(&j, "workload", d->workload);
+    stk_json_kstr(&j, "accel", d->accel);
+    stk_json_key(&j, "jpeg");
+    stk_json_bool(&j, d->jpeg);
+    stk_json_kdbl(&j, "demand_bytes_per_s", d->demand_bps);
+    stk_json_kdbl(&j, "samples_per_s", d->samples_per_s);
+    stk_json_kdbl(&j, "n_seq_read", d->n_seq_read);
+    stk_json_kdbl(&j, "n_page_cache", d->n_page_cache);
+    stk_json_kdbl(&j, "n_iops", d->n_iops);
+    stk_json_kdbl(&j, "n_jpeg", d->n_jpeg);
+    stk_json_kdbl(&j, "n_limit", d->n_limit);
+    stk_json_kstr(&j, "limited_by", d->limit_by);
+    stk_json_obj_end(&j);
+  }
+  stk_json_arr_end(&j);
+  stk_json_obj_end(&j);
+  fputc('\n', f);
+  return ferror(f) ? STK_EIO : 0;
+}
