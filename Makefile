@@ -13,13 +13,23 @@ DEPS_OK := $(BUILD)/.deps-ok
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
+# MPI (`stoker bench` across processes and hosts) is optional: found through
+# Open MPI's pkg-config file (Debian's libopenmpi-dev, which `make test`
+# installs); MPI=0 builds without it. Only src/bench/mpi.c sees mpi.h; the
+# flags are recorded so that a change (MPI installed) rebuilds it.
+MPI ?= $(if $(shell pkg-config --exists ompi-c 2>/dev/null && echo 1),1,0)
+ifeq ($(MPI),1)
+MPI_CFLAGS := -DSTK_HAVE_MPI $(patsubst -I%,-isystem %,$(shell pkg-config --cflags ompi-c))
+MPI_LIBS   := $(shell pkg-config --libs ompi-c)
+endif
+
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-missing-field-initializers
 CFLAGS  += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) -fPIC -pthread -Iinclude -MMD -MP
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SAN)
 endif
-LDLIBS  += $(PKG_LIBS) -lm -ldl -pthread
+LDLIBS  += $(PKG_LIBS) $(MPI_LIBS) -lm -ldl -pthread
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 CLI_SRC  := $(sort $(wildcard cli/*.c))
@@ -35,7 +45,7 @@ SHARED   := $(BUILD)/libstoker.so
 CLI      := $(BUILD)/stoker
 TESTBIN  := $(BUILD)/stoker-test
 
-.PHONY: bench-build all deps test test-asan test-tsan check fuzz fuzz-build bench clean format
+.PHONY: FORCE bench-build all deps test test-asan test-tsan check fuzz fuzz-build bench clean format
 
 all: $(STATIC) $(SHARED) $(CLI)
 
@@ -49,6 +59,14 @@ deps: $(DEPS_OK)
 $(BUILD)/obj/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(if $(filter 0,$(V)),@echo "  CC  $<";)$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+MPI_STAMP := $(BUILD)/mpi.flags
+$(MPI_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(MPI_CFLAGS) $(MPI_LIBS)' | cmp -s - $@ || echo '$(MPI_CFLAGS) $(MPI_LIBS)' > $@
+$(BUILD)/obj/src/bench/mpi.o: $(MPI_STAMP)
+$(BUILD)/obj/src/bench/mpi.o: CFLAGS += $(MPI_CFLAGS)
+FORCE:
 
 $(STATIC): $(LIB_OBJ)
 	@rm -f $@
@@ -73,9 +91,12 @@ $(TESTBIN): $(TEST_OBJ) $(STATIC)
 
 # Each test runs in its own process with a timeout; the last line is
 # "N passed, N failed[, N skipped]". T=pattern runs a subset.
-test: $(TESTBIN) $(CLI)
+# The test packages (Open MPI among them) go in before the build, which a
+# second make then sees.
+test:
 	@./scripts/install-deps test
-	STOKER_BIN=$(abspath $(CLI)) $(TESTBIN) $(T)
+	@$(MAKE) --no-print-directory $(TESTBIN) $(CLI)
+	STOKER_BIN=$(abspath $(CLI)) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 $(TESTBIN) $(T)
 
 # Sanitizer builds of the whole suite (address+undefined) and of the
 # concurrent tests (thread).

@@ -48,7 +48,13 @@ const char cmd_bench_usage[] =
     "  --seed S             shuffle and compute-jitter seed (default 0)\n"
     "search:\n"
     "  --find-max           find the largest accelerator count that meets the AU\n"
-    "                       threshold (as MLPerf Storage submissions report)\n"
+    "                       threshold (as MLPerf Storage submissions report); not\n"
+    "                       across processes: it varies the count, mpirun fixes it\n"
+    "across processes and hosts:\n"
+    "  --mpi                one emulation per MPI rank, implied under `mpirun -np N`\n"
+    "                       (N > 1): N x --accelerators (default 1 per process),\n"
+    "                       one report from rank 0; needs stoker built with Open MPI\n"
+    "                       (libopenmpi-dev); a rank that fails stops every rank\n"
     "output:\n"
     "  --json FILE          every figure, per accelerator and per epoch\n"
     "  --svg FILE           chart of throughput and time split over the run\n"
@@ -56,6 +62,8 @@ const char cmd_bench_usage[] =
 
 struct bench_args {
   struct stk_bench_opts o;
+  struct stk_bench_mpi *mpi; /* NULL: one process */
+  char who[48];              /* "bench", or "bench: rank R of N" under MPI */
   const char *config, *workload, *accel, *json, *svg, *network;
   char data[4096];
   int data_given, find_max, quiet, drop_caches;
@@ -68,7 +76,7 @@ struct bench_args {
 enum {
   O_WORKLOAD = 256, O_ACCEL, O_CONFIG, O_ACCS, O_FILES, O_SPF, O_RECORD, O_RECORD_SD, O_BATCH,
   O_EPOCHS, O_RT, O_COMPUTE, O_COMPUTE_SD, O_DIST, O_BUSY, O_AU, O_AR_BYTES, O_NETWORK, O_DATA,
-  O_DIRECT, O_DROP, O_NOVERIFY, O_ENGINE, O_SEED, O_FINDMAX, O_JSON, O_SVG
+  O_DIRECT, O_DROP, O_NOVERIFY, O_ENGINE, O_SEED, O_FINDMAX, O_JSON, O_SVG, O_MPI
 };
 
 static const struct option options[] = {
@@ -81,7 +89,7 @@ static const struct option options[] = {
     {"network", 1, 0, O_NETWORK}, {"data", 1, 0, O_DATA}, {"direct", 0, 0, O_DIRECT},
     {"drop-caches", 0, 0, O_DROP}, {"no-verify", 0, 0, O_NOVERIFY}, {"engine", 1, 0, O_ENGINE},
     {"seed", 1, 0, O_SEED}, {"find-max", 0, 0, O_FINDMAX}, {"json", 1, 0, O_JSON},
-    {"svg", 1, 0, O_SVG}, {"quiet", 0, 0, 'q'}, {0, 0, 0, 0}};
+    {"svg", 1, 0, O_SVG}, {"quiet", 0, 0, 'q'}, {"mpi", 0, 0, O_MPI}, {0, 0, 0, 0}};
 
 static int int_opt(const char *opt, const char *v, uint64_t min, uint64_t max, int64_t *out) {
   uint64_t x;
@@ -142,6 +150,7 @@ static int parse_option(struct bench_args *a, int c, const char *v) {
     case O_JSON: a->json = v; return 0;
     case O_SVG: a->svg = v; return 0;
     case 'q': a->quiet = 1; return 0;
+    case O_MPI: return 0; /* seen before parsing: see cmd_bench_run() */
     default: return -1;
   }
 }
@@ -220,8 +229,9 @@ static int gen_progress(void *ctx, uint64_t done, uint64_t total, uint64_t bytes
 }
 
 /* Use the dataset in a->data, generating it first when the folder is
- * missing or empty. */
-static int prepare_data(struct bench_args *a) {
+ * missing or empty (and this process may: under MPI, rank 0, then the first
+ * rank of a host that still lacks it). */
+static int prepare_data(struct bench_args *a, int may_generate) {
   const struct stk_workload *w = &a->o.w;
   if (!a->data_given) {
     const char *tmp = getenv("TMPDIR");
@@ -229,12 +239,12 @@ static int prepare_data(struct bench_args *a) {
              tmp && *tmp ? tmp : "/tmp", (unsigned)getuid(), w->name, w->format, w->files,
              w->samples_per_file, w->record_bytes);
   }
-  if (dir_has_entries(a->data)) return 0;
   struct stat st;
   if (a->data_given && stat(a->data, &st) == 0 && !S_ISDIR(st.st_mode)) {
-    cli_error("bench", "--data %s is not a directory", a->data);
+    cli_error(a->who, "--data %s is not a directory", a->data);
     return -1;
   }
+  if (!may_generate || dir_has_entries(a->data)) return 0;
   int show = !a->quiet && cli_progress_enabled();
   if (!a->quiet)
     fprintf(stderr, "stoker bench: generating %" PRIu64 " %s samples of %.0f bytes in %s (once)\n",
@@ -253,7 +263,7 @@ static int prepare_data(struct bench_args *a) {
   int rc = stk_gen(&g, gen_progress, &show, err);
   if (show) fputs("\r\033[K", stderr);
   if (rc) {
-    cli_error("bench", "cannot generate the dataset: %s", err);
+    cli_error(a->who, "cannot generate the dataset: %s", err);
     return -1;
   }
   char marker[4200];
@@ -305,6 +315,8 @@ static void progress(void *ctx, uint64_t epoch, uint64_t step, uint64_t steps, d
 
 static void summary(const struct bench_args *a, const struct stk_bench_result *r) {
   const struct stk_workload *w = &a->o.w;
+  if (r->processes > 1)
+    printf("stoker bench: across %u processes on %u host(s) (MPI)\n", r->processes, r->hosts);
   printf("stoker bench: %s (%s), %u accelerators, %u epochs x %" PRIu64 " steps, batch %u, compute %g s%s\n",
          w->name, w->accel[0] ? w->accel : "config", r->accelerators, w->epochs, r->steps_per_epoch,
          w->batch, w->compute_s, r->interrupted ? " (interrupted)" : "");
@@ -359,11 +371,17 @@ static int run_once(struct bench_args *a, struct stk_bench_result *r, int show) 
   a->o.progress_ctx = a;
   int rc = stk_bench_run(&a->o, r, err);
   if (show) fputs("\r\033[K", stderr);
-  if (rc) cli_error("bench", "%s", err);
+  int failed = a->mpi ? stk_bench_mpi_failed_rank(a->mpi) : -1;
+  if (rc && (failed < 0 || failed == (int)stk_bench_mpi_rank(a->mpi)))
+    cli_error(a->who, "%s", err);
+  else if (rc && stk_bench_mpi_rank(a->mpi) == 0) /* a peer failed and said why */
+    cli_error(a->who, "stopped: rank %d of %u failed", failed, stk_bench_mpi_size(a->mpi));
   return rc;
 }
 
-/* Largest N meeting the threshold: double until a failure, then bisect. */
+/* Largest N meeting the threshold: double until a count fails (or the data
+ * cannot give it two steps per epoch), then bisect. Every trial narrows
+ * [lo, hi): lo passed, hi did not. */
 static int find_max(struct bench_args *a) {
   uint32_t lo = 0, hi = 0, n = 1;
   printf("stoker bench --find-max: %s (%s), AU threshold %.2f\n", a->o.w.name, a->o.w.accel, a->o.w.au_min);
@@ -373,19 +391,18 @@ static int find_max(struct bench_args *a) {
     a->o.accelerators = n;
     struct stk_bench_result r;
     char err[STK_ERRMSG_MAX];
-    int rc = stk_bench_run(&a->o, &r, err);
-    if (rc) { /* typically: too few samples for n accelerators */
-      printf("  %12u  stop: %s\n", n, err);
-      if (!hi) hi = n;
-      if (hi - lo <= 1) break;
+    int pass = 0;
+    if (stk_bench_run(&a->o, &r, err) != 0) {
+      printf("  %12u  not run: %s\n", n, err);
     } else {
+      pass = r.pass;
       printf("  %12u %8.4f %6s %14.1f  %s\n", n, r.au, r.pass ? "pass" : "fail", r.samples_per_s, r.verdict);
-      if (r.pass)
-        lo = n;
-      else
-        hi = n;
       stk_bench_result_free(&r);
     }
+    if (pass)
+      lo = n;
+    else
+      hi = n;
     if (!hi)
       n *= 2;
     else if (hi - lo > 1)
@@ -400,15 +417,64 @@ static int find_max(struct bench_args *a) {
   return lo ? CLI_OK : CLI_FAIL;
 }
 
-int cmd_bench_run(int argc, char **argv) {
-  struct bench_args a;
-  memset(&a, 0, sizeof a);
-  a.accelerators = a.files = a.spf = a.batch = a.epochs = a.read_threads = -1;
-  a.record = a.record_sd = a.compute = a.compute_sd = a.au = NAN;
+/* ---- across processes (MPI) ---------------------------------------------------- */
+
+/* --mpi, or started by mpirun as one of several processes. */
+static int wants_mpi(int argc, char **argv) {
+  for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+    if (!strcmp(argv[i], "--mpi")) return 1;
+  return stk_bench_mpi_launched();
+}
+
+/* What every rank must agree on, or they would run different numbers of
+ * steps (and barriers). */
+static uint64_t workload_fingerprint(const struct bench_args *a) {
+  const struct stk_workload *w = &a->o.w;
+  const uint64_t f[] = {w->batch, w->files, w->samples_per_file, w->epochs, a->o.accelerators};
+  uint64_t h = 1469598103934665603ull; /* FNV-1a over the values */
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) h = (h ^ f[i]) * 1099511628211ull;
+  return h;
+}
+
+/* A check point between phases: every rank passes its exit code so far;
+ * returns 0 to go on, else the code to exit with (on every rank). A rank
+ * that failed has said why; rank 0 says which rank stopped the others.
+ * Without MPI: status. */
+static int job_check(struct bench_args *a, int status, uint64_t fingerprint) {
+  if (!a->mpi) return status;
+  char err[STK_ERRMSG_MAX];
+  int st = status == CLI_OK ? 0 : status == CLI_INTERRUPTED ? STK_ECANCELED : STK_EIO;
+  int rc = stk_bench_mpi_agree(a->mpi, st, fingerprint, err);
+  if (!rc) return CLI_OK;
+  if (!status && stk_bench_mpi_rank(a->mpi) == 0) cli_error(a->who, "stopped: %s", err);
+  return status ? status : rc == STK_ECANCELED ? CLI_INTERRUPTED : CLI_FAIL;
+}
+
+/* After the run: rank 0 gathers every rank's figures into r. Returns 0, or
+ * the exit code (r then freed). */
+static int gather_results(struct bench_args *a, struct stk_bench_result *r, int status) {
+  int rc = job_check(a, status, 0);
+  if (rc || !a->mpi) {
+    if (rc && !status) stk_bench_result_free(r);
+    return rc;
+  }
+  char err[STK_ERRMSG_MAX];
+  if (stk_bench_mpi_gather(a->mpi, &a->o, r, err)) {
+    if (stk_bench_mpi_rank(a->mpi) == 0) cli_error(a->who, "%s", err);
+    stk_bench_result_free(r);
+    return CLI_FAIL;
+  }
+  return CLI_OK;
+}
+
+/* ---- the command ---------------------------------------------------------------- */
+
+/* Options, workload and the all-reduce model: CLI_OK or CLI_USAGE. */
+static int parse_args(struct bench_args *a, int argc, char **argv) {
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "q", options, NULL)) != -1) {
-    if (c == '?' || parse_option(&a, c, optarg)) {
+    if (c == '?' || parse_option(a, c, optarg)) {
       if (c == '?') fprintf(stderr, "`stoker help bench` lists the options\n");
       return CLI_USAGE;
     }
@@ -417,28 +483,82 @@ int cmd_bench_run(int argc, char **argv) {
     cli_error("bench", "unexpected argument '%s' (the dataset goes in --data DIR)", argv[optind]);
     return CLI_USAGE;
   }
-  if (build_workload(&a)) return CLI_USAGE;
-  if (a.allreduce_bytes) {
+  int accelerators_given = a->accelerators > 0;
+  if (build_workload(a)) return CLI_USAGE;
+  if (a->mpi) {
+    if (a->find_max) {
+      cli_error("bench", "--find-max cannot run across processes: it varies the accelerator "
+                "count, which mpirun fixes at launch; run it without mpirun");
+      return CLI_USAGE;
+    }
+    if (!accelerators_given) a->o.accelerators = 1;
+    stk_bench_mpi_attach(a->mpi, &a->o);
+  }
+  if (a->allreduce_bytes) {
     struct stk_network net;
-    const char *name = a.network ? a.network : "ib400";
+    const char *name = a->network ? a->network : "ib400";
     if (stk_network_preset(name, &net)) {
       cli_error("bench", "--network: '%s' is not one of nvlink4, ib400, roce100", name);
       return CLI_USAGE;
     }
-    a.o.allreduce_s = stk_allreduce_seconds(&net, a.o.accelerators, (double)a.allreduce_bytes);
+    uint32_t participants = a->o.accelerators * stk_bench_mpi_size(a->mpi);
+    a->o.allreduce_s = stk_allreduce_seconds(&net, participants, (double)a->allreduce_bytes);
   }
+  return CLI_OK;
+}
+
+/* The dataset (generated where missing) and the page cache. */
+static int setup_data(struct bench_args *a) {
+  int rc = prepare_data(a, stk_bench_mpi_rank(a->mpi) == 0) ? CLI_FAIL : CLI_OK;
+  if (rc && cli_interrupted) rc = CLI_INTERRUPTED;
+  if ((rc = job_check(a, rc, 0))) return rc;
+  if (a->mpi) { /* node-local folders on the other hosts */
+    rc = prepare_data(a, stk_bench_mpi_host_leader(a->mpi)) ? CLI_FAIL : CLI_OK;
+    if (rc && cli_interrupted) rc = CLI_INTERRUPTED;
+    if ((rc = job_check(a, rc, 0))) return rc;
+  }
+  a->o.data = a->data;
+  page_cache_warning(a);
+  return job_check(a, a->drop_caches && drop_caches() ? CLI_FAIL : CLI_OK, 0);
+}
+
+static int bench_main(struct bench_args *a, int argc, char **argv) {
+  int rc = parse_args(a, argc, argv);
+  if ((rc = job_check(a, rc, workload_fingerprint(a)))) return rc;
   cli_catch_signals();
-  a.o.cancel = &cli_interrupted;
-  if (prepare_data(&a)) return cli_interrupted ? CLI_INTERRUPTED : CLI_FAIL;
-  a.o.data = a.data;
-  page_cache_warning(&a);
-  if (a.drop_caches && drop_caches()) return CLI_FAIL;
-  if (a.find_max) return find_max(&a);
-  int show = !a.quiet && cli_progress_enabled();
+  a->o.cancel = &cli_interrupted;
+  if ((rc = setup_data(a))) return rc;
+  if (a->find_max) return find_max(a);
+  int show = !a->quiet && cli_progress_enabled();
   struct stk_bench_result r;
-  if (run_once(&a, &r, show)) return CLI_FAIL;
-  summary(&a, &r);
-  int rc = write_reports(&a, &r) ? CLI_FAIL : (r.interrupted ? CLI_INTERRUPTED : CLI_OK);
+  rc = run_once(a, &r, show) ? CLI_FAIL : CLI_OK;
+  if ((rc = gather_results(a, &r, rc))) return rc;
+  rc = r.interrupted ? CLI_INTERRUPTED : CLI_OK;
+  if (stk_bench_mpi_rank(a->mpi) == 0) { /* one report for the whole job */
+    summary(a, &r);
+    if (write_reports(a, &r)) rc = CLI_FAIL;
+  }
   stk_bench_result_free(&r);
+  return rc;
+}
+
+int cmd_bench_run(int argc, char **argv) {
+  struct bench_args a;
+  memset(&a, 0, sizeof a);
+  a.accelerators = a.files = a.spf = a.batch = a.epochs = a.read_threads = -1;
+  a.record = a.record_sd = a.compute = a.compute_sd = a.au = NAN;
+  snprintf(a.who, sizeof a.who, "bench");
+  if (wants_mpi(argc, argv)) { /* one process of a job: see src/bench/mpi.c */
+    char err[STK_ERRMSG_MAX];
+    if (stk_bench_mpi_init(&a.mpi, err)) {
+      cli_error("bench", "%s", err);
+      return CLI_FAIL;
+    }
+    uint32_t rank = stk_bench_mpi_rank(a.mpi);
+    snprintf(a.who, sizeof a.who, "bench: rank %u of %u", rank, stk_bench_mpi_size(a.mpi));
+    if (rank != 0) a.quiet = 1; /* rank 0 speaks for the job */
+  }
+  int rc = bench_main(&a, argc, argv);
+  stk_bench_mpi_finalize(a.mpi);
   return rc;
 }

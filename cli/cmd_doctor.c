@@ -36,10 +36,10 @@ const char cmd_doctor_usage[] =
 
 enum { O_DIR = 256, O_SIZE, O_THREADS, O_ENGINE, O_ONLY, O_JSON, O_QUICK };
 
-static const struct option options[] = {
-    {"dir", 1, 0, O_DIR},       {"size", 1, 0, O_SIZE}, {"threads", 1, 0, O_THREADS},
-    {"engine", 1, 0, O_ENGINE}, {"only", 1, 0, O_ONLY}, {"json", 1, 0, O_JSON},
-    {"quick", 0, 0, O_QUICK},   {0, 0, 0, 0}};
+static const struct option options[] = {{"dir", 1, 0, O_DIR},         {"size", 1, 0, O_SIZE},
+                                        {"threads", 1, 0, O_THREADS}, {"engine", 1, 0, O_ENGINE},
+                                        {"only", 1, 0, O_ONLY},       {"json", 1, 0, O_JSON},
+                                        {"quick", 0, 0, O_QUICK},     {0, 0, 0, 0}};
 
 /* "seq_read,memcpy" into figure bits; -1 (and a message) for an unknown name. */
 static int parse_only(const char *v, unsigned *out) {
@@ -72,7 +72,9 @@ struct cli_opts {
 static int parse_option(struct cli_opts *o, int c, const char *v) {
   uint64_t x;
   switch (c) {
-    case O_DIR: o->d.dir = v; return 0;
+    case O_DIR:
+      o->d.dir = v;
+      return 0;
     case O_SIZE:
       if (cli_size("doctor", "--size", v, &o->d.size)) return -1;
       if (o->d.size < (8u << 20)) {
@@ -91,10 +93,16 @@ static int parse_option(struct cli_opts *o, int c, const char *v) {
       }
       o->d.io_engine = v;
       return 0;
-    case O_ONLY: return parse_only(v, &o->d.only);
-    case O_JSON: o->json = v; return 0;
-    case O_QUICK: o->d.quick = 1; return 0;
-    default: return -1;
+    case O_ONLY:
+      return parse_only(v, &o->d.only);
+    case O_JSON:
+      o->json = v;
+      return 0;
+    case O_QUICK:
+      o->d.quick = 1;
+      return 0;
+    default:
+      return -1;
   }
 }
 

@@ -128,7 +128,10 @@ TEST(doctor_cuda_helper) {
 
 /* The O_DIRECT phases through blocking threads instead of io_uring. */
 TEST(doctor_thread_engine) {
-  struct stk_doctor_opts o = {.dir = ".", .quick = 1, .size = 16u << 20, .io_engine = "threads",
+  struct stk_doctor_opts o = {.dir = ".",
+                              .quick = 1,
+                              .size = 16u << 20,
+                              .io_engine = "threads",
                               .only = STK_DOCTOR_BIT(STK_DOCTOR_SEQ_WRITE) |
                                       STK_DOCTOR_BIT(STK_DOCTOR_SEQ_READ) |
                                       STK_DOCTOR_BIT(STK_DOCTOR_RAND_IOPS)};
@@ -166,9 +169,9 @@ TEST(doctor_feed_math) {
   double sps = 400 / 0.224, demand = sps * 114660.07;
   CHECK(fabs(d.samples_per_s - sps) < 1e-9 * sps);
   CHECK(fabs(d.demand_bps - demand) < 1e-6 * demand);
-  CHECK(fabs(d.n_seq_read - 1073741824.0 / demand) < 1e-9);       /* 5.244 */
-  CHECK(fabs(d.n_page_cache - 8e9 / demand) < 1e-9);               /* 39.07 */
-  CHECK(fabs(d.n_iops - 50000 / sps) < 1e-9);                      /* 28.0 */
+  CHECK(fabs(d.n_seq_read - 1073741824.0 / demand) < 1e-9); /* 5.244 */
+  CHECK(fabs(d.n_page_cache - 8e9 / demand) < 1e-9);        /* 39.07 */
+  CHECK(fabs(d.n_iops - 50000 / sps) < 1e-9);               /* 28.0 */
   CHECK(isnan(d.n_jpeg));
   CHECK(fabs(d.n_limit - 1073741824.0 / demand) < 1e-9);
   CHECK_STR(d.limit_by, "device read");
@@ -223,11 +226,23 @@ TEST(doctor_json_keys) {
     snprintf(key, sizeof key, "\"%s\": {", stk_doctor_fig_key(i));
     CHECK_CONTAINS(j, key);
   }
-  static const char *const keys[] = {"\"dir\"", "\"fs_type\"", "\"size_bytes\"", "\"threads\"",
-                                     "\"cores\"", "\"seconds\"", "\"page_cache_disk_bytes\": null",
-                                     "\"jpeg_image\"", "\"cuda_device\": null", "\"feed\"",
-                                     "\"demand_bytes_per_s\"", "\"samples_per_s\"", "\"n_seq_read\"",
-                                     "\"n_page_cache\"", "\"n_iops\"", "\"n_jpeg\"", "\"n_limit\"",
+  static const char *const keys[] = {"\"dir\"",
+                                     "\"fs_type\"",
+                                     "\"size_bytes\"",
+                                     "\"threads\"",
+                                     "\"cores\"",
+                                     "\"seconds\"",
+                                     "\"page_cache_disk_bytes\": null",
+                                     "\"jpeg_image\"",
+                                     "\"cuda_device\": null",
+                                     "\"feed\"",
+                                     "\"demand_bytes_per_s\"",
+                                     "\"samples_per_s\"",
+                                     "\"n_seq_read\"",
+                                     "\"n_page_cache\"",
+                                     "\"n_iops\"",
+                                     "\"n_jpeg\"",
+                                     "\"n_limit\"",
                                      "\"limited_by\": \"JPEG decode\""};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECK_CONTAINS(j, keys[i]);
   /* The invalid figure: null with its reason, never 0. */
@@ -238,8 +253,9 @@ TEST(doctor_json_keys) {
   CHECK_CONTAINS(cuda, "\"reason\": \"libcudart not found\"");
   /* Python's parser agrees that it is JSON. */
   char *out = NULL;
-  int rc = test_sh(&out, "/usr/bin/python3 -c 'import json,sys; d=json.load(open(\"d.json\")); "
-                         "print(len(d[\"figures\"]), d[\"feed\"][0][\"n_iops\"] > 0)'");
+  int rc = test_sh(&out,
+                   "/usr/bin/python3 -c 'import json,sys; d=json.load(open(\"d.json\")); "
+                   "print(len(d[\"figures\"]), d[\"feed\"][0][\"n_iops\"] > 0)'");
   if (rc != 127) {
     CHECK_EQ(rc, 0);
     char want[32];
@@ -279,8 +295,12 @@ static void set_flag(void *ctx, const char *phase) {
 
 TEST(doctor_cancel_removes_scratch) {
   volatile int stop = 0;
-  struct stk_doctor_opts o = {.dir = ".", .quick = 1, .size = 16u << 20, .cancel = &stop,
-                              .progress = set_flag, .ctx = (void *)&stop};
+  struct stk_doctor_opts o = {.dir = ".",
+                              .quick = 1,
+                              .size = 16u << 20,
+                              .cancel = &stop,
+                              .progress = set_flag,
+                              .ctx = (void *)&stop};
   struct stk_doctor_result *r = calloc(1, sizeof *r);
   char err[STK_ERRMSG_MAX];
   CHECK_EQ(stk_doctor_run(&o, r, err), STK_ECANCELED);

@@ -92,8 +92,10 @@ static void every_sample_once(const char *engine, enum stk_shuffle mode, uint32_
   o.sampler.seed = 3;
   uint64_t batches = run_all(ds, &o, seen, NULL);
   CHECK_EQ(batches, 3 * 19); /* 18 full + 1 of 12 per epoch */
-  for (int e = 0; e < 3; e++)
+  for (int e = 0; e < 3; e++) {
     for (int i = 0; i < 300; i++) CHECK_MSG(seen[e][i], "epoch %d lacks sample %d", e, i);
+    free(seen[e]);
+  }
   stk_dataset_close(ds);
 }
 
@@ -136,6 +138,7 @@ TEST(loader_direct_io) {
   struct stk_loader_opts o = {.batch_size = 8, .threads = 2, .direct = 1};
   run_all(ds, &o, seen, NULL);
   for (int i = 0; i < 60; i++) CHECK(seen[0][i]);
+  free(seen[0]);
   stk_dataset_close(ds);
 }
 
@@ -397,5 +400,6 @@ TEST(loader_epoch_samples_limit) {
     CHECK_EQ(n, 32);
   }
   CHECK(memcmp(seen[0], seen[1], 100) != 0); /* a new order each epoch */
+  for (int e = 0; e < 3; e++) free(seen[e]);
   stk_dataset_close(ds);
 }

@@ -60,10 +60,18 @@ struct stk_bench_opts {
   const char *io_engine;
   uint64_t seed;
   volatile int *cancel;      /* set nonzero to stop; the partial result stays valid */
-  /* Across processes (MPI): a barrier over all `world` processes, called by
-   * one thread per process after the local barrier; returns nonzero when a
-   * peer failed. NULL in a single process. */
-  int (*global_barrier)(void *ctx);
+  /* Across processes (MPI): a barrier over all `world` processes that also
+   * carries each one's status. Called by one thread per process after the
+   * local barrier of every step with status 0; and, by a process that stops
+   * before its last step (a failure: the error code; Ctrl-C: STK_ECANCELED),
+   * once more with that status, unless an earlier call already reported a
+   * stop, so that no peer waits for it forever. Every process therefore
+   * makes the same number of calls, which is why all must run the same
+   * workload (steps are computed from files x samples per file when world
+   * > 1). Returns 0 to go on, STK_ECANCELED when a peer was interrupted,
+   * another code when a peer failed. NULL in a single process; see
+   * stk_bench_mpi_attach(). */
+  int (*global_barrier)(void *ctx, int status);
   void *global_ctx;
   /* Called about every 250 ms from the first accelerator's thread. */
   void (*progress)(void *ctx, uint64_t epoch, uint64_t step, uint64_t steps, double au_so_far);
@@ -78,6 +86,7 @@ struct stk_bench_epoch {
   double compute_s;     /* excluding the first step (the AU numerator) */
   double compute_all_s; /* including it (for the time split) */
   double load_s, sync_s, comm_s;
+  double first_step_s;  /* load + compute of step 0, left out of AU */
   uint64_t steps;
 };
 
@@ -90,7 +99,9 @@ struct stk_bench_step {
 };
 
 struct stk_bench_result {
-  uint32_t accelerators, epochs;
+  uint32_t accelerators, epochs; /* accelerators: all that `per` covers */
+  uint32_t processes, hosts; /* 1 and 1 from stk_bench_run (this process's own accelerators,
+                              * even under MPI); the job's after stk_bench_mpi_gather */
   uint64_t steps_per_epoch;
   double au;              /* mean over accelerators and epochs, 0..1 */
   double au_min;
@@ -116,7 +127,56 @@ struct stk_bench_result {
 int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, char *err);
 void stk_bench_result_free(struct stk_bench_result *r);
 
-/* Reports. */
+/* ---- across processes and hosts (MPI) ------------------------------------ */
+
+/* One emulation per MPI process (rank), joined by the global barrier above
+ * and gathered into one result on rank 0. Available when stoker is built
+ * with Open MPI; otherwise stk_bench_mpi_init() fails with STK_ENOTSUP and
+ * says so. Every call below except built/launched/init is collective: all
+ * processes make it, in the same order. */
+struct stk_bench_mpi;
+
+/* Whether this build has MPI. */
+int stk_bench_mpi_built(void);
+/* Whether mpirun started this process as one of several (Open MPI sets
+ * OMPI_COMM_WORLD_SIZE); true in builds without MPI too, so they can refuse. */
+int stk_bench_mpi_launched(void);
+/* Join the job (MPI_Init). One per process; free with
+ * stk_bench_mpi_finalize(). STK_ENOTSUP with err set in a build without MPI. */
+int stk_bench_mpi_init(struct stk_bench_mpi **out, char *err);
+void stk_bench_mpi_finalize(struct stk_bench_mpi *m);
+uint32_t stk_bench_mpi_rank(const struct stk_bench_mpi *m);
+uint32_t stk_bench_mpi_size(const struct stk_bench_mpi *m);
+/* Whether this is the lowest rank on its host (it prepares node-local data). */
+int stk_bench_mpi_host_leader(const struct stk_bench_mpi *m);
+/* The rank whose failure stopped the job, or -1: this process's own rank
+ * when it failed itself, else the highest that failed. */
+int stk_bench_mpi_failed_rank(const struct stk_bench_mpi *m);
+
+/* Set o->rank, o->world and the global barrier for this job. */
+void stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o);
+
+/* A check point: every process passes its status (0, STK_ECANCELED, or an
+ * error code) and a fingerprint of what must be the same everywhere (the
+ * workload's shape). Returns 0 when all are fine and agree; else the same
+ * code on every process, with err naming the rank: STK_EIO (a process
+ * failed), STK_ECANCELED (one was interrupted), STK_EINVAL (fingerprints
+ * differ). */
+int stk_bench_mpi_agree(struct stk_bench_mpi *m, int status, uint64_t fingerprint, char *err);
+
+/* After every process's stk_bench_run succeeded (check with
+ * stk_bench_mpi_agree first): on rank 0, r becomes the job's result:
+ * per-epoch figures of all size x accelerators (rank r's accelerator a is
+ * number r x accelerators + a), the timeline of all (capped), loader stats
+ * summed (maxima and percentiles: the largest), CPU time summed, wall time
+ * the longest; then AU, time split and verdict are recomputed. Other ranks'
+ * r is left as it was. Returns 0, or the same code on every process with err
+ * set (shapes differ, out of memory on rank 0). */
+int stk_bench_mpi_gather(struct stk_bench_mpi *m, const struct stk_bench_opts *o,
+                         struct stk_bench_result *r, char *err);
+
+/* Reports. A gathered result (r->processes > 1) covers the whole job; one
+ * process's own result is reported as its share (o->rank of o->world). */
 void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_result *r, FILE *f);
 void stk_bench_svg(const struct stk_bench_opts *o, const struct stk_bench_result *r, FILE *f);
 

@@ -18,22 +18,24 @@ extern "C" {
 #endif
 
 /* The figures, in the order they are measured and printed. */
-#define STK_DOCTOR_FIGURES(X)                                                          \
-  X(BUFFERED_WRITE, "buffered_write", "bytes/s", "sequential write, buffered + fdatasync") \
-  X(SEQ_WRITE, "seq_write", "bytes/s", "sequential write, O_DIRECT")                 \
-  X(SEQ_READ, "seq_read", "bytes/s", "sequential read, O_DIRECT")                    \
-  X(RAND_IOPS, "rand_read_iops", "reads/s", "4 KiB random read, O_DIRECT, QD 32")    \
-  X(PAGE_CACHE_READ, "page_cache_read", "bytes/s", "page-cache read")                \
-  X(MEMCPY, "memcpy", "bytes/s", "memcpy")                                           \
-  X(JPEG_PER_CORE, "jpeg_decode_per_core", "images/s", "JPEG decode per core")      \
+#define STK_DOCTOR_FIGURES(X)                                                                 \
+  X(BUFFERED_WRITE, "buffered_write", "bytes/s", "sequential write, buffered + write-behind") \
+  X(SEQ_WRITE, "seq_write", "bytes/s", "sequential write, O_DIRECT")                          \
+  X(SEQ_READ, "seq_read", "bytes/s", "sequential read, O_DIRECT")                             \
+  X(RAND_IOPS, "rand_read_iops", "reads/s", "4 KiB random read, O_DIRECT, QD 32")             \
+  X(PAGE_CACHE_READ, "page_cache_read", "bytes/s", "page-cache read")                         \
+  X(MEMCPY, "memcpy", "bytes/s", "memcpy")                                                    \
+  X(JPEG_PER_CORE, "jpeg_decode_per_core", "images/s", "JPEG decode per core")                \
   X(CUDA_H2D, "cuda_h2d", "bytes/s", "pinned host-to-device copy")
 
+/* clang-format off */
 enum stk_doctor_fig {
 #define STK__DOC_ENUM(id, key, unit, title) STK_DOCTOR_##id,
   STK_DOCTOR_FIGURES(STK__DOC_ENUM)
 #undef STK__DOC_ENUM
   STK_DOCTOR_NFIG
 };
+/* clang-format on */
 
 /* JSON key ("seq_read"), unit ("bytes/s") and title of figure i; static
  * strings, NULL for i out of range. */
@@ -45,17 +47,18 @@ const char *stk_doctor_fig_title(int i);
 #define STK_DOCTOR_BIT(i) (1u << (i))
 
 struct stk_doctor_opts {
-  const char *dir;   /* where the scratch file goes, on the storage under
-                        test; NULL = $TMPDIR, else /var/tmp */
-  uint64_t size;     /* scratch file bytes, rounded down to 1 MiB; 0 = 1 GiB
-                        (128 MiB with quick); at least 8 MiB */
-  uint32_t threads;  /* page-cache and memcpy threads; 0 = online cores */
-  int quick;         /* shorter timed phases (for tests; well under 10 s) */
-  unsigned only;     /* STK_DOCTOR_BIT()s of the figures to measure; 0 = all */
-  const char *io_engine; /* O_DIRECT phases: "io_uring" (one thread, QD
-                            requests in flight), "threads" (QD threads of
-                            blocking I/O); NULL or "auto" = io_uring where
-                            the kernel allows it */
+  const char *dir;       /* where the scratch file goes, on the storage under
+                            test; NULL = $TMPDIR, else /var/tmp */
+  uint64_t size;         /* scratch file bytes, rounded down to 4 MiB; 0 = 1 GiB
+                            (128 MiB with quick); at least 8 MiB */
+  uint32_t threads;      /* page-cache and memcpy threads; 0 = online cores */
+  int quick;             /* shorter timed phases (for tests; well under 10 s) */
+  unsigned only;         /* STK_DOCTOR_BIT()s of the figures to measure; 0 = all */
+  const char *io_engine; /* O_DIRECT phases: "io_uring" (one thread keeps
+                            the queue full) or "threads" (one thread per
+                            request in flight, blocking I/O); NULL or
+                            "auto" = io_uring, falling back to threads
+                            where the kernel or sandbox refuses it */
   /* Polled between I/O chunks; nonzero stops the run, which then removes
    * its scratch file and returns STK_ECANCELED. May be NULL. */
   const volatile int *cancel;
@@ -65,10 +68,10 @@ struct stk_doctor_opts {
 };
 
 struct stk_doctor_figure {
-  double value;      /* in the figure's unit; meaningful only when valid */
+  double value; /* in the figure's unit; meaningful only when valid */
   int valid;
-  char reason[192];  /* why it is invalid; when valid, a note on how it
-                        was measured (may be empty) */
+  char reason[192]; /* why it is invalid; when valid, a note on how it
+                       was measured (may be empty) */
 };
 
 /* What the machine could feed of one workload preset. An n_* is the
@@ -76,31 +79,31 @@ struct stk_doctor_figure {
  * it does not apply or its figure is invalid. */
 struct stk_doctor_feed {
   char workload[64], accel[32];
-  int jpeg;              /* 1: the "if the records were JPEGs decoded on
-                            this CPU" variant (resnet50) */
-  double demand_bps;     /* bytes/s one accelerator consumes:
-                            batch * record_bytes / compute_s */
-  double samples_per_s;  /* records/s one accelerator consumes */
+  int jpeg;             /* 1: the "if the records were JPEGs decoded on
+                           this CPU" variant (resnet50) */
+  double demand_bps;    /* bytes/s one accelerator consumes:
+                           batch * record_bytes / compute_s */
+  double samples_per_s; /* records/s one accelerator consumes */
   double n_seq_read, n_page_cache, n_iops, n_jpeg;
-  double n_limit;        /* the smallest valid n_*; NAN if none is */
-  const char *limit_by;  /* static name of that resource, or "unknown" */
+  double n_limit;       /* the smallest valid n_*; NAN if none is */
+  const char *limit_by; /* static name of that resource, or "unknown" */
 };
 
 #define STK_DOCTOR_MAX_FEED 32
 
 struct stk_doctor_result {
   struct stk_doctor_figure fig[STK_DOCTOR_NFIG];
-  char dir[1024];            /* where the scratch file was */
-  char fs_type[16];          /* "ext4", "tmpfs", ... or a hex magic */
-  uint64_t size;             /* scratch file bytes */
-  uint32_t threads, cores;   /* threads used; online cores */
+  char dir[1024];                   /* where the scratch file was */
+  char fs_type[16];                 /* "ext4", "tmpfs", ... or a hex magic */
+  uint64_t size;                    /* scratch file bytes */
+  uint32_t threads, cores;          /* threads used; online cores */
   uint32_t jpeg_width, jpeg_height; /* mean size of the decoded images */
   /* Bytes the kernel read from block devices (/proc/vmstat pgpgin)
    * during the timed page-cache pass; UINT64_MAX when unreadable. Well
    * above 0 means the file did not stay cached. */
   uint64_t page_cache_disk_bytes;
-  char cuda_device[256];     /* device 0's name when libcudart loaded */
-  double seconds;            /* wall time of the whole run */
+  char cuda_device[256]; /* device 0's name when libcudart loaded */
+  double seconds;        /* wall time of the whole run */
   struct stk_doctor_feed feed[STK_DOCTOR_MAX_FEED];
   int nfeed;
 };

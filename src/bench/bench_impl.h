@@ -8,4 +8,8 @@
  * loader's stage stats. */
 void stk__bench_verdict(const struct stk_bench_opts *o, struct stk_bench_result *r);
 
+/* Fill AU, throughput and the time split of r from r->per ([epochs]
+ * [accelerators]); used after a run and after gathering runs (MPI). */
+void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_result *r);
+
 #endif

@@ -42,9 +42,12 @@ static const char *resolve(struct stk__cuda *c) {
     const char *name;
     void **slot;
   } syms[] = {
-      {"cudaMallocHost", (void **)&c->malloc_host},   {"cudaFreeHost", (void **)&c->free_host},
-      {"cudaMalloc", (void **)&c->malloc_dev},        {"cudaFree", (void **)&c->free_dev},
-      {"cudaMemcpy", (void **)&c->memcpy_},           {"cudaDeviceSynchronize", (void **)&c->sync},
+      {"cudaMallocHost", (void **)&c->malloc_host},
+      {"cudaFreeHost", (void **)&c->free_host},
+      {"cudaMalloc", (void **)&c->malloc_dev},
+      {"cudaFree", (void **)&c->free_dev},
+      {"cudaMemcpy", (void **)&c->memcpy_},
+      {"cudaDeviceSynchronize", (void **)&c->sync},
       {"cudaGetDeviceCount", (void **)&c->device_count},
       {"cudaGetErrorString", (void **)&c->error_string},
   };
@@ -124,9 +127,7 @@ void stk__cuda_host_free(struct stk__cuda *c, void *p) {
   if (p) c->free_host(p);
 }
 
-void *stk__cuda_alloc_hook(void *ctx, size_t size) {
-  return stk__cuda_host_alloc(ctx, size, NULL);
-}
+void *stk__cuda_alloc_hook(void *ctx, size_t size) { return stk__cuda_host_alloc(ctx, size, NULL); }
 
 void stk__cuda_free_hook(void *ctx, void *p, size_t size) {
   (void)size;

@@ -25,15 +25,18 @@
 
 /* A barrier that a failure can break, so no accelerator waits forever for
  * a peer that has stopped. The last thread to arrive runs the cross-process
- * barrier (MPI) before releasing the others. */
+ * barrier (MPI) before releasing the others; when that reports a stopped
+ * peer, the barrier breaks for this step's waiters too. */
 struct barrier {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   uint32_t n, waiting;
   uint64_t gen;
   int broken;
-  int (*global)(void *);
+  int (*global)(void *, int);
   void *global_ctx;
+  uint64_t global_calls; /* completed cross-process barriers */
+  atomic_int global_rc;  /* nonzero once one reported a stopped peer */
 };
 
 static void barrier_break(struct barrier *b) {
@@ -54,9 +57,16 @@ static int barrier_wait(struct barrier *b) {
   if (++b->waiting == b->n) {
     if (b->global) {
       pthread_mutex_unlock(&b->mu);
-      int rc = b->global(b->global_ctx);
+      int rc = b->global(b->global_ctx, 0);
       pthread_mutex_lock(&b->mu);
-      if (rc) b->broken = 1;
+      b->global_calls++;
+      if (rc) {
+        atomic_store(&b->global_rc, rc);
+        b->broken = 1; /* gen stays: every thread of this step returns -1 */
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        return -1;
+      }
     }
     b->waiting = 0;
     b->gen++;
@@ -102,8 +112,9 @@ static void run_fail(struct run *run, int code, const char *msg) {
   barrier_break(&run->bar);
 }
 
-static int stopping(const struct run *run) {
-  return atomic_load(&run->failed) || (run->o->cancel && *run->o->cancel);
+static int stopping(struct run *run) {
+  return atomic_load(&run->failed) || atomic_load(&run->bar.global_rc) ||
+         (run->o->cancel && *run->o->cancel);
 }
 
 static double draw_compute(const struct stk_bench_opts *o, struct stk_rng *rng) {
@@ -194,6 +205,7 @@ static void *acc_main(void *arg) {
     ep->wall_s = wall;
     ep->compute_s = compute;
     ep->compute_all_s = compute_all;
+    ep->first_step_s = (double)step0_proc / 1e9;
     ep->load_s = load;
     ep->sync_s = sync;
     ep->comm_s = comm;
@@ -222,14 +234,14 @@ static int validate(const struct stk_bench_opts *o, char *err) {
   return 0;
 }
 
-static void fill_aggregates(struct run *run, struct stk_bench_result *r) {
+void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_result *r) {
   double au = 0, sps = 0, load = 0, sync = 0, comm = 0, compute = 0, acc_time = 0;
   uint32_t n_au = 0, n_ep = 0;
-  for (uint32_t e = 0; e < run->epochs; e++) {
+  for (uint32_t e = 0; e < r->epochs; e++) {
     double ep_sps = 0;
     int any = 0;
-    for (uint32_t i = 0; i < run->nacc; i++) {
-      struct stk_bench_epoch *p = &r->per[(size_t)e * run->nacc + i];
+    for (uint32_t i = 0; i < r->accelerators; i++) {
+      struct stk_bench_epoch *p = &r->per[(size_t)e * r->accelerators + i];
       if (p->steps == 0) continue;
       load += p->load_s;
       sync += p->sync_s;
@@ -250,7 +262,7 @@ static void fill_aggregates(struct run *run, struct stk_bench_result *r) {
   }
   r->au = n_au ? au / n_au : NAN;
   r->samples_per_s = n_ep ? sps / n_ep : NAN;
-  r->mib_per_s = r->samples_per_s * run->o->w.record_bytes / 1048576.0;
+  r->mib_per_s = r->samples_per_s * o->w.record_bytes / 1048576.0;
   r->pass = n_au && r->au >= r->au_min;
   r->data_stall_frac = acc_time > 0 ? load / acc_time : NAN;
   r->sync_stall_frac = acc_time > 0 ? sync / acc_time : NAN;
@@ -263,10 +275,12 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
   char derr[STK_ERRMSG_MAX];
   int rc = stk_dataset_open(ds, o->data, NULL, derr);
   if (rc) return stk__errf(err, rc, "%s", derr);
-  if (o->w.format[0] && strcmp(stk_dataset_format(*ds), o->w.format) != 0 &&
-      !(strcmp(o->w.format, "npz") == 0 && strcmp(stk_dataset_format(*ds), "npy") == 0))
-    stk_log(STK_LOG_WARN, "%s holds %s data, the workload says %s", o->data, stk_dataset_format(*ds),
-            o->w.format);
+  if (o->w.format[0] && strcmp(stk_dataset_format(*ds), o->w.format) != 0) {
+    rc = stk__errf(err, STK_EINVAL, "%s holds %s data but the workload's dataset.format is %s",
+                   o->data, stk_dataset_format(*ds), o->w.format);
+    stk_dataset_close(*ds);
+    return rc;
+  }
   uint64_t n = stk_dataset_num_samples(*ds);
   uint32_t world = o->world ? o->world : 1;
   uint64_t total_acc = (uint64_t)run->nacc * world;
@@ -278,6 +292,12 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
                      "generate it with `stoker bench --generate` or lower --files",
                      o->data, (unsigned long long)n, (unsigned long long)want,
                      (unsigned long long)o->w.files, (unsigned long long)o->w.samples_per_file);
+  }
+  if (!want && world > 1) {
+    stk_dataset_close(*ds);
+    return stk__errf(err, STK_EINVAL,
+                     "across processes the workload must give the dataset size (files x samples "
+                     "per file), so that every process runs the same steps");
   }
   if (want) n = want; /* use the configured dataset size, as DLIO does */
   run->steps = n / o->w.batch / total_acc;
@@ -317,10 +337,19 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
   return 0;
 }
 
+/* A process that stops before its last step (or before its first) makes one
+ * more cross-process barrier call carrying why, unless one already reported
+ * a stop: its peers are waiting in that call, or will be. One that finished
+ * every step must not: its peers made the same number of calls. */
+static void leave_job(struct run *run, int rc) {
+  const struct stk_bench_opts *o = run->o;
+  if (!o->global_barrier || atomic_load(&run->bar.global_rc)) return;
+  if (run->steps && run->bar.global_calls == run->steps * run->epochs) return;
+  o->global_barrier(o->global_ctx, rc ? rc : STK_ECANCELED);
+}
+
 int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, char *err) {
   memset(r, 0, sizeof *r);
-  int rc = validate(o, err);
-  if (rc) return rc;
   struct run run;
   memset(&run, 0, sizeof run);
   run.o = o;
@@ -335,9 +364,12 @@ int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, ch
   run.bar.global = o->global_barrier;
   run.bar.global_ctx = o->global_ctx;
   struct stk_dataset *ds = NULL;
+  int rc = validate(o, err);
+  if (rc) goto out;
   rc = open_loader(&run, &ds, err);
   if (rc) goto out;
   r->accelerators = run.nacc;
+  r->processes = r->hosts = 1;
   r->epochs = run.epochs;
   r->steps_per_epoch = run.steps;
   r->au_min = o->w.au_min;
@@ -365,9 +397,12 @@ int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, ch
   r->wall_s = (double)(stk_now_ns() - run.t0) / 1e9;
   r->cpu_ns = stk_cpu_ns() - cpu0;
   r->ntimeline = STK__MIN(atomic_load(&run.ntimeline), tl);
-  r->interrupted = !run.err && o->cancel && *o->cancel;
+  int peer = atomic_load(&run.bar.global_rc);
+  if (peer && peer != STK_ECANCELED)
+    run_fail(&run, peer, "another process of the job failed and stopped the run");
+  r->interrupted = !run.err && ((o->cancel && *o->cancel) || peer == STK_ECANCELED);
   stk_loader_stats(run.l, &r->loader);
-  fill_aggregates(&run, r);
+  stk__bench_aggregate(o, r);
   stk__bench_verdict(o, r);
   rc = run.err;
   if (rc) stk__errf(err, rc, "%s", run.errmsg);
@@ -375,6 +410,7 @@ out_loader:
   stk_loader_close(run.l);
   stk_dataset_close(ds);
 out:
+  leave_job(&run, rc);
   pthread_mutex_destroy(&run.next_mu);
   pthread_mutex_destroy(&run.err_mu);
   pthread_mutex_destroy(&run.bar.mu);

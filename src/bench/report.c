@@ -29,14 +29,26 @@ static void workload_json(struct stk_json *j, const struct stk_workload *w) {
   stk_json_obj_end(j);
 }
 
+/* All accelerators of the job, and the number of the first one in r: a
+ * gathered result (MPI) holds them all; one process's holds its share. */
+static uint64_t job_accelerators(const struct stk_bench_opts *o, const struct stk_bench_result *r) {
+  return r->processes > 1 ? r->accelerators : (uint64_t)r->accelerators * (o->world ? o->world : 1);
+}
+
+static uint64_t first_accelerator(const struct stk_bench_opts *o, const struct stk_bench_result *r) {
+  return r->processes > 1 ? 0 : (uint64_t)o->rank * r->accelerators;
+}
+
 void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_result *r, FILE *f) {
   struct stk_json j;
   stk_json_init(&j, f, 2);
   stk_json_obj_begin(&j);
   workload_json(&j, &o->w);
   stk_json_kstr(&j, "data", o->data);
-  stk_json_ku64(&j, "accelerators", r->accelerators * (uint64_t)(o->world ? o->world : 1));
-  stk_json_ku64(&j, "accelerators_in_process", r->accelerators);
+  stk_json_ku64(&j, "accelerators", job_accelerators(o, r));
+  stk_json_ku64(&j, "processes", r->processes > 1 ? r->processes : (o->world ? o->world : 1));
+  stk_json_ku64(&j, "hosts", r->hosts ? r->hosts : 1);
+  stk_json_ku64(&j, "accelerators_in_process", r->processes > 1 ? r->accelerators / r->processes : r->accelerators);
   stk_json_ku64(&j, "steps_per_epoch", r->steps_per_epoch);
   stk_json_kdbl(&j, "allreduce_s_per_step", o->allreduce_s);
   stk_json_kdbl(&j, "au", r->au);
@@ -69,7 +81,7 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
     for (uint32_t a = 0; a < r->accelerators; a++) {
       const struct stk_bench_epoch *p = &r->per[(size_t)e * r->accelerators + a];
       stk_json_obj_begin(&j);
-      stk_json_ku64(&j, "rank", (uint64_t)o->rank * r->accelerators + a);
+      stk_json_ku64(&j, "rank", first_accelerator(o, r) + a);
       stk_json_ku64(&j, "steps", p->steps);
       stk_json_kdbl(&j, "au", p->au);
       stk_json_kdbl(&j, "samples_per_s", p->samples_per_s);
@@ -78,6 +90,7 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
       stk_json_kdbl(&j, "load_s", p->load_s);
       stk_json_kdbl(&j, "sync_s", p->sync_s);
       stk_json_kdbl(&j, "comm_s", p->comm_s);
+      stk_json_kdbl(&j, "first_step_s", p->first_step_s);
       stk_json_obj_end(&j);
     }
     stk_json_arr_end(&j);
@@ -155,7 +168,7 @@ void stk_bench_svg(const struct stk_bench_opts *o, const struct stk_bench_result
           W_PX);
   fprintf(f, "<g font-size=\"15\" font-weight=\"bold\">");
   svg_text(f, PLOT_X, 24, "start", "stoker bench: %s %s, %u accelerators: AU %.3f (%s %.2f)",
-           o->w.name, o->w.accel, r->accelerators * (o->world ? o->world : 1), r->au,
+           o->w.name, o->w.accel, (unsigned)job_accelerators(o, r), r->au,
            r->pass ? "pass, >=" : "FAIL, <", r->au_min);
   fputs("</g>\n", f);
   svg_text(f, PLOT_X, 44, "start", "%s", r->verdict);

@@ -38,11 +38,14 @@ static void data_verdict(const struct stk_bench_opts *o, struct stk_bench_result
   double wall = (double)st->wall_ns;
   if (wall <= 0) wall = 1;
   const struct stk_stage_stats *rd = &st->stage[STK_STAGE_READ], *dec = &st->stage[STK_STAGE_DECODE];
-  double read_util = (double)rd->busy_ns / wall;
+  /* Stats gathered from several processes (MPI) are sums: per reader and
+   * per host, as for one process. */
+  double read_util = (double)rd->busy_ns / (wall * (rd->threads ? rd->threads : 1));
   double dec_util = dec->threads ? (double)dec->busy_ns / (wall * dec->threads) : 0;
   double dec_idle = dec->threads ? (double)dec->wait_in_ns / (wall * dec->threads) : 0;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  double cpu_util = cores > 0 ? (double)r->cpu_ns / (wall * (double)cores) : 0;
+  double hosts = r->hosts > 1 ? r->hosts : 1;
+  double cpu_util = cores > 0 ? (double)r->cpu_ns / (wall * (double)cores * hosts) : 0;
   double gib_s = (double)st->read_bytes / (wall / 1e9) / 1073741824.0;
   double stall = 100 * r->data_stall_frac;
   (void)o;

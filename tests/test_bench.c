@@ -1,0 +1,251 @@
+/* stoker bench: the AU definition, the verdict's classification (on
+ * synthetic figures, so it does not depend on this machine's speed), DLIO
+ * configs, presets and the all-reduce model. */
+#include <math.h>
+#include <sys/stat.h>
+
+#include "../src/bench/bench_impl.h"
+#include "stoker/stoker.h"
+#include "test.h"
+
+TEST(bench_presets_match_dlio) {
+  struct stk_workload w;
+  CHECK_OK(stk_workload_preset("unet3d", "h100", &w));
+  CHECK_STR(w.format, "npz");
+  CHECK(w.record_bytes == 146600628 && w.record_stdev == 68341808);
+  CHECK(w.files == 168 && w.samples_per_file == 1 && w.batch == 7 && w.read_threads == 4);
+  CHECK(w.compute_s == 0.323 && w.au_min == 0.90);
+  CHECK_OK(stk_workload_preset("unet3d", "b200", &w));
+  CHECK(w.compute_s == 0.162);
+  CHECK_OK(stk_workload_preset("resnet50", "a100", &w));
+  CHECK(w.record_bytes == 114660.07 && w.samples_per_file == 1251 && w.files == 1024);
+  CHECK(w.batch == 400 && w.read_threads == 8 && w.compute_s == 0.435);
+  CHECK_OK(stk_workload_preset("cosmoflow", "h100", &w));
+  CHECK(w.record_bytes == 2828486 && w.record_stdev == 71311 && w.files == 524288);
+  CHECK(w.batch == 1 && w.compute_s == 0.00350 && w.au_min == 0.70);
+  CHECK_EQ(stk_workload_preset("resnet50", "b200", &w), STK_ENOENT);
+  CHECK_EQ(stk_workload_preset("bert", NULL, &w), STK_ENOENT);
+}
+
+TEST(bench_allreduce_model) {
+  struct stk_network n;
+  CHECK_OK(stk_network_preset("ib400", &n));
+  double t = stk_allreduce_seconds(&n, 8, 1e9);
+  CHECK(fabs(t - (2.0 * 7 / 8 * 1e9 / 50e9 + 14 * 5e-6)) < 1e-12);
+  CHECK(stk_allreduce_seconds(&n, 1, 1e9) == 0);
+  CHECK_EQ(stk_network_preset("carrier-pigeon", &n), STK_ENOENT);
+}
+
+/* Every shared DLIO config loads with exactly the preset's values, and
+ * its non-emulated keys are listed, none unknown. */
+TEST(bench_dlio_configs_load) {
+  const char *d = test_shared_data();
+  if (!d) SKIP("../shared/data is absent: no DLIO configs to read");
+  const char *names[][2] = {{"unet3d", "a100"}, {"unet3d", "h100"}, {"resnet50", "a100"},
+                            {"resnet50", "h100"}, {"cosmoflow", "a100"}, {"cosmoflow", "h100"}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char path[4096], unknown[2048], ignored[2048], err[STK_ERRMSG_MAX];
+    snprintf(path, sizeof path, "%s/dlio-configs/%s_%s.yaml", d, names[i][0], names[i][1]);
+    struct stk_workload w, p;
+    memset(&w, 0, sizeof w);
+    int rc = stk_workload_load_yaml(path, &w, unknown, sizeof unknown, ignored, sizeof ignored, err);
+    CHECK_MSG(rc == 0, "%s: %s", path, err);
+    CHECK_OK(stk_workload_preset(names[i][0], names[i][1], &p));
+    CHECK_STR(w.name, p.name);
+    CHECK_STR(w.format, p.format);
+    CHECK_MSG(w.record_bytes == p.record_bytes && w.record_stdev == p.record_stdev, "%s", path);
+    CHECK_MSG(w.files == p.files && w.samples_per_file == p.samples_per_file, "%s", path);
+    CHECK_MSG(w.batch == p.batch && w.read_threads == p.read_threads && w.epochs == p.epochs, "%s", path);
+    CHECK_MSG(w.compute_s == p.compute_s && w.au_min == p.au_min, "%s", path);
+    CHECK_MSG(unknown[0] == 0, "%s: unknown keys: %s", path, unknown);
+    CHECK_CONTAINS(ignored, "framework");
+  }
+}
+
+TEST(bench_yaml_errors_and_unknown_keys) {
+  const char *good = "model:\n  name: mine   # a comment\ndataset:\n  format: tfrecord\n"
+                     "  num_files_train: 4\n  frobnication: 3\nreader:\n  batch_size: \"8\"\n"
+                     "train:\n  computation_time: 0.5\nmetric:\n  au: 90\n";
+  test_write_file("ok.yaml", good, strlen(good));
+  struct stk_workload w;
+  memset(&w, 0, sizeof w);
+  char unknown[512], ignored[512], err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_workload_load_yaml("ok.yaml", &w, unknown, sizeof unknown, ignored, sizeof ignored, err));
+  CHECK_STR(w.name, "mine");
+  CHECK_EQ(w.files, 4);
+  CHECK_EQ(w.batch, 8);
+  CHECK(w.compute_s == 0.5);
+  CHECK(fabs(w.au_min - 0.90) < 1e-12); /* percent accepted */
+  CHECK_CONTAINS(unknown, "dataset.frobnication (line 6)");
+  const char *bad[][2] = {
+      {"reader:\n  batch_size: many\n", "bad.yaml:2: reader.batch_size: 'many' is not a whole number"},
+      {"train:\n\tepochs: 3\n", "bad.yaml:2: tab in indentation"},
+      {"train:\n  - 3\n", "bad.yaml:2: expected 'key: value'"},
+      {"train:\n  computation_time: -1\n", "bad.yaml:2: train.computation_time"},
+      {"# nothing\n", "no settings"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    test_write_file("bad.yaml", bad[i][0], strlen(bad[i][0]));
+    CHECK(stk_workload_load_yaml("bad.yaml", &w, NULL, 0, NULL, 0, err) != 0);
+    CHECK_CONTAINS(err, bad[i][1]);
+  }
+  CHECK_EQ(stk_workload_load_yaml("missing.yaml", &w, NULL, 0, NULL, 0, err), STK_ENOENT);
+  CHECK_CONTAINS(err, "missing.yaml");
+}
+
+/* The verdict on synthetic figures: each class from the figures alone. */
+static void verdict_case(double au, double data, double sync, uint64_t read_busy, uint64_t dec_busy,
+                         uint64_t dec_idle, uint64_t cpu, const char *want) {
+  struct stk_bench_opts o;
+  memset(&o, 0, sizeof o);
+  struct stk_bench_result r;
+  memset(&r, 0, sizeof r);
+  r.au = au;
+  r.au_min = 0.9;
+  r.pass = au >= 0.9;
+  r.data_stall_frac = data;
+  r.sync_stall_frac = sync;
+  r.loader.wall_ns = 1000000000ull;
+  r.loader.read_bytes = 2ull << 30;
+  r.loader.stage[STK_STAGE_READ].busy_ns = read_busy;
+  r.loader.stage[STK_STAGE_DECODE].threads = 2;
+  r.loader.stage[STK_STAGE_DECODE].busy_ns = dec_busy;
+  r.loader.stage[STK_STAGE_DECODE].wait_in_ns = dec_idle;
+  r.cpu_ns = cpu;
+  stk__bench_verdict(&o, &r);
+  CHECK_MSG(strcmp(r.bottleneck, want) == 0, "want %s, got %s: %s", want, r.bottleneck, r.verdict);
+  CHECK(strlen(r.verdict) > 10);
+}
+
+TEST(bench_verdict_classes) {
+  verdict_case(0.97, 0.01, 0.02, 0, 0, 0, 0, "none");
+  verdict_case(0.60, 0.05, 0.35, 0, 0, 0, 0, "sync");
+  /* Reads busy all the time, decoders idle: storage. */
+  verdict_case(0.50, 0.45, 0.02, 990000000ull, 100000000ull, 1800000000ull, 300000000ull, "storage");
+  /* Decoders busy: decode. */
+  verdict_case(0.50, 0.45, 0.02, 500000000ull, 1900000000ull, 50000000ull, 1950000000ull, "decode");
+  /* Nothing saturated: the ring ran dry. */
+  verdict_case(0.80, 0.15, 0.02, 300000000ull, 400000000ull, 1500000000ull, 300000000ull, "ring");
+  /* Fed on AU but with a large data stall is not "fed". */
+  verdict_case(0.91, 0.08, 0.01, 300000000ull, 400000000ull, 1500000000ull, 300000000ull, "ring");
+  char buf[64];
+  (void)buf;
+}
+
+/* A short real run: the structure of the result and DLIO's AU formula. */
+TEST(bench_run_au_definition) {
+  struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = 200, .size_mean = 512,
+                           .samples_per_shard = 50, .seed = 3};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  struct stk_bench_opts o;
+  memset(&o, 0, sizeof o);
+  CHECK_OK(stk_workload_preset("resnet50", "h100", &o.w));
+  o.w.files = 4;
+  o.w.samples_per_file = 50;
+  o.w.batch = 8;
+  o.w.epochs = 2;
+  o.w.compute_s = 0.004;
+  o.w.read_threads = 2;
+  o.data = "d";
+  o.accelerators = 3;
+  struct stk_bench_result r;
+  int rc = stk_bench_run(&o, &r, err);
+  CHECK_MSG(rc == 0, "%s", err);
+  CHECK_EQ(r.accelerators, 3);
+  CHECK_EQ(r.steps_per_epoch, 200 / 8 / 3);
+  CHECK_EQ(r.loader.samples, 2 * 8 * 3 * 8); /* epochs x steps x accelerators x batch */
+  double au = 0;
+  for (uint32_t e = 0; e < 2; e++)
+    for (uint32_t a = 0; a < 3; a++) {
+      const struct stk_bench_epoch *p = &r.per[e * 3 + a];
+      CHECK_EQ(p->steps, 8);
+      CHECK(p->compute_s > 0 && p->compute_s <= p->compute_all_s);
+      double want = p->compute_s / (p->wall_s - p->first_step_s);
+      CHECK_MSG(fabs(p->au - want) < 1e-9, "au %g want %g", p->au, want);
+      CHECK(p->au > 0 && p->au <= 1.0);
+      au += p->au;
+    }
+  CHECK(fabs(r.au - au / 6) < 1e-9);
+  CHECK_EQ(r.pass, r.au >= r.au_min);
+  double split = r.compute_frac + r.data_stall_frac + r.sync_stall_frac + r.comm_frac;
+  CHECK_MSG(split > 0.5 && split <= 1.0 + 1e-9, "split %g", split);
+  CHECK(r.ntimeline == 2 * 8 * 3);
+  CHECK(r.verdict[0] != 0);
+  FILE *f = fopen("r.json", "w");
+  stk_bench_json(&o, &r, f);
+  fclose(f);
+  f = fopen("r.svg", "w");
+  stk_bench_svg(&o, &r, f);
+  fclose(f);
+  char *js = (char *)test_read_file("r.json", NULL), *svg = (char *)test_read_file("r.svg", NULL);
+  CHECK_CONTAINS(js, "\"first_step_s\"");
+  CHECK_CONTAINS(js, "\"verdict\"");
+  CHECK_CONTAINS(svg, "<svg");
+  CHECK_CONTAINS(svg, "</svg>");
+  free(js);
+  free(svg);
+  stk_bench_result_free(&r);
+}
+
+TEST(bench_bad_values) {
+  struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = 40, .size_mean = 100, .seed = 1};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  struct stk_bench_opts o;
+  memset(&o, 0, sizeof o);
+  CHECK_OK(stk_workload_preset("resnet50", "h100", &o.w));
+  o.w.files = 1;
+  o.w.samples_per_file = 40;
+  o.w.batch = 4;
+  o.w.compute_s = 0.001;
+  o.data = "d";
+  struct stk_bench_result r;
+  o.accelerators = 6; /* 40 / 4 / 6 = 1 step: AU needs 2 */
+  CHECK_EQ(stk_bench_run(&o, &r, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "at least 2 are needed");
+  o.accelerators = 1;
+  o.w.files = 2; /* asks for 80 samples, the data has 40 */
+  CHECK_EQ(stk_bench_run(&o, &r, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "has 40 samples but the workload asks for 80");
+  o.w.files = 1;
+  snprintf(o.w.format, sizeof o.w.format, "npz");
+  CHECK_EQ(stk_bench_run(&o, &r, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "holds tfrecord data but the workload's dataset.format is npz");
+  snprintf(o.w.format, sizeof o.w.format, "tfrecord");
+  o.w.batch = 0;
+  CHECK_EQ(stk_bench_run(&o, &r, err), STK_EINVAL);
+  o.w.batch = 4;
+  o.w.compute_s = -1;
+  CHECK_EQ(stk_bench_run(&o, &r, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "compute time");
+}
+
+/* A loader failure mid-run ends the run with the error (no accelerator is
+ * left waiting at the barrier). */
+TEST(bench_concurrent_failed_peer_no_hang) {
+  struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = 400, .size_mean = 1000,
+                           .samples_per_shard = 100, .seed = 2, .no_index = 1};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  /* Corrupt a record in the middle of the third shard. */
+  FILE *f = fopen("d/shard-00002.tfrecord", "r+b");
+  CHECK(f != NULL);
+  fseek(f, 50 * 1016 + 100, SEEK_SET);
+  fputc('X', f);
+  fclose(f);
+  struct stk_bench_opts o;
+  memset(&o, 0, sizeof o);
+  CHECK_OK(stk_workload_preset("resnet50", "h100", &o.w));
+  o.w.files = 4;
+  o.w.samples_per_file = 100;
+  o.w.batch = 5;
+  o.w.epochs = 1;
+  o.w.compute_s = 0.001;
+  o.w.read_threads = 2;
+  o.data = "d";
+  o.accelerators = 4;
+  struct stk_bench_result r;
+  CHECK_EQ(stk_bench_run(&o, &r, err), STK_ECRC);
+  CHECK_CONTAINS(err, "shard-00002.tfrecord");
+}

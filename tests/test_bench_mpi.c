@@ -1,0 +1,161 @@
+/* stoker bench across processes (MPI): on a small data-rich case the run
+ * under `mpirun -np 2` agrees with the threaded run of 2 accelerators, and a
+ * rank that fails (bad data mid-run, a bad option, a kill) ends the whole
+ * job with an error within seconds instead of leaving its peers waiting.
+ * Skipped where mpirun is missing or stoker was built without MPI. */
+#include <math.h>
+
+#include "stoker/stoker.h"
+#include "test.h"
+
+/* What works as root in a container: no extra --mca settings were needed
+ * with Debian 12's Open MPI 4.1; `timeout` turns a hang into a failure. */
+#define MPIRUN "timeout 60 mpirun --allow-run-as-root --oversubscribe"
+#define SMALL \
+  "--workload resnet50 --files 8 --samples-per-file 50 --batch 10 --compute-s 0.02 --epochs 2 -q"
+
+static void need_mpi(void) {
+  if (!stk_bench_mpi_built())
+    SKIP("stoker was built without MPI (`make test` installs libopenmpi-dev; rebuild)");
+  if (test_sh(NULL, "command -v mpirun >/dev/null") != 0)
+    SKIP("mpirun is missing (apt-get install openmpi-bin)");
+}
+
+/* The 400-sample tfrecord dataset that SMALL asks for, in dir. */
+static void gen_small(const char *dir) {
+  char *out;
+  int rc = test_sh(&out, "%s gen %s --format tfrecord --samples 400 --samples-per-shard 50 -q",
+                   test_stoker_bin(), dir);
+  CHECK_MSG(rc == 0, "gen failed:\n%s", out);
+  free(out);
+}
+
+/* The number after "key": (its first occurrence: the top-level key in a
+ * bench report). */
+static double json_num(const char *js, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\": ", key);
+  const char *p = strstr(js, pat);
+  CHECK_MSG(p, "no %s in the report", key);
+  p += strlen(pat);
+  if (!strncmp(p, "true", 4)) return 1;
+  if (!strncmp(p, "false", 5)) return 0;
+  return strtod(p, NULL);
+}
+
+TEST(bench_mpi_agrees_with_threads) {
+  need_mpi();
+  const char *stk = test_stoker_bin();
+  gen_small("d");
+  char *out;
+  int rc = test_sh(&out, "%s bench --data d " SMALL " --accelerators 2 --json t.json", stk);
+  CHECK_MSG(rc == 0, "threaded run failed:\n%s", out);
+  free(out);
+  rc = test_sh(&out, MPIRUN " -np 2 %s bench --data d " SMALL " --json m.json", stk);
+  CHECK_MSG(rc == 0, "mpirun failed (exit %d):\n%s", rc, out);
+  CHECK_CONTAINS(out, "across 2 processes on 1 host(s)");
+  CHECK_CONTAINS(out, "2 accelerators, 2 epochs x 20 steps");
+  free(out);
+  char *t = (char *)test_read_file("t.json", NULL), *m = (char *)test_read_file("m.json", NULL);
+  CHECK_EQ(json_num(t, "accelerators"), 2);
+  CHECK_EQ(json_num(m, "accelerators"), 2);
+  CHECK_EQ(json_num(t, "processes"), 1);
+  CHECK_EQ(json_num(m, "processes"), 2);
+  CHECK_EQ(json_num(m, "accelerators_in_process"), 1);
+  CHECK_EQ(json_num(t, "steps_per_epoch"), 20);
+  CHECK_EQ(json_num(m, "steps_per_epoch"), 20);
+  CHECK_EQ(json_num(t, "epochs"), 2); /* the workload's */
+  CHECK_EQ(json_num(m, "epochs"), 2);
+  /* Every sample the epochs ask for was read once, by one loader or two. */
+  CHECK_EQ(json_num(t, "samples"), 2 * 20 * 2 * 10);
+  CHECK_EQ(json_num(m, "samples"), 2 * 20 * 2 * 10);
+  CHECK(json_num(t, "pass") == 1 && json_num(m, "pass") == 1);
+  double au_t = json_num(t, "au"), au_m = json_num(m, "au");
+  fprintf(stderr, "    AU threaded %.4f, MPI %.4f\n", au_t, au_m);
+  CHECK_MSG(fabs(au_t - au_m) < 0.05, "AU threaded %.4f vs MPI %.4f", au_t, au_m);
+  /* Both accelerators of the MPI run appear in the gathered per-epoch list. */
+  CHECK_CONTAINS(m, "\"rank\": 1");
+  free(t);
+  free(m);
+}
+
+/* Rank 1 reads a copy whose shard 0 has a corrupt last record: it fails
+ * when a batch reaches it (mid-run with seed 0), and rank 0, waiting at the
+ * barrier, stops too. */
+TEST(bench_mpi_rank_failing_mid_run_stops_all) {
+  need_mpi();
+  const char *stk = test_stoker_bin();
+  gen_small("d");
+  CHECK_OK(test_sh(NULL, "cp -r d bad"));
+  size_t n;
+  uint8_t *b = test_read_file("bad/shard-00000.tfrecord", &n);
+  b[n - 1000] ^= 0xff; /* inside the last record's payload */
+  test_write_file("bad/shard-00000.tfrecord", b, n);
+  free(b);
+  char *out;
+  int rc = test_sh(&out, MPIRUN " -np 1 %s bench --data d " SMALL " : -np 1 %s bench --data bad " SMALL,
+                   stk, stk);
+  CHECK_MSG(rc != 0 && rc != 124, "exit %d (124: a hang), output:\n%s", rc, out);
+  CHECK_CONTAINS(out, "rank 1 of 2: bad/shard-00000.tfrecord");
+  CHECK_CONTAINS(out, "checksum mismatch");
+  CHECK_CONTAINS(out, "rank 0 of 2: stopped: rank 1 of 2 failed");
+  free(out);
+}
+
+/* Failures before the first step: a rank whose --data is not a folder, and
+ * ranks given different workloads (they would run different steps). */
+TEST(bench_mpi_rank_failing_before_run_stops_all) {
+  need_mpi();
+  const char *stk = test_stoker_bin();
+  gen_small("d");
+  test_write_file("afile", "x", 1);
+  char *out;
+  int rc = test_sh(&out, MPIRUN " -np 1 %s bench --data d " SMALL " : -np 1 %s bench --data afile " SMALL,
+                   stk, stk);
+  CHECK_MSG(rc != 0 && rc != 124, "exit %d (124: a hang), output:\n%s", rc, out);
+  CHECK_CONTAINS(out, "rank 1 of 2: --data afile is not a directory");
+  free(out);
+  rc = test_sh(&out, MPIRUN " -np 1 %s bench --data d " SMALL " : -np 1 %s bench --data d " SMALL " --batch 5",
+               stk, stk);
+  CHECK_MSG(rc != 0 && rc != 124, "exit %d (124: a hang), output:\n%s", rc, out);
+  CHECK_CONTAINS(out, "given different workloads");
+  free(out);
+  rc = test_sh(&out, MPIRUN " -np 2 %s bench --data d " SMALL " --find-max", stk);
+  CHECK_MSG(rc != 0 && rc != 124, "exit %d (124: a hang), output:\n%s", rc, out);
+  CHECK_CONTAINS(out, "--find-max cannot run across processes");
+  free(out);
+}
+
+/* A rank killed mid-run (SIGKILL: no chance to say goodbye): mpirun ends
+ * the job. */
+TEST(bench_mpi_rank_killed_stops_all) {
+  need_mpi();
+  const char *stk = test_stoker_bin();
+  gen_small("d");
+  char *out;
+  int rc = test_sh(&out,
+                   MPIRUN " -np 1 %s bench --data d " SMALL " --epochs 20 : -np 1 timeout -s KILL 1 %s "
+                   "bench --data d " SMALL " --epochs 20",
+                   stk, stk);
+  CHECK_MSG(rc != 0 && rc != 124, "exit %d (124: a hang), output:\n%s", rc, out);
+  CHECK_CONTAINS(out, "rank 1");
+  free(out);
+}
+
+/* A build without MPI refuses clearly instead of running N unrelated jobs. */
+TEST(bench_mpi_refused_without_mpi_build) {
+  if (stk_bench_mpi_built()) SKIP("stoker was built with MPI");
+  struct stk_bench_mpi *m;
+  char err[STK_ERRMSG_MAX];
+  CHECK_EQ(stk_bench_mpi_init(&m, err), STK_ENOTSUP);
+  CHECK_CONTAINS(err, "built without MPI (install libopenmpi-dev and rebuild)");
+  char *out;
+  int rc = test_sh(&out, "%s bench --mpi -q --data d " SMALL, test_stoker_bin());
+  CHECK(rc == 1);
+  CHECK_CONTAINS(out, "stoker bench: stoker was built without MPI (install libopenmpi-dev and rebuild)");
+  free(out);
+  rc = test_sh(&out, "OMPI_COMM_WORLD_SIZE=2 %s bench -q --data d " SMALL, test_stoker_bin());
+  CHECK(rc == 1);
+  CHECK_CONTAINS(out, "built without MPI");
+  free(out);
+}
