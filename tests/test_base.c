@@ -56,6 +56,43 @@ TEST(rng_deterministic_and_unbiased) {
   CHECK(fabs(sq / 1e5 - 1.0) < 0.03);
 }
 
+/* stk_rng_fill against the per-call path it replaces (8 little-endian
+ * bytes a draw, the tail from the low bytes of one more draw): every
+ * length up to 300 and some long ones, at every alignment mod 8, with the
+ * bytes around the range untouched and the stream continuing where the
+ * per-call path would. */
+TEST(rng_fill_matches_next) {
+  enum { CAP = 70000, PAD = 16 };
+  static uint8_t got[CAP + 2 * PAD + 8], want[CAP + 2 * PAD + 8];
+  static const size_t lens[] = {0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 4095, 4096, 4097,
+                                65536, 65536 + 5, CAP};
+  size_t nlens = sizeof lens / sizeof lens[0];
+  for (size_t k = 0; k < 301 + nlens; k++) {
+    size_t n = k < 301 ? k : lens[k - 301];
+    for (size_t al = 0; al < 8; al++) {
+      struct stk_rng a, b;
+      uint64_t seed = stk_mix64(n, al);
+      stk_rng_seed(&a, seed);
+      stk_rng_seed(&b, seed);
+      memset(got, 0xa5, sizeof got);
+      memset(want, 0xa5, sizeof want);
+      stk_rng_fill(&a, got + PAD + al, n);
+      uint8_t *p = want + PAD + al;
+      size_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+        uint64_t v = stk_rng_next(&b);
+        for (int j = 0; j < 8; j++) p[i + j] = (uint8_t)(v >> (8 * j));
+      }
+      if (i < n) {
+        uint64_t v = stk_rng_next(&b);
+        for (; i < n; i++, v >>= 8) p[i] = (uint8_t)v;
+      }
+      CHECK_MSG(!memcmp(got, want, sizeof got), "length %zu, alignment %zu", n, al);
+      CHECK_MSG(stk_rng_next(&a) == stk_rng_next(&b), "stream after length %zu", n);
+    }
+  }
+}
+
 /* Bitwise reference CRC32C for cross-checking the fast paths. */
 static uint32_t crc_ref(const uint8_t *p, size_t n) {
   uint32_t c = ~0u;

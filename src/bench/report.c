@@ -35,7 +35,8 @@ static uint64_t job_accelerators(const struct stk_bench_opts *o, const struct st
   return r->processes > 1 ? r->accelerators : (uint64_t)r->accelerators * (o->world ? o->world : 1);
 }
 
-static uint64_t first_accelerator(const struct stk_bench_opts *o, const struct stk_bench_result *r) {
+static uint64_t first_accelerator(const struct stk_bench_opts *o,
+                                  const struct stk_bench_result *r) {
   return r->processes > 1 ? 0 : (uint64_t)o->rank * r->accelerators;
 }
 
@@ -48,7 +49,8 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
   stk_json_ku64(&j, "accelerators", job_accelerators(o, r));
   stk_json_ku64(&j, "processes", r->processes > 1 ? r->processes : (o->world ? o->world : 1));
   stk_json_ku64(&j, "hosts", r->hosts ? r->hosts : 1);
-  stk_json_ku64(&j, "accelerators_in_process", r->processes > 1 ? r->accelerators / r->processes : r->accelerators);
+  stk_json_ku64(&j, "accelerators_in_process",
+                r->processes > 1 ? r->accelerators / r->processes : r->accelerators);
   stk_json_ku64(&j, "steps_per_epoch", r->steps_per_epoch);
   stk_json_kdbl(&j, "allreduce_s_per_step", o->allreduce_s);
   stk_json_kdbl(&j, "au", r->au);

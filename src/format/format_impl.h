@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "../base/base.h"
 #include "stoker/format.h"
@@ -98,6 +99,16 @@ struct stk_writer {
   int fd;                 /* current shard's temporary file, or -1 */
   uint8_t *wbuf;          /* write buffer of the current shard */
   size_t wlen;
+  /* Bytes not yet written, in file order: pieces of wbuf and pieces of the
+   * caller's samples (stk__wr_write_ref), written with one writev. */
+  struct iovec *iov;
+  int iov_n;
+  int refs;               /* iov points into a caller's sample */
+  uint64_t file_off;      /* bytes written to fd so far */
+  uint64_t wb_off;        /* writeback started on [0, wb_off) */
+  /* For wr_sample: the CRC32C of the sample's first field, when the caller
+   * of stk__writer_add_batch had it (else NULL). */
+  const uint32_t *crc_hint;
   char *tmp_path;         /* current shard: temporary and final names */
   char *path;
   uint64_t shard_no;      /* shards begun so far (the current one included) */
@@ -119,12 +130,30 @@ struct stk_writer {
  * stk__wr_file writes one extra whole file (an .idx, index.json) through a
  * temporary name and records it for abort. */
 int stk__wr_write(struct stk_writer *w, const void *p, size_t n);
+/* Like stk__wr_write, but large ranges are not copied: the writer keeps a
+ * pointer and writes from p before the stk_writer_add (or
+ * stk__writer_add_batch) that called the hook returns, so p must stay valid
+ * until then (a field of the sample being written; not a buffer the hook
+ * frees or reuses). */
+int stk__wr_write_ref(struct stk_writer *w, const void *p, size_t n);
 char *stk__wr_name(const struct stk_writer *w, uint64_t no, const char *ext);
 int stk__wr_file(struct stk_writer *w, const char *path, const void *p, size_t n);
 /* Finish the last shard and the dataset-level index without freeing w, so
  * its counters (shard_no = shards written, bytes) can be read; close or
  * abort it afterwards. */
 int stk__writer_finish(struct stk_writer *w);
+/* stk_writer_add for n samples in order, with their bytes gathered into as
+ * few writev calls as possible (several records per call, payloads
+ * written straight from the samples). The samples' data must stay valid
+ * until it returns. crc, when not NULL, holds stk_crc32c(0, ...) of each
+ * sample's first field: a caller that made the bytes computes it while
+ * they are in its cache, and a format that stores that checksum (TFRecord)
+ * does not read them again. It must be right: it is written as is. */
+int stk__writer_add_batch(struct stk_writer *w, const struct stk_sample *s, const uint32_t *crc,
+                          size_t n);
+/* Whether the format stores the CRC32C of a sample's first field, so that
+ * passing crc to stk__writer_add_batch saves work. */
+int stk__writer_wants_crc(const struct stk_writer *w);
 /* Record a finished file (or a directory the writer created) so
  * stk_writer_abort() removes it; STK_ENOMEM. */
 int stk__wr_track(struct stk_writer *w, const char *path);

@@ -461,10 +461,14 @@ static int tfr_wr_sample(struct stk_writer *w, const struct stk_sample *s) {
   uint8_t h[TFR_HDR], t[4];
   stk__st64(h, L);
   stk__st32(h + 8, stk_crc32c_mask(stk_crc32c(0, h, 8)));
-  stk__st32(t, stk_crc32c_mask(stk_crc32c(0, data, (size_t)L)));
+  /* The caller's CRC of the first field, when that is what is written. */
+  uint32_t crc = w->crc_hint && f == &s->fields[0] ? *w->crc_hint : stk_crc32c(0, data, (size_t)L);
+  stk__st32(t, stk_crc32c_mask(crc));
   uint64_t off = w->shard_bytes;
+  /* The sample's own payload is written from where it lies (no copy); an
+   * Example built here is freed below, before the writer's flush. */
   int rc = stk__wr_write(w, h, sizeof h);
-  if (!rc) rc = stk__wr_write(w, data, (size_t)L);
+  if (!rc) rc = ex ? stk__wr_write(w, data, (size_t)L) : stk__wr_write_ref(w, data, (size_t)L);
   if (!rc) rc = stk__wr_write(w, t, sizeof t);
   free(ex);
   if (!rc && w->write_index) rc = idx_append(w, off, L + TFR_OVERHEAD);

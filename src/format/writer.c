@@ -1,9 +1,11 @@
 /* The generic dataset writer: shard rotation by size or sample count,
- * buffered writes to a dot-named temporary file renamed into place when the
- * shard is complete, and removal of everything written on abort. Backends
- * supply only the bytes, through their wr_* hooks. */
+ * gathered writes to a dot-named temporary file that is made durable and
+ * renamed into place when the shard is complete, and removal of everything
+ * written on abort. Backends supply only the bytes, through their wr_*
+ * hooks. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,20 @@
 
 #include "format_impl.h"
 
+/* Small pieces (record headers, whole small records) are copied into a
+ * 1 MiB buffer; pieces of WR_REF_MIN bytes or more that a backend passes
+ * by reference are written from the caller's memory. Either way the
+ * pending pieces go out in one writev of up to WR_IOV pieces, so a batch
+ * of large records costs one system call and no copy in user space. */
 #define WBUF_SIZE (1u << 20)
+#define WR_IOV 64
+#define WR_REF_MIN (16u << 10)
+/* Writeback of a shard is started every WR_BEHIND bytes
+ * (sync_file_range), so the device writes while the next bytes are made
+ * instead of all at the end: the kernel would otherwise wait for its dirty
+ * threshold (10% of memory) and the final fdatasync would find it all
+ * still to do. */
+#define WR_BEHIND (8u << 20)
 
 /* The message of the last stk_writer_close() that failed on this thread,
  * since the writer it belonged to is gone; stk_writer_errmsg(NULL) returns
@@ -104,32 +119,96 @@ static int open_tmp(struct stk_writer *w) {
     return stk__errf(w->err, stk__from_errno(e), "%s: cannot create: %s", w->tmp_path,
                      strerror(e));
   }
+  w->file_off = w->wb_off = 0;
   return 0;
 }
 
+/* Write all of iov[0, n), retrying short writes and EINTR; consumes iov. */
+static int writev_full(int fd, struct iovec *iov, int n) {
+  while (n > 0) {
+    ssize_t r = writev(fd, iov, n < IOV_MAX ? n : IOV_MAX);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return stk__from_errno(errno);
+    if (r == 0) return STK_EIO;
+    size_t left = (size_t)r;
+    for (; n > 0 && left >= iov->iov_len; iov++, n--) left -= iov->iov_len;
+    if (n > 0) {
+      iov->iov_base = (uint8_t *)iov->iov_base + left;
+      iov->iov_len -= left;
+    }
+  }
+  return 0;
+}
+
+/* Count n bytes as written to the shard file, and start writeback of what
+ * has piled up since the last start. A hint: sync_file_range errors (a
+ * filesystem without it) are left for the fdatasync at the end to find. */
+static void wrote(struct stk_writer *w, uint64_t n) {
+  w->file_off += n;
+  if (w->file_off - w->wb_off >= WR_BEHIND) {
+    sync_file_range(w->fd, (off_t)w->wb_off, (off_t)(w->file_off - w->wb_off),
+                    SYNC_FILE_RANGE_WRITE);
+    w->wb_off = w->file_off;
+  }
+}
+
+/* Write every pending piece. On failure the pieces are dropped too, so the
+ * writer never holds a pointer into a sample past the call that gave it. */
 static int flush(struct stk_writer *w) {
-  if (!w->wlen) return 0;
-  int rc = stk__write_full(w->fd, w->wbuf, w->wlen);
+  if (!w->iov_n) return 0;
+  uint64_t n = 0;
+  for (int i = 0; i < w->iov_n; i++) n += w->iov[i].iov_len;
+  int rc = writev_full(w->fd, w->iov, w->iov_n);
+  w->iov_n = w->refs = 0;
   w->wlen = 0;
   if (rc) return stk__errf(w->err, rc, "%s: write failed: %s", w->path, stk_strerror(rc));
+  wrote(w, n);
   return 0;
+}
+
+static void pend(struct stk_writer *w, const void *p, size_t n) {
+  w->iov[w->iov_n].iov_base = (void *)p;
+  w->iov[w->iov_n++].iov_len = n;
+  w->shard_bytes += n;
+  w->bytes += n;
 }
 
 int stk__wr_write(struct stk_writer *w, const void *p, size_t n) {
   int rc;
   if (w->fd < 0 && (rc = open_tmp(w)) != 0) return rc;
-  if (n > WBUF_SIZE - w->wlen) {
+  if (!n) return 0;
+  if (n > WBUF_SIZE - w->wlen || w->iov_n == WR_IOV) {
     if ((rc = flush(w)) != 0) return rc;
     if (n >= WBUF_SIZE) {
       rc = stk__write_full(w->fd, p, n);
       if (rc) return stk__errf(w->err, rc, "%s: write failed: %s", w->path, stk_strerror(rc));
-      n = 0;
+      w->shard_bytes += n;
+      w->bytes += n;
+      wrote(w, n);
+      return 0;
     }
   }
-  if (n) memcpy(w->wbuf + w->wlen, p, n);
+  uint8_t *dst = w->wbuf + w->wlen;
+  memcpy(dst, p, n);
   w->wlen += n;
-  w->shard_bytes += n;
-  w->bytes += n;
+  struct iovec *last = w->iov_n ? &w->iov[w->iov_n - 1] : NULL;
+  if (last && (uint8_t *)last->iov_base + last->iov_len == dst) {
+    last->iov_len += n; /* right after the previous copied piece */
+    w->shard_bytes += n;
+    w->bytes += n;
+  } else {
+    pend(w, dst, n);
+  }
+  return 0;
+}
+
+int stk__wr_write_ref(struct stk_writer *w, const void *p, size_t n) {
+  int rc;
+  if (n < WR_REF_MIN) return stk__wr_write(w, p, n);
+  if (w->fd < 0 && (rc = open_tmp(w)) != 0) return rc;
+  if (w->iov_n == WR_IOV && (rc = flush(w)) != 0) return rc;
+  pend(w, p, n);
+  w->refs = 1;
   return 0;
 }
 
@@ -142,6 +221,7 @@ int stk__wr_file(struct stk_writer *w, const char *path, const void *p, size_t n
     rc = stk__errf(w->err, stk__from_errno(e), "%s: cannot create: %s", tmp, strerror(e));
   } else {
     rc = stk__write_full(fd, p, n);
+    if (!rc && fdatasync(fd) != 0) rc = stk__from_errno(errno);
     if (close(fd) != 0 && !rc) rc = stk__from_errno(errno);
     if (!rc && rename(tmp, path) != 0) rc = stk__from_errno(errno);
     if (rc) {
@@ -169,11 +249,44 @@ static int begin_shard(struct stk_writer *w) {
   return w->fmt->wr_shard_begin ? w->fmt->wr_shard_begin(w) : 0;
 }
 
-/* Trailer, flush, close, rename into place. */
+/* Make the finished file at w->fd durable before its final name appears,
+ * so a shard under its final name is complete even after a crash. Formats
+ * of one file per sample only start its writeback here (an fdatasync per
+ * small file would cost a journal commit each); sync_dir makes them
+ * durable all at once when the dataset is finished. */
+static int settle(struct stk_writer *w) {
+  if (one_sample_per_file(w->fmt)) {
+    sync_file_range(w->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    return 0;
+  }
+  if (fdatasync(w->fd) == 0) return 0;
+  int e = errno;
+  return stk__errf(w->err, stk__from_errno(e), "%s: fdatasync failed: %s", w->path, strerror(e));
+}
+
+/* Make the names of the finished files durable: an fsync of the output
+ * directory, or for formats of one file per sample (which may use
+ * subdirectories and were not synced one by one) a syncfs of its
+ * filesystem. Filesystems that cannot sync a directory (EINVAL) are let
+ * be. */
+static int sync_dir(struct stk_writer *w) {
+  int fd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+  if (fd < 0 || (one_sample_per_file(w->fmt) ? syncfs(fd) : fsync(fd)) != 0) {
+    int e = errno;
+    if (e != EINVAL)
+      rc = stk__errf(w->err, stk__from_errno(e), "%s: cannot sync the directory: %s", w->dir,
+                     strerror(e));
+  }
+  if (fd >= 0) close(fd);
+  return rc;
+}
+
+/* Trailer, flush, sync, close, rename into place. */
 static int end_shard(struct stk_writer *w) {
   int rc = w->fmt->wr_shard_end ? w->fmt->wr_shard_end(w) : 0;
   if (!rc && w->fd < 0) rc = open_tmp(w); /* an empty shard is still a file */
   if (!rc) rc = flush(w);
+  if (!rc) rc = settle(w);
   if (w->fd >= 0 && close(w->fd) != 0 && !rc)
     rc = stk__errf(w->err, stk__from_errno(errno), "%s: close failed: %s", w->path,
                    strerror(errno));
@@ -208,10 +321,13 @@ int stk_writer_open(struct stk_writer **out, const struct stk_writer_opts *opts,
   w->dir = strdup(opts->dir);
   w->prefix = strdup(opts->prefix && *opts->prefix ? opts->prefix : "shard");
   w->wbuf = malloc(WBUF_SIZE);
+  w->iov = malloc(WR_IOV * sizeof *w->iov);
   w->shard_bytes_max = opts->shard_bytes;
   w->samples_per_shard = one_sample_per_file(f) ? 1 : opts->samples_per_shard;
   w->write_index = opts->write_index;
-  int rc = w->dir && w->prefix && w->wbuf ? 0 : stk__errf(w->err, STK_ENOMEM, "out of memory");
+  int rc = w->dir && w->prefix && w->wbuf && w->iov
+               ? 0
+               : stk__errf(w->err, STK_ENOMEM, "out of memory");
   if (!rc) {
     size_t l = strlen(w->dir);
     while (l > 1 && w->dir[l - 1] == '/') w->dir[--l] = 0;
@@ -240,7 +356,7 @@ static int rotate_due(const struct stk_writer *w, const struct stk_sample *s) {
   return w->shard_bytes_max && w->shard_bytes + sample_bytes(s) > w->shard_bytes_max;
 }
 
-int stk_writer_add(struct stk_writer *w, const struct stk_sample *s) {
+static int add_one(struct stk_writer *w, const struct stk_sample *s) {
   int rc;
   if (!s) return stk__errf(w->err, STK_EINVAL, "no sample given");
   if (w->finished) return stk__errf(w->err, STK_EINVAL, "writer already finished");
@@ -252,12 +368,40 @@ int stk_writer_add(struct stk_writer *w, const struct stk_sample *s) {
   return 0;
 }
 
+/* Write what still points into the caller's samples before they go; on
+ * failure drop it instead (the writer is then only good for abort). */
+static int release_refs(struct stk_writer *w, int rc) {
+  if (!w->refs) return rc;
+  if (!rc) return flush(w);
+  w->iov_n = w->refs = 0;
+  w->wlen = 0;
+  return rc;
+}
+
+int stk_writer_add(struct stk_writer *w, const struct stk_sample *s) {
+  return release_refs(w, add_one(w, s));
+}
+
+int stk__writer_add_batch(struct stk_writer *w, const struct stk_sample *s, const uint32_t *crc,
+                          size_t n) {
+  int rc = 0;
+  for (size_t i = 0; i < n && !rc; i++) {
+    w->crc_hint = crc ? &crc[i] : NULL;
+    rc = add_one(w, &s[i]);
+  }
+  w->crc_hint = NULL;
+  return release_refs(w, rc);
+}
+
+int stk__writer_wants_crc(const struct stk_writer *w) { return w->fmt == &stk__fmt_tfrecord; }
+
 static void writer_free(struct stk_writer *w) {
   if (w->free_state) w->free_state(w);
   for (size_t i = 0; i < w->ndone; i++) free(w->done[i]);
   free(w->done);
   shard_names_free(w);
   free(w->wbuf);
+  free(w->iov);
   free(w->dir);
   free(w->prefix);
   free(w);
@@ -267,6 +411,7 @@ int stk__writer_finish(struct stk_writer *w) {
   if (w->finished) return 0;
   int rc = w->in_shard ? end_shard(w) : 0;
   if (!rc && w->fmt->wr_finish) rc = w->fmt->wr_finish(w);
+  if (!rc) rc = sync_dir(w);
   if (!rc) w->finished = 1;
   return rc;
 }

@@ -1,14 +1,15 @@
 /* Synthetic datasets: samples drawn from a per-sample seeded stream (so any
  * sample can be made by any thread and the output is the same for the same
- * seed), made in parallel batches and written in order through the generic
- * writer. */
+ * seed). Generator threads run for the whole job, making chunks of
+ * consecutive samples into a bounded ring of reused buffers, while the
+ * calling thread writes the finished chunks in order through the generic
+ * writer, so making and writing overlap. */
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,36 +20,68 @@
 #include "stoker/gen.h"
 #include "synth.h"
 
-#define GEN_BATCH 64
+#define GEN_MAX_CHUNK 64              /* samples per chunk at most */
+#define GEN_CHUNK_BYTES (1u << 20)    /* payload bytes a chunk aims at */
+#define GEN_RING_MAX_BYTES (256u << 20) /* fewer chunks in flight past this */
 #define GEN_MAX_THREADS 16
 #define GEN_DEFAULT_SIZE (112u * 1024)
 #define GEN_MAX_SIZE (1ull << 31)
 
-/* One made sample: up to two payload buffers the fields point into. */
-struct made {
-  struct stk_sample s;
-  uint8_t *buf[2];
+/* A payload buffer kept from sample to sample (a fresh malloc of a large
+ * sample is an mmap, and page faults on every page). */
+struct buf {
+  uint8_t *p;
+  size_t cap;
+};
+
+enum { CH_FREE, CH_BUSY, CH_READY };
+
+/* One slot of the ring: samples [first, first + n), whose fields point into
+ * b, with the CRC32C of each one's first field when the format wants it.
+ * rc and err hold the first failure making them. */
+struct chunk {
+  uint64_t first, n;
+  int state; /* CH_*, under ring.mu */
   int rc;
   char err[STK_ERRMSG_MAX];
+  struct stk_sample s[GEN_MAX_CHUNK];
+  struct buf b[GEN_MAX_CHUNK][2];
+  uint32_t crc[GEN_MAX_CHUNK];
 };
 
-struct batch {
+/* Chunk k of the job lives in slot k % nslots; it may be made once chunk
+ * k - nslots is written. */
+struct ring {
   const struct stk_gen_opts *o;
-  uint64_t first, n;
-  struct made *m;
-  atomic_uint_fast64_t next;
+  uint64_t per_chunk; /* samples per chunk (the last may have fewer) */
+  uint64_t nchunks;   /* chunks in the job */
+  int want_crc;       /* the writer's format stores CRC32Cs of fields */
+  struct chunk *slot;
+  size_t nslots;
+  pthread_mutex_t mu;
+  pthread_cond_t made;  /* a chunk became CH_READY */
+  pthread_cond_t freed; /* a slot became CH_FREE, or stop was set */
+  uint64_t claim;       /* next chunk to make */
+  uint64_t written;     /* chunks written */
+  int stop;
 };
 
-static void fill_random(struct stk_rng *r, uint8_t *p, uint64_t n) {
-  uint64_t i = 0;
-  for (; i + 8 <= n; i += 8) stk__st64(p + i, stk_rng_next(r));
-  if (i < n) {
-    uint64_t v = stk_rng_next(r);
-    for (; i < n; i++, v >>= 8) p[i] = (uint8_t)v;
-  }
+/* Room for n bytes in b; its old contents are not kept. A little slack, so
+ * sizes drawn around a mean do not reallocate at every new maximum. */
+static int reserve(struct buf *b, size_t n) {
+  if (n <= b->cap && b->p) return 0;
+  size_t cap = n + n / 8;
+  free(b->p);
+  b->cap = 0;
+  if (!(b->p = malloc(cap ? cap : 1))) return STK_ENOMEM;
+  b->cap = cap;
+  return 0;
 }
 
 static int is_jpeg(const struct stk_gen_opts *o) { return o->jpeg_max_w > 0 && o->jpeg_max_h > 0; }
+static int is_arrays(const struct stk_gen_opts *o) {
+  return !strcmp(o->format, "npy") || !strcmp(o->format, "npz");
+}
 
 static uint64_t draw_size(const struct stk_gen_opts *o, struct stk_rng *r) {
   double mean = o->size_mean ? (double)o->size_mean : GEN_DEFAULT_SIZE;
@@ -63,34 +96,36 @@ static int draw_dim(struct stk_rng *r, int lo, int hi) {
   return hi > lo ? lo + (int)stk_rng_below(r, (uint64_t)(hi - lo + 1)) : hi;
 }
 
-/* A .npy image of a uint8 array: (h, w, 3) for image-sized payloads, else
- * (n,), filled from r. */
-static int make_npy(struct made *m, int slot, struct stk_rng *r, const uint64_t *shape, int nd) {
+/* A .npy image of a uint8 array of the given shape in b, filled from r;
+ * its length in *len. */
+static int make_npy(struct buf *b, struct stk_rng *r, const uint64_t *shape, int nd,
+                    uint64_t *len) {
   uint64_t n = 1;
   for (int i = 0; i < nd; i++) n *= shape[i];
   uint8_t h[256];
   size_t hl = stk__npy_header(h, sizeof h, "|u1", shape, nd);
-  if (!(m->buf[slot] = malloc(hl + n))) return STK_ENOMEM;
-  memcpy(m->buf[slot], h, hl);
-  fill_random(r, m->buf[slot] + hl, n);
+  if (reserve(b, hl + n)) return STK_ENOMEM;
+  memcpy(b->p, h, hl);
+  stk_rng_fill(r, b->p + hl, n);
+  *len = hl + n;
   return 0;
 }
 
 /* The label array of an npz sample: int64 of shape (1,). */
-static int make_label_npy(struct made *m, int32_t label) {
+static int make_label_npy(struct buf *b, int32_t label, uint64_t *len) {
   uint8_t h[256];
   uint64_t one = 1;
   size_t hl = stk__npy_header(h, sizeof h, "<i8", &one, 1);
-  if (!(m->buf[1] = malloc(hl + 8))) return STK_ENOMEM;
-  memcpy(m->buf[1], h, hl);
-  stk__st64(m->buf[1] + hl, (uint64_t)(int64_t)(label < 0 ? 0 : label));
+  if (reserve(b, hl + 8)) return STK_ENOMEM;
+  memcpy(b->p, h, hl);
+  stk__st64(b->p + hl, (uint64_t)(int64_t)(label < 0 ? 0 : label));
+  *len = hl + 8;
   return 0;
 }
 
-static uint64_t npy_len(const uint8_t *p) { return 10 + (uint64_t)stk__ld16(p + 8); }
-
-static int make_arrays(const struct stk_gen_opts *o, struct made *m, struct stk_rng *r) {
-  uint64_t shape[3];
+static int make_arrays(const struct stk_gen_opts *o, struct stk_sample *s, struct buf *b,
+                       struct stk_rng *r) {
+  uint64_t shape[3], n, yn;
   int nd = 1;
   if (is_jpeg(o)) {
     shape[1] = (uint64_t)draw_dim(r, o->jpeg_min_w, o->jpeg_max_w);
@@ -100,76 +135,160 @@ static int make_arrays(const struct stk_gen_opts *o, struct made *m, struct stk_
   } else {
     shape[0] = draw_size(o, r);
   }
-  int rc = make_npy(m, 0, r, shape, nd);
-  if (rc) return rc;
-  uint64_t n = 1;
-  for (int i = 0; i < nd; i++) n *= shape[i];
-  n += npy_len(m->buf[0]);
+  if (make_npy(&b[0], r, shape, nd, &n)) return STK_ENOMEM;
   if (!strcmp(o->format, "npz")) {
-    if ((rc = make_label_npy(m, m->s.label)) != 0) return rc;
-    stk__sample_add(&m->s, "x", 1, m->buf[0], n);
-    stk__sample_add(&m->s, "y", 1, m->buf[1], npy_len(m->buf[1]) + 8);
+    if (make_label_npy(&b[1], s->label, &yn)) return STK_ENOMEM;
+    stk__sample_add(s, "x", 1, b[0].p, n);
+    stk__sample_add(s, "y", 1, b[1].p, yn);
   } else {
-    stk__sample_add(&m->s, "npy", 3, m->buf[0], n);
+    stk__sample_add(s, "npy", 3, b[0].p, n);
   }
   return 0;
 }
 
-static int make_payload(const struct stk_gen_opts *o, struct made *m, struct stk_rng *r) {
+static int make_payload(const struct stk_gen_opts *o, struct stk_sample *s, struct buf *b,
+                        struct stk_rng *r, char *err) {
   if (is_jpeg(o)) {
     int w = draw_dim(r, o->jpeg_min_w, o->jpeg_max_w);
     int h = draw_dim(r, o->jpeg_min_h, o->jpeg_max_h);
+    uint8_t *p;
     size_t len;
-    int rc = stk__jpeg_synth(r, w, h, o->quality ? o->quality : 90, &m->buf[0], &len, m->err);
+    int rc = stk__jpeg_synth(r, w, h, o->quality ? o->quality : 90, &p, &len, err);
     if (rc) return rc;
-    stk__sample_add(&m->s, "jpg", 3, m->buf[0], len);
+    free(b[0].p); /* the encoder allocates its own output */
+    b[0].p = p;
+    b[0].cap = len;
+    stk__sample_add(s, "jpg", 3, p, len);
     return 0;
   }
   uint64_t n = draw_size(o, r);
-  if (!(m->buf[0] = malloc((size_t)n))) return STK_ENOMEM;
-  fill_random(r, m->buf[0], n);
-  stk__sample_add(&m->s, "bin", 3, m->buf[0], n);
+  if (reserve(&b[0], (size_t)n)) return STK_ENOMEM;
+  stk_rng_fill(r, b[0].p, (size_t)n);
+  stk__sample_add(s, "bin", 3, b[0].p, n);
   return 0;
 }
 
-/* Sample i, from its own stream: label first, then the payload. */
-static void make_sample(const struct stk_gen_opts *o, uint64_t i, struct made *m) {
+/* Sample i into s and b, from its own stream: label first, then the
+ * payload. 0 or a code with err set. */
+static int make_sample(const struct stk_gen_opts *o, uint64_t i, struct stk_sample *s,
+                       struct buf *b, char *err) {
   struct stk_rng r;
   stk_rng_seed(&r, stk_mix64(o->seed, i));
-  memset(&m->s, 0, sizeof m->s);
-  m->s.index = i;
-  m->s.label = o->classes ? (int32_t)stk_rng_below(&r, o->classes) : -1;
-  snprintf(m->s.key, sizeof m->s.key, "%08llu", (unsigned long long)i);
-  int arrays = !strcmp(o->format, "npy") || !strcmp(o->format, "npz");
-  m->rc = arrays ? make_arrays(o, m, &r) : make_payload(o, m, &r);
-  if (m->rc == STK_ENOMEM) stk__errf(m->err, m->rc, "out of memory making sample %llu",
-                                     (unsigned long long)i);
+  memset(s, 0, sizeof *s);
+  s->index = i;
+  s->label = o->classes ? (int32_t)stk_rng_below(&r, o->classes) : -1;
+  snprintf(s->key, sizeof s->key, "%08llu", (unsigned long long)i);
+  int rc = is_arrays(o) ? make_arrays(o, s, b, &r) : make_payload(o, s, b, &r, err);
+  if (rc == STK_ENOMEM)
+    stk__errf(err, rc, "out of memory making sample %llu", (unsigned long long)i);
+  return rc;
 }
 
-static void made_free(struct made *m) {
-  free(m->buf[0]);
-  free(m->buf[1]);
-  m->buf[0] = m->buf[1] = NULL;
-}
-
-static void *batch_worker(void *arg) {
-  struct batch *b = arg;
-  for (;;) {
-    uint64_t k = atomic_fetch_add(&b->next, 1);
-    if (k >= b->n) break;
-    make_sample(b->o, b->first + k, &b->m[k]);
+static void make_chunk(const struct ring *g, uint64_t k, struct chunk *c) {
+  c->first = k * g->per_chunk;
+  c->n = STK__MIN(g->per_chunk, g->o->samples - c->first);
+  c->rc = 0;
+  for (uint64_t i = 0; i < c->n && !c->rc; i++) {
+    c->rc = make_sample(g->o, c->first + i, &c->s[i], c->b[i], c->err);
+    /* Here the bytes are still in this core's cache; the writer thread,
+     * which is the one that limits the rate, would fetch them again. */
+    if (!c->rc && g->want_crc)
+      c->crc[i] = stk_crc32c(0, c->s[i].fields[0].data, (size_t)c->s[i].fields[0].len);
   }
+}
+
+/* Take the next chunk if its slot is free; under g->mu. */
+static int claim_next(struct ring *g, uint64_t *k) {
+  if (g->stop || g->claim >= g->nchunks || g->claim >= g->written + g->nslots) return 0;
+  *k = g->claim++;
+  g->slot[*k % g->nslots].state = CH_BUSY;
+  return 1;
+}
+
+/* Make chunk k (claimed) outside the lock; called and returns under g->mu. */
+static void make_claimed(struct ring *g, uint64_t k) {
+  struct chunk *c = &g->slot[k % g->nslots];
+  pthread_mutex_unlock(&g->mu);
+  make_chunk(g, k, c);
+  pthread_mutex_lock(&g->mu);
+  c->state = CH_READY;
+  pthread_cond_signal(&g->made); /* only the writer waits for it */
+}
+
+static void *generator(void *arg) {
+  struct ring *g = arg;
+  pthread_mutex_lock(&g->mu);
+  while (!g->stop && g->claim < g->nchunks) {
+    uint64_t k;
+    if (claim_next(g, &k)) make_claimed(g, k);
+    else pthread_cond_wait(&g->freed, &g->mu);
+  }
+  pthread_mutex_unlock(&g->mu);
   return NULL;
 }
 
-static void make_batch(struct batch *b, int threads) {
-  pthread_t tid[GEN_MAX_THREADS];
-  int started = 0;
-  atomic_init(&b->next, 0);
-  for (int t = 1; t < threads; t++)
-    if (pthread_create(&tid[started], NULL, batch_worker, b) == 0) started++;
-  batch_worker(b);
-  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+/* Wait for chunk k to be made; the writer makes it itself when nobody has
+ * taken it (no generator thread could start, or all are busy further
+ * on). */
+static struct chunk *wait_chunk(struct ring *g, uint64_t k) {
+  struct chunk *c = &g->slot[k % g->nslots];
+  pthread_mutex_lock(&g->mu);
+  while (c->state != CH_READY) {
+    uint64_t mine;
+    if (g->claim == k && claim_next(g, &mine)) make_claimed(g, mine);
+    else pthread_cond_wait(&g->made, &g->mu);
+  }
+  pthread_mutex_unlock(&g->mu);
+  return c;
+}
+
+static void release_chunk(struct ring *g, struct chunk *c) {
+  pthread_mutex_lock(&g->mu);
+  c->state = CH_FREE;
+  g->written++;
+  pthread_cond_broadcast(&g->freed);
+  pthread_mutex_unlock(&g->mu);
+}
+
+/* Rough payload bytes of one sample, to size chunks and the ring. */
+static uint64_t size_guess(const struct stk_gen_opts *o) {
+  if (is_jpeg(o)) {
+    uint64_t px = (uint64_t)o->jpeg_max_w * (uint64_t)o->jpeg_max_h;
+    return is_arrays(o) ? 3 * px : px / 2 + 1;
+  }
+  return (o->size_mean ? o->size_mean : GEN_DEFAULT_SIZE) + o->size_stdev;
+}
+
+static int ring_init(struct ring *g, const struct stk_gen_opts *o, int threads, int want_crc) {
+  memset(g, 0, sizeof *g);
+  g->o = o;
+  g->want_crc = want_crc;
+  uint64_t est = size_guess(o);
+  g->per_chunk = STK__MIN((uint64_t)GEN_MAX_CHUNK, GEN_CHUNK_BYTES / est);
+  if (!g->per_chunk) g->per_chunk = 1;
+  g->nchunks = (o->samples + g->per_chunk - 1) / g->per_chunk;
+  /* Enough slots that every generator can work ahead while the writer is
+   * in a long write, and few enough that huge samples stay bounded. */
+  uint64_t n = 4 * (uint64_t)threads + 4, chunk_bytes = g->per_chunk * est;
+  if (n * chunk_bytes > GEN_RING_MAX_BYTES) n = GEN_RING_MAX_BYTES / chunk_bytes;
+  g->nslots = (size_t)(n < 2 ? 2 : n);
+  if (!(g->slot = calloc(g->nslots, sizeof *g->slot))) return STK_ENOMEM;
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_cond_init(&g->made, NULL);
+  pthread_cond_init(&g->freed, NULL);
+  return 0;
+}
+
+static void ring_free(struct ring *g) {
+  for (size_t i = 0; i < g->nslots; i++)
+    for (int j = 0; j < GEN_MAX_CHUNK; j++) {
+      free(g->slot[i].b[j][0].p);
+      free(g->slot[i].b[j][1].p);
+    }
+  free(g->slot);
+  pthread_mutex_destroy(&g->mu);
+  pthread_cond_destroy(&g->made);
+  pthread_cond_destroy(&g->freed);
 }
 
 /* ---- the output directory ------------------------------------------------ */
@@ -226,7 +345,12 @@ static int check_opts(const struct stk_gen_opts *o, char *err) {
   return 0;
 }
 
+/* Generator threads: one per core. The writer thread spends most of its
+ * time in the kernel copying into the page cache, so with one thread per
+ * core the cores stay busy without starving it. */
 static int gen_threads(void) {
+  const char *e = getenv("STK_GEN_THREADS");
+  if (e && atoi(e) >= 0) return atoi(e);
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n < 1 ? 1 : n > GEN_MAX_THREADS ? GEN_MAX_THREADS : (int)n;
 }
@@ -234,23 +358,30 @@ static int gen_threads(void) {
 /* Make and write every sample; 0 or a code with err set. */
 static int gen_loop(const struct stk_gen_opts *o, struct stk_writer *w,
                     stk_gen_progress_fn progress, void *ctx, char *err) {
-  struct made *m = calloc(GEN_BATCH, sizeof *m);
-  if (!m) return stk__errf(err, STK_ENOMEM, "out of memory");
-  int threads = gen_threads(), rc = 0;
-  for (uint64_t first = 0; first < o->samples && !rc; first += GEN_BATCH) {
-    struct batch b = {.o = o, .first = first, .m = m};
-    b.n = STK__MIN((uint64_t)GEN_BATCH, o->samples - first);
-    make_batch(&b, threads);
-    for (uint64_t k = 0; k < b.n; k++) {
-      if (!rc && m[k].rc) rc = stk__errf(err, m[k].rc, "%s", m[k].err);
-      if (!rc && (rc = stk_writer_add(w, &m[k].s)) != 0)
-        stk__errf(err, rc, "%s", stk_writer_errmsg(w));
-      made_free(&m[k]);
-    }
-    if (!rc && progress && progress(ctx, first + b.n, o->samples, stk_writer_bytes(w)))
-      rc = stk__errf(err, STK_ECANCELED, "gen: interrupted");
+  struct ring g;
+  int threads = gen_threads(), started = 0, rc = 0;
+  if (ring_init(&g, o, threads, stk__writer_wants_crc(w))) {
+    free(g.slot);
+    return stk__errf(err, STK_ENOMEM, "out of memory");
   }
-  free(m);
+  pthread_t tid[GEN_MAX_THREADS];
+  for (int t = 0; t < threads; t++)
+    if (pthread_create(&tid[started], NULL, generator, &g) == 0) started++;
+  for (uint64_t k = 0; k < g.nchunks && !rc; k++) {
+    struct chunk *c = wait_chunk(&g, k);
+    if (c->rc) rc = stk__errf(err, c->rc, "%s", c->err);
+    else if ((rc = stk__writer_add_batch(w, c->s, g.want_crc ? c->crc : NULL, (size_t)c->n)) != 0)
+      stk__errf(err, rc, "%s", stk_writer_errmsg(w));
+    else if (progress && progress(ctx, c->first + c->n, o->samples, stk_writer_bytes(w)))
+      rc = stk__errf(err, STK_ECANCELED, "gen: interrupted");
+    release_chunk(&g, c);
+  }
+  pthread_mutex_lock(&g.mu);
+  g.stop = 1;
+  pthread_cond_broadcast(&g.freed);
+  pthread_mutex_unlock(&g.mu);
+  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+  ring_free(&g);
   return rc;
 }
 
