@@ -38,6 +38,8 @@ void cli_usage(FILE *f, const char *cmd);
 /* Install SIGINT/SIGTERM handlers that set the flag below (first signal)
  * and restore the default action (second signal kills). */
 void cli_catch_signals(void);
-extern volatile int cli_interrupted;
+extern volatile int cli_interrupted; /* pass &cli_interrupted as a cancel flag */
+/* Whether a stop was asked for (an atomic read of cli_interrupted). */
+static inline int cli_stop_requested(void) { return __atomic_load_n(&cli_interrupted, __ATOMIC_RELAXED); }
 
 #endif

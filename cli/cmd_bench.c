@@ -225,7 +225,7 @@ static int dir_has_entries(const char *path) {
 static int gen_progress(void *ctx, uint64_t done, uint64_t total, uint64_t bytes) {
   (void)bytes;
   if (*(int *)ctx) fprintf(stderr, "\r  generating: %" PRIu64 "/%" PRIu64 " samples", done, total);
-  return cli_interrupted;
+  return cli_stop_requested();
 }
 
 /* Use the dataset in a->data, generating it first when the folder is
@@ -335,7 +335,10 @@ static void summary(const struct bench_args *a, const struct stk_bench_result *r
       double v = r->per[(size_t)e * r->accelerators + i].au;
       if (isfinite(v)) s += v, n++;
     }
-    printf(" %.3f", n ? s / n : NAN);
+    if (n)
+      printf(" %.3f", s / n);
+    else
+      printf(" -"); /* not run, or stopped before its second step */
   }
   printf("\n  loader      %u read threads, %.2f CPU-s per 1000 samples, consumer wait p99 %.1f ms\n",
          r->loader.stage[STK_STAGE_DECODE].threads,
@@ -387,7 +390,7 @@ static int find_max(struct bench_args *a) {
   printf("stoker bench --find-max: %s (%s), AU threshold %.2f\n", a->o.w.name, a->o.w.accel, a->o.w.au_min);
   printf("  %12s %8s %6s %14s  %s\n", "accelerators", "AU", "", "samples/s", "verdict");
   for (;;) {
-    if (cli_interrupted) return CLI_INTERRUPTED;
+    if (cli_stop_requested()) return CLI_INTERRUPTED;
     a->o.accelerators = n;
     struct stk_bench_result r;
     char err[STK_ERRMSG_MAX];
@@ -510,11 +513,11 @@ static int parse_args(struct bench_args *a, int argc, char **argv) {
 /* The dataset (generated where missing) and the page cache. */
 static int setup_data(struct bench_args *a) {
   int rc = prepare_data(a, stk_bench_mpi_rank(a->mpi) == 0) ? CLI_FAIL : CLI_OK;
-  if (rc && cli_interrupted) rc = CLI_INTERRUPTED;
+  if (rc && cli_stop_requested()) rc = CLI_INTERRUPTED;
   if ((rc = job_check(a, rc, 0))) return rc;
   if (a->mpi) { /* node-local folders on the other hosts */
     rc = prepare_data(a, stk_bench_mpi_host_leader(a->mpi)) ? CLI_FAIL : CLI_OK;
-    if (rc && cli_interrupted) rc = CLI_INTERRUPTED;
+    if (rc && cli_stop_requested()) rc = CLI_INTERRUPTED;
     if ((rc = job_check(a, rc, 0))) return rc;
   }
   a->o.data = a->data;

@@ -348,12 +348,12 @@ static int run(struct feed_args *a) {
       last_draw = stk_now_ns();
     }
     stk_batch_release(l, b);
-    if (cli_interrupted) stk_loader_cancel(l);
+    if (cli_stop_requested()) stk_loader_cancel(l);
     if (a->limit && ++n >= a->limit) break;
   }
   if (show) fputs("\r\033[K", stderr);
   stk_loader_stats(l, &st);
-  if (rc == STK_ECANCELED || cli_interrupted) {
+  if (rc == STK_ECANCELED || cli_stop_requested()) {
     result = CLI_INTERRUPTED;
   } else if (rc && rc != STK_EOF) {
     cli_error("feed", "%s", stk_loader_errmsg(l));

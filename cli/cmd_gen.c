@@ -118,7 +118,7 @@ static int on_progress(void *ctx, uint64_t done, uint64_t total, uint64_t bytes)
       p->last = now;
     }
   }
-  return cli_interrupted;
+  return cli_stop_requested();
 }
 
 int cmd_gen_run(int argc, char **argv) {
@@ -144,7 +144,7 @@ int cmd_gen_run(int argc, char **argv) {
   char err[STK_ERRMSG_MAX];
   int rc = stk_gen(&g, on_progress, &p, err);
   if (p.show) fputc('\n', stderr);
-  if (rc == STK_ECANCELED && cli_interrupted) {
+  if (rc == STK_ECANCELED && cli_stop_requested()) {
     cli_error("gen", "interrupted; removed the partial dataset");
     return CLI_INTERRUPTED;
   }

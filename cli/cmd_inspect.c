@@ -37,14 +37,14 @@ static const char *enc_name(int e) { return e == STK_ENC_DEFLATE ? "deflate" : "
 static int summarize(struct stk_dataset *ds, struct summary *s) {
   uint64_t n = stk_dataset_num_samples(ds);
   s->min = UINT64_MAX;
-  for (uint64_t i = 0; i < n && !cli_interrupted; i++) {
+  for (uint64_t i = 0; i < n && !cli_stop_requested(); i++) {
     uint64_t b;
     if (stk_dataset_sample_bytes(ds, i, &b)) return -1;
     s->bytes += b;
     if (b < s->min) s->min = b;
     if (b > s->max) s->max = b;
   }
-  if (cli_interrupted) return -1;
+  if (cli_stop_requested()) return -1;
   return stk_dataset_read(ds, 0, 0, &s->buf, &s->cap, &s->first) ? -1 : 0;
 }
 
@@ -168,7 +168,7 @@ int cmd_inspect_run(int argc, char **argv) {
   memset(&s, 0, sizeof s);
   rc = summarize(ds, &s);
   if (rc) {
-    if (cli_interrupted) cli_error("inspect", "interrupted");
+    if (cli_stop_requested()) cli_error("inspect", "interrupted");
     else cli_error("inspect", "%s", stk_dataset_errmsg(ds));
   } else if (json) {
     print_json(ds, path, &s, verbose);
@@ -177,5 +177,5 @@ int cmd_inspect_run(int argc, char **argv) {
   }
   free(s.buf);
   stk_dataset_close(ds);
-  return rc ? (cli_interrupted ? CLI_INTERRUPTED : CLI_FAIL) : CLI_OK;
+  return rc ? (cli_stop_requested() ? CLI_INTERRUPTED : CLI_FAIL) : CLI_OK;
 }

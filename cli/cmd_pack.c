@@ -178,7 +178,7 @@ static int copy_all(struct stk_dataset *ds, struct stk_writer *w, const struct p
     struct stk_sample s;
     uint8_t *bufs[STK_MAX_FIELDS] = {0};
     char err[STK_ERRMSG_MAX];
-    if (cli_interrupted) {
+    if (cli_stop_requested()) {
       cli_error("pack", "interrupted; removed the partial output");
       out = CLI_INTERRUPTED;
     } else if (stk_dataset_read(ds, i, 1, &buf, &cap, &s)) {

@@ -408,7 +408,7 @@ static int run_experiment(const struct sim_args *a, const struct stk_sim_cluster
   int rc = stk_sim_experiment(c, w, &eo, &r, &n, err);
   double wall = (double)(stk_now_ns() - t0) / 1e9;
   if (rc) {
-    if (cli_interrupted) {
+    if (cli_stop_requested()) {
       cli_error("sim", "interrupted");
       return CLI_INTERRUPTED;
     }

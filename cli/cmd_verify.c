@@ -57,7 +57,7 @@ int cmd_verify_run(int argc, char **argv) {
   uint8_t *buf = NULL;
   size_t cap = 0;
   uint64_t i = 0;
-  for (; i < n && !rc && !cli_interrupted; i++) {
+  for (; i < n && !rc && !cli_stop_requested(); i++) {
     struct stk_sample s;
     rc = stk_dataset_read(ds, i, 1, &buf, &cap, &s);
     if (show) progress(i + 1, n, t0, &last);
@@ -67,7 +67,7 @@ int cmd_verify_run(int argc, char **argv) {
   if (rc) {
     cli_error("verify", "sample %llu: %s", (unsigned long long)(i - 1), stk_dataset_errmsg(ds));
     out = CLI_FAIL;
-  } else if (cli_interrupted) {
+  } else if (cli_stop_requested()) {
     cli_error("verify", "interrupted after %llu of %llu samples", (unsigned long long)i,
               (unsigned long long)n);
     out = CLI_INTERRUPTED;

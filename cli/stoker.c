@@ -1,5 +1,6 @@
 /* stoker: the command-line tool. Dispatches to one file per subcommand and
  * holds the helpers they share. */
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -78,9 +79,14 @@ int cli_progress_enabled(void) {
   return isatty(2) && !(ci && *ci);
 }
 
+/* First signal: ask the running command to stop (it prints what it has);
+ * second: the default action. The flag is read by other threads, hence the
+ * atomic store; errno is preserved for the code the signal interrupted. */
 static void on_signal(int sig) {
-  cli_interrupted = 1;
+  int saved = errno;
+  __atomic_store_n(&cli_interrupted, 1, __ATOMIC_RELAXED);
   signal(sig, SIG_DFL);
+  errno = saved;
 }
 
 void cli_catch_signals(void) {

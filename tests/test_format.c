@@ -659,6 +659,79 @@ static void gen_into(const char *dir, const char *fmt, uint64_t seed, int jpeg) 
   CHECK_MSG(rc == 0, "gen %s: %s", fmt, err);
 }
 
+/* Records of every size class the writer treats differently (copied into
+ * its buffer, written from the sample by reference, past the buffer's
+ * size), through stk_writer_add and stk__writer_add_batch with CRC hints:
+ * shards rotate by size, the .idx files tile their shards, and every
+ * record reads back with its checksum. */
+TEST(format_writer_record_sizes_and_batches) {
+  static const size_t sizes[] = {100, 20000, 1500000, 5, 1200000, 70000, 3000000, 16384, 1};
+  enum { N = sizeof sizes / sizeof sizes[0] };
+  struct stk_writer *w;
+  struct stk_writer_opts o = {.format = "tfrecord", .dir = "d", .shard_bytes = 3u << 20,
+                              .write_index = 1};
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(stk_writer_open(&w, &o, err) == 0, "%s", err);
+  uint8_t *data[N];
+  struct stk_sample s[N];
+  uint32_t crc[N];
+  uint64_t total = 0;
+  for (int i = 0; i < N; i++) {
+    CHECK((data[i] = malloc(sizes[i])) != NULL);
+    for (size_t k = 0; k < sizes[i]; k++) data[i][k] = (uint8_t)(k * 13 + (size_t)i);
+    memset(&s[i], 0, sizeof s[i]);
+    s[i].index = (uint64_t)i;
+    s[i].label = -1;
+    stk__sample_add(&s[i], "data", 4, data[i], sizes[i]);
+    crc[i] = stk_crc32c(0, data[i], sizes[i]);
+    total += sizes[i] + 16;
+  }
+  CHECK_OK(stk_writer_add(w, &s[0]));
+  CHECK_OK(stk__writer_add_batch(w, &s[1], &crc[1], 4));
+  CHECK_OK(stk__writer_add_batch(w, &s[5], NULL, N - 5));
+  CHECK(stk_writer_bytes(w) >= total); /* the first shard's .idx is counted too */
+  CHECK_MSG(stk_writer_close(w) == 0, "close: %s", stk_writer_errmsg(NULL));
+  for (int i = 0; i < N; i++) free(data[i]);
+  /* A shard takes a sample while its payload bytes stay within 3 MiB. */
+  const int per_shard[] = {6, 3};
+  int first = 0;
+  for (int sh = 0; sh < 2; sh++) {
+    char path[64];
+    snprintf(path, sizeof path, "d/shard-%05d.tfrecord.idx", sh);
+    size_t il;
+    char *idx = (char *)test_read_file(path, &il);
+    CHECK_MSG(idx, "%s missing", path);
+    unsigned long long off, len, want = 0;
+    int lines = 0, used;
+    for (char *p = idx; p < idx + il && sscanf(p, "%llu %llu\n%n", &off, &len, &used) == 2;
+         p += used, lines++) {
+      CHECK_EQ(off, want);
+      CHECK_EQ(len, sizes[first + lines] + 16);
+      want += len;
+    }
+    CHECK_EQ(lines, per_shard[sh]);
+    struct stat st;
+    snprintf(path, sizeof path, "d/shard-%05d.tfrecord", sh);
+    CHECK(stat(path, &st) == 0 && (unsigned long long)st.st_size == want);
+    free(idx);
+    first += lines;
+  }
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_EQ(stk_dataset_num_shards(ds), 2);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  for (int i = 0; i < N; i++) {
+    struct stk_sample r;
+    CHECK_MSG(stk_dataset_read(ds, (uint64_t)i, 1, &buf, &cap, &r) == 0, "%s",
+              stk_dataset_errmsg(ds));
+    CHECK_EQ(r.fields[0].len, sizes[i]);
+    for (size_t k = 0; k < sizes[i]; k++)
+      if (r.fields[0].data[k] != (uint8_t)(k * 13 + (size_t)i)) CHECK_MSG(0, "sample %d byte %zu", i, k);
+  }
+  free(buf);
+  stk_dataset_close(ds);
+}
+
 TEST(format_gen_deterministic) {
   const char *fmts[] = {"tfrecord", "wds", "npy", "npz", "mds", "files"};
   for (int i = 0; i < 6; i++) {

@@ -152,6 +152,9 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
  * after the last epoch, or the first pipeline error (with errmsg set; the
  * loader is then stopped). The batch stays valid until released. */
 int stk_loader_next(struct stk_loader *l, struct stk_batch **out);
+/* Like stk_loader_next() but never blocks: STK_EAGAIN when the next batch
+ * is not ready yet (nothing is counted then). */
+int stk_loader_try_next(struct stk_loader *l, struct stk_batch **out);
 void stk_batch_release(struct stk_loader *l, struct stk_batch *b);
 /* Stop the threads and free everything; unreleased batches die with it. */
 void stk_loader_close(struct stk_loader *l);

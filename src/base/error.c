@@ -51,7 +51,7 @@ int stk__from_errno(int e) {
     case ENOSPC: case EDQUOT: return STK_ENOSPC;
     case EEXIST: return STK_EEXIST;
     case EBUSY: return STK_EBUSY;
-    case EAGAIN: return STK_EBUSY;
+    case EAGAIN: return STK_EAGAIN;
     case ETIMEDOUT: return STK_ETIMEDOUT;
     case ECANCELED: case EINTR: return STK_ECANCELED;
     case EOPNOTSUPP: case ENOSYS: return STK_ENOTSUP;

@@ -66,7 +66,7 @@ struct run {
   char err[STK_ERRMSG_MAX]; /* detail of the failure; copied out at the end */
 };
 
-static int canceled(const struct run *x) { return x->o->cancel && *x->o->cancel; }
+static int canceled(const struct run *x) { return x->o->cancel && __atomic_load_n(x->o->cancel, __ATOMIC_RELAXED); }
 
 static int wanted(const struct run *x, int fig) {
   return !x->o->only || (x->o->only & STK_DOCTOR_BIT(fig));
@@ -150,7 +150,7 @@ struct dio {
   int short_io; /* a request moved fewer than bs bytes */
 };
 
-static int dio_stop(const struct dio *d) { return d->cancel && *d->cancel; }
+static int dio_stop(const struct dio *d) { return d->cancel && __atomic_load_n(d->cancel, __ATOMIC_RELAXED); }
 
 /* Where the next request goes: the io_uring loop's state. */
 struct dio_cursor {

@@ -1,20 +1,35 @@
-/* The accelerator emulator: N threads share one loader; each step every
- * accelerator takes a batch, "computes" for the workload's time, and waits
- * at a barrier for the others (the emulated all-reduce). AU follows DLIO:
- * per accelerator and epoch, compute time over wall time, leaving out the
- * first step's load and compute; averaged over accelerators and epochs.
+/* The accelerator emulator. In synchronous data-parallel training every
+ * accelerator runs the same step in lockstep: take a batch, compute, meet
+ * the others at the all-reduce. So one driver thread emulates all N of
+ * them exactly: each step it hands each accelerator its batch (an
+ * accelerator whose batch is already in the ring gets it at once; one that
+ * must wait is charged that wait as data stall), gives each its own compute
+ * interval, and sleeps once, until the slowest accelerator's compute ends
+ * (the barrier; everyone else's remaining time is sync stall). Sleep
+ * overshoot and the driver's own work show up as sync stall too, so the
+ * emulator's overhead lowers AU rather than hiding.
+ *
+ * Why not a thread per accelerator: on a small host N threads woken at
+ * every barrier queue up for the cores, and that queueing (about 150 us per
+ * step at N = 64 on two cores) is charged to the accelerators. The driver
+ * costs a few microseconds per accelerator per step, so one host can stand
+ * in for many accelerators.
  *
  * Why one loader for N accelerators: DLIO gives each rank its own reader
  * threads, which is what limits how many ranks one host can emulate. Here
- * the host's read and decode threads serve all emulated accelerators, so an
- * emulated accelerator costs one mostly sleeping thread. In aggregate the
- * data read per epoch is the same: steps x accelerators x batch samples,
- * steps = floor(samples / batch / accelerators) as in DLIO. */
+ * the host's read and decode threads serve all emulated accelerators. In
+ * aggregate the data read per epoch is the same: steps x accelerators x
+ * batch samples, steps = floor(samples / batch / accelerators) as in DLIO.
+ *
+ * AU follows DLIO: per accelerator and epoch, compute time over wall time,
+ * leaving out the first step's load and compute; averaged over accelerators
+ * and epochs. */
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../base/base.h"
@@ -23,99 +38,40 @@
 
 #define TIMELINE_MAX (1u << 20)
 
-/* A barrier that a failure can break, so no accelerator waits forever for
- * a peer that has stopped. The last thread to arrive runs the cross-process
- * barrier (MPI) before releasing the others; when that reports a stopped
- * peer, the barrier breaks for this step's waiters too. */
-struct barrier {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  uint32_t n, waiting;
-  uint64_t gen;
-  int broken;
-  int (*global)(void *, int);
-  void *global_ctx;
-  uint64_t global_calls; /* completed cross-process barriers */
-  atomic_int global_rc;  /* nonzero once one reported a stopped peer */
-};
-
-static void barrier_break(struct barrier *b) {
-  pthread_mutex_lock(&b->mu);
-  b->broken = 1;
-  pthread_cond_broadcast(&b->cv);
-  pthread_mutex_unlock(&b->mu);
-}
-
-/* 0 when everyone arrived; -1 when the barrier was broken. */
-static int barrier_wait(struct barrier *b) {
-  pthread_mutex_lock(&b->mu);
-  if (b->broken) {
-    pthread_mutex_unlock(&b->mu);
-    return -1;
-  }
-  uint64_t gen = b->gen;
-  if (++b->waiting == b->n) {
-    if (b->global) {
-      pthread_mutex_unlock(&b->mu);
-      int rc = b->global(b->global_ctx, 0);
-      pthread_mutex_lock(&b->mu);
-      b->global_calls++;
-      if (rc) {
-        atomic_store(&b->global_rc, rc);
-        b->broken = 1; /* gen stays: every thread of this step returns -1 */
-        pthread_cond_broadcast(&b->cv);
-        pthread_mutex_unlock(&b->mu);
-        return -1;
-      }
-    }
-    b->waiting = 0;
-    b->gen++;
-    pthread_cond_broadcast(&b->cv);
-  } else {
-    while (gen == b->gen && !b->broken) pthread_cond_wait(&b->cv, &b->mu);
-  }
-  int rc = b->broken && gen == b->gen ? -1 : 0;
-  pthread_mutex_unlock(&b->mu);
-  return rc;
-}
-
 struct run {
   const struct stk_bench_opts *o;
   struct stk_bench_result *r;
   struct stk_loader *l;
-  pthread_mutex_t next_mu; /* the loader has one consumer at a time */
-  struct barrier bar;
   uint64_t steps;
   uint32_t nacc, epochs;
   uint64_t t0;
-  atomic_uint_fast64_t ntimeline;
-  atomic_int failed;
+  uint64_t ntimeline;
+  uint64_t global_calls; /* completed cross-process barriers */
+  int global_rc;         /* nonzero once one reported a stopped peer */
+  uint64_t margin;       /* ns before a deadline the driver stops sleeping */
   int err;
   char errmsg[STK_ERRMSG_MAX];
-  pthread_mutex_t err_mu;
 };
 
+/* Per accelerator, during one epoch. */
 struct acc {
-  struct run *run;
-  uint32_t id;
-  pthread_t th;
+  struct stk_rng rng;
+  struct stk_batch *batch;
+  uint64_t got, end; /* when it had its batch; when its compute ends */
+  double step0, compute, compute_all, load, sync;
 };
 
 static void run_fail(struct run *run, int code, const char *msg) {
-  pthread_mutex_lock(&run->err_mu);
-  if (!run->err) {
-    run->err = code;
-    snprintf(run->errmsg, sizeof run->errmsg, "%s", msg);
-  }
-  pthread_mutex_unlock(&run->err_mu);
-  atomic_store(&run->failed, 1);
-  barrier_break(&run->bar);
+  if (run->err) return;
+  run->err = code;
+  snprintf(run->errmsg, sizeof run->errmsg, "%s", msg);
 }
 
-static int stopping(struct run *run) {
-  return atomic_load(&run->failed) || atomic_load(&run->bar.global_rc) ||
-         (run->o->cancel && *run->o->cancel);
+static int cancelled(const struct run *run) {
+  return run->o->cancel && __atomic_load_n(run->o->cancel, __ATOMIC_RELAXED);
 }
+
+static int stopping(const struct run *run) { return run->err || run->global_rc || cancelled(run); }
 
 static double draw_compute(const struct stk_bench_opts *o, struct stk_rng *rng) {
   double mean = o->w.compute_s, sd = o->w.compute_stdev, t = mean;
@@ -126,98 +82,144 @@ static double draw_compute(const struct stk_bench_opts *o, struct stk_rng *rng) 
   return t > 0 ? t : 0;
 }
 
-/* Sleep (or spin) until deadline: a sleep is what DLIO does; the tail is
- * spun to keep the step's overhead within a few microseconds. */
-static void compute_until(uint64_t deadline, int busy) {
-  for (;;) {
-    uint64_t now = stk_now_ns();
-    if (now >= deadline) return;
-    uint64_t left = deadline - now;
-    if (!busy && left > 200000)
-      stk_sleep_ns(left - 100000);
-    else if (!busy && left > 20000)
-      stk_sleep_ns(left / 2);
+/* Wait until deadline. A sleep alone wakes late by the scheduler's
+ * latency (100-200 us on a busy VM), which would be charged to every
+ * accelerator as sync stall; so the driver sleeps until `margin` before the
+ * deadline and spins the rest. The margin follows twice the lateness seen
+ * recently (20 us to 2 ms), so the spin costs little CPU. --busy-compute
+ * spins all the way. */
+static void wait_until(struct run *run, uint64_t deadline, int busy) {
+  uint64_t now = stk_now_ns();
+  if (!busy && deadline > now + run->margin) {
+    uint64_t target = deadline - run->margin;
+    struct timespec ts = {(time_t)(target / 1000000000ull), (long)(target % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+    }
+    uint64_t late = stk_now_ns() - target;
+    uint64_t m = (run->margin * 7 + 2 * late) / 8;
+    run->margin = STK__MAX(20000u, STK__MIN(m, 2000000u));
+  }
+  while (stk_now_ns() < deadline) {
   }
 }
 
 static void record_step(struct run *run, uint32_t acc, uint64_t epoch, uint64_t t_end, double load,
                         double compute, double sync) {
-  uint64_t i = atomic_fetch_add(&run->ntimeline, 1);
-  if (i >= TIMELINE_MAX || !run->r->timeline) return;
-  run->r->timeline[i] = (struct stk_bench_step){(float)((double)(t_end - run->t0) / 1e9), (float)load,
-                                                (float)compute, (float)sync, (uint16_t)acc,
-                                                (uint16_t)epoch};
+  if (run->ntimeline >= TIMELINE_MAX || !run->r->timeline) return;
+  run->r->timeline[run->ntimeline++] = (struct stk_bench_step){
+      (float)((double)(t_end - run->t0) / 1e9), (float)load, (float)compute, (float)sync,
+      (uint16_t)acc, (uint16_t)epoch};
 }
 
-static void *acc_main(void *arg) {
-  struct acc *a = arg;
-  struct run *run = a->run;
+/* Hand every accelerator its batch for this step. Returns 0, or nonzero
+ * when the run must stop (the batches taken are released). */
+static int take_batches(struct run *run, struct acc *a, uint64_t ts) {
+  for (uint32_t i = 0; i < run->nacc; i++) {
+    int rc = stk_loader_try_next(run->l, &a[i].batch);
+    a[i].got = ts; /* ready in the ring: the accelerator had it at once */
+    if (rc == STK_EAGAIN) {
+      rc = stk_loader_next(run->l, &a[i].batch);
+      a[i].got = stk_now_ns();
+    }
+    if (rc) {
+      for (uint32_t k = 0; k < i; k++) stk_batch_release(run->l, a[k].batch);
+      if (rc != STK_ECANCELED)
+        run_fail(run, rc == STK_EOF ? STK_EIO : rc,
+                 rc == STK_EOF ? "the loader ran out of batches before the epoch's steps ended"
+                               : stk_loader_errmsg(run->l));
+      return -1;
+    }
+    a[i].end = a[i].got + (uint64_t)(draw_compute(run->o, &a[i].rng) * 1e9);
+  }
+  return 0;
+}
+
+/* The cross-process barrier (MPI) after this process's accelerators met. */
+static int global_barrier(struct run *run) {
   const struct stk_bench_opts *o = run->o;
-  struct stk_rng rng;
-  stk_rng_seed(&rng, stk_mix64(o->seed ^ 0xacce1, (uint64_t)o->rank * 65536 + a->id));
+  if (!o->global_barrier) return 0;
+  int rc = o->global_barrier(o->global_ctx, 0);
+  run->global_calls++;
+  if (rc) run->global_rc = rc;
+  return rc;
+}
+
+/* One step of every accelerator. Returns 0 when it completed, 1 when it
+ * completed but a peer process stopped the job, -1 when it could not run. */
+static int step(struct run *run, struct acc *a, uint32_t e, uint64_t s) {
+  const struct stk_bench_opts *o = run->o;
+  uint64_t ts = stk_now_ns();
+  if (take_batches(run, a, ts)) return -1;
+  uint64_t last = 0;
+  for (uint32_t i = 0; i < run->nacc; i++) last = STK__MAX(last, a[i].end);
+  wait_until(run, last, o->busy_compute);
+  for (uint32_t i = 0; i < run->nacc; i++) stk_batch_release(run->l, a[i].batch);
+  int rc = global_barrier(run);
+  uint64_t tb = stk_now_ns();
+  for (uint32_t i = 0; i < run->nacc; i++) {
+    double load = (double)(a[i].got - ts) / 1e9, c = (double)(a[i].end - a[i].got) / 1e9;
+    double sync = (double)(tb - a[i].end) / 1e9;
+    if (s == 0)
+      a[i].step0 = load + c;
+    else
+      a[i].compute += c;
+    a[i].compute_all += c;
+    a[i].load += load;
+    a[i].sync += sync;
+    record_step(run, i, e, tb, load, c, sync);
+  }
+  if (rc) return 1;
+  if (o->allreduce_s > 0) wait_until(run, tb + (uint64_t)(o->allreduce_s * 1e9), o->busy_compute);
+  return 0;
+}
+
+static void epoch_result(struct run *run, struct acc *a, uint32_t e, uint64_t steps, double wall,
+                         double comm) {
+  for (uint32_t i = 0; i < run->nacc; i++) {
+    struct stk_bench_epoch *ep = &run->r->per[(size_t)e * run->nacc + i];
+    double metric = wall - a[i].step0;
+    ep->steps = steps;
+    ep->wall_s = wall;
+    ep->compute_s = a[i].compute;
+    ep->compute_all_s = a[i].compute_all;
+    ep->first_step_s = a[i].step0;
+    ep->load_s = a[i].load;
+    ep->sync_s = a[i].sync;
+    ep->comm_s = comm;
+    /* An epoch cut short (Ctrl-C) still reports what it measured. */
+    ep->au = steps > 1 && metric > 0 ? a[i].compute / metric : NAN;
+    ep->samples_per_s = steps > 1 && metric > 0 ? (double)(steps - 1) * run->o->w.batch / metric : NAN;
+  }
+}
+
+/* The whole run: epochs of lockstep steps. */
+static void drive(struct run *run, struct acc *a) {
+  const struct stk_bench_opts *o = run->o;
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* wake within a microsecond, not 50 */
   uint64_t last_progress = 0;
   for (uint32_t e = 0; e < run->epochs && !stopping(run); e++) {
-    struct stk_bench_epoch *ep = &run->r->per[(size_t)e * run->nacc + a->id];
-    uint64_t t_epoch = stk_now_ns(), step0_proc = 0;
-    double compute = 0, compute_all = 0, load = 0, sync = 0, comm = 0;
-    uint64_t s;
-    for (s = 0; s < run->steps && !stopping(run); s++) {
-      uint64_t ts = stk_now_ns();
-      struct stk_batch *b;
-      pthread_mutex_lock(&run->next_mu);
-      int rc = stk_loader_next(run->l, &b);
-      pthread_mutex_unlock(&run->next_mu);
-      if (rc) {
-        char msg[STK_ERRMSG_MAX + 64];
-        if (rc == STK_ECANCELED) break;
-        snprintf(msg, sizeof msg, "%s", rc == STK_EOF ? "the loader ran out of batches before the epoch's steps ended" : stk_loader_errmsg(run->l));
-        run_fail(run, rc == STK_EOF ? STK_EIO : rc, msg);
-        break;
-      }
-      uint64_t tl = stk_now_ns();
-      compute_until(tl + (uint64_t)(draw_compute(o, &rng) * 1e9), o->busy_compute);
-      uint64_t tc = stk_now_ns();
-      stk_batch_release(run->l, b);
-      if (s == 0)
-        step0_proc = tc - ts;
-      else
-        compute += (double)(tc - tl) / 1e9;
-      compute_all += (double)(tc - tl) / 1e9;
-      load += (double)(tl - ts) / 1e9;
-      if (barrier_wait(&run->bar) != 0) break;
-      uint64_t tb = stk_now_ns();
-      sync += (double)(tb - tc) / 1e9;
-      if (o->allreduce_s > 0) {
-        compute_until(tb + (uint64_t)(o->allreduce_s * 1e9), o->busy_compute);
-        comm += (double)(stk_now_ns() - tb) / 1e9;
-      }
-      record_step(run, a->id, e, stk_now_ns(), (double)(tl - ts) / 1e9, (double)(tc - tl) / 1e9,
-                  (double)(tb - tc) / 1e9);
-      if (a->id == 0 && o->progress && tb - last_progress > 250000000ull) {
-        last_progress = tb;
-        double metric = (double)(tb - t_epoch - step0_proc) / 1e9;
-        o->progress(o->progress_ctx, e, s + 1, run->steps, metric > 0 && s > 0 ? compute / metric : NAN);
+    for (uint32_t i = 0; i < run->nacc; i++) {
+      struct stk_rng keep = a[i].rng;
+      memset(&a[i], 0, sizeof a[i]);
+      a[i].rng = keep;
+    }
+    uint64_t t_epoch = stk_now_ns(), done = 0;
+    for (uint64_t s = 0; s < run->steps && !stopping(run); s++) {
+      int rc = step(run, a, e, s);
+      if (rc >= 0) done++;
+      if (rc) break;
+      uint64_t now = stk_now_ns();
+      if (o->progress && now - last_progress > 250000000ull) {
+        last_progress = now;
+        double metric = (double)(now - t_epoch) / 1e9 - a[0].step0;
+        o->progress(o->progress_ctx, e, s + 1, run->steps,
+                    metric > 0 && s > 0 ? a[0].compute / metric : NAN);
       }
     }
     double wall = (double)(stk_now_ns() - t_epoch) / 1e9;
-    double metric = wall - (double)step0_proc / 1e9;
-    ep->steps = s;
-    ep->wall_s = wall;
-    ep->compute_s = compute;
-    ep->compute_all_s = compute_all;
-    ep->first_step_s = (double)step0_proc / 1e9;
-    ep->load_s = load;
-    ep->sync_s = sync;
-    ep->comm_s = comm;
-    /* An epoch cut short (Ctrl-C) still reports what it measured. */
-    ep->au = s > 1 && metric > 0 ? compute / metric : NAN;
-    ep->samples_per_s = s > 1 && metric > 0 ? (double)(s - 1) * o->w.batch / metric : NAN;
+    epoch_result(run, a, e, done, wall, o->allreduce_s * (double)done);
   }
-  if (stopping(run)) { /* release peers at the barrier and in the loader */
-    barrier_break(&run->bar);
-    stk_loader_cancel(run->l);
-  }
-  return NULL;
+  if (stopping(run)) stk_loader_cancel(run->l);
 }
 
 static int validate(const struct stk_bench_opts *o, char *err) {
@@ -322,8 +324,11 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
   lo.io_engine = o->io_engine;
   lo.direct = o->direct;
   lo.skip_verify = o->skip_verify;
-  lo.prefetch = run->nacc < 2 ? 2 : run->nacc;
-  lo.prefetch_max = lo.prefetch * 2 < 16 ? 16 : lo.prefetch * 2;
+  /* Every accelerator holds a batch while it computes, and the next step
+   * needs one ready for each: depth 2N lets the loader prepare a whole
+   * step ahead. */
+  lo.prefetch = 2 * run->nacc;
+  lo.prefetch_max = STK__MAX(16, 4 * run->nacc);
   double batch_bytes = o->w.batch * (o->w.record_bytes + 3 * o->w.record_stdev);
   double cap = batch_bytes * (lo.prefetch_max + 4);
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
@@ -343,8 +348,8 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
  * every step must not: its peers made the same number of calls. */
 static void leave_job(struct run *run, int rc) {
   const struct stk_bench_opts *o = run->o;
-  if (!o->global_barrier || atomic_load(&run->bar.global_rc)) return;
-  if (run->steps && run->bar.global_calls == run->steps * run->epochs) return;
+  if (!o->global_barrier || run->global_rc) return;
+  if (run->steps && run->global_calls == run->steps * run->epochs) return;
   o->global_barrier(o->global_ctx, rc ? rc : STK_ECANCELED);
 }
 
@@ -356,14 +361,9 @@ int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, ch
   run.r = r;
   run.nacc = o->accelerators ? o->accelerators : 1;
   run.epochs = o->w.epochs;
-  pthread_mutex_init(&run.next_mu, NULL);
-  pthread_mutex_init(&run.err_mu, NULL);
-  pthread_mutex_init(&run.bar.mu, NULL);
-  pthread_cond_init(&run.bar.cv, NULL);
-  run.bar.n = run.nacc;
-  run.bar.global = o->global_barrier;
-  run.bar.global_ctx = o->global_ctx;
+  run.margin = 200000;
   struct stk_dataset *ds = NULL;
+  struct acc *accs = NULL;
   int rc = validate(o, err);
   if (rc) goto out;
   rc = open_loader(&run, &ds, err);
@@ -376,31 +376,22 @@ int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, ch
   r->per = calloc((size_t)run.epochs * run.nacc, sizeof *r->per);
   uint64_t tl = STK__MIN((uint64_t)TIMELINE_MAX, run.steps * run.epochs * run.nacc);
   r->timeline = calloc(tl, sizeof *r->timeline);
-  struct acc *accs = calloc(run.nacc, sizeof *accs);
+  accs = calloc(run.nacc, sizeof *accs);
   if (!r->per || !r->timeline || !accs) {
-    free(accs);
     rc = stk__errf(err, STK_ENOMEM, "out of memory for %u accelerators", run.nacc);
     goto out_loader;
   }
+  for (uint32_t i = 0; i < run.nacc; i++)
+    stk_rng_seed(&accs[i].rng, stk_mix64(o->seed ^ 0xacce1, (uint64_t)o->rank * 65536 + i));
   uint64_t cpu0 = stk_cpu_ns();
   run.t0 = stk_now_ns();
-  uint32_t started = 0;
-  for (; started < run.nacc; started++) {
-    accs[started] = (struct acc){&run, started, 0};
-    if (pthread_create(&accs[started].th, NULL, acc_main, &accs[started]) != 0) {
-      run_fail(&run, STK_ESYS, "cannot start accelerator threads");
-      break;
-    }
-  }
-  for (uint32_t i = 0; i < started; i++) pthread_join(accs[i].th, NULL);
-  free(accs);
+  drive(&run, accs);
   r->wall_s = (double)(stk_now_ns() - run.t0) / 1e9;
   r->cpu_ns = stk_cpu_ns() - cpu0;
-  r->ntimeline = STK__MIN(atomic_load(&run.ntimeline), tl);
-  int peer = atomic_load(&run.bar.global_rc);
-  if (peer && peer != STK_ECANCELED)
-    run_fail(&run, peer, "another process of the job failed and stopped the run");
-  r->interrupted = !run.err && ((o->cancel && *o->cancel) || peer == STK_ECANCELED);
+  r->ntimeline = STK__MIN(run.ntimeline, tl);
+  if (run.global_rc && run.global_rc != STK_ECANCELED)
+    run_fail(&run, run.global_rc, "another process of the job failed and stopped the run");
+  r->interrupted = !run.err && (cancelled(&run) || run.global_rc == STK_ECANCELED);
   stk_loader_stats(run.l, &r->loader);
   stk__bench_aggregate(o, r);
   stk__bench_verdict(o, r);
@@ -410,11 +401,8 @@ out_loader:
   stk_loader_close(run.l);
   stk_dataset_close(ds);
 out:
+  free(accs);
   leave_job(&run, rc);
-  pthread_mutex_destroy(&run.next_mu);
-  pthread_mutex_destroy(&run.err_mu);
-  pthread_mutex_destroy(&run.bar.mu);
-  pthread_cond_destroy(&run.bar.cv);
   if (rc) stk_bench_result_free(r);
   return rc;
 }

@@ -345,12 +345,10 @@ static int check_opts(const struct stk_gen_opts *o, char *err) {
   return 0;
 }
 
-/* Generator threads: one per core. The writer thread spends most of its
- * time in the kernel copying into the page cache, so with one thread per
- * core the cores stay busy without starving it. */
+/* Generator threads: one per core. They block when the ring is full, so
+ * the writing thread (most of whose time goes to the kernel's copy into
+ * the page cache) still gets a core whenever there is something to write. */
 static int gen_threads(void) {
-  const char *e = getenv("STK_GEN_THREADS");
-  if (e && atoi(e) >= 0) return atoi(e);
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n < 1 ? 1 : n > GEN_MAX_THREADS ? GEN_MAX_THREADS : (int)n;
 }

@@ -951,7 +951,7 @@ static void maybe_grow(struct stk_loader *l) {
   pthread_cond_signal(&l->cv_free);
 }
 
-int stk_loader_next(struct stk_loader *l, struct stk_batch **out) {
+static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
   uint64_t t0 = stk_now_ns();
   int waited = 0, rc = 0;
   pthread_mutex_lock(&l->mu);
@@ -973,6 +973,10 @@ int stk_loader_next(struct stk_loader *l, struct stk_batch **out) {
     if (l->reader_done && l->next_seq >= l->made_seq) {
       rc = STK_EOF;
       break;
+    }
+    if (!block) {
+      pthread_mutex_unlock(&l->mu);
+      return STK_EAGAIN;
     }
     waited = 1;
     /* Timed, so that a cancel from a signal handler is seen promptly. */
@@ -1018,6 +1022,10 @@ int stk_loader_next(struct stk_loader *l, struct stk_batch **out) {
   *out = &j->batch;
   return 0;
 }
+
+int stk_loader_next(struct stk_loader *l, struct stk_batch **out) { return next_batch(l, out, 1); }
+
+int stk_loader_try_next(struct stk_loader *l, struct stk_batch **out) { return next_batch(l, out, 0); }
 
 void stk_batch_release(struct stk_loader *l, struct stk_batch *b) {
   if (!b) return;

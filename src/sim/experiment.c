@@ -279,7 +279,7 @@ static void *worker(void *arg) {
   struct pool *p = arg;
   for (;;) {
     pthread_mutex_lock(&p->mu);
-    int stop = p->rc != 0 || (p->o->cancel && *p->o->cancel);
+    int stop = p->rc != 0 || (p->o->cancel && __atomic_load_n(p->o->cancel, __ATOMIC_RELAXED));
     uint32_t j = p->next;
     if (!stop && j < p->total) p->next++;
     pthread_mutex_unlock(&p->mu);
@@ -355,7 +355,7 @@ int stk_sim_experiment(const struct stk_sim_cluster *c, const struct stk_sim_wor
         pthread_mutex_lock(&p.mu);
       }
     }
-    int stop = p.rc || (o.cancel && *o.cancel);
+    int stop = p.rc || (o.cancel && __atomic_load_n(o.cancel, __ATOMIC_RELAXED));
     if (p.done == total || (stop && p.done >= p.next)) break;
     pthread_cond_wait(&p.done_cv, &p.mu);
   }
