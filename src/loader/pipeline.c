@@ -334,6 +334,23 @@ static int cmp_slot_pos(const void *a, const void *b) {
   return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* The run of slots order[k..m) that one read covers: same shard, ranges
+ * that touch or overlap, at most MAX_COALESCE bytes. Sets the read's
+ * bounds [*start, *end) (start aligned down to a) and returns m. */
+static uint32_t coalesce(struct slot **order, uint32_t n, uint32_t k, uint64_t a, uint64_t *start,
+                         uint64_t *end) {
+  struct slot *s = order[k];
+  *start = s->off & ~(a - 1);
+  *end = s->off + s->len;
+  uint32_t m = k + 1;
+  while (m < n && order[m]->shard == s->shard && order[m]->off <= *end &&
+         order[m]->off + order[m]->len - *start <= MAX_COALESCE) {
+    *end = STK__MAX(*end, order[m]->off + order[m]->len);
+    m++;
+  }
+  return m;
+}
+
 /* Lay the job's samples out in its staging buffer in file order and build
  * the read requests, merging ranges that touch. With O_DIRECT each read is
  * widened to aligned bounds and placed at an aligned position. */
@@ -341,34 +358,17 @@ static int plan_reads(struct stk_loader *l, struct job *j) {
   struct slot **order = j->order;
   for (uint32_t i = 0; i < j->n; i++) order[i] = &j->slots[i];
   qsort(order, j->n, sizeof *order, cmp_slot_pos);
-  uint64_t pos = 0, a = l->o.direct ? ALIGN : 1;
-  /* First pass: sizes, to reserve the buffer once. */
-  for (uint32_t k = 0; k < j->n;) {
-    struct slot *s = order[k];
-    uint64_t start = s->off & ~(a - 1), end = s->off + s->len;
-    uint32_t m = k + 1;
-    while (m < j->n && order[m]->shard == s->shard && order[m]->off <= end &&
-           order[m]->off + order[m]->len - start <= MAX_COALESCE) {
-      end = STK__MAX(end, order[m]->off + order[m]->len);
-      m++;
-    }
-    uint64_t aend = (end + a - 1) & ~(a - 1);
-    pos = ((pos + a - 1) & ~(a - 1)) + (aend - start);
-    k = m;
+  uint64_t pos = 0, a = l->o.direct ? ALIGN : 1, start, end;
+  for (uint32_t k = 0; k < j->n;) { /* sizes first, to reserve the buffer once */
+    k = coalesce(order, j->n, k, a, &start, &end);
+    pos = ((pos + a - 1) & ~(a - 1)) + (((end + a - 1) & ~(a - 1)) - start);
   }
   int rc = buf_reserve(l, &j->raw, &j->raw_cap, pos ? pos : 1);
   if (rc) return stk__errf(j->errmsg, rc, "out of memory for a %llu-byte batch", (unsigned long long)pos);
   j->nreqs = 0;
   pos = 0;
   for (uint32_t k = 0; k < j->n;) {
-    struct slot *s = order[k];
-    uint64_t start = s->off & ~(a - 1), end = s->off + s->len;
-    uint32_t m = k + 1;
-    while (m < j->n && order[m]->shard == s->shard && order[m]->off <= end &&
-           order[m]->off + order[m]->len - start <= MAX_COALESCE) {
-      end = STK__MAX(end, order[m]->off + order[m]->len);
-      m++;
-    }
+    uint32_t m = coalesce(order, j->n, k, a, &start, &end);
     uint64_t aend = (end + a - 1) & ~(a - 1);
     pos = (pos + a - 1) & ~(a - 1);
     for (uint32_t q = k; q < m; q++) order[q]->raw_pos = pos + (order[q]->off - start);
@@ -384,7 +384,7 @@ static int plan_reads(struct stk_loader *l, struct job *j) {
     r->user = j;
     r->ctx = j;
     r->on_read = l->inline_verify ? verify_read : NULL;
-    r->res = (int)s->shard; /* shard until submitted; fd resolved then */
+    r->res = (int)order[k]->shard; /* shard until submitted; fd resolved then */
     pos += aend - start;
     k = m;
   }

@@ -53,58 +53,40 @@ static int by_creation(const void *a, const void *b) {
 /* Read the pod list into compact records and a workload of its kinds. */
 static int load(const struct stk_sim_cluster *c, const char *path, double compress, struct trace *t,
                 struct stk_sim_workload **wout, char *errmsg) {
-  struct stk__sim_csv r;
-  int rc = stk__sim_csv_open(&r, path, errmsg);
+  struct stk__sim_pods p;
+  int rc = stk__sim_pods_open(&p, c, path, errmsg);
   if (rc) return rc;
-  struct stk_sim_workload *w = calloc(1, sizeof *w);
-  struct stk__sim_builder *b = NULL;
-  if (!w || stk__sim_builder_new(&b, w, c)) {
-    free(w);
-    stk__sim_csv_close(&r);
-    return stk__errf(errmsg, STK_ENOMEM, "out of memory");
-  }
-  struct stk__sim_podcols pc;
-  stk__sim_podcols_find(&r, &pc);
-  if (pc.cpu < 0 || pc.num < 0) {
+  struct stk__sim_csv *r = &p.r;
+  const struct stk__sim_podcols *pc = &p.pc;
+  if (pc->ctime < 0) {
     rc = stk__errf(errmsg, STK_EFORMAT,
-                   "%s: not a pod list: the header needs cpu_milli and num_gpu", r.path);
+                   "%s: replay needs a creation_time column (and usually deletion_time)", r->path);
     goto out;
   }
-  if (pc.ctime < 0) {
-    rc = stk__errf(errmsg, STK_EFORMAT,
-                   "%s: replay needs a creation_time column (and usually deletion_time)", r.path);
-    goto out;
-  }
-  while ((rc = stk__sim_csv_next(&r, errmsg)) == 0) {
-    int32_t cpu;
-    int64_t mem, ct, dt;
-    int num, milli;
-    if ((rc = stk__sim_pod_parse(&r, &pc, &cpu, &mem, &num, &milli, errmsg)) ||
-        (rc = stk__sim_csv_int(&r, pc.ctime, 0, INT64_MAX / 4, 0, 0, &ct, errmsg)) ||
-        (rc = stk__sim_csv_int(&r, pc.dtime, 0, INT64_MAX / 4, 1, -1, &dt, errmsg)))
+  while ((rc = stk__sim_csv_next(r, errmsg)) == 0) {
+    int64_t ct, dt;
+    if ((rc = stk__sim_csv_int(r, pc->ctime, 0, INT64_MAX / 4, 0, 0, &ct, errmsg)) ||
+        (rc = stk__sim_csv_int(r, pc->dtime, 0, INT64_MAX / 4, 1, -1, &dt, errmsg)))
       goto out;
     if (dt >= 0 && dt < ct) {
       rc =
           stk__errf(errmsg, STK_EFORMAT, "%s:%llu: deletion_time %lld is before creation_time %lld",
-                    r.path, (unsigned long long)r.line, (long long)dt, (long long)ct);
+                    r->path, (unsigned long long)r->line, (long long)dt, (long long)ct);
       goto out;
     }
-    char where[300];
-    snprintf(where, sizeof where, "%s:%llu", r.path, (unsigned long long)r.line);
-    int k = stk__sim_builder_add(b, cpu, mem, num, milli, stk__sim_csv_get(&r, pc.spec), 1, errmsg,
-                                 where);
+    int k = stk__sim_pods_add_row(&p, errmsg);
     if (k < 0) {
       rc = k;
       goto out;
     }
     if (t->n == t->cap) {
       size_t cap = t->cap ? t->cap * 2 : 4096;
-      struct rec *p = realloc(t->r, cap * sizeof *p);
-      if (!p) {
+      struct rec *grown = realloc(t->r, cap * sizeof *grown);
+      if (!grown) {
         rc = stk__errf(errmsg, STK_ENOMEM, "out of memory");
         goto out;
       }
-      t->r = p;
+      t->r = grown;
       t->cap = cap;
     }
     struct rec *x = &t->r[t->n];
@@ -113,7 +95,7 @@ static int load(const struct stk_sim_cluster *c, const char *path, double compre
     x->dur = dt < 0 ? -1 : dt - ct;
     x->kind = (uint32_t)k;
     x->order = t->n;
-    const char *nm = stk__sim_csv_get(&r, pc.name);
+    const char *nm = stk__sim_csv_get(r, pc->name);
     char gen[32];
     if (!*nm) {
       snprintf(gen, sizeof gen, "pod-%zu", t->n);
@@ -128,21 +110,20 @@ static int load(const struct stk_sim_cluster *c, const char *path, double compre
   if (rc != STK_EOF) goto out;
   rc = 0;
   if (t->n == 0) {
-    rc = stk__errf(errmsg, STK_EEMPTY, "%s: no pods after the header", r.path);
+    rc = stk__errf(errmsg, STK_EEMPTY, "%s: no pods after the header", r->path);
     goto out;
   }
-  if ((rc = stk__sim_workload_finish(w, c))) {
+  if ((rc = stk__sim_workload_finish(p.w, c))) {
     stk__errf(errmsg, rc, "out of memory");
     goto out;
   }
   qsort(t->r, t->n, sizeof *t->r, by_creation);
 out:
-  stk__sim_builder_free(b);
-  stk__sim_csv_close(&r);
-  if (rc)
-    stk_sim_workload_free(w);
-  else
-    *wout = w;
+  if (!rc) {
+    *wout = p.w;
+    p.w = NULL; /* the caller's now */
+  }
+  stk__sim_pods_close(&p);
   return rc;
 }
 

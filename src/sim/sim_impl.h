@@ -155,6 +155,22 @@ struct stk__sim_podcols {
   int name, cpu, mem, num, milli, spec, ctime, dtime;
 };
 void stk__sim_podcols_find(const struct stk__sim_csv *r, struct stk__sim_podcols *pc);
+
+/* A pod list being read: the CSV reader, its columns and the workload the
+ * rows build. open checks the header (cpu_milli and num_gpu are required);
+ * add_row parses the current row into the workload and returns its pod
+ * kind (>= 0) or an error naming file and line; close frees what is left
+ * (set p->w to NULL first to keep the workload). */
+struct stk__sim_pods {
+  struct stk__sim_csv r;
+  struct stk__sim_podcols pc;
+  struct stk_sim_workload *w;
+  struct stk__sim_builder *b;
+};
+int stk__sim_pods_open(struct stk__sim_pods *p, const struct stk_sim_cluster *c, const char *path,
+                       char *errmsg);
+int stk__sim_pods_add_row(struct stk__sim_pods *p, char *errmsg);
+void stk__sim_pods_close(struct stk__sim_pods *p);
 int stk__sim_pod_parse(const struct stk__sim_csv *r, const struct stk__sim_podcols *pc,
                        int32_t *cpu, int64_t *mem, int *num, int *milli, char *errmsg);
 

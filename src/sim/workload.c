@@ -416,56 +416,71 @@ int stk__sim_pod_parse(const struct stk__sim_csv *r, const struct stk__sim_podco
 
 /* ---- public ---------------------------------------------------------- */
 
+int stk__sim_pods_open(struct stk__sim_pods *p, const struct stk_sim_cluster *c, const char *path,
+                       char *errmsg) {
+  memset(p, 0, sizeof *p);
+  int rc = stk__sim_csv_open(&p->r, path, errmsg);
+  if (rc) return rc;
+  p->w = calloc(1, sizeof *p->w);
+  if (!p->w || stk__sim_builder_new(&p->b, p->w, c)) {
+    free(p->w);
+    stk__sim_csv_close(&p->r);
+    return stk__errf(errmsg, STK_ENOMEM, "out of memory");
+  }
+  stk__sim_podcols_find(&p->r, &p->pc);
+  if (p->pc.cpu < 0 || p->pc.num < 0) {
+    stk__errf(errmsg, STK_EFORMAT,
+              "%s: not a pod list: the header needs cpu_milli and num_gpu "
+              "(and usually memory_mib, gpu_milli, gpu_spec)",
+              p->r.path);
+    stk__sim_pods_close(p);
+    return STK_EFORMAT;
+  }
+  return 0;
+}
+
+int stk__sim_pods_add_row(struct stk__sim_pods *p, char *errmsg) {
+  int32_t cpu;
+  int64_t mem;
+  int num, milli;
+  int rc = stk__sim_pod_parse(&p->r, &p->pc, &cpu, &mem, &num, &milli, errmsg);
+  if (rc) return rc;
+  char where[300];
+  snprintf(where, sizeof where, "%s:%llu", p->r.path, (unsigned long long)p->r.line);
+  return stk__sim_builder_add(p->b, cpu, mem, num, milli, stk__sim_csv_get(&p->r, p->pc.spec), 1,
+                              errmsg, where);
+}
+
+void stk__sim_pods_close(struct stk__sim_pods *p) {
+  stk__sim_builder_free(p->b);
+  stk__sim_csv_close(&p->r);
+  stk_sim_workload_free(p->w);
+  memset(p, 0, sizeof *p);
+}
+
 int stk_sim_workload_load(struct stk_sim_workload **out, const struct stk_sim_cluster *c,
                           const char *path, char *errmsg) {
   *out = NULL;
-  struct stk__sim_csv r;
-  int rc = stk__sim_csv_open(&r, path, errmsg);
+  struct stk__sim_pods p;
+  int rc = stk__sim_pods_open(&p, c, path, errmsg);
   if (rc) return rc;
-  struct stk_sim_workload *w = calloc(1, sizeof *w);
-  struct stk__sim_builder *b = NULL;
-  if (!w || stk__sim_builder_new(&b, w, c)) {
-    free(w);
-    stk__sim_csv_close(&r);
-    return stk__errf(errmsg, STK_ENOMEM, "out of memory");
-  }
-  struct stk__sim_podcols pc;
-  stk__sim_podcols_find(&r, &pc);
-  if (pc.cpu < 0 || pc.num < 0) {
-    rc = stk__errf(errmsg, STK_EFORMAT,
-                   "%s: not a pod list: the header needs cpu_milli and num_gpu "
-                   "(and usually memory_mib, gpu_milli, gpu_spec)",
-                   r.path);
-    goto fail;
-  }
-  while ((rc = stk__sim_csv_next(&r, errmsg)) == 0) {
-    int32_t cpu;
-    int64_t mem;
-    int num, milli;
-    if ((rc = stk__sim_pod_parse(&r, &pc, &cpu, &mem, &num, &milli, errmsg))) goto fail;
-    char where[300];
-    snprintf(where, sizeof where, "%s:%llu", r.path, (unsigned long long)r.line);
-    rc = stk__sim_builder_add(b, cpu, mem, num, milli, stk__sim_csv_get(&r, pc.spec), 1, errmsg,
-                              where);
-    if (rc < 0) goto fail;
-  }
+  while ((rc = stk__sim_csv_next(&p.r, errmsg)) == 0)
+    if ((rc = stk__sim_pods_add_row(&p, errmsg)) < 0) goto fail;
   if (rc != STK_EOF) goto fail;
-  if (w->info.pods == 0) {
-    rc = stk__errf(errmsg, STK_EEMPTY, "%s: no pods after the header", r.path);
+  if (p.w->info.pods == 0) {
+    rc = stk__errf(errmsg, STK_EEMPTY, "%s: no pods after the header", p.r.path);
     goto fail;
   }
-  if ((rc = stk__sim_workload_finish(w, c))) {
-    stk__errf(errmsg, rc, "%s: out of memory", r.path);
+  if ((rc = stk__sim_workload_finish(p.w, c))) {
+    stk__errf(errmsg, rc, "%s: out of memory", p.r.path);
     goto fail;
   }
-  stk__sim_builder_free(b);
-  stk__sim_csv_close(&r);
-  *out = w;
+  *out = p.w;
+  p.w = NULL; /* the caller's now */
+  stk__sim_pods_close(&p);
   return 0;
 fail:
-  stk__sim_builder_free(b);
-  stk__sim_csv_close(&r);
-  stk_sim_workload_free(w);
+  stk__sim_pods_close(&p);
   return rc;
 }
 
