@@ -7,7 +7,11 @@ Per round: the ceiling is `stoker doctor --only buffered_write,seq_write`
 fdatasync; and 4 MiB O_DIRECT writes at QD 16, then fdatasync; the higher
 of the two is the ceiling). gen is timed from start
 until every file it wrote has been fsync'ed, so both sides include getting
-the bytes onto the device, not just into the page cache. Everything dirty
+the bytes onto the device, not just into the page cache. (gen itself
+fdatasyncs each shard before renaming it into place and fsyncs the
+directory, so the harness's own fsync of the tree finds nothing left to
+write; it stays, so that a gen that did not sync would still be timed to
+the device.) Everything dirty
 is synced before each timed step so neither pays for the other's
 writeback. Rounds alternate which side goes first. The table shows each
 round and the medians; the JSON goes to bench/results/gen_write.json.

@@ -250,13 +250,16 @@ static void release_chunk(struct ring *g, struct chunk *c) {
   pthread_mutex_unlock(&g->mu);
 }
 
-/* Rough payload bytes of one sample, to size chunks and the ring. */
+/* Rough payload bytes of one sample, in [1, GEN_MAX_SIZE], to size chunks
+ * and the ring. */
 static uint64_t size_guess(const struct stk_gen_opts *o) {
   if (is_jpeg(o)) {
     uint64_t px = (uint64_t)o->jpeg_max_w * (uint64_t)o->jpeg_max_h;
     return is_arrays(o) ? 3 * px : px / 2 + 1;
   }
-  return (o->size_mean ? o->size_mean : GEN_DEFAULT_SIZE) + o->size_stdev;
+  uint64_t mean = STK__MIN(o->size_mean ? o->size_mean : GEN_DEFAULT_SIZE, GEN_MAX_SIZE);
+  uint64_t sd = STK__MIN(o->size_stdev, GEN_MAX_SIZE);
+  return STK__MIN(mean + sd, GEN_MAX_SIZE);
 }
 
 static int ring_init(struct ring *g, const struct stk_gen_opts *o, int threads, int want_crc) {
