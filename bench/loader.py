@@ -83,7 +83,12 @@ def b1(work, rounds):
     for _ in range(rounds):
         warm(files)
         p0 = pgpgin_kib()
-        ceil = json.loads(sh([os.path.join(BENCH, "seqread"), "2", "1MiB", *(files * epochs)]))
+        # The ceiling: 2 threads, 1 MiB sequential reads into a 64 MiB
+        # destination each, so the bytes land in memory as a loader's
+        # batches must (not in one cache-resident buffer); the reused-buffer
+        # copy is recorded too, for reference.
+        ceil = json.loads(sh([os.path.join(BENCH, "seqread"), "2", "1MiB", "64MiB", *(files * epochs)]))
+        hot = json.loads(sh([os.path.join(BENCH, "seqread"), "2", "1MiB", *(files * epochs)]))
         rep, _ = feed(d, "--threads", "2", "--batch", "64", "--epochs", str(epochs))
         rep_nv, _ = feed(d, "--threads", "2", "--batch", "64", "--epochs", str(epochs), "--no-verify")
         disk = pgpgin_kib() - p0
@@ -92,6 +97,8 @@ def b1(work, rounds):
         s = rep["stats"]["samples_per_s"]
         s_nv = rep_nv["stats"]["samples_per_s"]
         rows.append({"ceiling_samples_per_s": ceil_sps, "stoker_samples_per_s": s,
+                     "cache_resident_copy_samples_per_s": hot["bytes_per_s"] / rec,
+                     "ratio_vs_cache_resident_copy": s / (hot["bytes_per_s"] / rec),
                      "stoker_noverify_samples_per_s": s_nv, "ratio": s / ceil_sps,
                      "ratio_noverify": s_nv / ceil_sps, "disk_read_kib": disk,
                      "engine": rep["engine"]})
@@ -101,7 +108,8 @@ def b1(work, rounds):
     res["pass"] = res["ratio"] >= 0.85
     print(f"B1  raw 128 KiB records, page cache, 2 threads: stoker {res['stoker_samples_per_s']:.0f} samples/s "
           f"(CRC checked), ceiling {res['ceiling_samples_per_s']:.0f}: ratio {res['ratio']:.2f} "
-          f"(no-verify {res['ratio_noverify']:.2f}); disk reads {res['disk_read_kib']:.0f} KiB  "
+          f"(no-verify {res['ratio_noverify']:.2f}; vs a cache-resident 1 MiB buffer "
+          f"{res['ratio_vs_cache_resident_copy']:.2f}); disk reads {res['disk_read_kib']:.0f} KiB  "
           f"[target >= 0.85: {'pass' if res['pass'] else 'FAIL'}]")
     return res
 
@@ -162,7 +170,7 @@ def b3(work, rounds):
         out = sh([os.path.join(BENCH, "jpeg_decode"), "-n", "2000", "-r", "3", d])
         dec = json.loads(out.strip().splitlines()[-1])
         per_core = dec["full_decode_rgb"]["per_core_img_s_cpu"]  # per CPU-second: the best a core can do
-        rep, cpu = feed(d, "--decode", "jpeg", "--threads", str(NCORES), "--batch", "64")
+        rep, cpu = feed(d, "--decode", "jpeg", "--layout", "chw", "--threads", str(NCORES), "--batch", "64")
         s = rep["stats"]["samples_per_s"]
         rows.append({"per_core_full_decode_per_s": per_core, "ceiling": per_core * NCORES,
                      "stoker_samples_per_s": s, "ratio": s / (per_core * NCORES),

@@ -105,6 +105,7 @@ static void verdict_case(double au, double data, double sync, uint64_t read_busy
   r.pass = au >= 0.9;
   r.data_stall_frac = data;
   r.sync_stall_frac = sync;
+  r.sync_jitter_frac = sync; /* all of it from compute jitter unless a case says otherwise */
   r.loader.wall_ns = 1000000000ull;
   r.loader.read_bytes = 2ull << 30;
   r.loader.stage[STK_STAGE_READ].busy_ns = read_busy;
@@ -126,6 +127,27 @@ TEST(bench_verdict_classes) {
   verdict_case(0.50, 0.45, 0.02, 500000000ull, 1900000000ull, 50000000ull, 1950000000ull, "decode");
   /* Nothing saturated: the ring ran dry. */
   verdict_case(0.80, 0.15, 0.02, 300000000ull, 400000000ull, 1500000000ull, 300000000ull, "ring");
+  /* Barrier waits for a peer's late batch (no compute jitter) are data stall:
+   * here storage, not sync. */
+  {
+    struct stk_bench_opts o;
+    memset(&o, 0, sizeof o);
+    struct stk_bench_result r;
+    memset(&r, 0, sizeof r);
+    r.au = 0.5;
+    r.au_min = 0.9;
+    r.data_stall_frac = 0.10;
+    r.sync_stall_frac = 0.35;
+    r.sync_jitter_frac = 0.01;
+    r.loader.wall_ns = 1000000000ull;
+    r.loader.stage[STK_STAGE_READ].busy_ns = 990000000ull;
+    r.loader.stage[STK_STAGE_DECODE].threads = 2;
+    r.loader.stage[STK_STAGE_DECODE].busy_ns = 100000000ull;
+    r.loader.stage[STK_STAGE_DECODE].wait_in_ns = 1800000000ull;
+    stk__bench_verdict(&o, &r);
+    CHECK_STR(r.bottleneck, "storage");
+    CHECK_CONTAINS(r.verdict, "waited 44.0% for data");
+  }
   /* Fed on AU but with a large data stall is not "fed". */
   verdict_case(0.91, 0.08, 0.01, 300000000ull, 400000000ull, 1500000000ull, 300000000ull, "ring");
   char buf[64];

@@ -86,6 +86,9 @@ struct stk_bench_epoch {
   double compute_s;     /* excluding the first step (the AU numerator) */
   double compute_all_s; /* including it (for the time split) */
   double load_s, sync_s, comm_s;
+  double sync_jitter_s; /* the part of sync_s that compute jitter explains
+                           (max c - own c each step); the rest waited on a
+                           peer's late batch or on the emulator */
   double first_step_s;  /* load + compute of step 0, left out of AU */
   uint64_t steps;
 };
@@ -110,6 +113,7 @@ struct stk_bench_result {
   double mib_per_s;       /* samples_per_s x record bytes */
   double wall_s;
   double data_stall_frac, sync_stall_frac, comm_frac, compute_frac; /* of accelerator time */
+  double sync_jitter_frac; /* the part of sync_stall_frac due to compute jitter */
   struct stk_bench_epoch *per; /* [epochs][accelerators], owned */
   struct stk_bench_step *timeline; /* steps, owned */
   uint64_t ntimeline;

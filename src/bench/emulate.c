@@ -58,7 +58,7 @@ struct acc {
   struct stk_rng rng;
   struct stk_batch *batch;
   uint64_t got, end; /* when it had its batch; when its compute ends */
-  double step0, compute, compute_all, load, sync;
+  double step0, compute, compute_all, load, sync, sync_jitter;
 };
 
 static void run_fail(struct run *run, int code, const char *msg) {
@@ -155,10 +155,14 @@ static int step(struct run *run, struct acc *a, uint32_t e, uint64_t s) {
   wait_until(run, last, o->busy_compute);
   for (uint32_t i = 0; i < run->nacc; i++) stk_batch_release(run->l, a[i].batch);
   int rc = global_barrier(run);
-  uint64_t tb = stk_now_ns();
+  uint64_t tb = stk_now_ns(), maxc = 0;
+  for (uint32_t i = 0; i < run->nacc; i++) maxc = STK__MAX(maxc, a[i].end - a[i].got);
   for (uint32_t i = 0; i < run->nacc; i++) {
     double load = (double)(a[i].got - ts) / 1e9, c = (double)(a[i].end - a[i].got) / 1e9;
     double sync = (double)(tb - a[i].end) / 1e9;
+    /* Had every batch been on time, this accelerator would have waited
+     * only for the longest compute (within this process). */
+    a[i].sync_jitter += STK__MIN(sync, (double)maxc / 1e9 - c);
     if (s == 0)
       a[i].step0 = load + c;
     else
@@ -185,6 +189,7 @@ static void epoch_result(struct run *run, struct acc *a, uint32_t e, uint64_t st
     ep->first_step_s = a[i].step0;
     ep->load_s = a[i].load;
     ep->sync_s = a[i].sync;
+    ep->sync_jitter_s = a[i].sync_jitter;
     ep->comm_s = comm;
     /* An epoch cut short (Ctrl-C) still reports what it measured. */
     ep->au = steps > 1 && metric > 0 ? a[i].compute / metric : NAN;
@@ -237,7 +242,7 @@ static int validate(const struct stk_bench_opts *o, char *err) {
 }
 
 void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_result *r) {
-  double au = 0, sps = 0, load = 0, sync = 0, comm = 0, compute = 0, acc_time = 0;
+  double au = 0, sps = 0, load = 0, sync = 0, jitter = 0, comm = 0, compute = 0, acc_time = 0;
   uint32_t n_au = 0, n_ep = 0;
   for (uint32_t e = 0; e < r->epochs; e++) {
     double ep_sps = 0;
@@ -247,6 +252,7 @@ void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_resul
       if (p->steps == 0) continue;
       load += p->load_s;
       sync += p->sync_s;
+      jitter += p->sync_jitter_s;
       comm += p->comm_s;
       compute += p->compute_all_s;
       acc_time += p->wall_s;
@@ -268,6 +274,7 @@ void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_resul
   r->pass = n_au && r->au >= r->au_min;
   r->data_stall_frac = acc_time > 0 ? load / acc_time : NAN;
   r->sync_stall_frac = acc_time > 0 ? sync / acc_time : NAN;
+  r->sync_jitter_frac = acc_time > 0 ? jitter / acc_time : NAN;
   r->comm_frac = acc_time > 0 ? comm / acc_time : NAN;
   r->compute_frac = acc_time > 0 ? compute / acc_time : NAN;
 }

@@ -67,6 +67,7 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
   stk_json_kdbl(&j, "compute", r->compute_frac);
   stk_json_kdbl(&j, "data_stall", r->data_stall_frac);
   stk_json_kdbl(&j, "sync_stall", r->sync_stall_frac);
+  stk_json_kdbl(&j, "sync_stall_from_jitter", r->sync_jitter_frac);
   stk_json_kdbl(&j, "comm", r->comm_frac);
   stk_json_obj_end(&j);
   stk_json_kstr(&j, "bottleneck", r->bottleneck);
@@ -91,6 +92,7 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
       stk_json_kdbl(&j, "compute_s", p->compute_s);
       stk_json_kdbl(&j, "load_s", p->load_s);
       stk_json_kdbl(&j, "sync_s", p->sync_s);
+      stk_json_kdbl(&j, "sync_jitter_s", p->sync_jitter_s);
       stk_json_kdbl(&j, "comm_s", p->comm_s);
       stk_json_kdbl(&j, "first_step_s", p->first_step_s);
       stk_json_obj_end(&j);

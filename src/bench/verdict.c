@@ -33,7 +33,7 @@ static void say(struct stk_bench_result *r, const char *what, const char *fmt, .
   va_end(ap);
 }
 
-static void data_verdict(const struct stk_bench_opts *o, struct stk_bench_result *r) {
+static void data_verdict(const struct stk_bench_opts *o, struct stk_bench_result *r, double stall) {
   const struct stk_loader_stats *st = &r->loader;
   double wall = (double)st->wall_ns;
   if (wall <= 0) wall = 1;
@@ -47,7 +47,7 @@ static void data_verdict(const struct stk_bench_opts *o, struct stk_bench_result
   double hosts = r->hosts > 1 ? r->hosts : 1;
   double cpu_util = cores > 0 ? (double)r->cpu_ns / (wall * (double)cores * hosts) : 0;
   double gib_s = (double)st->read_bytes / (wall / 1e9) / 1073741824.0;
-  double stall = 100 * r->data_stall_frac;
+  stall *= 100;
   (void)o;
   if (dec_util >= SATURATED)
     say(r, "decode",
@@ -75,6 +75,10 @@ static void data_verdict(const struct stk_bench_opts *o, struct stk_bench_result
 
 void stk__bench_verdict(const struct stk_bench_opts *o, struct stk_bench_result *r) {
   double data = r->data_stall_frac, sync = r->sync_stall_frac;
+  double jitter = isfinite(r->sync_jitter_frac) ? r->sync_jitter_frac : sync;
+  /* Barrier time that compute jitter does not explain was spent waiting
+   * for a peer whose batch was late: data stall seen from its neighbours. */
+  double late = sync > jitter ? sync - jitter : 0;
   if (!isfinite(r->au)) {
     say(r, "none", "no verdict: no epoch ran past its first step");
     return;
@@ -84,12 +88,12 @@ void stk__bench_verdict(const struct stk_bench_opts *o, struct stk_bench_result 
         r->au_min, 100 * data, 100 * sync);
     return;
   }
-  if (sync > data) {
+  if (jitter > data + late) {
     say(r, "sync",
-        "sync-bound: accelerators waited %.1f%% of the time at the barrier for slower peers "
-        "(compute jitter or uneven data), %.1f%% for data",
-        100 * sync, 100 * data);
+        "sync-bound: accelerators waited %.1f%% of the time at the barrier for peers with longer "
+        "compute (jitter), %.1f%% for data (their own batch or a late peer's)",
+        100 * jitter, 100 * (data + late));
     return;
   }
-  data_verdict(o, r);
+  data_verdict(o, r, data + late);
 }

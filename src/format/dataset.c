@@ -59,6 +59,21 @@ int stk__idx_push(struct stk_index_entry **idx, uint64_t *cap, uint64_t n, uint6
   return 0;
 }
 
+int stk__idx_finish(struct stk_shard *sh, struct stk_index_entry *idx, uint64_t n, uint64_t cap,
+                    int rc) {
+  if (rc) {
+    free(idx);
+    return rc;
+  }
+  if (n && n < cap) { /* give back the doubling slack: many shards, many samples */
+    struct stk_index_entry *fit = realloc(idx, (size_t)n * sizeof *idx);
+    if (fit) idx = fit;
+  }
+  sh->idx = idx;
+  sh->count = n;
+  return 0;
+}
+
 void stk__sample_reset(struct stk_sample *out, const struct stk_shard *sh) {
   out->label = sh ? sh->label : -1;
   out->key[0] = 0;

@@ -181,6 +181,10 @@ int stk__fd_size(int fd, uint64_t *size);
 /* Grow an index array to hold n entries (doubling); STK_ENOMEM on failure. */
 int stk__idx_push(struct stk_index_entry **idx, uint64_t *cap, uint64_t n, uint64_t off,
                   uint64_t len);
+/* End an index build: on rc == 0 trim idx to n entries and hand it to sh
+ * (idx, count); on failure free it. Returns rc. */
+int stk__idx_finish(struct stk_shard *sh, struct stk_index_entry *idx, uint64_t n, uint64_t cap,
+                    int rc);
 /* Reset out for parse: no fields, empty key, label = sh->label. */
 void stk__sample_reset(struct stk_sample *out, const struct stk_shard *sh);
 /* Append a field; STK_EFORMAT past STK_MAX_FIELDS. Names are truncated to

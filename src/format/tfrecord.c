@@ -169,17 +169,7 @@ static int scan(struct stk_shard *sh, int fd, uint64_t size, char *err) {
     off += L + TFR_OVERHEAD;
   }
   stk__win_free(&w);
-  if (rc) {
-    free(idx);
-    return rc;
-  }
-  if (n && n < cap) { /* give back the doubling slack: many shards, many samples */
-    struct stk_index_entry *fit = realloc(idx, (size_t)n * sizeof *idx);
-    if (fit) idx = fit;
-  }
-  sh->idx = idx;
-  sh->count = n;
-  return 0;
+  return stk__idx_finish(sh, idx, n, cap, rc);
 }
 
 /* Parse "offset size" lines; 0 only if they tile the shard exactly. */

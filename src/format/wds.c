@@ -265,17 +265,7 @@ static int wds_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char 
   stk__win_free(&win);
   free(m);
   free(cur);
-  if (rc) {
-    free(idx);
-    return rc;
-  }
-  if (n && n < cap) { /* give back the doubling slack: many shards, many samples */
-    struct stk_index_entry *fit = realloc(idx, (size_t)n * sizeof *idx);
-    if (fit) idx = fit;
-  }
-  sh->idx = idx;
-  sh->count = n;
-  return 0;
+  return stk__idx_finish(sh, idx, n, cap, rc);
 }
 
 /* ---- parse ------------------------------------------------------------- */

@@ -57,9 +57,13 @@ extern const struct stk_io_ops stk__io_uring;
 extern const struct stk_io_ops stk__io_pread;
 extern const struct stk_io_ops *const stk__io_engines[];
 
-/* Open the engine named (or the first that works for "auto"/NULL); *ops is
- * set to the chosen backend. */
-int stk__io_open(const char *name, const struct stk_io_opts *o, const struct stk_io_ops **ops,
-                 struct stk_io **io, char *err);
+/* Open the engine named, or for "auto"/NULL the best that works: io_uring
+ * for O_DIRECT reads (direct != 0), where its deep queue is the point; the
+ * pread pool for buffered reads, where the copy out of the page cache runs
+ * on a worker thread either way and the pool's worker can also check the
+ * checksums while the bytes are hot in its cache (measured in bench B1).
+ * *ops is set to the chosen backend. */
+int stk__io_open(const char *name, int direct, const struct stk_io_opts *o,
+                 const struct stk_io_ops **ops, struct stk_io **io, char *err);
 
 #endif

@@ -901,7 +901,7 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
   }
   if (!rc) {
     struct stk_io_opts io = {.depth = l->o.io_depth, .threads = (uint32_t)STK__MAX(2, ncores())};
-    rc = stk__io_open(l->o.io_engine, &io, &l->io_ops, &l->io, err);
+    rc = stk__io_open(l->o.io_engine, l->o.direct, &io, &l->io_ops, &l->io, err);
   }
   if (rc) {
     loader_free(l);
