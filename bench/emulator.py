@@ -16,33 +16,17 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STK = os.path.join(ROOT, "build", "stoker")
-NCORES = os.cpu_count() or 1
+from benchlib import BENCH, NCORES, ROOT, STK, files_of, pgpgin_kib, sh, warm
 
 
-def sh(cmd):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
-def warm(d):
-    for base, _, names in os.walk(d):
-        for n in names:
-            with open(os.path.join(base, n), "rb") as f:
-                while f.read(1 << 22):
-                    pass
 
 
-def pgpgin_kib():
-    with open("/proc/vmstat") as f:
-        for line in f:
-            if line.startswith("pgpgin "):
-                return int(line.split()[1])
-    return 0
+
 
 
 def bench_json(args):
@@ -64,7 +48,7 @@ def e1(work, rounds):
         sh([STK, "bench", "-q", *args, "--epochs", "1"])  # generate once
         aus = []
         for _ in range(rounds):
-            warm(d)
+            warm(files_of(d))
             p0 = pgpgin_kib()
             r = bench_json(args)
             aus.append({"au": r["au"], "disk_read_kib": pgpgin_kib() - p0,
@@ -87,7 +71,7 @@ def e2(work, rounds):
     sh([STK, "bench", "-q", *base, "--accelerators", "1", "--epochs", "1"])  # generate once
     cpu, maxn = [], []
     for _ in range(rounds):
-        warm(d)
+        warm(files_of(d))
         p0 = pgpgin_kib()
         r = bench_json([*base, "--accelerators", "2"])
         cpu.append(r["cpu_s_per_1000_samples"])

@@ -12,19 +12,13 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.path.join(ROOT, "build")
-STK = os.path.join(BUILD, "stoker")
-BENCH = os.path.join(BUILD, "bench")
-NCORES = os.cpu_count() or 1
+from benchlib import BENCH, NCORES, ROOT, STK, files_of, pgpgin_kib, sh, warm
 
 
-def sh(cmd, **kw):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+
 
 
 def children_cpu():
@@ -32,26 +26,10 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def pgpgin_kib():
-    with open("/proc/vmstat") as f:
-        for line in f:
-            if line.startswith("pgpgin "):
-                return int(line.split()[1])
-    return 0
 
 
-def files_of(d, suffix):
-    out = []
-    for base, _, names in os.walk(d):
-        out += [os.path.join(base, n) for n in names if n.endswith(suffix)]
-    return sorted(out)
 
 
-def warm(files):
-    for f in files:
-        with open(f, "rb") as fh:
-            while fh.read(1 << 22):
-                pass
 
 
 def gen(path, *args):
@@ -90,6 +68,7 @@ def b1(work, rounds):
         ceil = json.loads(sh([os.path.join(BENCH, "seqread"), "2", "1MiB", "64MiB", *(files * epochs)]))
         hot = json.loads(sh([os.path.join(BENCH, "seqread"), "2", "1MiB", *(files * epochs)]))
         rep, _ = feed(d, "--threads", "2", "--batch", "64", "--epochs", str(epochs))
+        rep_pr, _ = feed(d, "--threads", "2", "--batch", "64", "--epochs", str(epochs), "--engine", "pread")
         rep_nv, _ = feed(d, "--threads", "2", "--batch", "64", "--epochs", str(epochs), "--no-verify")
         disk = pgpgin_kib() - p0
         rec = 131072 + 16
@@ -98,6 +77,8 @@ def b1(work, rounds):
         s_nv = rep_nv["stats"]["samples_per_s"]
         rows.append({"ceiling_samples_per_s": ceil_sps, "stoker_samples_per_s": s,
                      "cache_resident_copy_samples_per_s": hot["bytes_per_s"] / rec,
+                     "stoker_pread_samples_per_s": rep_pr["stats"]["samples_per_s"],
+                     "ratio_pread": rep_pr["stats"]["samples_per_s"] / ceil_sps,
                      "ratio_vs_cache_resident_copy": s / (hot["bytes_per_s"] / rec),
                      "stoker_noverify_samples_per_s": s_nv, "ratio": s / ceil_sps,
                      "ratio_noverify": s_nv / ceil_sps, "disk_read_kib": disk,
@@ -108,7 +89,7 @@ def b1(work, rounds):
     res["pass"] = res["ratio"] >= 0.85
     print(f"B1  raw 128 KiB records, page cache, 2 threads: stoker {res['stoker_samples_per_s']:.0f} samples/s "
           f"(CRC checked), ceiling {res['ceiling_samples_per_s']:.0f}: ratio {res['ratio']:.2f} "
-          f"(no-verify {res['ratio_noverify']:.2f}; vs a cache-resident 1 MiB buffer "
+          f"(--engine pread {res['ratio_pread']:.2f}; no-verify {res['ratio_noverify']:.2f}; vs a cache-resident 1 MiB buffer "
           f"{res['ratio_vs_cache_resident_copy']:.2f}); disk reads {res['disk_read_kib']:.0f} KiB  "
           f"[target >= 0.85: {'pass' if res['pass'] else 'FAIL'}]")
     return res

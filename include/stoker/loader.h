@@ -113,8 +113,8 @@ struct stk_loader_opts {
                              epoch (the first of the epoch's order); 0 = all */
   struct stk_sampler_opts sampler;
   struct stk_decode_cfg decode;
-  const char *io_engine;  /* "auto", "io_uring", "pread"; NULL = auto: io_uring
-                             with direct, the pread pool otherwise */
+  const char *io_engine;  /* "auto", "io_uring", "pread"; NULL = auto (io_uring
+                             where available; see docs/internals/loader.md) */
   int direct;             /* O_DIRECT reads into aligned buffers */
   int skip_verify;        /* do not check stored checksums (on by default) */
   uint64_t max_inflight;  /* bytes in flight in the I/O engine; 0 = 64 MiB */

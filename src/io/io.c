@@ -1,6 +1,5 @@
-/* The I/O engine table and the automatic choice (see io.h): io_uring for
- * O_DIRECT when the kernel and sandbox allow it, the pread pool for
- * buffered reads and as the fallback. */
+/* The I/O engine table and the automatic choice (see io.h): io_uring when
+ * the kernel and sandbox allow it, else the pread pool. */
 #include <string.h>
 
 #include "io.h"
@@ -11,10 +10,9 @@ int stk__io_open(const char *name, int direct, const struct stk_io_opts *o,
                  const struct stk_io_ops **ops, struct stk_io **io, char *err) {
   int autoselect = !name || !*name || strcmp(name, "auto") == 0;
   int rc = STK_EINVAL;
-  static const struct stk_io_ops *const buffered_order[] = {&stk__io_pread, &stk__io_uring, NULL};
-  const struct stk_io_ops *const *order = autoselect && !direct ? buffered_order : stk__io_engines;
-  for (int i = 0; order[i]; i++) {
-    const struct stk_io_ops *e = order[i];
+  (void)direct;
+  for (int i = 0; stk__io_engines[i]; i++) {
+    const struct stk_io_ops *e = stk__io_engines[i];
     if (!autoselect && strcmp(e->name, name) != 0) continue;
     rc = e->open(io, o, err);
     if (rc == 0) {
