@@ -333,7 +333,6 @@ static int run(struct feed_args *a) {
     stk_dataset_close(ds);
     return CLI_FAIL;
   }
-  a->lo.batch_size = a->lo.batch_size ? a->lo.batch_size : 32;
   cli_catch_signals();
   int show = !a->quiet && !a->json && cli_progress_enabled();
   uint64_t last_draw = 0, consumer_ns = (uint64_t)(a->consumer_ms * 1e6), n = 0;

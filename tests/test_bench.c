@@ -96,8 +96,6 @@ TEST(bench_yaml_errors_and_unknown_keys) {
 /* The verdict on synthetic figures: each class from the figures alone. */
 static void verdict_case(double au, double data, double sync, uint64_t read_busy, uint64_t dec_busy,
                          uint64_t dec_idle, uint64_t cpu, const char *want) {
-  struct stk_bench_opts o;
-  memset(&o, 0, sizeof o);
   struct stk_bench_result r;
   memset(&r, 0, sizeof r);
   r.au = au;
@@ -113,7 +111,7 @@ static void verdict_case(double au, double data, double sync, uint64_t read_busy
   r.loader.stage[STK_STAGE_DECODE].busy_ns = dec_busy;
   r.loader.stage[STK_STAGE_DECODE].wait_in_ns = dec_idle;
   r.cpu_ns = cpu;
-  stk__bench_verdict(&o, &r);
+  stk__bench_verdict(&r);
   CHECK_MSG(strcmp(r.bottleneck, want) == 0, "want %s, got %s: %s", want, r.bottleneck, r.verdict);
   CHECK(strlen(r.verdict) > 10);
 }
@@ -130,8 +128,6 @@ TEST(bench_verdict_classes) {
   /* Barrier waits for a peer's late batch (no compute jitter) are data stall:
    * here storage, not sync. */
   {
-    struct stk_bench_opts o;
-    memset(&o, 0, sizeof o);
     struct stk_bench_result r;
     memset(&r, 0, sizeof r);
     r.au = 0.5;
@@ -144,14 +140,12 @@ TEST(bench_verdict_classes) {
     r.loader.stage[STK_STAGE_DECODE].threads = 2;
     r.loader.stage[STK_STAGE_DECODE].busy_ns = 100000000ull;
     r.loader.stage[STK_STAGE_DECODE].wait_in_ns = 1800000000ull;
-    stk__bench_verdict(&o, &r);
+    stk__bench_verdict(&r);
     CHECK_STR(r.bottleneck, "storage");
     CHECK_CONTAINS(r.verdict, "waited 44.0% for data");
   }
   /* Fed on AU but with a large data stall is not "fed". */
   verdict_case(0.91, 0.08, 0.01, 300000000ull, 400000000ull, 1500000000ull, 300000000ull, "ring");
-  char buf[64];
-  (void)buf;
 }
 
 /* A short real run: the structure of the result and DLIO's AU formula. */

@@ -106,7 +106,7 @@ static size_t put_utf8(char *o, unsigned cp) {
   return 4;
 }
 
-/* \uXXXX (with a following low surrogate for pairs) at ps->p (after 'u'). */
+/* A \u escape of four hex digits (with a following low surrogate for pairs) at ps->p (after 'u'). */
 static int unicode_escape(struct parser *ps, char *o, size_t *n) {
   unsigned cp, lo;
   if (ps->end - ps->p < 4 || hex4(ps->p, &cp)) return fail(ps, STK_EFORMAT, "bad \\u escape");

@@ -401,7 +401,7 @@ int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, ch
   r->interrupted = !run.err && (cancelled(&run) || run.global_rc == STK_ECANCELED);
   stk_loader_stats(run.l, &r->loader);
   stk__bench_aggregate(o, r);
-  stk__bench_verdict(o, r);
+  stk__bench_verdict(r);
   rc = run.err;
   if (rc) stk__errf(err, rc, "%s", run.errmsg);
 out_loader:

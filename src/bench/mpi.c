@@ -247,7 +247,7 @@ static void combine(struct stk_bench_mpi *m, const struct stk_bench_opts *o,
   r->wall_s = wall;
   r->interrupted = interrupted;
   stk__bench_aggregate(o, r);
-  stk__bench_verdict(o, r);
+  stk__bench_verdict(r);
 }
 
 int stk_bench_mpi_gather(struct stk_bench_mpi *m, const struct stk_bench_opts *o,

@@ -33,7 +33,7 @@ static void say(struct stk_bench_result *r, const char *what, const char *fmt, .
   va_end(ap);
 }
 
-static void data_verdict(const struct stk_bench_opts *o, struct stk_bench_result *r, double stall) {
+static void data_verdict(struct stk_bench_result *r, double stall) {
   const struct stk_loader_stats *st = &r->loader;
   double wall = (double)st->wall_ns;
   if (wall <= 0) wall = 1;
@@ -48,7 +48,6 @@ static void data_verdict(const struct stk_bench_opts *o, struct stk_bench_result
   double cpu_util = cores > 0 ? (double)r->cpu_ns / (wall * (double)cores * hosts) : 0;
   double gib_s = (double)st->read_bytes / (wall / 1e9) / 1073741824.0;
   stall *= 100;
-  (void)o;
   if (dec_util >= SATURATED)
     say(r, "decode",
         "decode-bound: %u decode workers were busy %.0f%% of the time (parse, checksums, "
@@ -73,7 +72,7 @@ static void data_verdict(const struct stk_bench_opts *o, struct stk_bench_result
         gib_s, 100 * dec_util, st->ring_depth, st->ring_depth_max, stall);
 }
 
-void stk__bench_verdict(const struct stk_bench_opts *o, struct stk_bench_result *r) {
+void stk__bench_verdict(struct stk_bench_result *r) {
   double data = r->data_stall_frac, sync = r->sync_stall_frac;
   double jitter = isfinite(r->sync_jitter_frac) ? r->sync_jitter_frac : sync;
   /* Barrier time that compute jitter does not explain was spent waiting
@@ -95,5 +94,5 @@ void stk__bench_verdict(const struct stk_bench_opts *o, struct stk_bench_result 
         100 * jitter, 100 * (data + late));
     return;
   }
-  data_verdict(o, r, data + late);
+  data_verdict(r, data + late);
 }
