@@ -29,7 +29,8 @@ extern "C" {
   X(EUSAGE, -18, "usage error")                                   \
   X(EBUSY, -19, "resource busy")                                  \
   X(ESYS, -20, "system error")                                    \
-  X(EAGAIN, -21, "not ready yet")
+  X(EAGAIN, -21, "not ready yet")                                 \
+  X(ENET, -22, "network error")
 
 /* The codes, STK_EINVAL .. STK_ESYS. STK_EOF is not a failure in the usual
  * sense: stk_loader_next() returns it at the end of the last epoch. */

@@ -3,6 +3,7 @@
 #define STOKER_H
 
 #include "stoker/bench.h"
+#include "stoker/cache.h"
 #include "stoker/doctor.h"
 #include "stoker/error.h"
 #include "stoker/format.h"

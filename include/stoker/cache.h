@@ -1,0 +1,101 @@
+/* The shard cache: a RAM tier and a node-local disk tier in front of an
+ * origin (a local or network file system, HTTP(S), S3), so that a dataset
+ * URL works wherever a path does. Whole shards are the unit: a shard is
+ * fetched once, checked (size and checksum), committed atomically, and
+ * then read by the loader through an ordinary file descriptor.
+ *
+ *   RAM tier   memfd-backed shards in this process, bounded bytes, LRU.
+ *   disk tier  a directory shared by every process on the node: one
+ *              download per shard however many processes ask at once
+ *              (a per-shard lock), LRU eviction under a byte budget and a
+ *              free-space floor, entries in use never evicted.
+ *
+ * docs/internals/cache.md describes the layout, the fill protocol, the
+ * eviction policy and the recovery rules. */
+#ifndef STOKER_CACHE_H
+#define STOKER_CACHE_H
+
+#include <stdint.h>
+
+#include "stoker/error.h"
+#include "stoker/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct stk_cache_opts {
+  const char *dir;          /* disk tier directory (created); NULL = no disk tier */
+  uint64_t disk_bytes;      /* disk tier budget; 0 = 80% of the file system's size */
+  uint64_t min_free;        /* keep this much free on its file system; 0 = 1 GiB
+                               (or 5% when that is smaller) */
+  uint64_t ram_bytes;       /* RAM tier budget; 0 = none with a disk tier, else 25%
+                               of memory (at most 8 GiB) */
+  int64_t prefetch_bytes;   /* shards ahead of the reader, in bytes; 0 = 1 GiB
+                               (bounded by the tiers), -1 = no prefetch */
+  uint32_t fetchers;        /* shards fetched at once; 0 = 8 */
+  int no_fsync;             /* do not fsync fills before commit (faster, and a
+                               power loss may lose, never corrupt, entries) */
+  /* Origin tuning; 0/NULL = the defaults of src/cache/origin.h. */
+  double connect_timeout_s, stall_timeout_s, retry_max_s;
+  uint32_t max_attempts;
+  const char *s3_endpoint, *s3_region, *s3_profile;
+  int s3_addressing;        /* 0 auto, 1 path style, 2 virtual-host style */
+};
+
+struct stk_cache_tier_stats {
+  uint64_t hits, misses;    /* shard lookups */
+  uint64_t bytes;           /* bytes held now */
+  uint64_t capacity;        /* budget */
+  uint64_t entries;         /* shards held now */
+  uint64_t evictions;       /* entries evicted by this process */
+};
+
+struct stk_cache_stats {
+  struct stk_cache_tier_stats ram, disk;
+  uint64_t fetches;         /* shards fetched from the origin */
+  uint64_t fetch_bytes;     /* bytes fetched from the origin (attempts included) */
+  uint64_t fetch_p50_ns, fetch_p99_ns; /* time to stage one shard */
+  uint64_t shared_waits;    /* misses another process filled while we waited */
+  uint64_t prefetched;      /* shards staged ahead of need */
+  uint64_t stalls;          /* reads that had to wait for a fetch */
+  uint64_t stall_ns;        /* ... and how long in all */
+  uint64_t restages;        /* cached copies found missing or corrupt, refetched */
+  uint64_t retries;         /* origin requests retried */
+  uint64_t errors;          /* origin requests failed for good */
+  uint64_t requests;        /* origin requests sent */
+};
+
+/* Write the stats as a JSON object. */
+void stk_cache_stats_json(const struct stk_cache_stats *st, struct stk_json *j);
+
+/* ---- managing a cache directory (stoker cache) ---------------------- */
+
+struct stk_cache_dir_entry {
+  char key[96];             /* file name in the directory */
+  char origin[512];         /* redacted URL of the shard it holds */
+  uint64_t bytes;
+  uint64_t last_use_ns;     /* wall clock (CLOCK_REALTIME) */
+  int in_use;               /* a process has it open */
+};
+
+/* Summary of a cache directory, whoever wrote it: entries, bytes,
+ * temporaries, free space, and the counters every process added. Refuses
+ * (STK_ENOTSUP, with a sentence) a directory of a newer or foreign
+ * format, and (STK_ENOENT) one that is not a stoker cache. */
+int stk_cache_dir_scan(const char *dir,
+                       int (*cb)(void *arg, const struct stk_cache_dir_entry *e), void *arg,
+                       struct stk_cache_stats *totals, char *errmsg);
+/* Check every entry's size and checksum; corrupt or unreadable entries are
+ * removed (they are re-staged on next use). *checked and *removed count. */
+int stk_cache_dir_verify(const char *dir, uint64_t *checked, uint64_t *removed,
+                         char *errmsg);
+/* Evict entries not in use, least recently used first, until the directory
+ * holds at most keep_bytes (0 = remove all). *evicted counts entries. */
+int stk_cache_dir_evict(const char *dir, uint64_t keep_bytes, uint64_t *evicted,
+                        char *errmsg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
