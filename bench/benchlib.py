@@ -38,3 +38,12 @@ def warm(files):
         with open(f, "rb") as fh:
             while fh.read(1 << 22):
                 pass
+
+
+def pgpgout_kib():
+    """KiB written to block devices since boot (/proc/vmstat pgpgout)."""
+    with open("/proc/vmstat") as f:
+        for line in f:
+            if line.startswith("pgpgout "):
+                return int(line.split()[1])
+    return 0

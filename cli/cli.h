@@ -42,4 +42,45 @@ extern volatile int cli_interrupted; /* pass &cli_interrupted as a cancel flag *
 /* Whether a stop was asked for (an atomic read of cli_interrupted). */
 static inline int cli_stop_requested(void) { return __atomic_load_n(&cli_interrupted, __ATOMIC_RELAXED); }
 
+/* ---- cache options, shared by the commands that open datasets ---- */
+
+/* getopt_long codes of the cache options (above any command's own). */
+enum {
+  O_CACHE_DIR = 900, O_CACHE_SIZE, O_RAM_CACHE_SIZE, O_CACHE_MIN_FREE, O_CACHE_PREFETCH,
+  O_CACHE_FETCHERS, O_CACHE_NO_FSYNC, O_S3_ENDPOINT, O_S3_REGION, O_S3_PROFILE,
+  O_S3_PATH_STYLE, O_S3_VHOST, O_RETRY_MAX, O_CONNECT_TIMEOUT
+};
+/* Entries to put in a command's option table. */
+#define CLI_CACHE_OPTIONS                                                          \
+  {"cache-dir", 1, 0, O_CACHE_DIR}, {"cache-size", 1, 0, O_CACHE_SIZE},            \
+  {"ram-cache-size", 1, 0, O_RAM_CACHE_SIZE}, {"cache-min-free", 1, 0, O_CACHE_MIN_FREE}, \
+  {"cache-prefetch", 1, 0, O_CACHE_PREFETCH}, {"fetchers", 1, 0, O_CACHE_FETCHERS}, \
+  {"cache-no-fsync", 0, 0, O_CACHE_NO_FSYNC}, {"s3-endpoint", 1, 0, O_S3_ENDPOINT}, \
+  {"s3-region", 1, 0, O_S3_REGION}, {"s3-profile", 1, 0, O_S3_PROFILE},            \
+  {"s3-path-style", 0, 0, O_S3_PATH_STYLE}, {"s3-virtual-host", 0, 0, O_S3_VHOST}, \
+  {"retry-max-s", 1, 0, O_RETRY_MAX}, {"connect-timeout-s", 1, 0, O_CONNECT_TIMEOUT}
+/* Their help text. */
+#define CLI_CACHE_USAGE                                                                   \
+  "cache (for a URL: file://, http(s)://, s3://bucket/prefix; or a path to stage):\n"   \
+  "  --cache-dir DIR       node-local disk tier, shared by every process on the node\n"  \
+  "  --cache-size SIZE     disk tier budget (default 80% of its file system)\n"         \
+  "  --ram-cache-size SIZE RAM tier (default: none with a disk tier, else 25% of RAM)\n" \
+  "  --cache-min-free SIZE keep this much free on the disk tier's file system (1GiB)\n"  \
+  "  --cache-prefetch SIZE|off  stage shards this far ahead of the reader (1GiB)\n"     \
+  "  --fetchers N          shards fetched at once (default 8)\n"                        \
+  "  --cache-no-fsync      do not fsync fills (faster; a crash loses, never corrupts)\n"\
+  "  --s3-endpoint URL     S3-compatible endpoint (default $AWS_ENDPOINT_URL, else AWS)\n" \
+  "  --s3-region R         region (default $AWS_REGION, the profile's, else us-east-1)\n" \
+  "  --s3-profile P        profile in the AWS shared files (default $AWS_PROFILE)\n"    \
+  "  --s3-path-style, --s3-virtual-host  addressing (default: path style for a\n"      \
+  "                        custom endpoint, virtual host for AWS)\n"                     \
+  "  --retry-max-s X       give up on a request after retrying for X s (default 120)\n" \
+  "  --connect-timeout-s X connect timeout (default 10)\n"
+
+/* Handle cache option c (value v) into o: 0 when handled, -1 on a bad
+ * value (error printed), 1 when c is not a cache option. */
+int cli_cache_option(const char *cmd, int c, const char *v, struct stk_cache_opts *o);
+/* Print the cache's figures (human-readable, indented) to f. */
+void cli_cache_report(FILE *f, const struct stk_cache_stats *st);
+
 #endif

@@ -39,8 +39,10 @@ const char cmd_bench_usage[] =
     "  --allreduce-bytes SIZE  add a modelled ring all-reduce of SIZE per step\n"
     "  --network NET        nvlink4, ib400, roce100 (default ib400)\n"
     "data:\n"
-    "  --data DIR           dataset folder; generated there if empty or missing\n"
-    "                       (default: a folder under $TMPDIR per workload shape)\n"
+    "  --data DIR|URL       dataset folder; generated there if empty or missing\n"
+    "                       (default: a folder under $TMPDIR per workload shape);\n"
+    "                       or a URL (http(s)://, s3://, file://) read through the\n"
+    "                       shard cache (see the cache options below)\n"
     "  --direct             O_DIRECT reads (storage, not the page cache)\n"
     "  --drop-caches        drop the page cache before the run (root only)\n"
     "  --no-verify          do not check stored checksums\n"
@@ -55,6 +57,7 @@ const char cmd_bench_usage[] =
     "                       (N > 1): N x --accelerators (default 1 per process),\n"
     "                       one report from rank 0; needs stoker built with Open MPI\n"
     "                       (libopenmpi-dev); a rank that fails stops every rank\n"
+    CLI_CACHE_USAGE
     "output:\n"
     "  --json FILE          every figure, per accelerator and per epoch\n"
     "  --svg FILE           chart of throughput and time split over the run\n"
@@ -66,6 +69,7 @@ struct bench_args {
   char who[48];              /* "bench", or "bench: rank R of N" under MPI */
   const char *config, *workload, *accel, *json, *svg, *network;
   char data[4096];
+  struct stk_cache_opts cache;
   int data_given, find_max, quiet, drop_caches;
   uint64_t allreduce_bytes;
   /* overrides, applied after preset and config; -1 / NAN = not given */
@@ -89,7 +93,7 @@ static const struct option options[] = {
     {"network", 1, 0, O_NETWORK}, {"data", 1, 0, O_DATA}, {"direct", 0, 0, O_DIRECT},
     {"drop-caches", 0, 0, O_DROP}, {"no-verify", 0, 0, O_NOVERIFY}, {"engine", 1, 0, O_ENGINE},
     {"seed", 1, 0, O_SEED}, {"find-max", 0, 0, O_FINDMAX}, {"json", 1, 0, O_JSON},
-    {"svg", 1, 0, O_SVG}, {"quiet", 0, 0, 'q'}, {"mpi", 0, 0, O_MPI}, {0, 0, 0, 0}};
+    {"svg", 1, 0, O_SVG}, {"quiet", 0, 0, 'q'}, {"mpi", 0, 0, O_MPI}, CLI_CACHE_OPTIONS, {0, 0, 0, 0}};
 
 static int int_opt(const char *opt, const char *v, uint64_t min, uint64_t max, int64_t *out) {
   uint64_t x;
@@ -110,6 +114,8 @@ static int size_opt(const char *opt, const char *v, double *out) {
 }
 
 static int parse_option(struct bench_args *a, int c, const char *v) {
+  int k = cli_cache_option("bench", c, v, &a->cache);
+  if (k <= 0) return k;
   switch (c) {
     case O_WORKLOAD: a->workload = v; return 0;
     case O_ACCEL: a->accel = v; return 0;
@@ -138,6 +144,10 @@ static int parse_option(struct bench_args *a, int c, const char *v) {
     case O_AR_BYTES: return cli_size("bench", "--allreduce-bytes", v, &a->allreduce_bytes);
     case O_NETWORK: a->network = v; return 0;
     case O_DATA:
+      if (strlen(v) >= sizeof a->data) {
+        cli_error("bench", "--data: too long");
+        return -1;
+      }
       snprintf(a->data, sizeof a->data, "%s", v);
       a->data_given = 1;
       return 0;
@@ -240,6 +250,9 @@ static int prepare_data(struct bench_args *a, int may_generate) {
              w->samples_per_file, w->record_bytes);
   }
   struct stat st;
+  /* A URL (or a path read through a disk tier) is used as it is: data is
+   * never generated into an origin. */
+  if (a->data_given && (strstr(a->data, "://") || a->cache.dir)) return 0;
   if (a->data_given && stat(a->data, &st) == 0 && !S_ISDIR(st.st_mode)) {
     cli_error(a->who, "--data %s is not a directory", a->data);
     return -1;
@@ -326,6 +339,10 @@ static void summary(const struct bench_args *a, const struct stk_bench_result *r
   printf("  time split  compute %.1f%%, data stall %.1f%%, sync stall %.1f%%", 100 * r->compute_frac,
          100 * r->data_stall_frac, 100 * r->sync_stall_frac);
   if (a->o.allreduce_s > 0) printf(", all-reduce %.1f%%", 100 * r->comm_frac);
+  if (r->loader.has_cache) {
+    printf("\n");
+    cli_cache_report(stdout, &r->loader.cache);
+  }
   printf("\n  verdict     %s\n", r->verdict);
   printf("  AU by epoch");
   for (uint32_t e = 0; e < r->epochs; e++) {
@@ -521,6 +538,7 @@ static int setup_data(struct bench_args *a) {
     if ((rc = job_check(a, rc, 0))) return rc;
   }
   a->o.data = a->data;
+  a->o.cache = &a->cache;
   page_cache_warning(a);
   return job_check(a, a->drop_caches && drop_caches() ? CLI_FAIL : CLI_OK, 0);
 }

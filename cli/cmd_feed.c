@@ -12,12 +12,13 @@
 #include "cli.h"
 
 const char cmd_feed_usage[] =
-    "usage: stoker feed [DATASET] [OPTIONS]\n"
+    "usage: stoker feed [DATASET|URL] [OPTIONS]\n"
     "\n"
     "Stream DATASET through the loader (sampler -> reads -> decode -> batches ->\n"
     "prefetch ring) and report throughput, the consumer's wait and per-stage times.\n"
     "Without DATASET, a 2,048-image JPEG dataset is generated once under $TMPDIR\n"
-    "and decoded with the ResNet-50 training transform.\n"
+    "and decoded with the ResNet-50 training transform. A URL (http(s)://, s3://,\n"
+    "file://) is read through the shard cache (see the cache options).\n"
     "\n"
     "dataset:\n"
     "  --format F          tfrecord, wds, npy, npz, mds, files (default: detect)\n"
@@ -52,6 +53,7 @@ const char cmd_feed_usage[] =
     "  --prefetch-max N    depth the ring may grow to (default 16)\n"
     "  --mem-cap SIZE      cap on batch buffers (default 1GiB)\n"
     "  --inflight SIZE     bytes of reads in flight (default 64MiB)\n"
+    CLI_CACHE_USAGE
     "output:\n"
     "  --json              print the report as JSON on stdout\n"
     "  -q, --quiet         no progress line\n";
@@ -59,6 +61,7 @@ const char cmd_feed_usage[] =
 struct feed_args {
   const char *path, *format, *resume, *save_state;
   struct stk_loader_opts lo;
+  struct stk_cache_opts cache;
   double consumer_ms;
   uint64_t limit;
   int json, quiet, default_dataset;
@@ -87,7 +90,7 @@ static const struct option options[] = {
     {"prefetch", 1, 0, O_PREFETCH}, {"prefetch-max", 1, 0, O_PREFETCH_MAX},
     {"mem-cap", 1, 0, O_MEMCAP},    {"inflight", 1, 0, O_INFLIGHT},
     {"json", 0, 0, O_JSON},         {"quiet", 0, 0, 'q'},
-    {0, 0, 0, 0}};
+    CLI_CACHE_OPTIONS,              {0, 0, 0, 0}};
 
 /* Index of s in the NULL-terminated list, or -1 with an error printed. */
 static int pick(const char *opt, const char *s, const char *const *names) {
@@ -117,7 +120,8 @@ static int parse_option(struct feed_args *a, int c, const char *v) {
   static const char *const onerr[] = {"fail", "skip", NULL};
   struct stk_loader_opts *o = &a->lo;
   uint64_t x;
-  int k;
+  int k = cli_cache_option("feed", c, v, &a->cache);
+  if (k <= 0) return k;
   switch (c) {
     case O_FORMAT: a->format = v; return 0;
     case O_BATCH: return parse_u32("--batch", v, 1, 1u << 20, &o->batch_size);
@@ -295,6 +299,7 @@ static void print_report(const struct feed_args *a, struct stk_dataset *ds, stru
   printf("  reads          %" PRIu64 " requests, %.1f MiB (engine %s)\n", st->read_ops,
          (double)st->read_bytes / 1048576.0, stk_loader_engine(l));
   if (st->skipped) printf("  skipped        %" PRIu64 " bad samples\n", st->skipped);
+  if (st->has_cache) cli_cache_report(stdout, &st->cache);
   printf("\n  %-8s %7s %9s %10s %11s %10s %10s\n", "stage", "threads", "busy s", "wait-in s",
          "wait-out s", "items", "MiB");
   for (int i = 0; i < STK_STAGE_COUNT; i++) {
@@ -320,7 +325,7 @@ static int run(struct feed_args *a) {
     a->lo.resume = &resume;
   }
   struct stk_dataset *ds;
-  struct stk_dataset_opts dopts = {.format = a->format};
+  struct stk_dataset_opts dopts = {.format = a->format, .cache = &a->cache};
   int rc = stk_dataset_open(&ds, a->path, &dopts, err);
   if (rc) {
     cli_error("feed", "%s", err);

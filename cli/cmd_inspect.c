@@ -16,13 +16,16 @@ const char cmd_inspect_usage[] =
     "\n"
     "  --format F     tfrecord, wds, npy, npz, mds, files (default: detect)\n"
     "  --json         print JSON on stdout\n"
-    "  -v, --verbose  list every shard\n";
+    "  -v, --verbose  list every shard\n"
+    "PATH may be a URL (http(s)://, s3://, file://), read through the shard cache:\n"
+    CLI_CACHE_USAGE;
 
 enum { O_FORMAT = 256, O_JSON };
 
 static const struct option options[] = {{"format", 1, 0, O_FORMAT},
                                         {"json", 0, 0, O_JSON},
                                         {"verbose", 0, 0, 'v'},
+                                        CLI_CACHE_OPTIONS,
                                         {0, 0, 0, 0}};
 
 struct summary {
@@ -142,10 +145,14 @@ static void print_json(struct stk_dataset *ds, const char *path, const struct su
 }
 
 int cmd_inspect_run(int argc, char **argv) {
-  struct stk_dataset_opts o = {0};
+  struct stk_cache_opts co = {0};
+  struct stk_dataset_opts o = {.cache = &co};
   int json = 0, verbose = 0, c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "v", options, NULL)) != -1) {
+    int k = cli_cache_option("inspect", c, optarg, &co);
+    if (k < 0) return CLI_USAGE;
+    if (k == 0) continue;
     if (c == O_FORMAT) o.format = optarg;
     else if (c == O_JSON) json = 1;
     else if (c == 'v') verbose = 1;

@@ -15,12 +15,14 @@ const char cmd_verify_usage[] =
     "Stops at the first bad sample, printing its file and offset (exit 1).\n"
     "\n"
     "  --format F    tfrecord, wds, npy, npz, mds, files (default: detect)\n"
-    "  -q, --quiet   no progress line\n";
+    "  -q, --quiet   no progress line\n"
+    "PATH may be a URL (http(s)://, s3://, file://), read through the shard cache:\n"
+    CLI_CACHE_USAGE;
 
 enum { O_FORMAT = 256 };
 
 static const struct option options[] = {
-    {"format", 1, 0, O_FORMAT}, {"quiet", 0, 0, 'q'}, {0, 0, 0, 0}};
+    {"format", 1, 0, O_FORMAT}, {"quiet", 0, 0, 'q'}, CLI_CACHE_OPTIONS, {0, 0, 0, 0}};
 
 static void progress(uint64_t done, uint64_t total, uint64_t t0, uint64_t *last) {
   uint64_t now = stk_now_ns();
@@ -32,10 +34,14 @@ static void progress(uint64_t done, uint64_t total, uint64_t t0, uint64_t *last)
 }
 
 int cmd_verify_run(int argc, char **argv) {
-  struct stk_dataset_opts o = {0};
+  struct stk_cache_opts co = {0};
+  struct stk_dataset_opts o = {.cache = &co};
   int quiet = 0, c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "q", options, NULL)) != -1) {
+    int k = cli_cache_option("verify", c, optarg, &co);
+    if (k < 0) return CLI_USAGE;
+    if (k == 0) continue;
     if (c == O_FORMAT) o.format = optarg;
     else if (c == 'q') quiet = 1;
     else return CLI_USAGE;

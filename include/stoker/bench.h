@@ -48,7 +48,8 @@ enum stk_compute_dist { STK_COMPUTE_CONSTANT = 0, STK_COMPUTE_NORMAL, STK_COMPUT
 
 struct stk_bench_opts {
   struct stk_workload w;
-  const char *data;          /* dataset directory (must exist) */
+  const char *data;          /* dataset directory (must exist), or a URL */
+  const struct stk_cache_opts *cache; /* cache tiers for a URL; NULL = defaults */
   uint32_t accelerators;     /* emulated in this process; 0 = 1 */
   uint32_t rank, world;      /* this process among `world` (MPI); world 0 = 1 */
   int compute_dist;          /* enum stk_compute_dist (stdev from w.compute_stdev) */

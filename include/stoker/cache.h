@@ -61,6 +61,7 @@ struct stk_cache_stats {
   uint64_t stalls;          /* reads that had to wait for a fetch */
   uint64_t stall_ns;        /* ... and how long in all */
   uint64_t restages;        /* cached copies found missing or corrupt, refetched */
+  uint64_t disk_full;       /* fills the disk tier had no room for (served from RAM) */
   uint64_t retries;         /* origin requests retried */
   uint64_t errors;          /* origin requests failed for good */
   uint64_t requests;        /* origin requests sent */
@@ -73,7 +74,7 @@ void stk_cache_stats_json(const struct stk_cache_stats *st, struct stk_json *j);
 
 struct stk_cache_dir_entry {
   char key[96];             /* file name in the directory */
-  char origin[512];         /* redacted URL of the shard it holds */
+  char origin[1024];        /* redacted URL of the origin it came from */
   uint64_t bytes;
   uint64_t last_use_ns;     /* wall clock (CLOCK_REALTIME) */
   int in_use;               /* a process has it open */
@@ -94,6 +95,13 @@ int stk_cache_dir_verify(const char *dir, uint64_t *checked, uint64_t *removed,
  * holds at most keep_bytes (0 = remove all). *evicted counts entries. */
 int stk_cache_dir_evict(const char *dir, uint64_t keep_bytes, uint64_t *evicted,
                         char *errmsg);
+
+/* ---- manifests ------------------------------------------------------ */
+
+/* Write DIR/stoker-manifest.json for the local dataset in dir (format NULL
+ * = detect): per shard its name, bytes, samples, CRC32C and label, so that
+ * a remote copy opens with one request. Written atomically. */
+int stk_manifest_write(const char *dir, const char *format, uint64_t *shards, char *errmsg);
 
 #ifdef __cplusplus
 }

@@ -63,13 +63,20 @@ int stk_format_info(int i, const char **name, unsigned *caps, const char **desc)
 
 /* ---- reading --------------------------------------------------------- */
 
+struct stk_cache_opts;
+
 struct stk_dataset_opts {
   const char *format; /* "tfrecord", "wds", "npy", "npz", "mds", "files", or NULL to detect */
   int index_threads;  /* threads building shard indexes; 0 = number of cores */
+  /* Cache tiers (stoker/cache.h) for a URL, or for a path to read through a
+   * disk tier (cache->dir set). NULL: URLs get a RAM tier with defaults. */
+  const struct stk_cache_opts *cache;
 };
 
 /* Open the dataset at path: a directory of shards, a single shard file, or
- * an MDS directory with index.json. Builds (or reads) every shard's index.
+ * an MDS directory with index.json; or a URL (file://, http://, https://,
+ * s3://bucket/prefix) whose shards are staged through the cache: see
+ * stoker/cache.h and docs/internals/cache.md. Builds (or reads) every shard's index.
  * On failure returns a code and, when errmsg is given, a sentence naming the
  * file and offset into errmsg (STK_ERRMSG_MAX bytes). *out is set only on
  * success; close it with stk_dataset_close(). */
@@ -99,6 +106,16 @@ int stk_dataset_sample_bytes(struct stk_dataset *ds, uint64_t n, uint64_t *bytes
  * verify != 0 checks every stored checksum. Errors name file and offset. */
 int stk_dataset_read(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **buf,
                      size_t *cap, struct stk_sample *out);
+
+/* Datasets read through a cache (a URL, or a path with a cache directory):
+ * stage every shard (`stoker cache warm`), calling progress after each;
+ * STK_EINVAL for a dataset without a cache. */
+int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
+                     void (*progress)(void *arg, size_t done, size_t total), void *arg,
+                     char *errmsg);
+/* The cache's figures so far; STK_ENOENT when the dataset has no cache. */
+struct stk_cache_stats;
+int stk_dataset_cache_stats(const struct stk_dataset *ds, struct stk_cache_stats *st);
 
 /* Detail string of the dataset's last error; never NULL. */
 const char *stk_dataset_errmsg(const struct stk_dataset *ds);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "stoker/cache.h"
 #include "stoker/error.h"
 #include "stoker/format.h"
 #include "stoker/util.h"
@@ -191,6 +192,8 @@ struct stk_loader_stats {
   uint32_t ring_depth, ring_depth_max;
   uint64_t mem_bytes;      /* batch-buffer bytes allocated */
   uint64_t read_ops, read_bytes; /* I/O requests after coalescing */
+  int has_cache;           /* the dataset is read through a cache: */
+  struct stk_cache_stats cache;
 };
 
 /* Snapshot the stats; safe while the pipeline runs. */

@@ -56,4 +56,16 @@ static inline void stk__st64(void *p, uint64_t v) {
   stk__st32((uint8_t *)p + 4, (uint32_t)(v >> 32));
 }
 
+/* Latency histogram (loader waits, cache fetches): log-linear buckets, about 3% wide,
+ * from 1 µs to hours, so p50/p99 cost fixed memory however long the run. */
+#define STK_HIST_SUB 32
+#define STK_HIST_GROUPS 40
+struct stk_hist {
+  uint64_t count;
+  uint64_t max;
+  uint64_t b[STK_HIST_GROUPS * STK_HIST_SUB];
+};
+void stk__hist_add(struct stk_hist *h, uint64_t ns);
+uint64_t stk__hist_quantile(const struct stk_hist *h, double q);
+
 #endif

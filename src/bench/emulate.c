@@ -282,7 +282,8 @@ void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_resul
 static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
   const struct stk_bench_opts *o = run->o;
   char derr[STK_ERRMSG_MAX];
-  int rc = stk_dataset_open(ds, o->data, NULL, derr);
+  struct stk_dataset_opts dopts = {.cache = o->cache};
+  int rc = stk_dataset_open(ds, o->data, &dopts, derr);
   if (rc) return stk__errf(err, rc, "%s", derr);
   if (o->w.format[0] && strcmp(stk_dataset_format(*ds), o->w.format) != 0) {
     rc = stk__errf(err, STK_EINVAL, "%s holds %s data but the workload's dataset.format is %s",

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "format_impl.h"
+#include "../cache/cache_impl.h"
 
 const struct stk_format_ops *const stk_formats[] = {
     &stk__fmt_tfrecord, &stk__fmt_wds, &stk__fmt_npy, &stk__fmt_npz,
@@ -251,7 +252,7 @@ int stk__dataset_add_shard(struct stk_dataset *ds, const char *path, int32_t lab
   return 0;
 }
 
-static int has_ext(const char *name, const char *exts) {
+int stk__has_ext(const char *name, const char *exts) {
   size_t ln = strlen(name);
   for (const char *e = exts; e && *e;) {
     while (*e == ' ') e++;
@@ -300,10 +301,10 @@ static int walk_shards(struct stk_dataset *ds, const char *dir, char *err) {
   int rc = read_dir_sorted(dir, &v, &n, err);
   if (rc) return rc;
   int any = 0;
-  for (size_t i = 0; i < n; i++) any |= !v[i].dir && has_ext(v[i].name, ds->fmt->exts);
+  for (size_t i = 0; i < n; i++) any |= !v[i].dir && stk__has_ext(v[i].name, ds->fmt->exts);
   for (size_t i = 0; i < n && !rc; i++) {
     if (v[i].dir) continue;
-    if (any ? !has_ext(v[i].name, ds->fmt->exts) : has_ext(v[i].name, ".idx .json")) continue;
+    if (any ? !stk__has_ext(v[i].name, ds->fmt->exts) : stk__has_ext(v[i].name, ".idx .json")) continue;
     char *p = path_join(dir, v[i].name);
     rc = p ? stk__dataset_add_shard(ds, p, -1) : STK_ENOMEM;
     if (rc) stk__errf(err, rc, "out of memory listing %s", dir);
@@ -357,7 +358,7 @@ static const struct stk_format_ops *sniff(const char *path) {
 
 static const struct stk_format_ops *by_ext(const char *name) {
   for (int i = 0; stk_formats[i]; i++)
-    if (stk_formats[i]->exts && *stk_formats[i]->exts && has_ext(name, stk_formats[i]->exts))
+    if (stk_formats[i]->exts && *stk_formats[i]->exts && stk__has_ext(name, stk_formats[i]->exts))
       return stk_formats[i];
   return NULL;
 }
@@ -386,10 +387,10 @@ static int detect_dir(const char *root, const struct stk_format_ops **out, char 
   const char *first_file = NULL;
   for (size_t i = 0; i < n; i++) {
     if (v[i].dir) continue;
-    if (!first_file && !has_ext(v[i].name, ".idx .json")) first_file = v[i].name;
+    if (!first_file && !stk__has_ext(v[i].name, ".idx .json")) first_file = v[i].name;
     for (int k = 0; stk_formats[k] && k < 16; k++)
       if (stk_formats[k]->exts && *stk_formats[k]->exts &&
-          has_ext(v[i].name, stk_formats[k]->exts))
+          stk__has_ext(v[i].name, stk_formats[k]->exts))
         count[k]++;
   }
   *out = &stk__fmt_files;
@@ -515,6 +516,7 @@ static struct stk_dataset *ds_new(const char *root) {
   size_t l = ds->root ? strlen(ds->root) : 0;
   while (l > 1 && ds->root[l - 1] == '/') ds->root[--l] = 0;
   pthread_mutex_init(&ds->rd_mu, NULL);
+  pthread_mutex_init(&ds->ix_mu, NULL);
   ds->rd_fd = -1;
   if (!ds->root) {
     free(ds);
@@ -532,12 +534,22 @@ static int empty_err(struct stk_dataset *ds) {
 int stk_dataset_open(struct stk_dataset **out, const char *path,
                      const struct stk_dataset_opts *opts, char *errmsg) {
   if (!out || !path || !*path) return stk__errf(errmsg, STK_EINVAL, "no dataset path given");
+  /* file:// without cache tiers is just a path. */
+  const struct stk_cache_opts *co = opts ? opts->cache : NULL;
+  int tiers = co && (co->dir || co->ram_bytes);
+  if (!tiers && !strncmp(path, "file://", 7) && path[7]) path += 7;
+  int remote = (co && co->dir) || stk__origin_is_url(path);
   struct stk_dataset *ds = ds_new(path);
   if (!ds) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
-  int rc = detect(ds->root, opts, &ds->fmt, ds->err);
-  if (!rc) rc = ds->fmt->list ? ds->fmt->list(ds, ds->root) : list_default(ds, ds->root, ds->err);
-  if (!rc && ds->nshards == 0) rc = empty_err(ds);
-  if (!rc) rc = index_all(ds, opts ? opts->index_threads : 0, ds->err);
+  int rc;
+  if (remote) {
+    rc = stk__dataset_open_remote(ds, path, opts, ds->err);
+  } else {
+    rc = detect(ds->root, opts, &ds->fmt, ds->err);
+    if (!rc) rc = ds->fmt->list ? ds->fmt->list(ds, ds->root) : list_default(ds, ds->root, ds->err);
+    if (!rc && ds->nshards == 0) rc = empty_err(ds);
+    if (!rc) rc = index_all(ds, opts ? opts->index_threads : 0, ds->err);
+  }
   if (!rc) rc = number_samples(ds, ds->root, ds->err);
   if (rc) {
     if (errmsg) memcpy(errmsg, ds->err, STK_ERRMSG_MAX);
@@ -550,12 +562,15 @@ int stk_dataset_open(struct stk_dataset **out, const char *path,
 
 void stk_dataset_close(struct stk_dataset *ds) {
   if (!ds) return;
+  if (ds->rd_fd >= 0) stk__shard_fd_done(ds, ds->rd_shard, ds->rd_fd);
+  ds->rd_fd = -1;
+  stk__cache_close(ds->cache);
+  pthread_mutex_destroy(&ds->ix_mu);
   if (ds->fmt && ds->fmt->free_state) ds->fmt->free_state(ds);
   for (size_t i = 0; i < ds->nshards; i++) {
     free(ds->shards[i].path);
     free(ds->shards[i].idx);
   }
-  if (ds->rd_fd >= 0) close(ds->rd_fd);
   pthread_mutex_destroy(&ds->rd_mu);
   free(ds->shards);
   free(ds->root);
@@ -576,6 +591,7 @@ int stk_dataset_shard_info(const struct stk_dataset *ds, size_t i, struct stk_sh
   out->count = sh->count;
   out->bytes = 0;
   for (uint64_t k = 0; sh->idx && k < sh->count; k++) out->bytes += sh->idx[k].len;
+  if (!sh->idx && ds->cache) out->bytes = stk__shard_file_size((struct stk_dataset *)ds, i);
   return 0;
 }
 
@@ -583,9 +599,19 @@ int stk_dataset_sample_bytes(struct stk_dataset *ds, uint64_t n, uint64_t *bytes
   if (n >= ds->nsamples)
     return stk__errf(ds->err, STK_ERANGE, "%s: sample %llu out of range (%llu samples)",
                      ds->root, (unsigned long long)n, (unsigned long long)ds->nsamples);
-  const struct stk_shard *sh = &ds->shards[stk__dataset_shard_of(ds, n)];
+  size_t si = stk__dataset_shard_of(ds, n);
+  const struct stk_shard *sh = &ds->shards[si];
+  if (__atomic_load_n(&sh->pending, __ATOMIC_ACQUIRE)) { /* stage it to index it */
+    int fd, rc = stk__shard_fd(ds, si, &fd, NULL, ds->err);
+    if (rc) return rc;
+    stk__shard_fd_done(ds, si, fd);
+  }
   if (sh->idx) {
     *bytes = sh->idx[n - sh->first].len;
+    return 0;
+  }
+  if (ds->cache) {
+    *bytes = stk__shard_file_size(ds, si);
     return 0;
   }
   struct stat st;
@@ -607,20 +633,17 @@ size_t stk__dataset_shard_of(const struct stk_dataset *ds, uint64_t n) {
   return lo;
 }
 
-int stk__shard_open(struct stk_dataset *ds, const struct stk_shard *sh) {
-  int fd = open(sh->path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return open_err(sh->path, errno, ds->err);
-  return fd;
-}
-
 /* ---- synchronous reads ------------------------------------------------- */
 
 static int cached_fd(struct stk_dataset *ds, size_t si) {
   if (ds->rd_fd >= 0 && ds->rd_shard == si) return ds->rd_fd;
-  if (ds->rd_fd >= 0) close(ds->rd_fd);
-  ds->rd_fd = stk__shard_open(ds, &ds->shards[si]);
+  if (ds->rd_fd >= 0) stk__shard_fd_done(ds, ds->rd_shard, ds->rd_fd);
+  ds->rd_fd = -1;
+  int fd, rc = stk__shard_fd(ds, si, &fd, NULL, ds->err);
+  if (rc) return rc;
+  ds->rd_fd = fd;
   ds->rd_shard = si;
-  return ds->rd_fd;
+  return fd;
 }
 
 static int grow(uint8_t **buf, size_t *cap, uint64_t len) {

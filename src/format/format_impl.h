@@ -26,6 +26,10 @@ struct stk_shard {
   uint64_t count;              /* samples */
   int32_t label;               /* class label for every sample, or -1 */
   struct stk_index_entry *idx; /* count entries, owned; NULL for plain files */
+  /* Behind a cache (remote datasets): the index is built when the shard is
+   * first staged (pending), and count may come from a manifest first. */
+  uint8_t pending;             /* read with __atomic_load_n */
+  uint8_t count_known;
 };
 
 struct stk_dataset {
@@ -41,6 +45,10 @@ struct stk_dataset {
   pthread_mutex_t rd_mu;
   int rd_fd;
   size_t rd_shard;
+  /* Remote datasets (and local ones given a cache directory): shards are
+   * staged through the cache; ix_mu serializes building pending indexes. */
+  struct stk_cache *cache;
+  pthread_mutex_t ix_mu;
 };
 
 struct stk_format_ops {
@@ -221,6 +229,17 @@ size_t stk__dataset_shard_of(const struct stk_dataset *ds, uint64_t n);
 
 /* Open a shard for reading with the dataset's error conventions. Returns a
  * file descriptor or a negative code, with ds->err set. */
-int stk__shard_open(struct stk_dataset *ds, const struct stk_shard *sh);
+/* A readable descriptor of shard si: opened, or staged through the cache
+ * (building its index on first use). Give it back with stk__shard_fd_done,
+ * which closes it and unpins the cached copy. cancel may be NULL. */
+int stk__shard_fd(struct stk_dataset *ds, size_t si, int *fd, const int *cancel, char *err);
+void stk__shard_fd_done(struct stk_dataset *ds, size_t si, int fd);
+/* Bytes of shard si's file when a cache knows it, else UINT64_MAX. */
+uint64_t stk__shard_file_size(struct stk_dataset *ds, size_t si);
+/* Open url (or a path given a cache directory) into ds: src/cache/remote.c. */
+int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
+                             const struct stk_dataset_opts *opts, char *err);
+/* Whether name ends in one of the space-separated extensions. */
+int stk__has_ext(const char *name, const char *exts);
 
 #endif

@@ -10,22 +10,22 @@
 #include "decode.h"
 #include "stoker/loader.h"
 
-/* Per-batch consumer wait histogram: log-linear buckets, about 3% wide,
- * from 1 µs to hours, so p50/p99 cost fixed memory however long the run. */
-#define STK_HIST_SUB 32
-#define STK_HIST_GROUPS 40
-struct stk_hist {
-  uint64_t count;
-  uint64_t max;
-  uint64_t b[STK_HIST_GROUPS * STK_HIST_SUB];
-};
-void stk__hist_add(struct stk_hist *h, uint64_t ns);
-uint64_t stk__hist_quantile(const struct stk_hist *h, double q);
-
 /* Stage counters, updated by many threads with relaxed atomics. */
 struct stage_ctr {
   _Atomic uint64_t busy_ns, wait_in_ns, wait_out_ns, items, bytes;
   uint32_t threads;
 };
+
+/* The look-ahead of a dataset behind a cache (lookahead.c): a second
+ * sampler walks the order ahead of the reader (whose progress is
+ * *reader_taken, samples drawn) and asks the cache to stage the shards it
+ * meets, as far ahead as the cache's prefetch budget in bytes allows;
+ * shards leave the window (unpinned) once the reader is past them. */
+struct stk__lookahead;
+int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
+                         const struct stk_loader_opts *o, const struct stk_sampler_state *resume,
+                         atomic_uint_fast64_t *reader_taken, char *err);
+/* Stop the thread and unpin every shard in the window; NULL is a no-op. */
+void stk__lookahead_stop(struct stk__lookahead *la);
 
 #endif

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../cache/cache_impl.h"
 #include "loader_impl.h"
 
 #define ALIGN 4096u
@@ -126,6 +127,10 @@ struct stk_loader {
   atomic_uint_fast64_t read_ops, read_bytes, mem_bytes;
   uint32_t depth_max_seen;
   struct stk_sampler_state state;
+  /* Look-ahead (datasets behind a cache): samples the reader has drawn,
+   * and the thread that stages the shards it will need next. */
+  atomic_uint_fast64_t taken_total;
+  struct stk__lookahead *la;
   char err[STK_ERRMSG_MAX];
 };
 
@@ -241,14 +246,20 @@ static struct fdent *fd_get(struct stk_loader *l, uint32_t shard, char *err) {
     stk__errf(err, STK_EBUSY, "too many shards with reads in flight");
     return NULL;
   }
-  if (victim->fd >= 0) close(victim->fd);
+  if (victim->fd >= 0) stk__shard_fd_done(l->ds, victim->shard, victim->fd);
   victim->fd = -1;
-  const char *path = l->ds->shards[shard].path;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | (l->o.direct ? O_DIRECT : 0));
-  if (fd < 0) {
-    int e = errno;
-    stk__errf(err, stk__from_errno(e), "%s: cannot open: %s", path, strerror(e));
-    return NULL;
+  int fd;
+  if (l->ds->cache) {
+    /* Staged through the cache (blocking until fetched; counted there). */
+    if (stk__shard_fd(l->ds, shard, &fd, (const int *)&l->cancel, err) != 0) return NULL;
+  } else {
+    const char *path = l->ds->shards[shard].path;
+    fd = open(path, O_RDONLY | O_CLOEXEC | (l->o.direct ? O_DIRECT : 0));
+    if (fd < 0) {
+      int e = errno;
+      stk__errf(err, stk__from_errno(e), "%s: cannot open: %s", path, strerror(e));
+      return NULL;
+    }
   }
   victim->fd = fd;
   victim->shard = shard;
@@ -267,6 +278,7 @@ static int next_sample(struct stk_loader *l, uint64_t *id, uint64_t *epoch) {
   if (stk_sampler_next(l->sampler, id) != 0) return STK_EOF; /* the epoch's end */
   *epoch = l->epoch;
   l->epoch_taken++;
+  atomic_fetch_add_explicit(&l->taken_total, 1, memory_order_relaxed);
   return 0;
 }
 
@@ -289,6 +301,11 @@ static int locate(struct stk_loader *l, uint64_t id, struct slot *s, char *err) 
   s->label = shard->label;
   s->err = 0;
   s->verified = 0;
+  if (__atomic_load_n(&shard->pending, __ATOMIC_ACQUIRE) || (l->ds->cache && !shard->idx)) {
+    /* Behind a cache: staging the shard builds its index (and tells its size). */
+    if (!fd_get(l, (uint32_t)sh, err)) return STK_EIO;
+    if (!shard->idx) l->file_size[sh] = stk__shard_file_size(ds, sh);
+  }
   if (shard->idx) {
     s->off = shard->idx[id - shard->first].off;
     s->len = shard->idx[id - shard->first].len;
@@ -832,6 +849,13 @@ static int validate(struct stk_loader *l, char *err) {
   if (!o->prefetch_max) o->prefetch_max = 16;
   if (o->prefetch_max < o->prefetch) o->prefetch_max = o->prefetch;
   if (!o->mem_cap) o->mem_cap = 1ull << 30;
+  if (l->ds->cache) {
+    /* Whole shards are staged: a bounded shuffle keeps the look-ahead
+     * useful (a full permutation touches every shard at once), and staged
+     * copies are read through the page cache or from memory. */
+    if (o->sampler.shuffle == STK_SHUFFLE_AUTO) o->sampler.shuffle = STK_SHUFFLE_BLOCK;
+    o->direct = 0;
+  }
   if (!o->alloc) o->alloc = &default_allocator;
   if (o->batch_size > (1u << 20))
     return stk__errf(err, STK_EINVAL, "batch size %u is larger than 1048576", o->batch_size);
@@ -851,7 +875,7 @@ static int validate(struct stk_loader *l, char *err) {
 static void loader_free(struct stk_loader *l) {
   for (uint32_t i = 0; i < l->njobs; i++) job_free(l, l->jobs[i]);
   for (int i = 0; i < FD_CACHE; i++)
-    if (l->fds[i].fd >= 0) close(l->fds[i].fd);
+    if (l->fds[i].fd >= 0) stk__shard_fd_done(l->ds, l->fds[i].shard, l->fds[i].fd);
   if (l->io) l->io_ops->close(l->io);
   stk_sampler_close(l->sampler);
   free(l->jobs);
@@ -925,6 +949,13 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
   l->st[STK_STAGE_DECODE].threads = l->nworkers;
   stk_sampler_save(l->sampler, &l->state);
   l->t_open = stk_now_ns();
+  if (ds->cache && stk__cache_prefetch_budget(ds->cache)) {
+    rc = stk__lookahead_start(&l->la, ds, &l->o, l->o.resume, &l->taken_total, err);
+    if (rc) {
+      loader_free(l);
+      return stk__errf(errmsg, rc, "%s", err);
+    }
+  }
   uint32_t started = 0;
   for (; started < l->nworkers; started++)
     if (pthread_create(&l->workers[started], NULL, worker_main, l) != 0) break;
@@ -934,6 +965,7 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
     pthread_cond_broadcast(&l->cv_task);
     pthread_mutex_unlock(&l->mu);
     for (uint32_t i = 0; i < started; i++) pthread_join(l->workers[i], NULL);
+    stk__lookahead_stop(l->la);
     loader_free(l);
     return stk__errf(errmsg, STK_ESYS, "cannot start loader threads");
   }
@@ -1047,6 +1079,7 @@ void stk_loader_close(struct stk_loader *l) {
   pthread_cond_broadcast(&l->cv_free);
   pthread_mutex_unlock(&l->mu);
   pthread_join(l->reader, NULL);
+  stk__lookahead_stop(l->la);
   /* Let the workers finish the tasks already queued: they write into job
    * buffers that must not be freed under them. */
   pthread_mutex_lock(&l->mu);
@@ -1092,4 +1125,8 @@ void stk_loader_stats(struct stk_loader *l, struct stk_loader_stats *st) {
   st->mem_bytes = atomic_load(&l->mem_bytes);
   st->read_ops = atomic_load(&l->read_ops);
   st->read_bytes = atomic_load(&l->read_bytes);
+  if (l->ds->cache) {
+    st->has_cache = 1;
+    stk__cache_stats(l->ds->cache, &st->cache);
+  }
 }

@@ -1,42 +1,7 @@
-/* Loader statistics: the wait histogram and the JSON form of the stats. */
+/* Loader statistics: the JSON form of the stats. */
 #include <string.h>
 
 #include "loader_impl.h"
-
-/* Bucket of ns: group g holds [2^(g+9), 2^(g+10)) ns split into SUB parts;
- * group 0 also takes everything below 1 µs. */
-static size_t bucket(uint64_t ns) {
-  if (ns < 1024) return 0;
-  int lg = 63 - __builtin_clzll(ns); /* >= 10 */
-  int g = lg - 9;
-  if (g >= STK_HIST_GROUPS) return STK_HIST_GROUPS * STK_HIST_SUB - 1;
-  uint64_t sub = (ns >> (lg - 5)) & (STK_HIST_SUB - 1);
-  return (size_t)g * STK_HIST_SUB + sub;
-}
-
-static uint64_t bucket_mid(size_t i) {
-  if (i == 0) return 512;
-  size_t g = i / STK_HIST_SUB, sub = i % STK_HIST_SUB;
-  int lg = (int)g + 9;
-  uint64_t lo = (1ull << lg) + ((uint64_t)sub << (lg - 5));
-  return lo + (1ull << (lg - 6));
-}
-
-void stk__hist_add(struct stk_hist *h, uint64_t ns) {
-  h->b[bucket(ns)]++;
-  h->count++;
-  if (ns > h->max) h->max = ns;
-}
-
-uint64_t stk__hist_quantile(const struct stk_hist *h, double q) {
-  if (!h->count) return 0;
-  uint64_t rank = (uint64_t)(q * (double)(h->count - 1)) + 1, seen = 0;
-  for (size_t i = 0; i < STK_HIST_GROUPS * STK_HIST_SUB; i++) {
-    seen += h->b[i];
-    if (seen >= rank) return STK__MIN(bucket_mid(i), h->max);
-  }
-  return h->max;
-}
 
 void stk_loader_stats_json(const struct stk_loader_stats *st, struct stk_json *j) {
   stk_json_obj_begin(j);
@@ -77,5 +42,9 @@ void stk_loader_stats_json(const struct stk_loader_stats *st, struct stk_json *j
     stk_json_obj_end(j);
   }
   stk_json_arr_end(j);
+  if (st->has_cache) {
+    stk_json_key(j, "cache");
+    stk_cache_stats_json(&st->cache, j);
+  }
   stk_json_obj_end(j);
 }

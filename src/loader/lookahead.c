@@ -1,0 +1,153 @@
+/* The look-ahead: stages the shards the reader will need next.
+ *
+ * The sampler's order is a pure function of (seed, epoch, position), so a
+ * second sampler started from the same state draws exactly the reader's
+ * future. This thread walks it ahead of the reader, collapsing runs of
+ * samples from one shard into a "visit", and keeps a window of visits:
+ * every shard in the window is pinned and being staged by the cache's
+ * fetchers. The window is bounded by the prefetch budget in bytes (each
+ * shard counted once however often it recurs) and by MAX_VISITS; a visit
+ * leaves it when the reader has drawn past its last sample, and its shard
+ * is unpinned when no other visit in the window needs it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cache/cache_impl.h"
+#include "loader_impl.h"
+
+#define MAX_VISITS 65536
+
+struct visit {
+  size_t shard;
+  uint64_t last; /* position (samples drawn since start) of its last sample */
+};
+
+struct stk__lookahead {
+  struct stk_dataset *ds;
+  struct stk_cache *cache;
+  struct stk_sampler *sampler;
+  struct stk_loader_opts o;
+  atomic_uint_fast64_t *reader_taken;
+  uint64_t budget;
+
+  /* Walk state, as the reader keeps it (pipeline.c next_sample). */
+  uint64_t epoch, epoch_taken, pos;
+  int eof;
+
+  struct visit *win; /* ring of MAX_VISITS */
+  size_t head, len;
+  uint32_t *inwin;   /* visits in the window per shard */
+  uint64_t win_bytes;
+
+  pthread_t thread;
+  atomic_int stop;
+};
+
+/* Next sample of the order, crossing epochs as the reader does. */
+static int draw(struct stk__lookahead *la, uint64_t *id) {
+  while (!la->eof) {
+    if ((!la->o.epoch_samples || la->epoch_taken < la->o.epoch_samples) &&
+        stk_sampler_next(la->sampler, id) == 0) {
+      la->epoch_taken++;
+      return 0;
+    }
+    la->epoch++;
+    la->epoch_taken = 0;
+    if (la->epoch >= la->o.epochs) la->eof = 1;
+    else stk_sampler_set_epoch(la->sampler, la->epoch);
+  }
+  return STK_EOF;
+}
+
+static void leave(struct stk__lookahead *la) {
+  struct visit *v = &la->win[la->head];
+  la->head = (la->head + 1) % MAX_VISITS;
+  la->len--;
+  if (--la->inwin[v->shard] == 0) {
+    la->win_bytes -= stk__cache_shard_size(la->cache, v->shard);
+    stk__cache_release(la->cache, v->shard);
+  }
+}
+
+static void *la_main(void *arg) {
+  struct stk__lookahead *la = arg;
+  uint64_t id = 0;
+  int have = 0; /* id drawn but not yet in the window */
+  while (!atomic_load(&la->stop)) {
+    uint64_t taken = atomic_load_explicit(la->reader_taken, memory_order_relaxed);
+    while (la->len && la->win[la->head].last < taken) leave(la);
+    if (!have && draw(la, &id) == 0) have = 1;
+    if (!have) { /* the order is exhausted: wait for the reader to finish */
+      if (!la->len) break;
+      stk_sleep_ns(5000000);
+      continue;
+    }
+    size_t sh = stk__dataset_shard_of(la->ds, id);
+    struct visit *back = la->len ? &la->win[(la->head + la->len - 1) % MAX_VISITS] : NULL;
+    if (back && back->shard == sh) {
+      back->last = la->pos++;
+      have = 0;
+      continue;
+    }
+    uint64_t size = stk__cache_shard_size(la->cache, sh);
+    if (size == UINT64_MAX) size = 0;
+    int fits = la->inwin[sh] > 0 || la->win_bytes + size <= la->budget;
+    if (la->len && (!fits || la->len == MAX_VISITS)) {
+      stk_sleep_ns(2000000); /* full: wait for the reader to move on */
+      continue;
+    }
+    la->win[(la->head + la->len) % MAX_VISITS] = (struct visit){sh, la->pos++};
+    la->len++;
+    if (la->inwin[sh]++ == 0) {
+      la->win_bytes += size;
+      stk__cache_prefetch(la->cache, sh);
+    }
+    have = 0;
+  }
+  while (la->len) leave(la);
+  return NULL;
+}
+
+int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
+                         const struct stk_loader_opts *o, const struct stk_sampler_state *resume,
+                         atomic_uint_fast64_t *reader_taken, char *err) {
+  struct stk__lookahead *la = calloc(1, sizeof *la);
+  if (!la) return stk__errf(err, STK_ENOMEM, "out of memory");
+  la->ds = ds;
+  la->cache = ds->cache;
+  la->o = *o;
+  la->reader_taken = reader_taken;
+  la->budget = stk__cache_prefetch_budget(ds->cache);
+  la->win = calloc(MAX_VISITS, sizeof *la->win);
+  la->inwin = calloc(ds->nshards, sizeof *la->inwin);
+  int rc = la->win && la->inwin ? 0 : STK_ENOMEM;
+  if (!rc) rc = stk_sampler_open(&la->sampler, ds, &o->sampler);
+  if (!rc && resume) {
+    rc = stk_sampler_restore(la->sampler, resume);
+    la->epoch = resume->epoch;
+    uint32_t world = o->sampler.world ? o->sampler.world : 1;
+    la->epoch_taken = resume->position / world;
+    if (la->epoch >= o->epochs) la->eof = 1;
+  }
+  atomic_init(&la->stop, 0);
+  if (!rc && pthread_create(&la->thread, NULL, la_main, la) != 0) rc = STK_ESYS;
+  if (rc) {
+    stk_sampler_close(la->sampler);
+    free(la->win);
+    free(la->inwin);
+    free(la);
+    return stk__errf(err, rc, "cannot start the cache look-ahead: %s", stk_strerror(rc));
+  }
+  *out = la;
+  return 0;
+}
+
+void stk__lookahead_stop(struct stk__lookahead *la) {
+  if (!la) return;
+  atomic_store(&la->stop, 1);
+  pthread_join(la->thread, NULL);
+  stk_sampler_close(la->sampler);
+  free(la->win);
+  free(la->inwin);
+  free(la);
+}

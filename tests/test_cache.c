@@ -1,0 +1,315 @@
+/* The shard cache over the file origin (no server needed): datasets read
+ * through the disk and RAM tiers give the same bytes as the local copy;
+ * manifests, listing, restaging of corrupt copies, sweeping of interrupted
+ * fills, refusal of foreign directories, LRU eviction under a budget, one
+ * download per shard across processes, and the loader's look-ahead. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../src/base/base.h"
+#include "stoker/stoker.h"
+#include "test.h"
+
+/* A tfrecord dataset of n samples in shards of per, with a manifest. */
+static void make_dataset(const char *dir, uint64_t n, uint64_t per, int manifest) {
+  struct stk_gen_opts g = {0};
+  g.dir = dir;
+  g.format = "tfrecord";
+  g.samples = n;
+  g.size_mean = 3000;
+  g.size_stdev = 500;
+  g.samples_per_shard = per;
+  g.classes = 10;
+  g.seed = 7;
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(stk_gen(&g, NULL, NULL, err) == 0, "gen: %s", err);
+  if (manifest) {
+    uint64_t shards;
+    CHECK_MSG(stk_manifest_write(dir, NULL, &shards, err) == 0, "manifest: %s", err);
+    CHECK_EQ(shards, (n + per - 1) / per);
+  }
+}
+
+static struct stk_dataset *open_cached(const char *src, struct stk_cache_opts *co) {
+  struct stk_dataset *ds;
+  struct stk_dataset_opts o = {.cache = co};
+  char err[STK_ERRMSG_MAX];
+  int rc = stk_dataset_open(&ds, src, &o, err);
+  CHECK_MSG(rc == 0, "open %s through the cache: %s", src, err);
+  return ds;
+}
+
+/* Every sample of a equals the same sample of b (bytes of every field). */
+static void same_samples(struct stk_dataset *a, struct stk_dataset *b) {
+  CHECK_EQ(stk_dataset_num_samples(a), stk_dataset_num_samples(b));
+  uint8_t *ba = NULL, *bb = NULL;
+  size_t ca = 0, cb = 0;
+  for (uint64_t i = 0; i < stk_dataset_num_samples(a); i++) {
+    struct stk_sample sa, sb;
+    CHECK_MSG(stk_dataset_read(a, i, 1, &ba, &ca, &sa) == 0, "read %llu: %s",
+              (unsigned long long)i, stk_dataset_errmsg(a));
+    CHECK_MSG(stk_dataset_read(b, i, 1, &bb, &cb, &sb) == 0, "read %llu: %s",
+              (unsigned long long)i, stk_dataset_errmsg(b));
+    CHECK_EQ(sa.nfields, sb.nfields);
+    CHECK_EQ(sa.label, sb.label);
+    for (int f = 0; f < sa.nfields; f++) {
+      CHECK_EQ(sa.fields[f].len, sb.fields[f].len);
+      CHECK(memcmp(sa.fields[f].data, sb.fields[f].data, sa.fields[f].len) == 0);
+    }
+  }
+  free(ba);
+  free(bb);
+}
+
+static struct stk_cache_stats stats_of(struct stk_dataset *ds) {
+  struct stk_cache_stats st;
+  CHECK_OK(stk_dataset_cache_stats(ds, &st));
+  return st;
+}
+
+static struct stk_dataset *open_local(const char *dir) {
+  struct stk_dataset *ds;
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(stk_dataset_open(&ds, dir, NULL, err) == 0, "open %s: %s", dir, err);
+  return ds;
+}
+
+TEST(cache_disk_tier_same_bytes_and_warm_hits) {
+  make_dataset("src", 300, 40, 1);
+  struct stk_cache_opts co = {.dir = "cache"};
+  struct stk_dataset *local = open_local("src");
+  struct stk_dataset *ds = open_cached("src", &co);
+  CHECK_EQ(stk_dataset_num_shards(ds), 8);
+  same_samples(ds, local);
+  struct stk_cache_stats st = stats_of(ds);
+  CHECK_EQ(st.fetches, 8);
+  CHECK_EQ(st.disk.misses, 8);
+  stk_dataset_close(ds);
+  /* A second process-lifetime: every shard is a disk hit, nothing fetched. */
+  ds = open_cached("src", &co);
+  same_samples(ds, local);
+  st = stats_of(ds);
+  CHECK_EQ(st.fetches, 0);
+  CHECK_EQ(st.disk.hits, 8);
+  stk_dataset_close(ds);
+  stk_dataset_close(local);
+  /* The directory's counters sum both lifetimes. */
+  struct stk_cache_stats t;
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_cache_dir_scan("cache", NULL, NULL, &t, err));
+  CHECK_EQ(t.disk.entries, 8);
+  CHECK_EQ(t.fetches, 8);
+  CHECK_EQ(t.disk.hits, 8);
+}
+
+TEST(cache_url_ram_tier_only) {
+  make_dataset("src", 120, 30, 1);
+  char url[4200], cwd[4000];
+  CHECK(getcwd(cwd, sizeof cwd) != NULL);
+  snprintf(url, sizeof url, "file://%s/src", cwd);
+  /* A file:// URL with a RAM budget is staged into memory; 3 shards fit. */
+  struct stk_cache_opts co = {.ram_bytes = 3 * 31 * 3100};
+  struct stk_dataset *ds = open_cached(url, &co);
+  struct stk_dataset *local = open_local("src");
+  same_samples(ds, local);
+  same_samples(ds, local);
+  struct stk_cache_stats st = stats_of(ds);
+  CHECK(st.ram.capacity == co.ram_bytes);
+  CHECK(st.ram.evictions > 0);
+  CHECK(st.ram.bytes <= co.ram_bytes);
+  CHECK(st.fetches >= 8); /* 4 shards, twice, none kept across the scan */
+  stk_dataset_close(ds);
+  stk_dataset_close(local);
+}
+
+TEST(cache_without_manifest_lists_origin) {
+  make_dataset("src", 100, 30, 0);
+  struct stk_cache_opts co = {.dir = "cache"};
+  struct stk_dataset *ds = open_cached("src", &co);
+  struct stk_dataset *local = open_local("src");
+  CHECK_STR(stk_dataset_format(ds), "tfrecord");
+  CHECK_EQ(stk_dataset_num_shards(ds), 4);
+  same_samples(ds, local);
+  stk_dataset_close(ds);
+  stk_dataset_close(local);
+}
+
+static void flip_byte(const char *path, off_t off) {
+  int fd = open(path, O_RDWR);
+  CHECK(fd >= 0);
+  uint8_t b;
+  CHECK(pread(fd, &b, 1, off) == 1);
+  b ^= 0x40;
+  CHECK(pwrite(fd, &b, 1, off) == 1);
+  close(fd);
+}
+
+TEST(cache_corrupt_copy_is_restaged) {
+  make_dataset("src", 80, 40, 1);
+  struct stk_cache_opts co = {.dir = "cache"};
+  struct stk_dataset *local = open_local("src");
+  struct stk_dataset *ds = open_cached("src", &co);
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_dataset_warm(ds, NULL, NULL, NULL, err));
+  stk_dataset_close(ds);
+  /* Corrupt one cached shard (as a bad disk or a stray write would). */
+  char *out = NULL;
+  CHECK_EQ(test_sh(&out, "ls cache/data | grep -v meta | head -1"), 0);
+  out[strcspn(out, "\n")] = 0;
+  char path[600];
+  snprintf(path, sizeof path, "cache/data/%s", out);
+  free(out);
+  flip_byte(path, 100);
+  ds = open_cached("src", &co);
+  same_samples(ds, local);
+  struct stk_cache_stats st = stats_of(ds);
+  CHECK_EQ(st.restages, 1);
+  CHECK_EQ(st.fetches, 1);
+  stk_dataset_close(ds);
+  /* verify finds nothing wrong now; a second corruption is caught by it. */
+  uint64_t checked, removed;
+  CHECK_OK(stk_cache_dir_verify("cache", &checked, &removed, err));
+  CHECK_EQ(checked, 2);
+  CHECK_EQ(removed, 0);
+  flip_byte(path, 7);
+  CHECK_OK(stk_cache_dir_verify("cache", &checked, &removed, err));
+  CHECK_EQ(removed, 1);
+  stk_dataset_close(local);
+}
+
+TEST(cache_origin_changed_is_a_checksum_error) {
+  make_dataset("src", 40, 40, 1);
+  flip_byte("src/shard-00000.tfrecord", 50); /* after the manifest was written */
+  struct stk_cache_opts co = {.dir = "cache"};
+  struct stk_dataset *ds = open_cached("src", &co);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample s;
+  CHECK(stk_dataset_read(ds, 0, 1, &buf, &cap, &s) == STK_ECRC);
+  CHECK_CONTAINS(stk_dataset_errmsg(ds), "checksum mismatch after fetch");
+  free(buf);
+  stk_dataset_close(ds);
+  /* Nothing half-made stays behind. */
+  char *out = NULL;
+  CHECK_EQ(test_sh(&out, "find cache/tmp cache/data -type f | wc -l"), 0);
+  CHECK_STR(out, "0\n");
+  free(out);
+}
+
+TEST(cache_interrupted_fill_is_swept) {
+  make_dataset("src", 40, 20, 1);
+  struct stk_cache_opts co = {.dir = "cache"};
+  stk_dataset_close(open_cached("src", &co));
+  /* What a killed filler leaves: a temporary nobody holds, a lone .meta. */
+  CHECK_EQ(system("head -c 1000 /dev/urandom > cache/tmp/0123-shard.tfrecord.AbCdEf && "
+                  "echo x > cache/data/feedface-x.meta"), 0);
+  stk_dataset_close(open_cached("src", &co));
+  char *out = NULL;
+  CHECK_EQ(test_sh(&out, "ls cache/tmp; ls cache/data | grep -c feedface || true"), 0);
+  CHECK_STR(out, "0\n");
+  free(out);
+}
+
+TEST(cache_refuses_foreign_and_newer_dirs) {
+  make_dataset("src", 20, 20, 1);
+  struct stk_dataset *ds;
+  char err[STK_ERRMSG_MAX];
+  CHECK_EQ(system("mkdir other && echo precious > other/notes.txt"), 0);
+  struct stk_cache_opts co = {.dir = "other"};
+  struct stk_dataset_opts o = {.cache = &co};
+  CHECK_EQ(stk_dataset_open(&ds, "src", &o, err), STK_ENOTSUP);
+  CHECK_CONTAINS(err, "not a stoker cache directory");
+  CHECK_EQ(system("test -f other/notes.txt"), 0);
+  CHECK_EQ(system("mkdir newer && echo 'stoker-cache 9' > newer/STOKER-CACHE"), 0);
+  co.dir = "newer";
+  CHECK_EQ(stk_dataset_open(&ds, "src", &o, err), STK_ENOTSUP);
+  CHECK_CONTAINS(err, "newer stoker (format 9");
+  CHECK_EQ(system("mkdir foreign && echo 'squid 3' > foreign/STOKER-CACHE"), 0);
+  co.dir = "foreign";
+  CHECK_EQ(stk_dataset_open(&ds, "src", &o, err), STK_ENOTSUP);
+  CHECK_CONTAINS(err, "not a stoker cache directory");
+}
+
+TEST(cache_lru_eviction_keeps_budget) {
+  make_dataset("src", 400, 40, 1); /* 10 shards of about 120 KiB */
+  struct stk_cache_opts co = {.dir = "cache", .disk_bytes = 4 * 130000, .min_free = 1};
+  struct stk_dataset *ds = open_cached("src", &co);
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_dataset_warm(ds, NULL, NULL, NULL, err));
+  struct stk_cache_stats st = stats_of(ds);
+  CHECK(st.disk.evictions >= 6);
+  stk_dataset_close(ds);
+  struct stk_cache_stats t;
+  CHECK_OK(stk_cache_dir_scan("cache", NULL, NULL, &t, err));
+  CHECK(t.disk.bytes <= co.disk_bytes);
+  CHECK(t.disk.entries >= 3);
+  /* The survivors are the most recently used: the last shards warmed. */
+  char *out = NULL;
+  CHECK_EQ(test_sh(&out, "ls cache/data | grep -c 'shard-00009.tfrecord$'"), 0);
+  CHECK_STR(out, "1\n");
+  free(out);
+  uint64_t ev;
+  CHECK_OK(stk_cache_dir_evict("cache", 0, &ev, err));
+  CHECK_EQ(ev, t.disk.entries);
+}
+
+TEST(cache_processes_share_one_download) {
+  make_dataset("src", 400, 25, 1); /* 16 shards */
+  enum { PROCS = 8 };
+  pid_t kids[PROCS];
+  for (int p = 0; p < PROCS; p++) {
+    kids[p] = fork();
+    CHECK(kids[p] >= 0);
+    if (kids[p] == 0) {
+      struct stk_cache_opts co = {.dir = "cache"};
+      struct stk_dataset_opts o = {.cache = &co};
+      struct stk_dataset *ds;
+      char err[STK_ERRMSG_MAX];
+      if (stk_dataset_open(&ds, "src", &o, err) != 0) _exit(2);
+      int rc = stk_dataset_warm(ds, NULL, NULL, NULL, err);
+      stk_dataset_close(ds);
+      _exit(rc ? 3 : 0);
+    }
+  }
+  for (int p = 0; p < PROCS; p++) {
+    int status;
+    CHECK(waitpid(kids[p], &status, 0) == kids[p]);
+    CHECK_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : 99, 0);
+  }
+  struct stk_cache_stats t;
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_cache_dir_scan("cache", NULL, NULL, &t, err));
+  CHECK_EQ(t.fetches, 16);          /* one download per shard */
+  CHECK_EQ(t.disk.entries, 16);     /* and one copy */
+  CHECK_EQ(t.disk.hits + t.disk.misses, 16 * PROCS);
+}
+
+TEST(cache_loader_lookahead_delivers_every_sample) {
+  make_dataset("src", 600, 50, 1);
+  struct stk_cache_opts co = {.dir = "cache", .prefetch_bytes = 400000};
+  struct stk_dataset *ds = open_cached("src", &co);
+  struct stk_loader_opts lo = {.batch_size = 16, .threads = 2, .epochs = 2};
+  struct stk_loader *l;
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(stk_loader_open(&l, ds, &lo, err) == 0, "loader: %s", err);
+  uint8_t *seen = calloc(2 * 600, 1);
+  struct stk_batch *b;
+  int rc;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    for (uint32_t i = 0; i < b->n; i++) seen[b->epoch * 600 + b->indices[i]]++;
+    stk_batch_release(l, b);
+  }
+  CHECK_EQ(rc, STK_EOF);
+  for (int i = 0; i < 1200; i++) CHECK_EQ(seen[i], 1);
+  struct stk_loader_stats st;
+  stk_loader_stats(l, &st);
+  CHECK(st.has_cache);
+  CHECK_EQ(st.cache.fetches, 12);
+  CHECK(st.cache.prefetched > 0);
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+  free(seen);
+}
