@@ -103,7 +103,7 @@ test:
 test-asan:
 	$(MAKE) BUILD=build/asan OPT=-O1 SAN=address,undefined test
 test-tsan:
-	$(MAKE) BUILD=build/tsan OPT=-O1 SAN=thread test T='$(or $(T),loader sampler concurrent)'
+	$(MAKE) BUILD=build/tsan OPT=-O1 SAN=thread test T='$(or $(T),loader sampler concurrent cache_ origin_)'
 
 check: test test-asan test-tsan
 

@@ -164,7 +164,7 @@ TEST(remote_origin_dies_mid_epoch) {
            "curl -s -X POST -d '{\"p500\": 1.0}' %s/__proxy/config >/dev/null; "
            "$STK feed %s --ram-cache-size 64MiB --retry-max-s 1 -q", px, px);
   CHECK_EQ(sh(&out, cmd), 1);
-  CHECK_CONTAINS(out, "500");
+  CHECK_CONTAINS(out, "server error (HTTP 50");
   free(out);
 }
 

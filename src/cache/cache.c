@@ -74,6 +74,7 @@ struct stk_cache {
   uint64_t ram_budget, ram_used, ram_clock;
   uint64_t disk_budget, disk_used; /* used: estimate, rescanned when full */
   uint64_t disk_reserved;          /* bytes of this process's fills in flight */
+  pthread_mutex_t disk_mu;         /* disk_used and disk_reserved */
   uint64_t min_free;
   int disk_full_warned;
 
@@ -386,7 +387,7 @@ static uint64_t dir_sweep(const char *dir) {
 }
 
 struct dent {
-  char name[KEY_MAX + 8];
+  char name[KEY_MAX];
   uint64_t bytes;
   struct timespec atime;
 };
@@ -427,7 +428,7 @@ static int dir_entries(const char *dir, struct dent **out, size_t *n, uint64_t *
       *out = p;
     }
     struct dent *x = &(*out)[(*n)++];
-    snprintf(x->name, sizeof x->name, "%s", de->d_name);
+    snprintf(x->name, sizeof x->name, "%.*s", KEY_MAX - 1, de->d_name);
     x->bytes = (uint64_t)st.st_size;
     x->atime = st.st_atim;
     *bytes += x->bytes;
@@ -473,7 +474,7 @@ static uint64_t dir_evict_lru(const char *dir, uint64_t keep, uint64_t free_floo
   size_t n;
   uint64_t bytes, evicted = 0;
   if (dir_entries(dir, &v, &n, &bytes) == 0) {
-    qsort(v, n, sizeof *v, dent_cmp);
+    if (n) qsort(v, n, sizeof *v, dent_cmp);
     for (size_t i = 0; i < n && (bytes > keep || fs_free(dir) < free_floor); i++)
       if (evict_one(dir, v[i].name)) {
         bytes -= v[i].bytes;
@@ -490,27 +491,29 @@ static uint64_t dir_evict_lru(const char *dir, uint64_t keep, uint64_t free_floo
  * that this process's concurrent fills count each other); the fill gives
  * the reservation back with disk_unreserve(). */
 static void disk_make_room(struct stk_cache *c, uint64_t need) {
-  uint64_t fr = fs_free(c->dir);
-  pthread_mutex_lock(&c->mu);
-  int fits = c->disk_used + c->disk_reserved + need <= c->disk_budget &&
+  /* disk_mu orders this against commits, so a rescan's figure never
+   * loses a fill that committed meanwhile. */
+  pthread_mutex_lock(&c->disk_mu);
+  uint64_t fr = fs_free(c->dir), others = c->disk_reserved;
+  int fits = c->disk_used + others + need <= c->disk_budget &&
              (fr == UINT64_MAX || fr >= c->min_free + need);
-  uint64_t others = c->disk_reserved;
   c->disk_reserved += need;
-  pthread_mutex_unlock(&c->mu);
-  if (fits) return;
-  uint64_t keep = c->disk_budget > need + others ? c->disk_budget - need - others : 0, used = 0;
-  uint64_t ev = dir_evict_lru(c->dir, keep, c->min_free + need, &used);
-  pthread_mutex_lock(&c->mu);
-  c->disk_used = used;
-  c->st.disk.evictions += ev;
-  pthread_mutex_unlock(&c->mu);
+  if (!fits) {
+    uint64_t keep = c->disk_budget > need + others ? c->disk_budget - need - others : 0, used = 0;
+    uint64_t ev = dir_evict_lru(c->dir, keep, c->min_free + need, &used);
+    c->disk_used = used;
+    pthread_mutex_lock(&c->mu);
+    c->st.disk.evictions += ev;
+    pthread_mutex_unlock(&c->mu);
+  }
+  pthread_mutex_unlock(&c->disk_mu);
 }
 
 static void disk_unreserve(struct stk_cache *c, uint64_t need, uint64_t committed) {
-  pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&c->disk_mu);
   c->disk_reserved -= need;
   c->disk_used += committed;
-  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->disk_mu);
 }
 
 /* ---- the disk tier ---------------------------------------------------------- */
@@ -1007,12 +1010,15 @@ void stk__cache_stats(struct stk_cache *c, struct stk_cache_stats *st) {
   st->fetch_p99_ns = stk__hist_quantile(&c->fetch_hist, 0.99);
   st->ram.bytes = c->ram_used;
   st->ram.capacity = c->ram_budget;
-  st->disk.bytes = c->disk_used;
+
   st->disk.capacity = c->dir ? c->disk_budget : 0;
   uint64_t ram_entries = 0;
   for (size_t i = 0; i < c->n; i++) ram_entries += c->e[i].ram_fd >= 0;
   st->ram.entries = ram_entries;
   pthread_mutex_unlock(&c->mu);
+  pthread_mutex_lock(&c->disk_mu);
+  st->disk.bytes = c->disk_used;
+  pthread_mutex_unlock(&c->disk_mu);
   st->requests = os.requests;
   st->retries += os.retries;
   st->errors = os.errors;
@@ -1057,6 +1063,7 @@ int stk__cache_open(struct stk_cache **out, struct stk_origin *origin,
   c->o = o;
   c->o.dir = NULL;
   pthread_mutex_init(&c->mu, NULL);
+  pthread_mutex_init(&c->disk_mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   read_boot_id(c->boot_id, sizeof c->boot_id);
   int rc = 0;
@@ -1124,6 +1131,7 @@ void stk__cache_close(struct stk_cache *c) {
   stk__origin_close(c->origin);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
+  pthread_mutex_destroy(&c->disk_mu);
   free(c->queue);
   free(c->e);
   free(c->tab);
@@ -1217,10 +1225,10 @@ int stk_cache_dir_scan(const char *dir,
   uint64_t bytes;
   if ((rc = dir_entries(dir, &v, &n, &bytes)) != 0)
     return stk__errf(errmsg, rc, "%s/data: %s", dir, stk_strerror(rc));
-  qsort(v, n, sizeof *v, dent_cmp);
+  if (n) qsort(v, n, sizeof *v, dent_cmp);
   for (size_t i = 0; i < n && cb; i++) {
     struct stk_cache_dir_entry e = {0};
-    snprintf(e.key, sizeof e.key, "%s", v[i].name);
+    snprintf(e.key, sizeof e.key, "%.*s", (int)sizeof e.key - 1, v[i].name);
     e.bytes = v[i].bytes;
     e.last_use_ns = (uint64_t)v[i].atime.tv_sec * 1000000000ull + (uint64_t)v[i].atime.tv_nsec;
     char *mp = pathf(dir, "data", v[i].name, ".meta"), *dp = pathf(dir, "data", v[i].name, "");

@@ -141,13 +141,13 @@ static int parse_manifest(struct stk_dataset *ds, const char *url, const char *t
                      "reads (1)", url, MANIFEST_NAME, (unsigned long long)ver);
   }
   const char *want = opts && opts->format && *opts->format ? opts->format : fmt;
-  if (strcmp(want, fmt)) {
+  if (strcmp(want, fmt))
+    rc = stk__errf(err, STK_EINVAL, "%s: the manifest says format %s, not %s", url, fmt, want);
+  else if (!(ds->fmt = stk__format_find(fmt)))
+    rc = stk__errf(err, STK_EFORMAT, "%s/%s: unknown format '%.40s'", url, MANIFEST_NAME, fmt);
+  if (rc) {
     stk__json_free(doc);
-    return stk__errf(err, STK_EINVAL, "%s: the manifest says format %s, not %s", url, fmt, want);
-  }
-  if (!(ds->fmt = stk__format_find(fmt))) {
-    stk__json_free(doc);
-    return stk__errf(err, STK_EFORMAT, "%s/%s: unknown format '%s'", url, MANIFEST_NAME, fmt);
+    return rc;
   }
   size_t i = 0;
   for (const struct stk__jnode *s = shards->child; !rc && s; s = s->next, i++) {
