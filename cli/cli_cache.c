@@ -50,11 +50,14 @@ void cli_cache_report(FILE *f, const struct stk_cache_stats *st) {
                " evicted\n",
             st->disk.hits, st->disk.misses, stk_fmt_bytes(st->disk.bytes, a, sizeof a),
             stk_fmt_bytes(st->disk.capacity, b, sizeof b), st->disk.evictions);
-  fprintf(f, "  origin         %" PRIu64 " shards fetched (%s), %" PRIu64 " requests, %" PRIu64
-             " retries, %" PRIu64 " errors; fetch p50 %.1f ms, p99 %.1f ms\n",
+  fprintf(f, "  origin         %" PRIu64 " shards fetched, %s received in %" PRIu64
+             " requests, %" PRIu64 " retries, %" PRIu64 " errors",
           st->fetches, stk_fmt_bytes(st->fetch_bytes, c, sizeof c), st->requests, st->retries,
-          st->errors, (double)st->fetch_p50_ns / 1e6, (double)st->fetch_p99_ns / 1e6);
-  fprintf(f, "  staging        %" PRIu64 " staged ahead, %" PRIu64 " reads waited (%.2f s), %"
+          st->errors);
+  if (st->fetches)
+    fprintf(f, "; per shard p50 %.1f ms, p99 %.1f ms", (double)st->fetch_p50_ns / 1e6,
+            (double)st->fetch_p99_ns / 1e6);
+  fprintf(f, "\n  staging        %" PRIu64 " staged ahead, %" PRIu64 " reads waited for a fetch (%.2f s), %"
              PRIu64 " re-staged, %" PRIu64 " shared with other processes%s\n",
           st->prefetched, st->stalls, (double)st->stall_ns / 1e9, st->restages, st->shared_waits,
           st->disk_full ? ", disk tier full" : "");

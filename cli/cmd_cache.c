@@ -115,10 +115,10 @@ static int do_stats(struct args *a) {
          t.disk.misses, t.disk.evictions);
   printf("  RAM tier       %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64 " evicted\n", t.ram.hits,
          t.ram.misses, t.ram.evictions);
-  printf("  origin         %" PRIu64 " shards fetched (%s), %" PRIu64 " requests, %" PRIu64
+  printf("  origin         %" PRIu64 " shards fetched, %s received in %" PRIu64 " requests, %" PRIu64
          " retries, %" PRIu64 " errors\n",
          t.fetches, stk_fmt_bytes(t.fetch_bytes, b2, sizeof b2), t.requests, t.retries, t.errors);
-  printf("  staging        %" PRIu64 " staged ahead, %" PRIu64 " reads waited, %" PRIu64
+  printf("  staging        %" PRIu64 " staged ahead, %" PRIu64 " reads waited for a fetch, %" PRIu64
          " re-staged, %" PRIu64 " shared with other processes\n",
          t.prefetched, t.stalls, t.restages, t.shared_waits);
   return CLI_OK;

@@ -573,7 +573,13 @@ static int disk_lookup(struct stk_cache *c, size_t i, const char *key, int *out)
   return rc;
 }
 
+/* Set by fetch_into() in the thread that fetched: tells an acquire that
+ * staged the shard itself whether it waited for the origin (a stall) or
+ * only looked the shard up on disk. */
+static __thread int fetched_here;
+
 static void note_fetch(struct stk_cache *c, uint64_t ns) {
+  fetched_here = 1;
   pthread_mutex_lock(&c->mu);
   c->st.fetches++;
   stk__hist_add(&c->fetch_hist, ns);
@@ -929,8 +935,8 @@ int stk__cache_acquire(struct stk_cache *c, size_t i, int *fd, const int *cancel
       rc = stk__errf(err, STK_ECANCELED, "canceled");
       break;
     }
-    stalled = 1;
     if (x->state == E_BUSY) {
+      stalled = 1; /* another thread is staging it: wait for that */
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
       ts.tv_nsec += 50000000;
@@ -940,7 +946,9 @@ int stk__cache_acquire(struct stk_cache *c, size_t i, int *fd, const int *cancel
     }
     x->state = E_BUSY; /* from E_NONE, or taken from the prefetch queue */
     pthread_mutex_unlock(&c->mu);
+    fetched_here = 0;
     rc = stage_entry(c, i, cancel, err);
+    stalled = fetched_here; /* a disk-tier hit is not a stall */
     pthread_mutex_lock(&c->mu);
     if (rc) break;
   }
