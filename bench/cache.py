@@ -8,6 +8,8 @@ disk writes (pgpgout) too.
 C1 warm cache: `stoker feed` served from the disk tier, against 2 threads of
    1 MiB sequential reads of the same cached files (bench/seqread, 64 MiB
    destination per thread, as B1). Target >= 0.9. `fetches` must be 0.
+   Reported with and without the CRC check, and beside the same feed of the
+   origin's files without a cache (is any gap the cache's or the loader's?).
 C2 cold cache from loopback nginx: `stoker cache warm URL` into an empty
    cache with P fetchers, against curl downloading the same shards with P
    parallel transfers into the same file system. Compared twice: without
@@ -18,7 +20,11 @@ C3 jitter: the largest accelerator count N meeting AU >= 0.90 on local data
    (`stoker bench --find-max`), then the same N with the data behind a proxy
    adding 20 +- 15 ms to every request (a fresh RAM tier each run, so epoch 1
    fetches every shard through it), with look-ahead on (default) and off.
-   Target: AU >= 0.90 at the local N with look-ahead on.
+   Target: AU >= 0.90 at the local N with look-ahead on. For context: the
+   same N through a proxy that adds no latency (bandwidth, not latency, is
+   then what limits), curl through the jittery proxy (the bytes/s the origin
+   path offers), and the largest N the jittery remote meets, with look-ahead
+   on and off at that N.
 C4 eight `stoker feed` processes sharing one cold disk cache behind nginx
    (through the proxy, whose byte counter gives the origin's body bytes):
    every shard fetched once, bytes from the origin = dataset bytes (plus one
@@ -31,6 +37,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -63,6 +70,11 @@ C4_PROCS = 8
 
 class Skip(Exception):
     """A benchmark that cannot run here; the message says why."""
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def median(xs):
@@ -191,10 +203,19 @@ def c1(work, ds, shards, total, rounds):
         ceil = json.loads(run([SEQREAD, "2", "1MiB", "64MiB", *(files * epochs)]).stdout)
         nv = json.loads(run(base + ["--epochs", str(epochs), "--no-verify"]).stdout)
         v = json.loads(run(base + ["--epochs", str(epochs)]).stdout)
+        warm(shards)
+        # reference: the loader on the origin's own files, no cache, with the
+        # BLOCK shuffle a cached dataset defaults to (local TFRecords with
+        # .idx default to GLOBAL)
+        loc = json.loads(run([STK, "feed", ds, "--threads", "2", "--batch", "64", "--json", "-q", "--epochs",
+                              str(epochs), "--no-verify", "--shuffle", "block"]).stdout)
         disk = pgpgin_kib() - p0
         nv_bps = nv["stats"]["samples_per_s"] * per_sample
         v_bps = v["stats"]["samples_per_s"] * per_sample
+        loc_bps = loc["stats"]["samples_per_s"] * per_sample
         rows.append({"ceiling_bytes_per_s": ceil["bytes_per_s"], "stoker_noverify_bytes_per_s": nv_bps,
+                     "stoker_uncached_noverify_bytes_per_s": loc_bps, "ratio_uncached_noverify": loc_bps / ceil["bytes_per_s"],
+                     "cached_vs_uncached": nv_bps / loc_bps,
                      "stoker_verify_bytes_per_s": v_bps, "ratio_noverify": nv_bps / ceil["bytes_per_s"],
                      "ratio_verify": v_bps / ceil["bytes_per_s"], "disk_read_kib": disk,
                      "fetches_noverify": nv["stats"]["cache"]["fetches"], "fetches_verify": v["stats"]["cache"]["fetches"],
@@ -208,12 +229,15 @@ def c1(work, ds, shards, total, rounds):
     res.update(engine=rows[0]["engine"], rounds=rows, target=0.9, shards=n, dataset_bytes=total, epochs=epochs,
                fetches_max=max(max(r["fetches_noverify"], r["fetches_verify"]) for r in rows),
                dataset=f"{DS_SAMPLES} TFRecord records of 128 KiB in {n} shards of 64 MiB, staged once into {cdir}; "
-                       f"{epochs} epochs per run; stoker feed --threads 2 --batch 64")
+                       f"{epochs} epochs per run; stoker feed --threads 2 --batch 64; bytes/s = samples/s x file "
+                       f"bytes per record (131088), as seqread counts file bytes; reference: the same feed of {ds} "
+                       f"itself, no cache, --shuffle block (the cached runs' default)")
     res["pass"] = res["ratio_noverify"] >= 0.9 and res["fetches_max"] == 0
     print(f"C1  warm disk tier, 2 threads, {epochs} epochs of {total / 2**30:.2f} GiB: stoker feed --no-verify "
           f"{res['stoker_noverify_bytes_per_s'] / MIB:.0f} MiB/s, CRC checked {res['stoker_verify_bytes_per_s'] / MIB:.0f} "
           f"MiB/s; ceiling (seqread 2 x 1 MiB into 64 MiB) {res['ceiling_bytes_per_s'] / MIB:.0f} MiB/s: ratio "
-          f"{res['ratio_noverify']:.2f} (CRC checked {res['ratio_verify']:.2f}); origin fetches "
+          f"{res['ratio_noverify']:.2f} (CRC checked {res['ratio_verify']:.2f}; the same feed on the origin's files "
+          f"without a cache {res['ratio_uncached_noverify']:.2f}); origin fetches "
           f"{res['fetches_max']} (disk hits {res['disk_hits_noverify']:.0f}/{n}); disk reads {res['disk_read_kib']:.0f} KiB  "
           f"[>= 0.9: {'pass' if res['pass'] else 'FAIL'}]")
     return res
@@ -234,13 +258,16 @@ def c2(work, shards, total, url, rounds, plist):
         warm(shards)  # nginx reads the page cache on both sides
 
     def measure(cmd, do_sync=False):
-        p0, o0 = pgpgin_kib(), pgpgout_kib()
+        p0, o0, c0 = pgpgin_kib(), pgpgout_kib(), children_cpu()
         t0 = time.monotonic()
         r = run(cmd)
         if do_sync:
             os.sync()
         dt = time.monotonic() - t0
+        cpu.append(children_cpu() - c0)
         return dt, r, pgpgin_kib() - p0, pgpgout_kib() - o0
+
+    cpu = []
 
     def curl(P, do_sync):
         prepare(scratch)
@@ -253,7 +280,7 @@ def c2(work, shards, total, url, rounds, plist):
         bad = [n for n in names if os.path.getsize(os.path.join(scratch, n)) != sizes[n]]
         if bad:
             raise RuntimeError(f"curl left {len(bad)} short files ({bad[0]} ...)")
-        return {"s": dt, "bytes_per_s": total / dt, "disk_read_kib": din, "disk_write_kib": dout}
+        return {"s": dt, "bytes_per_s": total / dt, "disk_read_kib": din, "disk_write_kib": dout, "cpu_s": cpu[-1]}
 
     def check_cache():
         st = cache_stats(cdir)
@@ -267,7 +294,7 @@ def c2(work, shards, total, url, rounds, plist):
         cmd = [STK, "cache", "warm", url, "--cache-dir", cdir, "--fetchers", str(P), "-q"]
         dt, _, din, dout = measure(cmd + ([] if fsync else ["--cache-no-fsync"]))
         st = check_cache()
-        return {"s": dt, "bytes_per_s": total / dt, "disk_read_kib": din, "disk_write_kib": dout,
+        return {"s": dt, "bytes_per_s": total / dt, "disk_read_kib": din, "disk_write_kib": dout, "cpu_s": cpu[-1],
                 "fetches": st["counters"]["fetches"], "requests": st["counters"]["requests"]}
 
     def stoker_feed(P):
@@ -276,7 +303,7 @@ def c2(work, shards, total, url, rounds, plist):
         dt, r, din, dout = measure(cmd)
         rep = json.loads(r.stdout)
         check_cache()
-        return {"s": dt, "bytes_per_s": total / dt, "disk_read_kib": din, "disk_write_kib": dout,
+        return {"s": dt, "bytes_per_s": total / dt, "disk_read_kib": din, "disk_write_kib": dout, "cpu_s": cpu[-1],
                 "feed_wall_s": rep["stats"]["wall_s"], "fetches": rep["stats"]["cache"]["fetches"],
                 "stalls": rep["stats"]["cache"]["stalls"], "stall_s": rep["stats"]["cache"]["stall_s"]}
 
@@ -309,6 +336,7 @@ def c2(work, shards, total, url, rounds, plist):
                     r[k + "_bytes_per_s"] = median([x[k]["bytes_per_s"] for x in rows])
                     r[k + "_disk_read_kib"] = median([x[k]["disk_read_kib"] for x in rows])
                     r[k + "_disk_write_kib"] = median([x[k]["disk_write_kib"] for x in rows])
+                    r[k + "_cpu_s"] = median([x[k]["cpu_s"] for x in rows])
             for k in ("ratio_nofsync", "ratio_fsync", "ratio_feed_fsync"):
                 if k in rows[0]:
                     r[k] = median([x[k] for x in rows])
@@ -324,7 +352,8 @@ def c2(work, shards, total, url, rounds, plist):
                       f"(fsync, every sample read too) vs curl + sync: ratio {r['ratio_feed_fsync']:.2f}")
             print(f"      disk reads (median KiB): curl {r['curl_disk_read_kib']:.0f}, stoker {r['stoker_warm_nofsync_disk_read_kib']:.0f}"
                   f" / {r['stoker_warm_fsync_disk_read_kib']:.0f}; writes: curl+sync {r['curl_sync_disk_write_kib'] / 1024:.0f} MiB, "
-                  f"stoker fsync {r['stoker_warm_fsync_disk_write_kib'] / 1024:.0f} MiB  "
+                  f"stoker fsync {r['stoker_warm_fsync_disk_write_kib'] / 1024:.0f} MiB; CPU s (user+sys): curl "
+                  f"{r['curl_cpu_s']:.2f}, stoker --cache-no-fsync {r['stoker_warm_nofsync_cpu_s']:.2f}  "
                   f"[both ratios >= 0.8: {'pass' if r['pass'] else 'FAIL'}]")
     finally:
         fresh(scratch)
@@ -405,6 +434,10 @@ def c3(work, servers, rounds):
            "control": "remote_nolatency: the same runs through a second proxy that adds no latency, which "
                       "separates latency (what look-ahead hides) from bandwidth; curl_ceiling: curl GETs every "
                       "shard through the jittery proxy with 8 parallel transfers to /dev/null"}
+    origin = servers.start("nginx", d)
+    proxy = servers.start("proxy", origin, "--latency-ms", str(C3_LATENCY_MS), "--jitter-ms", str(C3_JITTER_MS),
+                          "--seed", "1")
+    plain = servers.start("proxy", origin)
     warm(files)
     p0 = pgpgin_kib()
     n, trials = find_max(d)
@@ -414,10 +447,6 @@ def c3(work, servers, rounds):
     if n == 0:
         raise RuntimeError("no accelerator count meets AU >= 0.90 on local data; nothing to compare")
     res["n"] = n
-    origin = servers.start("nginx", d)
-    proxy = servers.start("proxy", origin, "--latency-ms", str(C3_LATENCY_MS), "--jitter-ms", str(C3_JITTER_MS),
-                          "--seed", "1")
-    plain = servers.start("proxy", origin)
     remote = ["--ram-cache-size", "2GiB"]
     off = ["--cache-prefetch", "off"]
     warm(files)
@@ -444,6 +473,8 @@ def c3(work, servers, rounds):
         row["disk_read_kib"] = pgpgin_kib() - p0
         rows.append(row)
     res["rounds"] = rows
+    if os.path.exists(os.path.join(work, "c3-bench.json")):
+        os.unlink(os.path.join(work, "c3-bench.json"))
     for key, _, _, _ in runs:
         res[key + "_au"] = median([r[key]["au"] for r in rows])
         res[key + "_samples_per_s"] = median([r[key]["samples_per_s"] for r in rows])
@@ -492,10 +523,17 @@ def c4(work, shards, total, origin, servers, rounds):
             off = os.path.getsize(log) if os.path.exists(log) else 0
             p0 = pgpgin_kib()
             t0 = time.monotonic()
-            procs = [subprocess.Popen([STK, "feed", proxy, "--cache-dir", cdir, "--no-verify", "--json", "-q"],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                     for _ in range(C4_PROCS)]
-            outs = [p.communicate(timeout=600) for p in procs]
+            procs = []
+            try:
+                for _ in range(C4_PROCS):
+                    procs.append(subprocess.Popen([STK, "feed", proxy, "--cache-dir", cdir, "--no-verify", "--json",
+                                                   "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                outs = [p.communicate(timeout=600) for p in procs]
+            finally:
+                for p in procs:  # a timeout or an interrupt leaves none behind
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
             wall = time.monotonic() - t0
             disk = pgpgin_kib() - p0
             for p, (o, e) in zip(procs, outs):

@@ -44,6 +44,11 @@ struct stk_origin_opts {
 struct stk_obj_info {
   uint64_t size;
   char etag[STK_ETAG_MAX]; /* as sent, quotes removed; "" when none */
+  /* After a get: CRC32C of the bytes written, computed as they arrived
+   * (has_crc), so a cache need not read them back; origins that copy in
+   * the kernel (file) leave has_crc 0. */
+  uint32_t crc32c;
+  int has_crc;
 };
 
 /* Counters, summed over the origin's life. */

@@ -81,6 +81,7 @@ struct job {
   int local_rc; /* a callback's verdict, final (not retried) */
   char local_msg[256];
   uint64_t bytes;  /* body bytes of this attempt */
+  uint32_t crc;    /* CRC32C of the bytes written to the fd in this attempt */
   uint64_t expect; /* body bytes the response announced; UINT64_MAX unknown */
   char *buf;       /* SINK_MEM body or SINK_ERRBODY head */
   size_t buf_len, buf_cap;
@@ -288,6 +289,9 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud) {
   }
   switch (j->sink) {
     case SINK_FD: {
+      /* Checksummed here, while the bytes are in this core's cache: the
+       * cache then need not read a fetched shard back to check it. */
+      j->crc = stk_crc32c(j->crc, p, n);
       const char *q = p;
       size_t left = n;
       uint64_t at = r->fd_off + j->bytes;
@@ -354,6 +358,7 @@ static void reset_response(struct job *j) {
   j->sink = SINK_UNDECIDED;
   j->local_rc = 0;
   j->bytes = 0;
+  j->crc = 0;
   j->expect = UINT64_MAX;
   j->buf_len = 0;
   if (j->buf) j->buf[0] = 0;
@@ -563,6 +568,8 @@ static void on_done(struct stk__http *h, struct job *j, CURLcode res) {
   else
     r->info.size = j->have_cl ? j->content_length : j->bytes;
   memcpy(r->info.etag, j->etag, sizeof j->etag);
+  r->info.crc32c = j->crc;
+  r->info.has_crc = j->sink == SINK_FD;
   if (j->sink == SINK_MEM) {
     if (!j->buf && buf_append(j, "", 0, r->mem_max)) {
       finish(h, j, STK_ENOMEM, "out of memory");
