@@ -838,6 +838,32 @@ static long ncores(void) {
   return n > 0 ? n : 1;
 }
 
+/* Buffered reads of samples at least this large go to the pread pool by
+ * default: its threads check checksums right after copying the bytes, and
+ * its per-request handoff is small against the copy. Smaller samples go to
+ * io_uring, which batches submissions (docs/internals/loader.md). */
+#define AUTO_PREAD_BYTES (64u << 10)
+
+/* Mean stored bytes of a sample, from the indexes (or the cache's shard
+ * sizes); 0 when unknown without opening files (plain files). */
+static uint64_t mean_sample_bytes(struct stk_dataset *ds) {
+  uint64_t bytes = 0, n = 0;
+  for (size_t i = 0; i < ds->nshards; i++) {
+    const struct stk_shard *sh = &ds->shards[i];
+    if (sh->idx) {
+      for (uint64_t k = 0; k < sh->count; k++) bytes += sh->idx[k].len;
+    } else if (ds->cache) {
+      uint64_t b = stk__shard_file_size(ds, i);
+      if (b == UINT64_MAX) continue;
+      bytes += b;
+    } else {
+      continue;
+    }
+    n += sh->count;
+  }
+  return n ? bytes / n : 0;
+}
+
 static int validate(struct stk_loader *l, char *err) {
   struct stk_loader_opts *o = &l->o;
   if (!o->batch_size) o->batch_size = 32;
@@ -925,7 +951,11 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
   }
   if (!rc) {
     struct stk_io_opts io = {.depth = l->o.io_depth, .threads = (uint32_t)STK__MAX(2, ncores())};
-    rc = stk__io_open(l->o.io_engine, l->o.direct, &io, &l->io_ops, &l->io, err);
+    const char *engine = l->o.io_engine;
+    if ((!engine || !*engine || !strcmp(engine, "auto")) && !l->o.direct &&
+        mean_sample_bytes(ds) >= AUTO_PREAD_BYTES)
+      engine = "pread";
+    rc = stk__io_open(engine, l->o.direct, &io, &l->io_ops, &l->io, err);
   }
   if (rc) {
     loader_free(l);
