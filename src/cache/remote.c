@@ -452,8 +452,8 @@ int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
       stk__cache_prefetch(ds->cache, queued++);
     }
     ahead -= stk__cache_shard_size(ds->cache, i);
-    int fd;
-    rc = stk__shard_fd(ds, i, &fd, cancel, ds->err);
+    int fd; /* staged only: sample indexes are built by whoever reads */
+    rc = stk__cache_acquire(ds->cache, i, &fd, cancel, ds->err);
     stk__cache_release(ds->cache, i); /* its prefetch pin */
     if (!rc) stk__shard_fd_done(ds, i, fd);
     if (progress) progress(arg, i + 1, n);
