@@ -596,7 +596,10 @@ static int fetch_into(struct stk_cache *c, size_t i, int fd, uint64_t *size, uin
   uint64_t t0 = stk_now_ns();
   for (int attempt = 1; attempt <= FILL_ATTEMPTS; attempt++) {
     struct stk_obj_info info = {0};
-    if (ftruncate(fd, 0) != 0) return stk__errf(err, stk__from_errno(errno), "cache: truncate failed");
+    /* A new file is empty (its blocks reserved with KEEP_SIZE); a retry
+     * starts from nothing again. */
+    if (attempt > 1 && ftruncate(fd, 0) != 0)
+      return stk__errf(err, stk__from_errno(errno), "cache: truncate failed");
     rc = stk__origin_get(c->origin, s->name, 0, s->size == UINT64_MAX ? UINT64_MAX : s->size, fd,
                          0, &info, cancel, err);
     if (rc) return rc;
@@ -686,10 +689,10 @@ static int disk_fill(struct stk_cache *c, size_t i, const char *key, int *out,
     rc = stk__errf(err, stk__from_errno(e), "%s/tmp: cannot create a file: %s", c->dir, strerror(e));
     goto out;
   }
-  if (want && fallocate(tfd, 0, 0, (off_t)want) != 0 && errno == ENOSPC) {
+  if (want && fallocate(tfd, FALLOC_FL_KEEP_SIZE, 0, (off_t)want) != 0 && errno == ENOSPC) {
     disk_unreserve(c, reserved, 0);
     disk_make_room(c, reserved = want + c->min_free);
-    if (fallocate(tfd, 0, 0, (off_t)want) != 0 && errno == ENOSPC) {
+    if (fallocate(tfd, FALLOC_FL_KEEP_SIZE, 0, (off_t)want) != 0 && errno == ENOSPC) {
       rc = stk__errf(err, STK_ENOSPC, "%s: no space for %s (%llu bytes): file system full",
                      c->dir, c->tab[i].name, (unsigned long long)want);
       goto out;
@@ -847,7 +850,7 @@ static int stage(struct stk_cache *c, size_t i, int *disk_fd, int *ram_fd, const
     return 0;
   }
   /* No disk copy: fetch straight into memory. */
-  int fd = new_memfd(size, err);
+  int fd = new_memfd(UINT64_MAX, err); /* sized by the bytes that arrive */
   if (fd < 0) return fd;
   uint64_t got = 0;
   uint32_t crc;
