@@ -50,6 +50,8 @@ struct entry {
   uint64_t lru;     /* RAM tier clock of the last use */
   int verified;     /* the disk copy's checksum was checked by this process */
   int prefetched;   /* staged by a fetcher, not yet acquired */
+  int in_queue;     /* has a place in the fetchers' queue (at most one, so
+                       the queue never holds more than n) */
 };
 
 struct stk_cache {
@@ -904,7 +906,8 @@ static void *fetcher_main(void *arg) {
     c->q_head = (c->q_head + 1) % c->n;
     c->q_len--;
     struct entry *x = &c->e[i];
-    if (x->state != E_QUEUED) continue; /* taken by an acquire */
+    x->in_queue = 0;
+    if (x->state != E_QUEUED) continue; /* taken by an acquire, or no longer wanted */
     x->state = E_BUSY;
     pthread_mutex_unlock(&c->mu);
     int rc = stage_entry(c, i, &c->stop, err);
@@ -979,8 +982,11 @@ void stk__cache_prefetch(struct stk_cache *c, size_t i) {
   x->pins++;
   if (x->state == E_NONE && c->nfetchers) {
     x->state = E_QUEUED;
-    c->queue[(c->q_head + c->q_len) % c->n] = i;
-    c->q_len++;
+    if (!x->in_queue) {
+      x->in_queue = 1;
+      c->queue[(c->q_head + c->q_len) % c->n] = i;
+      c->q_len++;
+    }
     pthread_cond_broadcast(&c->cv);
   }
   pthread_mutex_unlock(&c->mu);
