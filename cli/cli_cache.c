@@ -19,7 +19,7 @@ int cli_cache_option(const char *cmd, int c, const char *v, struct stk_cache_opt
       }
       if (cli_size(cmd, "--cache-prefetch", v, &x)) return -1;
       if (x > INT64_MAX) x = INT64_MAX;
-      o->prefetch_bytes = (int64_t)x;
+      o->prefetch_bytes = x ? (int64_t)x : -1; /* 0 bytes ahead: off */
       return 0;
     case O_CACHE_FETCHERS:
       if (cli_u64(cmd, "--fetchers", v, 1, 256, &x)) return -1;

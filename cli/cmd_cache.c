@@ -224,7 +224,7 @@ int cmd_cache_run(int argc, char **argv) {
     cli_error("cache", "no action '%s' (stats, warm, verify, evict, manifest)", act);
     return CLI_USAGE;
   }
-  if (!a.cache.dir && strcmp(act, "warm")) {
+  if (!a.cache.dir) { /* (warming a RAM tier that ends with the command is pointless) */
     cli_error("cache", "%s: --cache-dir DIR is required", act);
     return CLI_USAGE;
   }

@@ -313,3 +313,32 @@ TEST(cache_loader_lookahead_delivers_every_sample) {
   stk_dataset_close(ds);
   free(seen);
 }
+
+TEST(cache_mds_from_index_json_and_empty_dir) {
+  struct stk_gen_opts g = {0};
+  g.dir = "src";
+  g.format = "mds";
+  g.samples = 90;
+  g.size_mean = 2000;
+  g.samples_per_shard = 30;
+  g.seed = 3;
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(stk_gen(&g, NULL, NULL, err) == 0, "gen: %s", err);
+  /* An existing empty directory (made by an admin, say) is used in place. */
+  CHECK_EQ(system("mkdir cache && chmod 0750 cache"), 0);
+  struct stk_cache_opts co = {.dir = "cache", .prefetch_bytes = 100000};
+  struct stk_dataset *ds = open_cached("src", &co), *local = open_local("src");
+  CHECK_STR(stk_dataset_format(ds), "mds");
+  CHECK_EQ(stk_dataset_num_shards(ds), 3);
+  /* Shard sizes come from index.json, before anything is fetched. */
+  struct stk_shard_info si;
+  CHECK_OK(stk_dataset_shard_info(ds, 0, &si));
+  CHECK(si.bytes > 30 * 2000);
+  same_samples(ds, local);
+  CHECK_EQ(stats_of(ds).fetches, 3);
+  stk_dataset_close(ds);
+  stk_dataset_close(local);
+  struct stat st;
+  CHECK_EQ(stat("cache", &st), 0);
+  CHECK_EQ(st.st_mode & 0777, 0750);
+}

@@ -49,7 +49,6 @@ struct entry {
   uint64_t size;    /* UINT64_MAX until known */
   uint64_t lru;     /* RAM tier clock of the last use */
   int verified;     /* the disk copy's checksum was checked by this process */
-  int prefetched;   /* staged by a fetcher, not yet acquired */
   int in_queue;     /* has a place in the fetchers' queue (at most one, so
                        the queue never holds more than n) */
 };
@@ -233,6 +232,10 @@ static int meta_write(const char *tmpdir, const char *path, const struct meta *m
 }
 
 static void make_stamp(const struct stk_cache *c, const struct stat *st, char *out, size_t n) {
+  if (!strcmp(c->boot_id, "unknown")) { /* no boot id: every restart re-checks */
+    snprintf(out, n, "unstamped");
+    return;
+  }
   /* mtime, not ctime: ctime moves with every rename and atime update (the
    * LRU stamp), mtime only with writes to the data. */
   snprintf(out, n, "%s %llu %lld.%09ld %lld", c->boot_id, (unsigned long long)st->st_ino,
@@ -269,40 +272,43 @@ static int dir_check_version(const char *dir, char *err) {
 
 static const char *const subdirs[] = {"data", "tmp", "lock"};
 
-/* A new cache directory: built under a temporary name next to dir, then
- * renamed onto it (which also replaces an empty dir), so that processes
- * starting together never see a half-made one. */
+/* Make dir a cache directory in place (it is absent or holds only what
+ * another process's concurrent init made): subdirectories, then the format
+ * file, written under a temporary name and renamed in last. */
 static int dir_create(const char *dir, char *err) {
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.stoker-new-XXXXXX", dir);
-  if (!mkdtemp(tmp)) {
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
     int e = errno;
     return stk__errf(err, stk__from_errno(e), "%s: cannot create the cache directory: %s", dir,
                      strerror(e));
   }
-  chmod(tmp, 0755);
   char p[4300];
   int rc = 0;
   for (size_t i = 0; !rc && i < 3; i++) {
-    snprintf(p, sizeof p, "%s/%s", tmp, subdirs[i]);
-    if (mkdir(p, 0755) != 0) rc = stk__from_errno(errno);
+    snprintf(p, sizeof p, "%s/%s", dir, subdirs[i]);
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) rc = stk__from_errno(errno);
   }
-  snprintf(p, sizeof p, "%s/STOKER-CACHE", tmp);
-  FILE *w = rc ? NULL : fopen(p, "we");
-  if (!rc && (!w || fprintf(w, CACHE_MAGIC " %d\n", CACHE_VERSION) < 0)) rc = stk__from_errno(errno);
-  if (w && fclose(w) != 0 && !rc) rc = stk__from_errno(errno);
-  if (!rc && rename(tmp, dir) != 0 && errno != ENOTEMPTY && errno != EEXIST)
+  snprintf(p, sizeof p, "%s/.STOKER-CACHE.XXXXXX", dir);
+  int fd = rc ? -1 : mkostemp(p, O_CLOEXEC);
+  if (!rc && fd < 0) rc = stk__from_errno(errno);
+  char line[32];
+  int len = snprintf(line, sizeof line, CACHE_MAGIC " %d\n", CACHE_VERSION);
+  if (!rc && (rc = stk__write_full(fd, line, (size_t)len)) == 0 && fchmod(fd, 0644) != 0)
     rc = stk__from_errno(errno);
-  /* Lost a race (dir is no longer empty), or failed: remove ours. */
-  for (size_t i = 0; i < 3; i++) {
-    snprintf(p, sizeof p, "%s/%s", tmp, subdirs[i]);
-    rmdir(p);
-  }
-  snprintf(p, sizeof p, "%s/STOKER-CACHE", tmp);
-  unlink(p);
-  rmdir(tmp);
+  if (fd >= 0) close(fd);
+  char vf[4300];
+  snprintf(vf, sizeof vf, "%s/STOKER-CACHE", dir);
+  if (!rc && rename(p, vf) != 0) rc = stk__from_errno(errno);
+  if (fd >= 0 && rc) unlink(p);
   if (rc) return stk__errf(err, rc, "%s: cannot create the cache directory: %s", dir, stk_strerror(rc));
   return 0;
+}
+
+/* Whether name is something dir_create makes (so a directory holding only
+ * such names is one being initialized, not someone else's). */
+static int ours(const char *name) {
+  for (size_t i = 0; i < 3; i++)
+    if (!strcmp(name, subdirs[i])) return 1;
+  return !strncmp(name, ".STOKER-CACHE.", 14);
 }
 
 /* Check dir is a cache directory this stoker reads; with create, make it
@@ -318,7 +324,8 @@ static int dir_prepare(const char *dir, int create, char *err) {
       struct dirent *de;
       const char *other = NULL;
       while (!other && (de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) other = de->d_name;
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && !ours(de->d_name))
+          other = de->d_name;
       if (other && dir_check_version(dir, err) == STK_ENOENT)
         rc = stk__errf(err, STK_ENOTSUP,
                        "%s: not empty and not a stoker cache directory (found '%s'); give an "
@@ -439,11 +446,15 @@ static int dir_entries(const char *dir, struct dent **out, size_t *n, uint64_t *
   return rc;
 }
 
-/* Remove entry name unless some process holds it (shared flock). */
+/* Remove entry name unless some process holds it (shared flock) or is
+ * filling it (its fill lock: a re-stage, or a fill between its commit and
+ * its shared lock). */
 static int evict_one(const char *dir, const char *name) {
   char *data = pathf(dir, "data", name, ""), *meta = pathf(dir, "data", name, ".meta");
+  char *lp = pathf(dir, "lock", name, "");
   int done = 0;
-  int fd = data ? open(data, O_RDONLY | O_CLOEXEC) : -1;
+  int lfd = lp ? open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
+  int fd = lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) == 0 && data ? open(data, O_RDONLY | O_CLOEXEC) : -1;
   if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
     /* Data first: a .meta without data is garbage the next sweep removes,
      * while data without its .meta would never be served anyway. */
@@ -451,8 +462,10 @@ static int evict_one(const char *dir, const char *name) {
     if (meta) unlink(meta);
   }
   if (fd >= 0) close(fd);
+  if (lfd >= 0) close(lfd);
   free(data);
   free(meta);
+  free(lp);
   return done;
 }
 
@@ -545,7 +558,7 @@ static int disk_lookup(struct stk_cache *c, size_t i, const char *key, int *out)
     pthread_mutex_unlock(&c->mu);
     char stamp[160];
     make_stamp(c, &st, stamp, sizeof stamp);
-    if (!verified && strcmp(stamp, m.stamp)) {
+    if (!verified && (strcmp(stamp, m.stamp) || !strcmp(stamp, "unstamped"))) {
       /* First use since a restart (or since the file changed): check it. */
       uint32_t crc;
       if ((rc = stk__crc_fd(fd, m.size, &crc)) == 0 && crc != m.crc) {
@@ -683,6 +696,11 @@ static int disk_fill(struct stk_cache *c, size_t i, const char *key, int *out,
     struct stk_obj_info info;
     if ((rc = stk__origin_stat(c->origin, c->tab[i].name, &info, err)) != 0) goto out;
     want = info.size;
+  }
+  if (want > c->disk_budget) {
+    rc = stk__errf(err, STK_ENOSPC, "%s: %s (%llu bytes) is larger than the disk tier's budget",
+                   c->dir, c->tab[i].name, (unsigned long long)want);
+    goto out;
   }
   disk_make_room(c, want);
   reserved = want;
@@ -838,16 +856,16 @@ static int stage(struct stk_cache *c, size_t i, int *disk_fd, int *ram_fd, const
   uint64_t size = c->e[i].size != UINT64_MAX ? c->e[i].size : c->tab[i].size;
   if (*disk_fd >= 0) {
     pthread_mutex_lock(&c->mu);
-    ram_make_room(c, size);
-    int fits = c->ram_used + size <= c->ram_budget;
+    if (size <= c->ram_budget) ram_make_room(c, size);
+    int fits = size <= c->ram_budget && c->ram_used + size <= c->ram_budget;
     if (fits) c->ram_used += size; /* reserved */
     pthread_mutex_unlock(&c->mu);
     if (!fits) return 0; /* too big for RAM now: served from disk */
-    if ((rc = ram_copy(*disk_fd, size, ram_fd, err)) != 0) {
+    if (ram_copy(*disk_fd, size, ram_fd, err) != 0) { /* served from disk then */
+      stk_log(STK_LOG_WARN, "cache: %s", err);
       pthread_mutex_lock(&c->mu);
       c->ram_used -= size;
       pthread_mutex_unlock(&c->mu);
-      return rc;
     }
     return 0;
   }
@@ -861,7 +879,7 @@ static int stage(struct stk_cache *c, size_t i, int *disk_fd, int *ram_fd, const
     return rc;
   }
   pthread_mutex_lock(&c->mu);
-  ram_make_room(c, got);
+  if (got <= c->ram_budget) ram_make_room(c, got);
   c->ram_used += got; /* may pass the budget when everything is pinned */
   c->e[i].size = got;
   pthread_mutex_unlock(&c->mu);
@@ -877,6 +895,8 @@ static int stage_entry(struct stk_cache *c, size_t i, const int *cancel, char *e
   pthread_mutex_lock(&c->mu);
   struct entry *x = &c->e[i];
   if (rc) {
+    if (dfd >= 0) close(dfd);
+    if (rfd >= 0) close(rfd);
     x->state = E_NONE;
   } else {
     x->state = E_READY;
@@ -914,7 +934,6 @@ static void *fetcher_main(void *arg) {
     pthread_mutex_lock(&c->mu);
     if (rc == 0) {
       c->st.prefetched++;
-      x->prefetched = 1;
     } else if (rc != STK_ECANCELED) {
       /* The acquire that needs it will try again and report. */
       stk_log(STK_LOG_INFO, "cache: prefetch of %s failed: %s", c->tab[i].name, err);
@@ -956,13 +975,12 @@ int stk__cache_acquire(struct stk_cache *c, size_t i, int *fd, const int *cancel
     pthread_mutex_unlock(&c->mu);
     fetched_here = 0;
     rc = stage_entry(c, i, cancel, err);
-    stalled = fetched_here; /* a disk-tier hit is not a stall */
+    stalled |= fetched_here; /* a disk-tier hit is not a stall */
     pthread_mutex_lock(&c->mu);
     if (rc) break;
   }
   if (!rc) {
     x->lru = ++c->ram_clock;
-    x->prefetched = 0;
     *fd = fcntl(x->ram_fd >= 0 ? x->ram_fd : x->disk_fd, F_DUPFD_CLOEXEC, 0);
     if (*fd < 0) rc = stk__errf(err, stk__from_errno(errno), "cache: dup failed: %s", strerror(errno));
   }
@@ -1166,7 +1184,7 @@ void stk__cache_close(struct stk_cache *c) {
   X(disk_hits, disk.hits) X(disk_misses, disk.misses) X(disk_evictions, disk.evictions)  \
   X(fetches, fetches) X(fetch_bytes, fetch_bytes) X(shared_waits, shared_waits)          \
   X(prefetched, prefetched) X(stalls, stalls) X(restages, restages) X(retries, retries)  \
-  X(errors, errors) X(requests, requests) X(disk_full, disk_full)
+  X(errors, errors) X(requests, requests) X(disk_full, disk_full) X(stall_ns, stall_ns)
 
 static void dir_add_stats(const char *dir, const struct stk_cache_stats *s) {
   char *lp = pathf(dir, "lock", "stats", ""), *sp = pathf(dir, "", "stats", "");
@@ -1303,10 +1321,10 @@ int stk_cache_dir_verify(const char *dir, uint64_t *checked, uint64_t *removed, 
     }
     if (fd >= 0) close(fd);
     (*checked)++;
-    if (bad) {
+    if (bad && evict_one(dir, v[i].name)) {
       stk_log(STK_LOG_WARN, "cache: %s/data/%s is corrupt; removed (re-staged on next use)", dir,
               v[i].name);
-      if (evict_one(dir, v[i].name)) (*removed)++;
+      (*removed)++;
     }
     free(mp);
     free(dp);

@@ -26,6 +26,7 @@
 
 #define MANIFEST_NAME "stoker-manifest.json"
 #define MANIFEST_MAX (256u << 20)
+#define MANIFEST_SHARD_MAX (1ull << 50) /* a sanity bound on one shard's bytes */
 
 /* ---- descriptors of shards ---------------------------------------------------- */
 
@@ -154,9 +155,9 @@ static int parse_manifest(struct stk_dataset *ds, const char *url, const char *t
     const char *name = stk__json_str(s, "name"), *crc = stk__json_str(s, "crc32c");
     uint64_t bytes, samples, label;
     if (!safe_rel(name) || stk__json_u64(s, "bytes", &bytes) ||
-        stk__json_u64(s, "samples", &samples)) {
+        stk__json_u64(s, "samples", &samples) || bytes > MANIFEST_SHARD_MAX) {
       rc = stk__errf(err, STK_EFORMAT, "%s/%s: shard %zu needs a safe relative name, bytes "
-                     "and samples", url, MANIFEST_NAME, i);
+                     "(at most 2^50) and samples", url, MANIFEST_NAME, i);
       break;
     }
     char *end = NULL;
@@ -214,7 +215,7 @@ static int open_mds_index(struct stk_dataset *ds, struct stk_origin *o, const ch
     size_t k = 0;
     while (k < t->n && strcmp(t->v[k].name, name)) k++;
     rc = k < t->n ? tab_add(&nt, name, t->v[k].size, t->v[k].has_crc, t->v[k].crc32c)
-                  : tab_add(&nt, name, UINT64_MAX, 0, 0);
+                  : tab_add(&nt, name, sh->file_bytes, 0, 0);
     size_t n = strlen(url) + strlen(name) + 2;
     char *p = rc ? NULL : malloc(n);
     if (!p) {

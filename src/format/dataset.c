@@ -248,6 +248,7 @@ int stk__dataset_add_shard(struct stk_dataset *ds, const char *path, int32_t lab
   sh->path = strdup(path);
   if (!sh->path) return STK_ENOMEM;
   sh->label = label;
+  sh->file_bytes = UINT64_MAX;
   ds->nshards = n + 1;
   return 0;
 }

@@ -30,6 +30,8 @@ struct stk_shard {
    * first staged (pending), and count may come from a manifest first. */
   uint8_t pending;             /* read with __atomic_load_n */
   uint8_t count_known;
+  uint64_t file_bytes;         /* the file's size as a dataset index records it
+                                  (MDS index.json), else UINT64_MAX */
 };
 
 struct stk_dataset {

@@ -142,7 +142,10 @@ static int add_shard(struct stk_dataset *ds, const char *dir, const struct stk__
   if (!p) return stk__errf(ds->err, STK_ENOMEM, "out of memory");
   snprintf(p, n, "%s/%s", dir, base);
   int rc = stk__dataset_add_shard(ds, p, -1);
-  if (!rc) ds->shards[ds->nshards - 1].count = m->samples; /* checked again by mds_index */
+  if (!rc) { /* both checked again by mds_index */
+    ds->shards[ds->nshards - 1].count = m->samples;
+    ds->shards[ds->nshards - 1].file_bytes = m->bytes;
+  }
   free(p);
   return rc ? stk__errf(ds->err, rc, "out of memory") : 0;
 }

@@ -37,7 +37,9 @@ struct stk__lookahead {
   struct visit *win; /* ring of MAX_VISITS */
   size_t head, len;
   uint32_t *inwin;   /* visits in the window per shard */
+  uint64_t *inbytes; /* bytes each shard in the window added to win_bytes */
   uint64_t win_bytes;
+  uint64_t lag;      /* samples the reader draws before it opens their shard */
 
   pthread_t thread;
   atomic_int stop;
@@ -64,7 +66,7 @@ static void leave(struct stk__lookahead *la) {
   la->head = (la->head + 1) % MAX_VISITS;
   la->len--;
   if (--la->inwin[v->shard] == 0) {
-    la->win_bytes -= stk__cache_shard_size(la->cache, v->shard);
+    la->win_bytes -= la->inbytes[v->shard];
     stk__cache_release(la->cache, v->shard);
   }
 }
@@ -74,7 +76,10 @@ static void *la_main(void *arg) {
   uint64_t id = 0;
   int have = 0; /* id drawn but not yet in the window */
   while (!atomic_load(&la->stop)) {
+    /* The reader draws samples up to a few batches before it opens their
+     * shards: a visit leaves only once that lag is behind it too. */
     uint64_t taken = atomic_load_explicit(la->reader_taken, memory_order_relaxed);
+    taken = taken > la->lag ? taken - la->lag : 0;
     while (la->len && la->win[la->head].last < taken) leave(la);
     if (!have && draw(la, &id) == 0) have = 1;
     if (!have) { /* the order is exhausted: wait for the reader to finish */
@@ -90,7 +95,7 @@ static void *la_main(void *arg) {
       continue;
     }
     uint64_t size = stk__cache_shard_size(la->cache, sh);
-    if (size == UINT64_MAX) size = 0;
+    if (size == UINT64_MAX) size = la->budget / 8; /* unknown: assume a large one */
     int fits = la->inwin[sh] > 0 || la->win_bytes + size <= la->budget;
     if (la->len && (!fits || la->len == MAX_VISITS)) {
       stk_sleep_ns(2000000); /* full: wait for the reader to move on */
@@ -99,6 +104,7 @@ static void *la_main(void *arg) {
     la->win[(la->head + la->len) % MAX_VISITS] = (struct visit){sh, la->pos++};
     la->len++;
     if (la->inwin[sh]++ == 0) {
+      la->inbytes[sh] = size;
       la->win_bytes += size;
       stk__cache_prefetch(la->cache, sh);
     }
@@ -120,7 +126,9 @@ int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
   la->budget = stk__cache_prefetch_budget(ds->cache);
   la->win = calloc(MAX_VISITS, sizeof *la->win);
   la->inwin = calloc(ds->nshards, sizeof *la->inwin);
-  int rc = la->win && la->inwin ? 0 : STK_ENOMEM;
+  la->inbytes = calloc(ds->nshards, sizeof *la->inbytes);
+  la->lag = (uint64_t)(o->prefetch_max + 2) * o->batch_size;
+  int rc = la->win && la->inwin && la->inbytes ? 0 : STK_ENOMEM;
   if (!rc) rc = stk_sampler_open(&la->sampler, ds, &o->sampler);
   if (!rc && resume) {
     rc = stk_sampler_restore(la->sampler, resume);
@@ -135,6 +143,7 @@ int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
     stk_sampler_close(la->sampler);
     free(la->win);
     free(la->inwin);
+    free(la->inbytes);
     free(la);
     return stk__errf(err, rc, "cannot start the cache look-ahead: %s", stk_strerror(rc));
   }
@@ -149,5 +158,6 @@ void stk__lookahead_stop(struct stk__lookahead *la) {
   stk_sampler_close(la->sampler);
   free(la->win);
   free(la->inwin);
+  free(la->inbytes);
   free(la);
 }
