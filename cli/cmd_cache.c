@@ -12,7 +12,7 @@ const char cmd_cache_usage[] =
     "usage: stoker cache ACTION [ARGS] [OPTIONS]\n"
     "\n"
     "  stats --cache-dir DIR [--list] [--json]\n"
-    "        entries, bytes, free space, and the counters every process added\n"
+    "        entries, bytes, and the counters every process added\n"
     "  warm URL --cache-dir DIR [cache options]\n"
     "        stage every shard of the dataset at URL (parallel fetches)\n"
     "  verify --cache-dir DIR\n"

@@ -1186,21 +1186,26 @@ void stk__cache_close(struct stk_cache *c) {
   X(prefetched, prefetched) X(stalls, stalls) X(restages, restages) X(retries, retries)  \
   X(errors, errors) X(requests, requests) X(disk_full, disk_full) X(stall_ns, stall_ns)
 
+/* Read the counters of DIR/stats into *sum (zeros when absent). */
+static void stats_file_read(const char *path, struct stk_cache_stats *sum) {
+  FILE *f = path ? fopen(path, "re") : NULL;
+  char k[64];
+  unsigned long long v;
+  while (f && fscanf(f, "%63s %llu", k, &v) == 2) {
+#define RD(name, field) if (!strcmp(k, #name)) sum->field = v;
+    STAT_FIELDS(RD)
+#undef RD
+  }
+  if (f) fclose(f);
+}
+
 static void dir_add_stats(const char *dir, const struct stk_cache_stats *s) {
   char *lp = pathf(dir, "lock", "stats", ""), *sp = pathf(dir, "", "stats", "");
   char *tp = pathf(dir, "", "stats", ".new");
   int lfd = lp ? open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
   if (lfd >= 0 && flock(lfd, LOCK_EX) == 0) {
     struct stk_cache_stats sum = {0};
-    FILE *f = sp ? fopen(sp, "re") : NULL;
-    char k[64];
-    unsigned long long v;
-    while (f && fscanf(f, "%63s %llu", k, &v) == 2) {
-#define RD(name, field) if (!strcmp(k, #name)) sum.field = v;
-      STAT_FIELDS(RD)
-#undef RD
-    }
-    if (f) fclose(f);
+    stats_file_read(sp, &sum);
     FILE *w = tp ? fopen(tp, "we") : NULL;
     if (w) {
 #define WR(name, field) fprintf(w, "%s %llu\n", #name, (unsigned long long)(sum.field + s->field));
@@ -1252,6 +1257,8 @@ void stk_cache_stats_json(const struct stk_cache_stats *st, struct stk_json *j) 
 
 /* ---- managing a directory (stoker cache) ----------------------------------------- */
 
+int stk__cache_dir_check(const char *dir, char *err) { return dir_prepare(dir, 1, err); }
+
 int stk_cache_dir_scan(const char *dir,
                        int (*cb)(void *arg, const struct stk_cache_dir_entry *e), void *arg,
                        struct stk_cache_stats *totals, char *errmsg) {
@@ -1286,15 +1293,7 @@ int stk_cache_dir_scan(const char *dir,
     totals->disk.entries = n;
     totals->disk.bytes = bytes;
     char *sp = pathf(dir, "", "stats", "");
-    FILE *f = sp ? fopen(sp, "re") : NULL;
-    char k[64];
-    unsigned long long val;
-    while (f && fscanf(f, "%63s %llu", k, &val) == 2) {
-#define RD(name, field) if (!strcmp(k, #name)) totals->field = val;
-      STAT_FIELDS(RD)
-#undef RD
-    }
-    if (f) fclose(f);
+    stats_file_read(sp, totals);
     free(sp);
   }
   return rc;

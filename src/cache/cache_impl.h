@@ -47,6 +47,11 @@ uint64_t stk__cache_prefetch_budget(const struct stk_cache *c);
 void stk__cache_stats(struct stk_cache *c, struct stk_cache_stats *st);
 const char *stk__cache_origin_url(const struct stk_cache *c);
 
+/* Check (creating it when absent or empty) that dir can be a disk tier:
+ * the same test stk__cache_open makes, for callers that want it before
+ * any network work. */
+int stk__cache_dir_check(const char *dir, char *err);
+
 /* CRC32C of the first len bytes of fd, read with pread. */
 int stk__crc_fd(int fd, uint64_t len, uint32_t *crc);
 

@@ -294,6 +294,14 @@ static int open_listed(struct stk_dataset *ds, struct stk_origin *o, const char 
   return rc;
 }
 
+static int uncounted(struct stk_dataset *ds, size_t i) {
+  return ds->shards[i].pending && !ds->shards[i].count_known;
+}
+
+static int stage_in_order(struct stk_dataset *ds, int (*want)(struct stk_dataset *, size_t),
+                          int index, const int *cancel,
+                          void (*progress)(void *arg, size_t done, size_t total), void *arg);
+
 int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
                              const struct stk_dataset_opts *opts, char *err) {
   struct stk_cache_opts co = opts && opts->cache ? *opts->cache : (struct stk_cache_opts){0};
@@ -302,9 +310,11 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
       .retry_max_s = co.retry_max_s, .max_attempts = co.max_attempts,
       .max_conns = co.fetchers ? STK__MAX(co.fetchers, 4u) : 0, .s3_endpoint = co.s3_endpoint,
       .s3_region = co.s3_region, .s3_addressing = co.s3_addressing, .s3_profile = co.s3_profile};
-  struct stk_origin *o = NULL;
-  int rc = stk__origin_open(&o, url, &oo, err);
+  /* A bad cache directory is reported before any request is made. */
+  int rc = co.dir ? stk__cache_dir_check(co.dir, err) : 0;
   if (rc) return rc;
+  struct stk_origin *o = NULL;
+  if ((rc = stk__origin_open(&o, url, &oo, err)) != 0) return rc;
   const char *shown = stk__origin_url(o);
   free(ds->root);
   if (!(ds->root = strdup(shown))) {
@@ -342,13 +352,10 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   if (o) stk__origin_close(o);
   tab_free(&t);
   if (rc) return rc;
-  /* Shards whose sample count nobody recorded are staged now. */
-  for (size_t i = 0; i < ds->nshards && !rc; i++) {
-    struct stk_shard *sh = &ds->shards[i];
-    if (!sh->pending || sh->count_known) continue;
-    int fd;
-    if ((rc = stk__shard_fd(ds, i, &fd, NULL, err)) == 0) stk__shard_fd_done(ds, i, fd);
-  }
+  /* Shards whose sample count nobody recorded are staged (and indexed) now,
+   * several at a time. */
+  rc = stage_in_order(ds, uncounted, 1, NULL, NULL, NULL);
+  if (rc && err != ds->err) memcpy(err, ds->err, STK_ERRMSG_MAX);
   return rc;
 }
 
@@ -432,34 +439,56 @@ int stk_dataset_cache_stats(const struct stk_dataset *ds, struct stk_cache_stats
   return 0;
 }
 
+/* Stage shards in order, keeping the fetchers busy as far ahead as the
+ * prefetch budget allows (at least one shard), and wait for each; pins are
+ * dropped as soon as a shard is in, so staging a dataset larger than the
+ * cache evicts (LRU) instead of overfilling it. want(ds, i) picks the
+ * shards (NULL: all); with index, each one's sample index is built too. */
+static int stage_in_order(struct stk_dataset *ds, int (*want)(struct stk_dataset *, size_t),
+                          int index, const int *cancel,
+                          void (*progress)(void *arg, size_t done, size_t total), void *arg) {
+  size_t n = ds->nshards, queued = 0, i = 0;
+  uint64_t budget = stk__cache_prefetch_budget(ds->cache), ahead = 0;
+  uint64_t *added = calloc(n ? n : 1, sizeof *added); /* what each queued shard counted */
+  if (!added) return stk__errf(ds->err, STK_ENOMEM, "out of memory");
+  int rc = 0;
+  for (; i < n && !rc; i++) {
+    if (want && !want(ds, i)) continue;
+    if (queued <= i) queued = i;
+    while (queued < n) {
+      if (want && !want(ds, queued)) {
+        queued++;
+        continue;
+      }
+      uint64_t sz = stk__cache_shard_size(ds->cache, queued);
+      if (sz == UINT64_MAX || sz > budget) sz = budget; /* unknown or huge: alone */
+      if (queued > i && ahead + sz > budget) break;
+      added[queued] = sz;
+      ahead += sz;
+      stk__cache_prefetch(ds->cache, queued++);
+    }
+    ahead -= added[i];
+    int fd;
+    rc = index ? stk__shard_fd(ds, i, &fd, cancel, ds->err)
+               : stk__cache_acquire(ds->cache, i, &fd, cancel, ds->err);
+    stk__cache_release(ds->cache, i); /* its prefetch pin */
+    if (!rc) stk__shard_fd_done(ds, i, fd);
+    if (progress) progress(arg, i + 1, n);
+  }
+  for (; i < queued; i++) /* after a failure */
+    if (!want || want(ds, i)) stk__cache_release(ds->cache, i);
+  free(added);
+  return rc;
+}
+
 int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
                      void (*progress)(void *arg, size_t done, size_t total), void *arg,
                      char *errmsg) {
   if (!ds->cache)
     return stk__errf(errmsg, STK_EINVAL, "%s: not read through a cache (give a URL or a cache "
                      "directory)", ds->root);
-  /* Keep shards queued for the fetchers as far ahead as the prefetch budget
-   * allows, and wait for each in order; pins are dropped as soon as a shard
-   * is in, so warming a dataset larger than the cache evicts (LRU) instead
-   * of overfilling it. */
-  size_t n = ds->nshards, queued = 0, i = 0;
-  uint64_t budget = stk__cache_prefetch_budget(ds->cache), ahead = 0;
-  int rc = 0;
-  for (; i < n && !rc; i++) {
-    /* Shards from i on are queued while their bytes fit the prefetch
-     * budget (at least one). */
-    while (queued < n && (queued == i || ahead + stk__cache_shard_size(ds->cache, queued) <= budget)) {
-      ahead += stk__cache_shard_size(ds->cache, queued);
-      stk__cache_prefetch(ds->cache, queued++);
-    }
-    ahead -= stk__cache_shard_size(ds->cache, i);
-    int fd; /* staged only: sample indexes are built by whoever reads */
-    rc = stk__cache_acquire(ds->cache, i, &fd, cancel, ds->err);
-    stk__cache_release(ds->cache, i); /* its prefetch pin */
-    if (!rc) stk__shard_fd_done(ds, i, fd);
-    if (progress) progress(arg, i + 1, n);
-  }
-  for (; i < queued; i++) stk__cache_release(ds->cache, i); /* after a failure */
+  /* Staged only: sample indexes are built by whoever reads. */
+  int rc = stage_in_order(ds, NULL, 0, cancel, progress, arg);
   if (rc && errmsg) memcpy(errmsg, ds->err, STK_ERRMSG_MAX);
   return rc;
 }
