@@ -204,6 +204,112 @@ void stk_sim_write_csv(FILE *f, const struct stk_sim_result *r, size_t n);
 /* Allocation curves, mean over seeds, one line per policy. */
 void stk_sim_write_svg(FILE *f, const struct stk_sim_result *r, size_t n, const char *title);
 
+/* ---- jobs mode ------------------------------------------------------- */
+
+/* Jobs that arrive, wait, run on whole GPUs, resize and finish, on a
+ * cluster of identical nodes (16 x 4 GPUs by default), as in the Pollux
+ * OSDI'21 artifact: each job's progress follows its application's measured
+ * throughput (by placement and local batch size) and statistical
+ * efficiency (by gradient noise); policies are asked for allocations every
+ * scheduling interval, and a job whose allocation changes pays a restart
+ * delay. Trace jobs (Philly) instead carry a fixed duration at their GPU
+ * count. */
+
+/* The measured applications: a directory with one subdirectory per
+ * application (placements.csv, scalability.csv, validation-BSZ.csv). */
+struct stk_sim_apps;
+int stk_sim_apps_load(struct stk_sim_apps **out, const char *traces_dir, char *errmsg);
+void stk_sim_apps_free(struct stk_sim_apps *a);
+
+/* A job list: either the artifact's workload CSV (name, time, application,
+ * num_replicas, batch_size) or a trace with fixed durations (columns
+ * submit_time or time, num_gpus or num_replicas, duration; the Philly
+ * trace's jobid,submit_time,num_gpus,duration, with optional status).
+ * apps may be NULL for a trace. Malformed rows fail with "FILE:LINE:
+ * cause"; an unknown application names it; an empty list is STK_EEMPTY. */
+struct stk_sim_jobs;
+int stk_sim_jobs_load(struct stk_sim_jobs **out, const struct stk_sim_apps *apps, const char *path,
+                      char *errmsg);
+void stk_sim_jobs_free(struct stk_sim_jobs *j);
+size_t stk_sim_jobs_count(const struct stk_sim_jobs *j);
+
+/* The queueing policies, in table order: fifo, sjf, tiresias, optimus,
+ * pollux, multi, carbon. */
+size_t stk_sim_job_policy_count(void);
+const char *stk_sim_job_policy_name(size_t i);
+const char *stk_sim_job_policy_summary(size_t i);
+int stk_sim_job_policy_find(const char *name);
+
+struct stk_sim_jobs_sample {
+  double time;
+  uint32_t gpus_alloc, running, queued;
+  double power_w;
+};
+
+struct stk_sim_jobs_opts {
+  const char *policy;       /* NULL = "tiresias" */
+  uint32_t nodes, gpus_per_node; /* 0 = 16 and 4 */
+  double interval;          /* scheduling period, s; 0 = 60 */
+  double restart_delay;     /* s a job pays after each allocation change; 0 = 30, <0 = none */
+  double horizon;           /* stop at this simulated time, s; 0 = 10^8 */
+  uint64_t seed;            /* the stochastic policies (pollux) */
+  /* energy: watts of one GPU idle and busy, price per kWh, carbon
+   * intensity g/kWh (constant, or a series of one value per carbon_step_s
+   * seconds, repeated) */
+  double idle_w, busy_w, price_kwh, carbon_g_kwh;
+  const double *carbon_series;
+  size_t ncarbon;
+  double carbon_step_s;
+  double power_cap_w; /* 0 = none: jobs wait while busy power would pass it */
+  int keep_samples;   /* record one sample per round */
+  void (*progress)(void *ctx, double now, size_t done, size_t total);
+  void *ctx;
+};
+
+struct stk_sim_job_record {
+  const char *name, *app;
+  double submit, start, finish; /* start/finish -1 when it never did */
+  double jct, queue_s, gpu_s, energy_kwh;
+  int restarts, done;
+};
+
+struct stk_sim_jobs_result {
+  char policy[32];
+  size_t jobs, completed, unfinished, too_large, starved; /* starved: waited > 24 h */
+  double jct_mean, jct_p50, jct_p99, jct_max;
+  double queue_mean, queue_p50, queue_p99;
+  double util_mean; /* allocated GPUs / GPUs, mean over rounds until the last completion */
+  double makespan;
+  uint64_t rounds, restarts;
+  double energy_kwh, cost, carbon_kg;
+  double wall_s;
+  struct stk_sim_job_record *rec;
+  size_t nrec;
+  struct stk_sim_jobs_sample *samples;
+  size_t nsamples;
+};
+
+int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_opts *opts,
+                     struct stk_sim_jobs_result *res, char *errmsg);
+void stk_sim_jobs_result_free(struct stk_sim_jobs_result *r);
+
+/* Published mean JCT (s) of the Pollux artifact's results-jobload for a
+ * policy (tiresias, optimus, pollux), load (0.5, 1, 1.5, 2) and workload
+ * 1..8 (0 = the mean over the eight); NAN when unknown. */
+double stk_sim_jobs_published(const char *policy, double load, int workload);
+
+/* Reports of several runs (one row each; label names the run). */
+void stk_sim_jobs_write_table(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
+                              const char *const *label);
+void stk_sim_jobs_write_json(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
+                             const char *const *label);
+/* One row per job of each run. */
+void stk_sim_jobs_write_csv(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
+                            const char *const *label);
+/* JCT CDFs and, from samples, allocated GPUs over time. */
+void stk_sim_jobs_write_svg(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
+                            const char *const *label, const char *title);
+
 #ifdef __cplusplus
 }
 #endif

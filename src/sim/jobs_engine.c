@@ -1,0 +1,506 @@
+/* The job-level engine: every scheduling interval each allocated job
+ * advances (paying first what is left of its restart delay), crossing
+ * epochs at its true goodput, then the policy is asked for the allocation
+ * of every arrived, unfinished job; a job whose allocation changed pays the
+ * restart delay again. Time advances in whole intervals as in the Pollux
+ * artifact, and completions fall on whole seconds inside an interval, so
+ * JCTs are the artifact's to the second. Energy, cost and carbon are
+ * integrated per interval from the allocated GPUs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jobs_impl.h"
+
+static const struct stk__jpolicy *const policies[] = {
+    &stk__jpol_fifo,    &stk__jpol_sjf,   &stk__jpol_tiresias, &stk__jpol_optimus,
+    &stk__jpol_pollux,  &stk__jpol_multi, &stk__jpol_carbon,   NULL,
+};
+
+size_t stk_sim_job_policy_count(void) { return STK__ARRAY_LEN(policies) - 1; }
+const char *stk_sim_job_policy_name(size_t i) {
+  return i < stk_sim_job_policy_count() ? policies[i]->name : NULL;
+}
+const char *stk_sim_job_policy_summary(size_t i) {
+  return i < stk_sim_job_policy_count() ? policies[i]->summary : NULL;
+}
+int stk_sim_job_policy_find(const char *name) {
+  for (size_t i = 0; policies[i]; i++)
+    if (!strcasecmp(policies[i]->name, name)) return (int)i;
+  return STK_EINVAL;
+}
+const struct stk__jpolicy *stk__jpolicy_get(const char *name) {
+  int i = stk_sim_job_policy_find(name);
+  return i < 0 ? NULL : policies[i];
+}
+
+void stk__jlocal_bsz(const struct stk__japp *a, int bsz, int replicas, int *atomic, int *accum) {
+  const double eps = 1e-8;
+  int local = (int)ceil((double)bsz / replicas - eps);
+  int acc = (int)ceil((double)local / a->max_local - eps) - 1;
+  if (replicas == 1 && bsz > a->init_bsz && acc < 1) acc = 1;
+  int at = (int)ceil((double)local / (acc + 1) - eps);
+  int count = replicas * (acc + 1);
+  int cap = (int)((double)a->max_bsz / count);
+  if (at > cap) at = cap;
+  *atomic = at;
+  *accum = acc;
+}
+
+void stk__jplace_most_free(int *free_gpus, int nodes, int want, uint8_t *out) {
+  int got = 0;
+  while (got < want) {
+    int best = 0;
+    for (int i = 1; i < nodes; i++)
+      if (free_gpus[i] > free_gpus[best]) best = i;
+    int take = STK__MIN(free_gpus[best], want - got);
+    if (take <= 0) break; /* callers check capacity first */
+    for (int k = 0; k < take; k++) out[got++] = (uint8_t)best;
+    free_gpus[best] -= take;
+  }
+}
+
+double stk__jpredict_step(struct stk__jrun *rn, struct stk__jstate *j, int n) {
+  if (!j->opt_pred) {
+    j->opt_pred = calloc((size_t)rn->gpus + 1, sizeof(double));
+    if (!j->opt_pred) return INFINITY;
+  }
+  if (n > rn->gpus) return INFINITY;
+  if (j->opt_pred[n] > 0) return j->opt_pred[n];
+  const struct stk__japp *a = j->spec->app;
+  int per[STK__JOBS_MAX_NODES], m = 0, left = n;
+  while (left > 0 && m < STK__JOBS_MAX_NODES) {
+    per[m] = STK__MIN(left, 4);
+    left -= per[m++];
+  }
+  const double eps = 1e-8;
+  int local = (int)ceil((double)j->spec->bsz / n - eps);
+  int acc = (int)ceil((double)local / a->max_local - eps) - 1;
+  if (n == 1 && acc < 1) acc = 1;
+  int at = (int)ceil((double)local / (acc + 1) - eps);
+  int count = n * (acc + 1);
+  if (at > (int)((double)a->max_bsz / count)) at = (int)((double)a->max_bsz / count);
+  double step, sync;
+  stk__japp_throughput(a, per, m, at, &step, &sync);
+  j->opt_pred[n] = step + (step - sync) * acc;
+  return j->opt_pred[n];
+}
+
+double stk__jremaining(struct stk__jrun *rn, struct stk__jstate *j) {
+  (void)rn;
+  const struct stk__japp *a = j->spec->app;
+  if (!a) return j->spec->duration * (1 - j->progress);
+  /* whole-job seconds at the requested size: remaining iterations times
+   * the step time at the requested replicas */
+  int e = j->epoch;
+  double it = stk__japp_iteration(a, j->spec->bsz, a->max_epochs - 1) -
+              (e ? stk__japp_iteration(a, j->spec->bsz, e) : 0);
+  if (it < 1) it = 1;
+  return it * stk__jpredict_step(rn, j, STK__MIN(j->spec->replicas, rn->gpus));
+}
+
+/* ---- one job ---------------------------------------------------------- */
+
+static void update_bsz(struct stk__jrun *rn, struct stk__jstate *j) {
+  const struct stk__japp *a = j->spec->app;
+  if (!a || !j->nplace) return;
+  int reps = 0;
+  for (int i = 0; i < j->nplace; i++) reps += j->place[i];
+  if (j->target_bsz) {
+    stk__jlocal_bsz(a, j->target_bsz, reps, &j->atomic, &j->accum);
+  } else if (!j->have_perf) {
+    int b = STK__MAX(a->init_bsz, a->min_local * reps);
+    stk__jlocal_bsz(a, b, reps, &j->atomic, &j->accum);
+  } else {
+    stk__goodput_opt(&j->perf, j->sqr, j->var, a->init_bsz, j->nplace, reps, a->max_bsz,
+                     a->min_local, a->max_local, &j->atomic, &j->accum);
+    int count = reps * (j->accum + 1);
+    int cap = (int)((double)a->max_bsz / count);
+    if (j->atomic > cap) j->atomic = cap;
+  }
+  (void)rn;
+}
+
+/* Record a measured configuration for Pollux's model and refit. */
+static void observe(struct stk__jstate *j, int nodes, int reps, int atomic, double step,
+                    double sync) {
+  for (int i = 0; i < j->nprof; i++)
+    if (j->prof_nodes[i] == nodes && j->prof_rep[i] == reps && j->prof_bsz[i] == atomic) return;
+  if (j->nprof == j->capprof) {
+    int cap = j->capprof ? 2 * j->capprof : 16;
+    int *a = realloc(j->prof_nodes, sizeof(int) * (size_t)cap);
+    if (a) j->prof_nodes = a;
+    int *b = realloc(j->prof_rep, sizeof(int) * (size_t)cap);
+    if (b) j->prof_rep = b;
+    int *c = realloc(j->prof_bsz, sizeof(int) * (size_t)cap);
+    if (c) j->prof_bsz = c;
+    double *d = realloc(j->prof_step, sizeof(double) * (size_t)cap);
+    if (d) j->prof_step = d;
+    double *e = realloc(j->prof_sync, sizeof(double) * (size_t)cap);
+    if (e) j->prof_sync = e;
+    if (!a || !b || !c || !d || !e) return;
+    j->capprof = cap;
+  }
+  j->prof_nodes[j->nprof] = nodes;
+  j->prof_rep[j->nprof] = reps;
+  j->prof_bsz[j->nprof] = atomic;
+  j->prof_step[j->nprof] = step;
+  j->prof_sync[j->nprof] = step - sync; /* accumulation (compute) time */
+  j->nprof++;
+  if (reps > j->max_prof_rep) j->max_prof_rep = reps;
+  stk__perf_fit(&j->perf, j->nprof, j->prof_nodes, j->prof_rep, j->prof_bsz, j->prof_sync,
+                j->prof_step);
+  j->have_perf = 1;
+}
+
+static void job_step(struct stk__jrun *rn, struct stk__jstate *j, double seconds) {
+  if (!j->nplace || j->done) return;
+  int gpus = j->nalloc;
+  double el = 0;
+  double delay = fmin(j->rescale, seconds);
+  el += delay;
+  j->attained += delay * gpus;
+  j->rescale -= delay;
+  seconds -= delay;
+  const struct stk__japp *a = j->spec->app;
+  if (!a) { /* trace job: one second of work per second at its GPUs */
+    double left = j->spec->duration * (1 - j->progress);
+    if (seconds >= left) {
+      double d = ceil(left);
+      j->done = 1;
+      j->done_at = rn->now + el + d;
+      j->attained += d * gpus;
+      j->progress = 1;
+    } else if (seconds > 0) {
+      j->progress += seconds / fmax(j->spec->duration, 1e-9);
+      j->attained += seconds * gpus;
+    }
+    return;
+  }
+  while (seconds > 0 && !j->done) {
+    int reps = 0;
+    for (int i = 0; i < j->nplace; i++) reps += j->place[i];
+    int batch = reps * j->atomic * (j->accum + 1);
+    double scale = (double)batch / a->init_bsz;
+    if (!j->c_valid || j->c_atomic != j->atomic) {
+      stk__japp_throughput(a, j->place, j->nplace, j->atomic, &j->c_step, &j->c_sync);
+      j->c_atomic = j->atomic;
+      j->c_valid = 1;
+    }
+    double step = j->c_step, sync = j->c_sync, accum_t = step - sync;
+    double sqr, var;
+    stk__japp_grad(a, batch, j->epoch, &sqr, &var);
+    double gain = (var + sqr) / (var / scale + sqr);
+    if (rn->fit) {
+      j->sqr = sqr;
+      j->var = var;
+      observe(j, j->nplace, reps, j->atomic, step, sync);
+    }
+    double total = step + accum_t * j->accum;
+    double goodput = gain / total;
+    double next = a->progress_at[j->epoch + 1];
+    if (j->progress + goodput * seconds < next) {
+      j->progress += goodput * seconds;
+      el += seconds;
+      j->attained += seconds * gpus;
+      seconds = 0;
+    } else {
+      j->epoch++;
+      double delta = nearbyint((next - j->progress) / goodput);
+      if (delta > seconds) delta = seconds;
+      if (j->epoch > a->max_epochs - 1) {
+        j->done = 1;
+        j->done_at = rn->now + el + delta;
+      }
+      j->progress = next;
+      el += delta;
+      j->attained += delta * gpus;
+      seconds -= delta;
+    }
+    update_bsz(rn, j);
+  }
+}
+
+static void reallocate(struct stk__jrun *rn, struct stk__jstate *j, const uint8_t *alloc, int n) {
+  memcpy(j->alloc, alloc, (size_t)n);
+  j->nalloc = n;
+  j->nplace = 0;
+  for (int i = 0; i < n; i++) {
+    if (i == 0 || alloc[i] != alloc[i - 1]) {
+      if (j->nplace == STK__JOBS_MAX_NODES) break;
+      j->place[j->nplace++] = 1;
+    } else {
+      j->place[j->nplace - 1]++;
+    }
+  }
+  j->c_valid = 0;
+  if (n) {
+    update_bsz(rn, j);
+    j->rescale = rn->o->restart_delay;
+    j->restarts++;
+    if (j->start_at < 0) j->start_at = rn->now;
+  } else {
+    j->atomic = 0;
+  }
+}
+
+/* ---- the run ---------------------------------------------------------- */
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+static double quantile(double *v, size_t n, double q) {
+  if (!n) return NAN;
+  double pos = q * (double)(n - 1);
+  size_t i = (size_t)pos;
+  if (i + 1 >= n) return v[n - 1];
+  return v[i] + (pos - (double)i) * (v[i + 1] - v[i]);
+}
+
+double stk__jcarbon_at(const struct stk_sim_jobs_opts *o, double t) {
+  if (o->ncarbon && o->carbon_series) {
+    double step = o->carbon_step_s > 0 ? o->carbon_step_s : 3600;
+    size_t i = (size_t)(t / step) % o->ncarbon;
+    return o->carbon_series[i];
+  }
+  return o->carbon_g_kwh;
+}
+
+int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_opts *opts,
+                     struct stk_sim_jobs_result *res, char *errmsg) {
+  memset(res, 0, sizeof *res);
+  struct stk_sim_jobs_opts o = *opts;
+  if (!o.policy) o.policy = "tiresias";
+  if (!o.nodes) o.nodes = 16;
+  if (!o.gpus_per_node) o.gpus_per_node = 4;
+  if (o.interval <= 0) o.interval = 60;
+  if (o.restart_delay == 0) o.restart_delay = 30;
+  if (o.restart_delay < 0) o.restart_delay = 0;
+  if (o.horizon <= 0) o.horizon = 1e8;
+  if (o.nodes > STK__JOBS_MAX_NODES || o.gpus_per_node > STK__JOBS_MAX_GPN)
+    return stk__errf(errmsg, STK_EINVAL, "cluster of %u nodes x %u GPUs: at most %d x %d",
+                     o.nodes, o.gpus_per_node, STK__JOBS_MAX_NODES, STK__JOBS_MAX_GPN);
+  const struct stk__jpolicy *pol = stk__jpolicy_get(o.policy);
+  if (!pol)
+    return stk__errf(errmsg, STK_EINVAL, "no job policy '%s'; `stoker sim --list-policies` names them",
+                     o.policy);
+  for (size_t i = 0; i < jobs->n; i++)
+    if (!jobs->job[i].app && pol->elastic)
+      return stk__errf(errmsg, STK_EINVAL,
+                       "policy %s sizes jobs by their measured throughput; %s has jobs without "
+                       "an application (use fifo, sjf, tiresias, multi or carbon)",
+                       pol->name, jobs->path);
+  struct timespec w0;
+  clock_gettime(CLOCK_MONOTONIC, &w0);
+  struct stk__jrun rn;
+  memset(&rn, 0, sizeof rn);
+  rn.jobs = jobs;
+  rn.o = &o;
+  rn.n = jobs->n;
+  rn.nodes = (int)o.nodes;
+  rn.gpn = (int)o.gpus_per_node;
+  rn.gpus = rn.nodes * rn.gpn;
+  rn.usable = rn.gpus;
+  if (o.power_cap_w > 0 && o.busy_w > o.idle_w) {
+    double extra = (o.power_cap_w - rn.gpus * o.idle_w) / (o.busy_w - o.idle_w);
+    rn.usable = extra < 0 ? 0 : extra < rn.gpus ? (int)extra : rn.gpus;
+  }
+  rn.fit = pol == &stk__jpol_pollux;
+  stk_rng_seed(&rn.rng, o.seed);
+  rn.js = calloc(rn.n, sizeof *rn.js);
+  rn.new_n = calloc(rn.n, sizeof(int));
+  rn.new_alloc = calloc(rn.n, sizeof(uint8_t *));
+  size_t *active = malloc(sizeof(size_t) * (rn.n + 1));
+  uint8_t *abuf = malloc((size_t)rn.gpus * 2 * rn.n);
+  double *jct = malloc(sizeof(double) * (rn.n + 1));
+  double *qd = malloc(sizeof(double) * (rn.n + 1));
+  int rc = 0;
+  if (!rn.js || !rn.new_n || !rn.new_alloc || !active || !abuf || !jct || !qd) {
+    rc = STK_ENOMEM;
+    goto out;
+  }
+  for (size_t i = 0; i < rn.n; i++) {
+    struct stk__jstate *j = &rn.js[i];
+    j->spec = &jobs->job[i];
+    j->restarts = -1;
+    j->start_at = -1;
+    j->done_at = -1;
+    j->alloc = abuf + (size_t)rn.gpus * 2 * i;
+    rn.new_alloc[i] = j->alloc + rn.gpus;
+    if (j->spec->app) {
+      j->target_bsz = j->spec->bsz;
+      if (pol == &stk__jpol_pollux) j->target_bsz = !strcmp(j->spec->app->name, "ncf") ? 32768 : 0;
+    }
+    if (!pol->elastic && j->spec->replicas > rn.usable) {
+      j->too_large = 1;
+      res->too_large++;
+    }
+  }
+  if (pol->init && (rc = pol->init(&rn))) goto out;
+  size_t ndone = 0, nlive = rn.n - res->too_large, cap_samples = 0;
+  double util_sum = 0, last_done = 0;
+  uint64_t rounds = 0;
+  double energy_j = 0, carbon_g = 0;
+  rn.now = 0;
+  while (ndone < nlive) {
+    if (rn.now >= o.horizon) break;
+    for (size_t i = 0; i < rn.n; i++) {
+      struct stk__jstate *j = &rn.js[i];
+      if (j->done || !j->nplace) continue;
+      job_step(&rn, j, o.interval);
+      if (j->done) {
+        ndone++;
+        if (j->done_at > last_done) last_done = j->done_at;
+      }
+    }
+    /* energy of the interval just run */
+    int busy = 0;
+    for (size_t i = 0; i < rn.n; i++)
+      if (rn.js[i].nplace && !rn.js[i].done) busy += rn.js[i].nalloc;
+    double pw = busy * o.busy_w + (rn.gpus - busy) * o.idle_w;
+    energy_j += pw * o.interval;
+    carbon_g += pw * o.interval / 3.6e6 * stk__jcarbon_at(&o, rn.now);
+    rn.now += o.interval;
+    rounds++;
+    size_t na = 0;
+    for (size_t i = 0; i < rn.n; i++) {
+      struct stk__jstate *j = &rn.js[i];
+      if (!j->done && !j->too_large && j->spec->submit <= rn.now) active[na++] = i;
+    }
+    if (na) {
+      for (size_t k = 0; k < na; k++) {
+        struct stk__jstate *j = &rn.js[active[k]];
+        rn.new_n[active[k]] = j->nalloc;
+        memcpy(rn.new_alloc[active[k]], j->alloc, (size_t)j->nalloc);
+      }
+      if ((rc = pol->schedule(&rn, active, na))) goto out;
+      for (size_t k = 0; k < na; k++) {
+        size_t i = active[k];
+        struct stk__jstate *j = &rn.js[i];
+        if (rn.new_n[i] != j->nalloc || memcmp(rn.new_alloc[i], j->alloc, (size_t)j->nalloc))
+          reallocate(&rn, j, rn.new_alloc[i], rn.new_n[i]);
+      }
+    }
+    int alloc = 0, running = 0, queued = 0;
+    for (size_t k = 0; k < na; k++) {
+      struct stk__jstate *j = &rn.js[active[k]];
+      if (j->nalloc) {
+        alloc += j->nalloc;
+        running++;
+      } else {
+        queued++;
+      }
+    }
+    if (ndone < nlive) util_sum += (double)alloc / rn.gpus;
+    if (o.keep_samples) {
+      if (res->nsamples == cap_samples) {
+        cap_samples = cap_samples ? 2 * cap_samples : 1024;
+        struct stk_sim_jobs_sample *ns = realloc(res->samples, sizeof *ns * cap_samples);
+        if (!ns) {
+          rc = STK_ENOMEM;
+          goto out;
+        }
+        res->samples = ns;
+      }
+      struct stk_sim_jobs_sample *s = &res->samples[res->nsamples++];
+      s->time = rn.now;
+      s->gpus_alloc = (uint32_t)alloc;
+      s->running = (uint32_t)running;
+      s->queued = (uint32_t)queued;
+      s->power_w = alloc * o.busy_w + (rn.gpus - alloc) * o.idle_w;
+    }
+    if (o.progress && rounds % 2000 == 0) o.progress(o.ctx, rn.now, ndone, nlive);
+  }
+  /* results */
+  snprintf(res->policy, sizeof res->policy, "%s", pol->name);
+  res->jobs = rn.n;
+  res->rounds = rounds;
+  res->rec = calloc(rn.n, sizeof *res->rec);
+  if (!res->rec) {
+    rc = STK_ENOMEM;
+    goto out;
+  }
+  res->nrec = rn.n;
+  size_t nj = 0, nq = 0;
+  double jsum = 0, qsum = 0;
+  for (size_t i = 0; i < rn.n; i++) {
+    struct stk__jstate *j = &rn.js[i];
+    struct stk_sim_job_record *r = &res->rec[i];
+    r->name = j->spec->name;
+    r->app = j->spec->app ? j->spec->app->name : "";
+    r->submit = j->spec->submit;
+    r->start = j->start_at;
+    r->finish = j->done ? j->done_at : -1;
+    r->done = j->done;
+    r->restarts = j->restarts < 0 ? 0 : j->restarts;
+    r->gpu_s = j->attained;
+    r->energy_kwh = j->attained * o.busy_w / 3.6e6;
+    r->jct = j->done ? j->done_at - j->spec->submit : -1;
+    double first = j->start_at >= 0 ? j->start_at : (j->too_large ? -1 : rn.now);
+    r->queue_s = first >= 0 ? first - j->spec->submit : -1;
+    if (r->queue_s > 86400) res->starved++;
+    res->restarts += (uint64_t)r->restarts;
+    if (j->done) {
+      jct[nj++] = r->jct;
+      jsum += r->jct;
+      res->completed++;
+    } else if (!j->too_large) {
+      res->unfinished++;
+    }
+    if (r->queue_s >= 0) {
+      qd[nq++] = r->queue_s;
+      qsum += r->queue_s;
+    }
+  }
+  qsort(jct, nj, sizeof *jct, cmp_double);
+  qsort(qd, nq, sizeof *qd, cmp_double);
+  res->jct_mean = nj ? jsum / nj : NAN;
+  res->jct_p50 = quantile(jct, nj, 0.5);
+  res->jct_p99 = quantile(jct, nj, 0.99);
+  res->jct_max = nj ? jct[nj - 1] : NAN;
+  res->queue_mean = nq ? qsum / nq : NAN;
+  res->queue_p50 = quantile(qd, nq, 0.5);
+  res->queue_p99 = quantile(qd, nq, 0.99);
+  res->makespan = last_done;
+  res->util_mean = rounds ? util_sum / (double)rounds : 0;
+  res->energy_kwh = energy_j / 3.6e6;
+  res->cost = res->energy_kwh * o.price_kwh;
+  res->carbon_kg = carbon_g / 1000;
+out:
+  if (pol->fini) pol->fini(&rn);
+  struct timespec w1;
+  clock_gettime(CLOCK_MONOTONIC, &w1);
+  res->wall_s = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9;
+  if (rn.js)
+    for (size_t i = 0; i < rn.n; i++) {
+      struct stk__jstate *j = &rn.js[i];
+      free(j->prof_nodes);
+      free(j->prof_rep);
+      free(j->prof_bsz);
+      free(j->prof_step);
+      free(j->prof_sync);
+      free(j->opt_pred);
+      free(j->pol);
+    }
+  free(rn.js);
+  free(rn.new_n);
+  free(rn.new_alloc);
+  free(active);
+  free(abuf);
+  free(jct);
+  free(qd);
+  if (rc) stk_sim_jobs_result_free(res);
+  return rc;
+}
+
+void stk_sim_jobs_result_free(struct stk_sim_jobs_result *r) {
+  if (!r) return;
+  free(r->rec);
+  free(r->samples);
+  r->rec = NULL;
+  r->samples = NULL;
+  r->nrec = r->nsamples = 0;
+}

@@ -1,0 +1,247 @@
+/* Pollux's goodput model (Qiao et al., OSDI'21): a job's step time is
+ * predicted from its configuration by a seven-parameter model (compute
+ * linear in the atomic batch, network by the slowest link with a
+ * retrogression term per replica, overlapped by a gamma-norm), fitted to
+ * the configurations the job has run at; statistical efficiency follows
+ * from the gradient noise scale. The fit minimises the artifact's
+ * objective (RMS log error of accumulation and step times plus its two
+ * regularisers) over the same bounds and fixed parameters; the artifact
+ * uses L-BFGS-B, here a bounded Nelder-Mead over log-scaled parameters,
+ * which reaches the same minimum on these smooth seven-parameter fits. */
+#include <math.h>
+#include <string.h>
+
+#include "jobs_impl.h"
+
+#define NP 7
+#define LOWER 1e-8
+
+static double net_time(const struct stk__perf *p, int nodes, int reps) {
+  double a, b;
+  if (nodes > 1) {
+    a = p->an;
+    b = p->bn;
+  } else if (reps > 1) {
+    a = p->ar;
+    b = p->br;
+  } else {
+    a = b = 1e-8;
+  }
+  return a + b * fmax(reps - 2, 1e-8);
+}
+
+static double log_optim(const struct stk__perf *p, double accum, double net) {
+  double g = p->gamma;
+  return log(pow(accum, g) + pow(net, g)) / g;
+}
+
+double stk__perf_throughput(const struct stk__perf *p, int nodes, int reps, int atomic, int accum) {
+  double at = p->ac + p->bc * atomic;
+  double opt = exp(log_optim(p, at, net_time(p, nodes, reps)));
+  double total = accum * at + opt;
+  return (double)reps * atomic * (accum + 1) / total;
+}
+
+struct fitdata {
+  int n;
+  const int *nodes, *reps, *bsz;
+  const double *accum, *step;
+  double lo[NP], hi[NP], fixed[NP];
+  int isfixed[NP];
+};
+
+static void to_params(const struct fitdata *d, const double *u, struct stk__perf *p) {
+  double v[NP];
+  int k = 0;
+  for (int i = 0; i < NP; i++) {
+    if (d->isfixed[i]) {
+      v[i] = d->fixed[i];
+      continue;
+    }
+    double x = u[k++];
+    if (i == 6) {
+      v[i] = 1 + 9 / (1 + exp(-x)); /* gamma in [1, 10] */
+    } else {
+      v[i] = LOWER + exp(x);
+    }
+  }
+  p->ac = v[0];
+  p->bc = v[1];
+  p->an = v[2];
+  p->bn = v[3];
+  p->ar = v[4];
+  p->br = v[5];
+  p->gamma = v[6];
+}
+
+static double objective(const struct fitdata *d, const double *u) {
+  struct stk__perf p;
+  to_params(d, u, &p);
+  double e1 = 0, e2 = 0;
+  for (int i = 0; i < d->n; i++) {
+    double pa = p.ac + p.bc * d->bsz[i];
+    double pn = net_time(&p, d->nodes[i], d->reps[i]);
+    double lo = log_optim(&p, pa, pn);
+    double r1 = log(pa) - log(d->accum[i]);
+    double r2 = lo - log(d->step[i]);
+    e1 += r1 * r1;
+    e2 += r2 * r2;
+  }
+  double err = sqrt(e1 / d->n) + sqrt(e2 / d->n);
+  err += 1e-3 * (p.gamma - 1) * (p.gamma - 1);
+  err += 1e-2 * ((p.bn / p.an) * (p.bn / p.an) + (p.br / p.ar) * (p.br / p.ar));
+  return isfinite(err) ? err : 1e300;
+}
+
+static double inv_param(int i, double v) {
+  if (i == 6) {
+    double s = (v - 1) / 9;
+    s = fmin(fmax(s, 1e-6), 1 - 1e-6);
+    return log(s / (1 - s));
+  }
+  return log(fmax(v - LOWER, 1e-12));
+}
+
+void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *reps, const int *bsz,
+                   const double *accum_time, const double *step_time) {
+  struct fitdata d;
+  memset(&d, 0, sizeof d);
+  d.n = n;
+  d.nodes = nodes;
+  d.reps = reps;
+  d.bsz = bsz;
+  d.accum = accum_time;
+  d.step = step_time;
+  double init[NP] = {1e-1, 1e-2, 1e-1, 1e-2, 1e-1, 1e-2, 1.0 + 1e-3};
+  int one_bsz = 1, multi_node = 0, single_multi = 0, over2 = 0;
+  double mean_acc = 0;
+  for (int i = 0; i < n; i++) {
+    if (bsz[i] != bsz[0]) one_bsz = 0;
+    if (nodes[i] > 1) multi_node = 1;
+    if (nodes[i] == 1 && reps[i] > 1) single_multi = 1;
+    if (reps[i] > 2) over2 = 1;
+    mean_acc += accum_time[i];
+  }
+  mean_acc /= n;
+  if (one_bsz) {
+    d.isfixed[0] = 1;
+    d.fixed[0] = mean_acc / 2;
+  }
+  if (!multi_node) {
+    d.isfixed[2] = d.isfixed[3] = 1;
+    d.fixed[2] = d.fixed[3] = LOWER;
+  }
+  if (!single_multi) {
+    d.isfixed[4] = d.isfixed[5] = 1;
+    d.fixed[4] = d.fixed[5] = LOWER;
+  }
+  if (!over2) {
+    d.isfixed[3] = d.isfixed[5] = 1;
+    d.fixed[3] = d.fixed[5] = LOWER;
+  }
+  int m = 0;
+  double x[NP + 1][NP], f[NP + 1];
+  for (int i = 0; i < NP; i++)
+    if (!d.isfixed[i]) x[0][m++] = inv_param(i, init[i]);
+  if (m > 0) {
+    /* Nelder-Mead */
+    for (int v = 1; v <= m; v++) {
+      memcpy(x[v], x[0], sizeof x[0]);
+      x[v][v - 1] += 1.0;
+    }
+    for (int v = 0; v <= m; v++) f[v] = objective(&d, x[v]);
+    for (int it = 0; it < 400 * m; it++) {
+      /* order */
+      for (int a = 1; a <= m; a++)
+        for (int b = a; b > 0 && f[b] < f[b - 1]; b--) {
+          double t = f[b];
+          f[b] = f[b - 1];
+          f[b - 1] = t;
+          double tx[NP];
+          memcpy(tx, x[b], sizeof tx);
+          memcpy(x[b], x[b - 1], sizeof tx);
+          memcpy(x[b - 1], tx, sizeof tx);
+        }
+      if (f[m] - f[0] < 1e-10 * (fabs(f[0]) + 1e-12) && it > 20) break;
+      double c[NP] = {0}, xr[NP], xe[NP], xc[NP];
+      for (int v = 0; v < m; v++)
+        for (int k = 0; k < m; k++) c[k] += x[v][k] / m;
+      for (int k = 0; k < m; k++) xr[k] = c[k] + (c[k] - x[m][k]);
+      double fr = objective(&d, xr);
+      if (fr < f[0]) {
+        for (int k = 0; k < m; k++) xe[k] = c[k] + 2 * (c[k] - x[m][k]);
+        double fe = objective(&d, xe);
+        if (fe < fr) {
+          memcpy(x[m], xe, sizeof xe);
+          f[m] = fe;
+        } else {
+          memcpy(x[m], xr, sizeof xr);
+          f[m] = fr;
+        }
+      } else if (fr < f[m - 1]) {
+        memcpy(x[m], xr, sizeof xr);
+        f[m] = fr;
+      } else {
+        for (int k = 0; k < m; k++) xc[k] = c[k] + 0.5 * (x[m][k] - c[k]);
+        double fc = objective(&d, xc);
+        if (fc < f[m]) {
+          memcpy(x[m], xc, sizeof xc);
+          f[m] = fc;
+        } else {
+          for (int v = 1; v <= m; v++) {
+            for (int k = 0; k < m; k++) x[v][k] = x[0][k] + 0.5 * (x[v][k] - x[0][k]);
+            f[v] = objective(&d, x[v]);
+          }
+        }
+      }
+    }
+    int best = 0;
+    for (int v = 1; v <= m; v++)
+      if (f[v] < f[best]) best = v;
+    to_params(&d, x[best], p);
+  } else {
+    to_params(&d, x[0], p);
+  }
+  if (!multi_node) {
+    p->an = fmax(p->an, p->ar * 1.1);
+    p->bn = fmax(p->bn, p->br * 1.1);
+  }
+}
+
+static double efficiency(double sqr, double var, int init_bsz, double bsz) {
+  double scale = bsz / init_bsz;
+  double denom = var / scale + sqr;
+  double gain = denom > 0 ? (var + sqr) / denom : 1.0;
+  return gain / scale;
+}
+
+double stk__goodput_opt(const struct stk__perf *p, double sqr, double var, int init_bsz,
+                        int nodes, int replicas, int max_bsz, int min_local, int max_local,
+                        int *atomic, int *accum) {
+  const double eps = 1e-8;
+  double lo = fmax(init_bsz, (double)min_local * replicas);
+  double best = 0;
+  int ba = 0, bc = 0, found = 0;
+  for (int k = 0; k < 50; k++) {
+    double b = lo * pow((double)max_bsz / lo, k / 49.0);
+    double local = b / replicas;
+    int acc = (int)ceil(local / max_local - eps) - 1;
+    if (replicas == 1 && local > init_bsz + eps && acc < 1) acc = 1;
+    if (acc < 0) acc = 0;
+    int at = (int)ceil(local / (acc + 1) - eps);
+    double g = 0;
+    if (at >= min_local && at <= max_local) {
+      double bs = (double)replicas * at * (acc + 1);
+      g = stk__perf_throughput(p, nodes, replicas, at, acc) * efficiency(sqr, var, init_bsz, bs);
+    }
+    if (!found || g > best) {
+      best = g;
+      ba = at;
+      bc = acc;
+      found = 1;
+    }
+  }
+  if (atomic) *atomic = ba;
+  if (accum) *accum = bc;
+  return best;
+}

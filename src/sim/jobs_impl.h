@@ -1,0 +1,173 @@
+/* Internals of the job-level simulator (stoker sim --jobs): the measured
+ * application models of the Pollux OSDI'21 artifact, the job list, the
+ * per-run job state the engine steps through time, and the queueing-policy
+ * ops table. Nothing here is part of the public API. */
+#ifndef STOKER_SIM_JOBS_IMPL_H
+#define STOKER_SIM_JOBS_IMPL_H
+
+#include <stdint.h>
+
+#include "../base/base.h"
+#include "stoker/sim.h"
+
+#define STK__JOBS_MAX_NODES 64
+#define STK__JOBS_MAX_GPN 16 /* GPUs per node */
+
+/* ---- applications ---------------------------------------------------- */
+
+/* One validation run at one batch size: per epoch, the progress reached
+ * at its end, iterations done, validation metric and gradient statistics. */
+struct stk__jval {
+  int bsz, n;
+  double *progress, *iteration, *metric, *sqr, *var;
+};
+
+/* Measured (step, sync) times of one placement by local batch size. */
+struct stk__jplace {
+  char key[24]; /* GPUs per node, rotated to the smallest rotation */
+  int nodes, replicas, n;
+  double *bsz, *step, *sync;
+};
+
+struct stk__japp {
+  char name[32];
+  int nval;
+  struct stk__jval *val; /* by batch size, ascending */
+  int nplace;
+  struct stk__jplace *place; /* sorted by key */
+  int init_bsz, max_bsz, min_local, max_local, max_epochs;
+  double *progress_at; /* progress at the end of epoch e-1, e = 0..max_epochs */
+  /* Scattered (nodes, replicas, local batch) -> (step, sync) points and
+   * their Delaunay tetrahedra, for placements that were not measured. */
+  int npts, nsimp;
+  double *pts, *vals;
+  int *simp;      /* 4 point indices per tetrahedron */
+  double *tinv;   /* 9 + 3 per tetrahedron: inverse edge matrix, origin */
+  double lo[3], hi[3];
+};
+
+struct stk_sim_apps {
+  int n;
+  struct stk__japp *app;
+};
+
+const struct stk__japp *stk__japp_find(const struct stk_sim_apps *a, const char *name);
+/* Measured step and sync time of a placement (GPUs on each node, zeros
+ * ignored) at an atomic batch size: linear in the batch size within a
+ * measured placement, else linear over the tetrahedra of the scattered
+ * points (nodes capped at 16). */
+void stk__japp_throughput(const struct stk__japp *a, const int *per_node, int nnodes, double bsz,
+                          double *step, double *sync);
+/* Gradient statistics during epoch at a total batch size (linear between
+ * the measured batch sizes, clamped to their range). */
+void stk__japp_grad(const struct stk__japp *a, double bsz, int epoch, double *sqr, double *var);
+/* Iterations done after epoch at a batch size (as above). */
+double stk__japp_iteration(const struct stk__japp *a, double bsz, int epoch);
+
+/* ---- jobs ------------------------------------------------------------ */
+
+struct stk__jspec {
+  char *name;
+  const struct stk__japp *app; /* NULL for a trace job with a fixed duration */
+  double submit;
+  int replicas, bsz;
+  double duration; /* trace jobs: seconds of work at `replicas` GPUs */
+};
+
+struct stk_sim_jobs {
+  size_t n;
+  struct stk__jspec *job;
+  char path[256];
+  uint64_t too_large; /* rows asking for more GPUs than any cluster here */
+};
+
+/* ---- perf model (Pollux's goodput) ----------------------------------- */
+
+struct stk__perf {
+  double ac, bc, an, bn, ar, br, gamma;
+};
+/* Fit the step-time model to observed configurations (RMSLE objective,
+ * projected quasi-Newton over box bounds, as the artifact's fit). */
+void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *replicas,
+                   const int *bsz, const double *accum_time, const double *step_time);
+double stk__perf_throughput(const struct stk__perf *p, int nodes, int replicas, int atomic,
+                            int accum);
+/* Best (goodput, atomic batch, accumulation steps) over 50 geometric
+ * batch sizes up to max_bsz, as the artifact's GoodputFunction.optimize. */
+double stk__goodput_opt(const struct stk__perf *p, double sqr, double var, int init_bsz,
+                        int nodes, int replicas, int max_bsz, int min_local, int max_local,
+                        int *atomic, int *accum);
+
+/* ---- run state ------------------------------------------------------- */
+
+struct stk__jstate {
+  const struct stk__jspec *spec;
+  int done, too_large;
+  double done_at, start_at;
+  double progress, rescale, attained;
+  int epoch, atomic, accum, restarts; /* restarts -1 before the first start */
+  int target_bsz;                      /* 0 = Pollux picks */
+  int nalloc;
+  uint8_t *alloc;  /* node of each GPU, nalloc entries (capacity max GPUs) */
+  int place[STK__JOBS_MAX_NODES], nplace;
+  /* cached true throughput of the current placement and batch */
+  double c_step, c_sync;
+  int c_atomic, c_valid;
+  /* Pollux's fitted model */
+  int nprof, capprof;
+  int *prof_nodes, *prof_rep, *prof_bsz;
+  double *prof_step, *prof_sync;
+  struct stk__perf perf;
+  int have_perf, max_prof_rep;
+  double sqr, var;
+  double *opt_pred; /* Optimus: predicted step time by replicas */
+  double gpu_s, energy_j, queue_s;
+  void *pol; /* policy's per-job state */
+};
+
+struct stk__jrun {
+  const struct stk_sim_jobs *jobs;
+  const struct stk_sim_jobs_opts *o;
+  struct stk__jstate *js;
+  size_t n;
+  int nodes, gpn, gpus;
+  int usable; /* GPUs the power cap lets run */
+  int fit;    /* jobs keep Pollux's fitted model */
+  double now;
+  struct stk_rng rng;
+  /* the policy writes the new allocation of each active job here */
+  int *new_n;
+  uint8_t **new_alloc;
+  void *pol; /* policy's run state */
+};
+
+/* A queueing policy: given the active jobs (arrived, not done), write
+ * rn->new_alloc / new_n for each of them. */
+struct stk__jpolicy {
+  const char *name, *summary;
+  int elastic; /* sizes jobs itself (Optimus, Pollux) */
+  int (*init)(struct stk__jrun *rn);
+  void (*fini)(struct stk__jrun *rn);
+  int (*schedule)(struct stk__jrun *rn, const size_t *active, size_t nactive);
+};
+
+extern const struct stk__jpolicy stk__jpol_fifo, stk__jpol_sjf, stk__jpol_tiresias,
+    stk__jpol_optimus, stk__jpol_pollux, stk__jpol_multi, stk__jpol_carbon;
+const struct stk__jpolicy *stk__jpolicy_get(const char *name);
+
+/* Shared placement helper: give `want` GPUs, one at a time from the node
+ * with the most free GPUs (ties to the lowest index), as the artifact's
+ * baselines. free_gpus is updated. */
+void stk__jplace_most_free(int *free_gpus, int nodes, int want, uint8_t *out);
+/* Step time the job would have at n replicas packed 4 per node with its
+ * target batch size (Optimus's oracle), cached. */
+double stk__jpredict_step(struct stk__jrun *rn, struct stk__jstate *j, int n);
+/* Remaining work of a job, in whole-job seconds at its requested GPUs
+ * (the oracle SJF and the multi-objective policy use it). */
+double stk__jremaining(struct stk__jrun *rn, struct stk__jstate *j);
+/* Carbon intensity (g/kWh) at time t. */
+double stk__jcarbon_at(const struct stk_sim_jobs_opts *o, double t);
+/* Fixed-batch local batch and accumulation for n replicas. */
+void stk__jlocal_bsz(const struct stk__japp *a, int bsz, int replicas, int *atomic, int *accum);
+
+#endif
