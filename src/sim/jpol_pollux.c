@@ -10,9 +10,13 @@
  * repair step: GPUs per node, at most one distributed job per node, at
  * most 16 nodes and max_replicas per job (twice the most replicas it has
  * been profiled at; ncf stays at one). The artifact searches with NSGA-II
- * (pymoo); here a best-improvement local search from the current
- * allocation adds GPUs and moves single GPUs between jobs until no move
- * improves the objective, which is deterministic. */
+ * (pymoo); here a deterministic best-improvement local search from the
+ * current allocation. Its moves: grow a job by g free GPUs; grow it, or
+ * rebuild it from any start node, along a path that takes free GPUs first
+ * and then single GPUs from the largest jobs (every prefix of the path is
+ * a candidate, so a restart paid once can buy many GPUs, and a job can
+ * leave a node shared with a distributed job); and move one GPU between
+ * two jobs on a node. It stops when no move improves the objective. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +46,7 @@ struct prun {
   int ndist[MAXN];
   int freeg[MAXN];
   int fair;
+  double *cur; /* scratch: terms while a path is tried */
 };
 
 static int p_init(struct stk__jrun *rn) {
@@ -56,6 +61,7 @@ static void p_fini(struct stk__jrun *rn) {
   if (!p) return;
   free(p->pj);
   free(p->memo);
+  free(p->cur);
   free(p);
   rn->pol = NULL;
 }
@@ -122,6 +128,259 @@ static int add_ok(const struct prun *p, const struct pjob *q, int n, int nodes) 
   return 1;
 }
 
+struct path {
+  size_t k;
+  int start, g;
+  uint8_t node[256];
+  int vict[256];
+};
+
+/* One GPU for q: a free one on its nodes, a free one elsewhere (while
+ * free GPUs are left), else one from the largest job (two GPUs or more)
+ * on its nodes, then on other nodes; at `force` only, when >= 0. */
+static int next_gpu(struct stk__jrun *rn, struct prun *p, size_t na, size_t k, int force,
+                    int free_left, int *vict, double *d) {
+  int nodes = rn->nodes;
+  struct pjob *q = &p->pj[k];
+  *vict = -1;
+  for (int n = 0; n < nodes; n++)
+    if ((force < 0 ? q->cnt[n] > 0 : n == force) && add_ok(p, q, n, nodes)) return n;
+  if (free_left > 0) {
+    int pick = -1;
+    for (int n = 0; n < nodes; n++)
+      if ((force < 0 || n == force) && add_ok(p, q, n, nodes) &&
+          (pick < 0 || p->freeg[n] > p->freeg[pick]))
+        pick = n;
+    if (pick >= 0) return pick;
+  }
+  for (int pass = 0; pass < 2; pass++)
+    for (int n = 0; n < nodes; n++) {
+      if (force >= 0 ? n != force : (pass == 0) != (q->cnt[n] > 0)) continue;
+      int v = -1;
+      for (size_t kk = 0; kk < na; kk++) {
+        struct pjob *r = &p->pj[kk];
+        if (kk == k || !r->cnt[n] || r->reps < 2) continue;
+        if (v < 0 || r->reps > p->pj[v].reps) v = (int)kk;
+      }
+      if (v < 0) continue;
+      struct pjob *r = &p->pj[v];
+      apply(p, r, n, -1, nodes);
+      if (add_ok(p, q, n, nodes)) {
+        double nt = term_of(rn, p, r);
+        *d += nt - p->cur[v];
+        p->cur[v] = nt;
+        *vict = v;
+        return n;
+      }
+      apply(p, r, n, +1, nodes);
+    }
+  return -1;
+}
+
+/* Try growing job k (start < 0) or rebuilding it from node start; keep
+ * the best prefix in *bp when it beats *best. Leaves the state as found. */
+static int try_path(struct stk__jrun *rn, struct prun *p, size_t na, size_t k, int start,
+                    int free_left, double *best, struct path *bp) {
+  int nodes = rn->nodes, found = 0;
+  struct pjob *q = &p->pj[k];
+  int orig[MAXN];
+  memcpy(orig, q->cnt, sizeof orig);
+  if (start >= 0) {
+    if (!q->reps) return 0; /* growing covers a job with no GPUs */
+    for (int n = 0; n < nodes; n++)
+      while (q->cnt[n]) {
+        apply(p, q, n, -1, nodes);
+        free_left++;
+      }
+  }
+  struct path cur;
+  cur.k = k;
+  cur.start = start;
+  cur.g = 0;
+  double d = 0;
+  int free_used = 0;
+  while (cur.g < 256 && q->reps < q->maxrep) {
+    int v;
+    int n = next_gpu(rn, p, na, k, cur.g == 0 ? start : -1, free_left - free_used, &v, &d);
+    if (n < 0) break;
+    if (v < 0) free_used++;
+    apply(p, q, n, +1, nodes);
+    cur.node[cur.g] = (uint8_t)n;
+    cur.vict[cur.g] = v;
+    cur.g++;
+    double dq = term_of(rn, p, q) - q->term;
+    if (d + dq < *best) {
+      *best = d + dq;
+      *bp = cur;
+      found = 1;
+    }
+  }
+  while (cur.g > 0) {
+    cur.g--;
+    apply(p, q, cur.node[cur.g], -1, nodes);
+    int v = cur.vict[cur.g];
+    if (v >= 0) {
+      apply(p, &p->pj[v], cur.node[cur.g], +1, nodes);
+      p->cur[v] = p->pj[v].term;
+    }
+  }
+  for (int n = 0; n < nodes; n++)
+    while (q->cnt[n] < orig[n]) apply(p, q, n, +1, nodes);
+  return found;
+}
+
+/* Apply a path found by try_path; returns the free GPUs it used (net). */
+static int commit_path(struct stk__jrun *rn, struct prun *p, const struct path *bp) {
+  int nodes = rn->nodes, used = 0;
+  struct pjob *q = &p->pj[bp->k];
+  if (bp->start >= 0)
+    for (int n = 0; n < nodes; n++)
+      while (q->cnt[n]) {
+        apply(p, q, n, -1, nodes);
+        used--;
+      }
+  for (int g = 0; g < bp->g; g++) {
+    if (bp->vict[g] >= 0)
+      apply(p, &p->pj[bp->vict[g]], bp->node[g], -1, nodes);
+    else
+      used++;
+    apply(p, q, bp->node[g], +1, nodes);
+  }
+  return used;
+}
+
+/* Best-improvement local search from the current allocation; returns the
+ * objective (sum of inverse scaled speedups, lower is better). */
+static double search(struct stk__jrun *rn, struct prun *p, size_t na) {
+  int nodes = rn->nodes;
+  memset(p->ndist, 0, sizeof p->ndist);
+  for (int n = 0; n < nodes; n++) p->freeg[n] = rn->gpn;
+  /* the current allocation, repaired in priority order */
+  for (size_t k = 0; k < na; k++) {
+    struct pjob *q = &p->pj[k];
+    int want[MAXN];
+    memcpy(want, q->base, sizeof want);
+    memset(q->cnt, 0, sizeof q->cnt);
+    q->nn = q->reps = 0;
+    for (int n = 0; n < nodes; n++)
+      for (int c = 0; c < want[n]; c++)
+        if (add_ok(p, q, n, nodes)) apply(p, q, n, +1, nodes);
+  }
+  double total = 0;
+  for (size_t k = 0; k < na; k++) {
+    p->pj[k].term = p->cur[k] = term_of(rn, p, &p->pj[k]);
+    total += p->pj[k].term;
+  }
+  int usable_left = rn->usable;
+  for (size_t k = 0; k < na; k++) usable_left -= p->pj[k].reps;
+  for (int iter = 0; iter < 4 * rn->gpus + 64; iter++) {
+    double best = -1e-12;
+    int kind = 0, bn = -1;
+    size_t bj = 0, bk = 0;
+    struct path bp;
+    bp.k = 0;
+    bp.g = 0;
+    bp.start = -1;
+    /* adds: g GPUs at once (restart cost is paid once, so growing by
+     * many may pay where growing by one does not), on the job's own
+     * nodes first, then on the nodes with the most free GPUs */
+    int bg = 0;
+    uint8_t path[256], bpath[256];
+    if (usable_left > 0)
+      for (size_t k = 0; k < na; k++) {
+        struct pjob *q = &p->pj[k];
+        int g = 0;
+        while (g < usable_left && g < 256) {
+          int pick = -1;
+          for (int n = 0; n < nodes; n++)
+            if (q->cnt[n] && add_ok(p, q, n, nodes)) {
+              pick = n;
+              break;
+            }
+          if (pick < 0)
+            for (int n = 0; n < nodes; n++)
+              if (add_ok(p, q, n, nodes) && (pick < 0 || p->freeg[n] > p->freeg[pick])) pick = n;
+          if (pick < 0) break;
+          apply(p, q, pick, +1, nodes);
+          path[g++] = (uint8_t)pick;
+          double d = term_of(rn, p, q) - q->term;
+          if (d < best) {
+            best = d;
+            kind = 1;
+            bj = k;
+            bg = g;
+            memcpy(bpath, path, (size_t)g);
+          }
+        }
+        while (g > 0) apply(p, q, path[--g], -1, nodes);
+      }
+    /* grow a job, or rebuild it from a start node, by taking GPUs */
+    for (size_t k = 0; k < na; k++)
+      for (int start = -1; start < nodes; start++)
+        if (try_path(rn, p, na, k, start, usable_left, &best, &bp)) kind = 3;
+    /* single-GPU moves from job kk to job k on the same node */
+    for (int n = 0; n < nodes; n++)
+      for (size_t kk = 0; kk < na; kk++) {
+        struct pjob *r = &p->pj[kk];
+        if (!r->cnt[n]) continue;
+        apply(p, r, n, -1, nodes);
+        double dr = term_of(rn, p, r) - r->term;
+        for (size_t k = 0; k < na; k++) {
+          if (k == kk) continue;
+          struct pjob *q = &p->pj[k];
+          if (!add_ok(p, q, n, nodes)) continue;
+          apply(p, q, n, +1, nodes);
+          double d = dr + term_of(rn, p, q) - q->term;
+          apply(p, q, n, -1, nodes);
+          if (d < best) {
+            best = d;
+            kind = 2;
+            bj = k;
+            bk = kk;
+            bn = n;
+          }
+        }
+        apply(p, r, n, +1, nodes);
+      }
+    if (!kind) break;
+    if (kind == 2) {
+      struct pjob *r = &p->pj[bk];
+      apply(p, r, bn, -1, nodes);
+      total -= r->term;
+      r->term = p->cur[bk] = term_of(rn, p, r);
+      total += r->term;
+      usable_left++;
+    }
+    if (kind == 3) {
+      struct pjob *q = &p->pj[bp.k];
+      usable_left -= commit_path(rn, p, &bp);
+      for (int g = 0; g < bp.g; g++)
+        if (bp.vict[g] >= 0) {
+          struct pjob *r = &p->pj[bp.vict[g]];
+          total -= r->term;
+          r->term = p->cur[bp.vict[g]] = term_of(rn, p, r);
+          total += r->term;
+        }
+      total -= q->term;
+      q->term = p->cur[bp.k] = term_of(rn, p, q);
+      total += q->term;
+      continue;
+    }
+    struct pjob *q = &p->pj[bj];
+    if (kind == 1) {
+      for (int g = 0; g < bg; g++) apply(p, q, bpath[g], +1, nodes);
+      usable_left -= bg;
+    } else {
+      apply(p, q, bn, +1, nodes);
+      usable_left--;
+    }
+    total -= q->term;
+    q->term = p->cur[bj] = term_of(rn, p, q);
+    total += q->term;
+  }
+  return total;
+}
+
 static int p_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
   struct prun *p = rn->pol;
   int nodes = rn->nodes;
@@ -131,7 +390,9 @@ static int p_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
     p->cap = na * 2;
     p->pj = calloc(p->cap, sizeof *p->pj);
     p->memo = malloc(sizeof(double) * p->cap * 17 * (MAXR + 1));
-    if (!p->pj || !p->memo) return STK_ENOMEM;
+    free(p->cur);
+    p->cur = malloc(sizeof(double) * p->cap);
+    if (!p->pj || !p->memo || !p->cur) return STK_ENOMEM;
   }
   /* order: least attained service, then earliest arrival */
   for (size_t k = 0; k < na; k++) p->pj[k].i = active[k];
@@ -176,84 +437,7 @@ static int p_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
     for (int g = 0; g < rn->new_n[q->i]; g++) q->cnt[rn->new_alloc[q->i][g]]++;
     memcpy(q->base, q->cnt, sizeof q->cnt);
   }
-  /* the current allocation, repaired in priority order */
-  for (size_t k = 0; k < na; k++) {
-    struct pjob *q = &p->pj[k];
-    int want[MAXN];
-    memcpy(want, q->cnt, sizeof want);
-    memset(q->cnt, 0, sizeof q->cnt);
-    for (int n = 0; n < nodes; n++)
-      for (int c = 0; c < want[n]; c++)
-        if (add_ok(p, q, n, nodes)) apply(p, q, n, +1, nodes);
-  }
-  double total = 0;
-  for (size_t k = 0; k < na; k++) {
-    p->pj[k].term = term_of(rn, p, &p->pj[k]);
-    total += p->pj[k].term;
-  }
-  int usable_left = rn->usable;
-  for (size_t k = 0; k < na; k++) usable_left -= p->pj[k].reps;
-  for (int iter = 0; iter < 4 * rn->gpus + 64; iter++) {
-    double best = -1e-12;
-    int kind = 0, bn = -1;
-    size_t bj = 0, bk = 0;
-    /* adds */
-    if (usable_left > 0)
-      for (size_t k = 0; k < na; k++) {
-        struct pjob *q = &p->pj[k];
-        for (int n = 0; n < nodes; n++) {
-          if (!add_ok(p, q, n, nodes)) continue;
-          apply(p, q, n, +1, nodes);
-          double d = term_of(rn, p, q) - q->term;
-          apply(p, q, n, -1, nodes);
-          if (d < best) {
-            best = d;
-            kind = 1;
-            bj = k;
-            bn = n;
-          }
-        }
-      }
-    /* single-GPU moves from job kk to job k on the same node */
-    for (int n = 0; n < nodes; n++)
-      for (size_t kk = 0; kk < na; kk++) {
-        struct pjob *r = &p->pj[kk];
-        if (!r->cnt[n]) continue;
-        apply(p, r, n, -1, nodes);
-        double dr = term_of(rn, p, r) - r->term;
-        for (size_t k = 0; k < na; k++) {
-          if (k == kk) continue;
-          struct pjob *q = &p->pj[k];
-          if (!add_ok(p, q, n, nodes)) continue;
-          apply(p, q, n, +1, nodes);
-          double d = dr + term_of(rn, p, q) - q->term;
-          apply(p, q, n, -1, nodes);
-          if (d < best) {
-            best = d;
-            kind = 2;
-            bj = k;
-            bk = kk;
-            bn = n;
-          }
-        }
-        apply(p, r, n, +1, nodes);
-      }
-    if (!kind) break;
-    if (kind == 2) {
-      struct pjob *r = &p->pj[bk];
-      apply(p, r, bn, -1, nodes);
-      total -= r->term;
-      r->term = term_of(rn, p, r);
-      total += r->term;
-      usable_left++;
-    }
-    struct pjob *q = &p->pj[bj];
-    apply(p, q, bn, +1, nodes);
-    total -= q->term;
-    q->term = term_of(rn, p, q);
-    total += q->term;
-    usable_left--;
-  }
+  search(rn, p, na);
   for (size_t k = 0; k < na; k++) {
     struct pjob *q = &p->pj[k];
     int c = 0;
