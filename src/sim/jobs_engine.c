@@ -314,11 +314,10 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   rn.new_n = calloc(rn.n, sizeof(int));
   rn.new_alloc = calloc(rn.n, sizeof(uint8_t *));
   size_t *active = malloc(sizeof(size_t) * (rn.n + 1));
-  uint8_t *abuf = malloc((size_t)rn.gpus * 2 * rn.n);
   double *jct = malloc(sizeof(double) * (rn.n + 1));
   double *qd = malloc(sizeof(double) * (rn.n + 1));
   int rc = 0;
-  if (!rn.js || !rn.new_n || !rn.new_alloc || !active || !abuf || !jct || !qd) {
+  if (!rn.js || !rn.new_n || !rn.new_alloc || !active || !jct || !qd) {
     rc = STK_ENOMEM;
     goto out;
   }
@@ -328,8 +327,6 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
     j->restarts = -1;
     j->start_at = -1;
     j->done_at = -1;
-    j->alloc = abuf + (size_t)rn.gpus * 2 * i;
-    rn.new_alloc[i] = j->alloc + rn.gpus;
     if (j->spec->app) {
       j->target_bsz = j->spec->bsz;
       if (pol == &stk__jpol_pollux) j->target_bsz = !strcmp(j->spec->app->name, "ncf") ? 32768 : 0;
@@ -345,30 +342,53 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   uint64_t rounds = 0;
   double energy_j = 0, carbon_g = 0;
   rn.now = 0;
+  size_t na = 0, next = 0;
   while (ndone < nlive) {
     if (rn.now >= o.horizon) break;
-    for (size_t i = 0; i < rn.n; i++) {
-      struct stk__jstate *j = &rn.js[i];
-      if (j->done || !j->nplace) continue;
+    double busy_s = 0; /* GPU-seconds worked in this interval */
+    for (size_t k = 0; k < na; k++) {
+      struct stk__jstate *j = &rn.js[active[k]];
+      if (!j->nplace) continue;
+      double before = j->attained;
       job_step(&rn, j, o.interval);
+      busy_s += j->attained - before;
       if (j->done) {
         ndone++;
         if (j->done_at > last_done) last_done = j->done_at;
       }
     }
     /* energy of the interval just run */
-    int busy = 0;
-    for (size_t i = 0; i < rn.n; i++)
-      if (rn.js[i].nplace && !rn.js[i].done) busy += rn.js[i].nalloc;
-    double pw = busy * o.busy_w + (rn.gpus - busy) * o.idle_w;
-    energy_j += pw * o.interval;
-    carbon_g += pw * o.interval / 3.6e6 * stk__jcarbon_at(&o, rn.now);
+    double ej = busy_s * o.busy_w + (rn.gpus * o.interval - busy_s) * o.idle_w;
+    energy_j += ej;
+    carbon_g += ej / 3.6e6 * stk__jcarbon_at(&o, rn.now);
     rn.now += o.interval;
     rounds++;
-    size_t na = 0;
-    for (size_t i = 0; i < rn.n; i++) {
-      struct stk__jstate *j = &rn.js[i];
-      if (!j->done && !j->too_large && j->spec->submit <= rn.now) active[na++] = i;
+    /* the active jobs: those still running or waiting, then arrivals,
+     * in job order */
+    size_t m = 0;
+    for (size_t k = 0; k < na; k++) {
+      struct stk__jstate *j = &rn.js[active[k]];
+      if (j->done) {
+        free(j->alloc);
+        j->alloc = NULL;
+        rn.new_alloc[active[k]] = NULL;
+      } else {
+        active[m++] = active[k];
+      }
+    }
+    na = m;
+    while (next < rn.n && rn.js[next].spec->submit <= rn.now) {
+      struct stk__jstate *j = &rn.js[next];
+      if (!j->too_large) {
+        j->alloc = malloc((size_t)rn.gpus * 2);
+        if (!j->alloc) {
+          rc = STK_ENOMEM;
+          goto out;
+        }
+        rn.new_alloc[next] = j->alloc + rn.gpus;
+        active[na++] = next;
+      }
+      next++;
     }
     if (na) {
       for (size_t k = 0; k < na; k++) {
@@ -484,12 +504,12 @@ out:
       free(j->prof_sync);
       free(j->opt_pred);
       free(j->pol);
+      free(j->alloc);
     }
   free(rn.js);
   free(rn.new_n);
   free(rn.new_alloc);
   free(active);
-  free(abuf);
   free(jct);
   free(qd);
   if (rc) stk_sim_jobs_result_free(res);
