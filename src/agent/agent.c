@@ -94,9 +94,8 @@ void stk_watch_close(struct stk_watch *w) {
   free(w->reap_command);
   free(w->reap_warn_command);
   pthread_mutex_destroy(&w->mu);
-  /* Reap any command the reaper started that has ended. */
-  while (waitpid(-1, NULL, WNOHANG) > 0) {
-  }
+  /* Wait for the reaper's commands still running (scancel, kubectl). */
+  for (unsigned i = 0; i < w->nkids; i++) waitpid(w->kids[i], NULL, 0);
   free(w);
 }
 
@@ -253,16 +252,40 @@ static void expand(const char *tpl, const char *job, double minutes, char *out, 
   out[o] = 0;
 }
 
-static void run_command(const char *cmd) {
+/* Collect the reaper's commands that have ended. */
+static void collect_kids(struct stk_watch *w) {
+  for (unsigned i = 0; i < w->nkids;) {
+    int st;
+    pid_t r = waitpid(w->kids[i], &st, WNOHANG);
+    if (r == w->kids[i] || r < 0) {
+      if (r > 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0))
+        stk_log(STK_LOG_WARN, "watch: reaper: command %d failed (status %d)", (int)r,
+                WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+      w->kids[i] = w->kids[--w->nkids];
+      continue;
+    }
+    i++;
+  }
+}
+
+static void run_command(struct stk_watch *w, const char *cmd) {
+  collect_kids(w);
+  if (w->nkids >= STK__ARRAY_LEN(w->kids)) {
+    stk_log(STK_LOG_ERROR, "watch: reaper: 64 commands still running; not running '%s'", cmd);
+    return;
+  }
   char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
   pid_t pid;
   int rc = posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ);
-  if (rc != 0) stk_log(STK_LOG_ERROR, "watch: reaper: cannot run '%s': %s", cmd, strerror(rc));
+  if (rc != 0) {
+    stk_log(STK_LOG_ERROR, "watch: reaper: cannot run '%s': %s", cmd, strerror(rc));
+    return;
+  }
+  w->kids[w->nkids++] = pid;
 }
 
 static void reaper(struct stk_watch *w) {
-  while (waitpid(-1, NULL, WNOHANG) > 0) {
-  }
+  collect_kids(w);
   if (!(w->o.reap_after_s > 0)) return;
   for (unsigned i = 0; i < w->njobs; i++) {
     struct ag_job *j = &w->jobs[i];
@@ -281,7 +304,7 @@ static void reaper(struct stk_watch *w) {
               w->o.reap_dry_run ? " (dry run)" : "");
       if (w->reap_warn_command && !w->o.reap_dry_run && job_id_safe(j->id)) {
         expand(w->reap_warn_command, j->id, j->idle_streak_s / 60, cmd, sizeof cmd);
-        run_command(cmd);
+        run_command(w, cmd);
       }
     }
     if (!j->acted && j->idle_streak_s >= w->o.reap_after_s) {
@@ -300,7 +323,7 @@ static void reaper(struct stk_watch *w) {
         w->reaper_act++;
         stk_log(STK_LOG_WARN, "watch: reaper: job %s idle %.1f min: running: %s", j->id,
                 j->idle_streak_s / 60, cmd);
-        run_command(cmd);
+        run_command(w, cmd);
       }
     }
   }

@@ -103,6 +103,8 @@ struct stk_watch {
   size_t expo_len;
   double sample_cost_s;          /* CPU time of the last sample */
   void *httpd;                   /* struct MHD_Daemon */
+  int kids[64];                  /* reaper commands still running */
+  unsigned nkids;
 };
 
 /* sources.c */

@@ -1073,8 +1073,8 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
     l->consumer_wait_ns += w;
     ctr_add(&l->st[STK_STAGE_RING].wait_in_ns, w);
   }
-  stk__publish_tick(l->pub, l); /* also ends a published wait */
   if (rc) {
+    stk__publish_tick(l->pub, l); /* also ends a published wait */
     if (job_failed) stk_batch_release(l, &j->batch);
     return rc;
   }
@@ -1086,6 +1086,7 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
   l->state = j->state_after;
   ctr_add(&l->st[STK_STAGE_RING].items, 1);
   ctr_add(&l->st[STK_STAGE_RING].bytes, j->batch.bytes);
+  stk__publish_tick(l->pub, l);
   *out = &j->batch;
   return 0;
 }
