@@ -353,7 +353,7 @@ static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu
     mi->profile[0] = 0;
     if (n->nvmlDeviceGetName && n->nvmlDeviceGetName(m, name, sizeof name) == NV_SUCCESS) {
       const char *p = strstr(name, "MIG ");
-      snprintf(mi->profile, sizeof mi->profile, "%s", p ? p + 4 : name);
+      snprintf(mi->profile, sizeof mi->profile, "%.31s", p ? p + 4 : name);
     }
     struct nv_memory mem;
     mi->fb_used_mib = mi->fb_total_mib = NAN;

@@ -230,7 +230,11 @@ static int failing(const struct gpu *g, const char *fn) {
   if (failing(g, fn)) return E_UNKNOWN;
 
 int nvmlInit_v2(void) { load(); return init_fail; }
-int nvmlShutdown(void) { return OK; }
+int nvmlShutdown(void) {
+  free(events);
+  events = NULL;
+  return OK;
+}
 const char *nvmlErrorString(int r) {
   switch (r) {
   case OK: return "Success";
