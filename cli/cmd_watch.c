@@ -188,12 +188,15 @@ int cmd_watch_run(int argc, char **argv) {
     no_http = 1;
     samples = 2;
   }
+  /* The first sample before serving: a scrape never sees an empty page. */
+  stk_watch_sample(w);
   if (!no_http) {
     int port = 0;
-    if (stk_watch_serve(w, listen, &port, err) != 0) {
+    int src = stk_watch_serve(w, listen, &port, err);
+    if (src != 0) {
       cli_error("watch", "%s", err);
       stk_watch_close(w);
-      return CLI_FAIL;
+      return src == STK_EINVAL ? CLI_USAGE : CLI_FAIL;
     }
     if (!quiet) fprintf(stderr, "stoker watch: serving http://%s/metrics (port %d)\n", listen, port);
     if (port_file) {
@@ -210,7 +213,7 @@ int cmd_watch_run(int argc, char **argv) {
   for (uint64_t n = 0; !samples || n < samples; n++) {
     if (n && stk_watch_wait(w, &cli_interrupted)) break;
     if (cli_stop_requested()) break;
-    stk_watch_sample(w);
+    if (n) stk_watch_sample(w);
     if (out) {
       char *buf;
       size_t len;

@@ -117,6 +117,7 @@ struct stk__nvml {
   unsigned pu_cap;
   uint64_t errors[STK__NVML_NCALLS];
   char driver[80];
+  struct nv_gpm_get gpm_get; /* large; reused by each GPM read */
 };
 
 const char *const stk__nvml_call_names[STK__NVML_NCALLS] = {
@@ -316,19 +317,19 @@ static void sample_gpm(struct stk__nvml *n, struct dev_state *d, struct stk__gpu
     d->gs_have = 1;
     return;
   }
-  static struct nv_gpm_get g; /* large; one sampling thread */
-  memset(&g, 0, sizeof g);
-  g.version = 1;
-  g.num = 4;
-  g.s1 = d->gs[cur ^ 1];
-  g.s2 = d->gs[cur];
+  struct nv_gpm_get *gp = &n->gpm_get;
+  memset(gp, 0, sizeof *gp);
+  gp->version = 1;
+  gp->num = 4;
+  gp->s1 = d->gs[cur ^ 1];
+  gp->s2 = d->gs[cur];
   static const unsigned ids[4] = {1 /* graphics */, 2 /* SM util */, 5 /* any tensor */,
                                   10 /* DRAM bandwidth */};
-  for (int i = 0; i < 4; i++) g.metrics[i].id = ids[i];
-  if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmMetricsGet(&g))) return;
+  for (int i = 0; i < 4; i++) gp->metrics[i].id = ids[i];
+  if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmMetricsGet(gp))) return;
   double *dst[4] = {&s->gr_active, &s->sm_active, &s->tensor_active, &s->dram_active};
   for (int i = 0; i < 4; i++)
-    if (g.metrics[i].ret == NV_SUCCESS) *dst[i] = g.metrics[i].value / 100.0;
+    if (gp->metrics[i].ret == NV_SUCCESS) *dst[i] = gp->metrics[i].value / 100.0;
 }
 
 static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {

@@ -102,14 +102,18 @@ struct stk__publish *stk__publish_open(const char *dataset) {
   if (!job || !*job) job = getenv("SLURM_JOB_ID");
   snprintf(p->job, sizeof p->job, "%s", job ? job : "");
   snprintf(p->dataset, sizeof p->dataset, "%s", dataset ? dataset : "");
-  /* The magic last: a reader never sees a half-initialized file as valid. */
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  memcpy(p->magic, STK_PUB_MAGIC, 8);
+  /* The magic last (a release store): a reader never sees a half-initialized
+   * file as valid. */
+  uint64_t magic;
+  memcpy(&magic, STK_PUB_MAGIC, 8);
+  __atomic_store_n((uint64_t *)(void *)p->magic, magic, __ATOMIC_RELEASE);
   pb->p = p;
   return pb;
 }
 
-static void st(uint64_t *field, uint64_t v) { __atomic_store_n(field, v, __ATOMIC_RELAXED); }
+/* Release stores: each orders the odd sequence number before it, so a
+ * reader that sees the new value also sees the writer had begun. */
+static void st(uint64_t *field, uint64_t v) { __atomic_store_n(field, v, __ATOMIC_RELEASE); }
 
 static void write_counters(struct stk__publish *pb, struct stk_loader *l, uint64_t waiting_since) {
   struct stk_loader_stats s;
@@ -117,7 +121,6 @@ static void write_counters(struct stk__publish *pb, struct stk_loader *l, uint64
   struct stk_pub *p = pb->p;
   uint64_t seq = __atomic_load_n(&p->seq, __ATOMIC_RELAXED);
   __atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
   st(&p->update_unix_ns, unix_ns());
   st(&p->wall_ns, s.wall_ns);
   st(&p->batches, s.batches);
@@ -139,10 +142,9 @@ static void write_counters(struct stk__publish *pb, struct stk_loader *l, uint64
     st(&p->stage[i].wait_out_ns, s.stage[i].wait_out_ns);
     st(&p->stage[i].items, s.stage[i].items);
     st(&p->stage[i].bytes, s.stage[i].bytes);
-    __atomic_store_n(&p->stage[i].threads, s.stage[i].threads, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->stage[i].threads, s.stage[i].threads, __ATOMIC_RELEASE);
   }
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  __atomic_store_n(&p->seq, seq + 2, __ATOMIC_RELAXED);
+  __atomic_store_n(&p->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
 void stk__publish_wait_begin(struct stk__publish *pb) {
@@ -171,16 +173,19 @@ void stk__publish_close(struct stk__publish *pb, struct stk_loader *l) {
 
 int stk__pub_read(const void *mapped, struct stk_pub *out) {
   const struct stk_pub *p = mapped;
-  if (memcmp(p->magic, STK_PUB_MAGIC, 8) != 0) return STK_EFORMAT;
+  uint64_t magic, want;
+  memcpy(&want, STK_PUB_MAGIC, 8);
+  magic = __atomic_load_n((const uint64_t *)(const void *)p->magic, __ATOMIC_ACQUIRE);
+  if (magic != want) return STK_EFORMAT;
   if (p->version != STK_PUB_VERSION || p->size != STK_PUB_SIZE) return STK_ENOTSUP;
   for (int tries = 0; tries < 100; tries++) {
     uint64_t s1 = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
     if (s1 & 1) continue;
-    /* Word by word with relaxed atomic loads: the writer may be running. */
+    /* Word by word with acquire loads (the writer may be running): the
+     * second look at seq comes after them all. */
     const uint64_t *src = (const uint64_t *)(const void *)p;
     uint64_t *dst = (uint64_t *)(void *)out;
-    for (size_t i = 0; i < STK_PUB_SIZE / 8; i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    for (size_t i = 0; i < STK_PUB_SIZE / 8; i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
     if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) == s1) {
       out->job[sizeof out->job - 1] = 0;
       out->dataset[sizeof out->dataset - 1] = 0;
