@@ -476,3 +476,108 @@ TEST(watch_json_once) {
   CHECK_STR(out, "2 2 1.0 1.0 90\n");
   free(out);
 }
+
+
+/* A fake /proc with host files; cpu line from the given jiffies. */
+static void fake_proc_host(unsigned long user, unsigned long idle, unsigned long steal) {
+  mkdir("proc", 0755);
+  mkdir("proc/pressure", 0755);
+  char buf[512];
+  snprintf(buf, sizeof buf, "cpu  %lu 0 0 %lu 0 0 0 %lu 0 0\ncpu0 1 0 0 1 0 0 0 0 0 0\n", user, idle, steal);
+  write_str("proc/stat", buf);
+  write_str("proc/meminfo", "MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    250 kB\n");
+  write_str("proc/pressure/io", "some avg10=12.50 avg60=1.00 avg300=0.00 total=3000000\n"
+                                "full avg10=2.00 avg60=0.00 avg300=0.00 total=1000000\n");
+  /* This process, so that its loader publications stay alive. */
+  snprintf(buf, sizeof buf, "proc/%d", (int)getpid());
+  mkdir(buf, 0755);
+  char st[1024];
+  FILE *f = fopen("/proc/self/stat", "r");
+  CHECK(f != NULL);
+  size_t n = fread(st, 1, sizeof st, f);
+  fclose(f);
+  snprintf(buf, sizeof buf, "proc/%d/stat", (int)getpid());
+  test_write_file(buf, st, n);
+}
+
+TEST(watch_host_metrics_from_proc) {
+  fake_proc_host(1000, 3000, 0);
+  struct stk_watch_opts o = {.nvml_lib = "none", .proc_root = "proc"};
+  struct stk_watch *w = agent("none.txt", &o);
+  CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK(isnan(metric(t, "stoker_host_cpu_busy_ratio"))); /* one reading: no ratio yet */
+  free(t);
+  fake_proc_host(1300, 3600, 100); /* +300 busy, +600 idle, +100 steal */
+  CHECK_OK(stk_watch_sample(w));
+  t = expo(w);
+  CHECK_NEAR(metric(t, "stoker_host_cpu_busy_ratio"), 0.3);
+  CHECK_NEAR(metric(t, "stoker_host_cpu_steal_ratio"), 0.1);
+  double tick = (double)sysconf(_SC_CLK_TCK);
+  CHECK_NEAR(metric(t, "stoker_host_cpu_seconds_total{mode=\"busy\"}"), 1300 / tick);
+  CHECK_NEAR(metric(t, "stoker_host_memory_total_bytes"), 1024000);
+  CHECK_NEAR(metric(t, "stoker_host_memory_available_bytes"), 256000);
+  CHECK_NEAR(metric(t, "stoker_host_pressure_ratio{resource=\"io\",kind=\"some\"}"), 0.125);
+  CHECK_NEAR(metric(t, "stoker_host_pressure_stall_seconds_total{resource=\"io\",kind=\"full\"}"), 1);
+  CHECK(isnan(metric(t, "stoker_host_pressure_ratio{resource=\"cpu\"")));
+  free(t);
+  stk_watch_close(w);
+}
+
+/* Every metric the shipped dashboard and rules query is one the agent
+ * exports (the test names each missing one). */
+static void check_names_in(const char *path, const char *text) {
+  size_t n;
+  char *f = (char *)test_read_file(path, &n);
+  CHECK_MSG(f != NULL, "cannot read %s", path);
+  int found = 0;
+  for (char *p = f; *p; p++) {
+    int dcgm = !strncmp(p, "DCGM_FI_", 8), own = !strncmp(p, "stoker_", 7);
+    if (!dcgm && !own) continue;
+    if (p > f && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= 'A' && p[-1] <= 'Z'))) continue;
+    char name[128];
+    size_t l = 0;
+    while (l < sizeof name - 1 && (p[l] == '_' || (p[l] >= 'a' && p[l] <= 'z') ||
+                                   (p[l] >= 'A' && p[l] <= 'Z') || (p[l] >= '0' && p[l] <= '9')))
+      name[l] = p[l], l++;
+    name[l] = 0;
+    char want[160];
+    snprintf(want, sizeof want, "# TYPE %s ", name);
+    CHECK_MSG(strstr(text, want) != NULL, "%s queries %s, which the agent does not export", path, name);
+    found++;
+    p += l - 1;
+  }
+  CHECK_MSG(found >= 5, "%s: only %d metric names found", path, found);
+  free(f);
+}
+
+TEST(watch_dashboard_and_rules_use_exported_metrics) {
+  const char *root = getenv("STOKER_ROOT");
+  if (!root) SKIP("STOKER_ROOT is not set (run through make test)");
+  FILE *f = fopen("sc.txt", "w");
+  fprintf(f, "gpu 0 name \"NVIDIA H100 80GB HBM3\" gpm 1\n"
+             "at 0 gpu 0 util 50 power_w 300 temp 50 sm_clock 1980 mem_clock 2619 fb_used_mib 10 "
+             "smact 40 tensor 20 dram 10 gr 45 reasons 0x20 viol_power_ns 1000 viol_thermal_ns 2000 "
+             "proc %d used_mib 100 sm 50\nat 1 gpu 0 xid 13\n", (int)getpid());
+  fclose(f);
+  mkdir("map", 0755);
+  write_str("map/0", "J\n");
+  mkdir("rt", 0755);
+  struct stk_pub *p = fake_pub("rt", 100);
+  struct stk_watch_opts o = {.mapping_dir = "map", .runtime_dir = "rt", .price_per_kwh = 0.2,
+                             .carbon_g_per_kwh = 300, .proc_root = "proc"};
+  struct stk_watch *w = agent("sc.txt", &o);
+  for (int s = 0; s < 3; s++) {
+    fake_proc_host(1000 + 100 * (unsigned long)s, 3000 + 100 * (unsigned long)s, (unsigned long)s);
+    CHECK_OK(stk_watch_sample(w));
+  }
+  char *t = expo(w);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/deploy/grafana/stoker-watch-dashboard.json", root);
+  check_names_in(path, t);
+  snprintf(path, sizeof path, "%s/deploy/prometheus/stoker-rules.yml", root);
+  check_names_in(path, t);
+  free(t);
+  stk_watch_close(w);
+  munmap(p, STK_PUB_SIZE);
+}
