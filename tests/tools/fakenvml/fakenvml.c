@@ -10,7 +10,7 @@
 
 #define MAXG 16
 #define MAXP 2048
-#define MAXEV 4096
+#define MAXEV 1000000
 #define MAXMIG 7
 
 enum { OK = 0, E_INVALID = 2, E_NOT_SUPPORTED = 3, E_NOT_FOUND = 6, E_INSUFFICIENT = 7,
@@ -35,12 +35,18 @@ struct gpu {
   unsigned nfail;
 };
 
-struct event { int step, gpu; char line[512]; };
+struct event { int step, order; char line[512]; };
+
+static int by_step(const void *a, const void *b) {
+  const struct event *x = a, *y = b;
+  if (x->step != y->step) return x->step < y->step ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
 
 static struct gpu gpus[MAXG];
 static unsigned ngpus;
 static struct event *events;
-static unsigned nevents;
+static unsigned nevents, next_event; /* events sorted by step; the next to run */
 static int step = -1;
 static double step_s = 1;
 static char driver[64] = "999.99";
@@ -167,7 +173,8 @@ static void load(void) {
   if (!f) { fprintf(stderr, "fakenvml: cannot open %s\n", path); exit(3); }
   char buf[512];
   int line = 0;
-  events = calloc(MAXEV, sizeof *events);
+  size_t cap = 1024;
+  events = calloc(cap, sizeof *events);
   while (fgets(buf, sizeof buf, f)) {
     line++;
     char copy[512];
@@ -190,14 +197,21 @@ static void load(void) {
       apply(g, t + 2, n - 2, line);
     } else if (!strcmp(t[0], "at") && n >= 3) {
       if (nevents >= MAXEV) die("too many events%s", "", line);
+      if (nevents == cap) {
+        struct event *ne = realloc(events, (cap *= 2) * sizeof *events);
+        if (!ne) die("out of memory%s", "", line);
+        events = ne;
+      }
       struct event *e = &events[nevents++];
       e->step = (int)num(t[1], line);
-      e->gpu = -1;
+      e->order = (int)nevents;
       snprintf(e->line, sizeof e->line, "%s", copy);
     } else
       die("cannot read '%s'", t[0], line);
   }
   fclose(f);
+  /* By step, file order within a step: each step runs only its own. */
+  qsort(events, nevents, sizeof *events, by_step);
 }
 
 static void run_event(struct event *e) {
@@ -248,8 +262,7 @@ int nvmlSystemGetDriverVersion(char *v, unsigned len) { snprintf(v, len, "%s", d
 
 int nvmlDeviceGetCount_v2(unsigned *count) {
   step++;
-  for (unsigned i = 0; i < nevents; i++)
-    if (events[i].step == step) run_event(&events[i]);
+  while (next_event < nevents && events[next_event].step <= step) run_event(&events[next_event++]);
   for (unsigned i = 0; i < ngpus; i++)
     if (!gpus[i].lost) gpus[i].energy_mj += gpus[i].power_w * step_s * 1000.0;
   *count = ngpus;
