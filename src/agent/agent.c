@@ -83,6 +83,8 @@ void stk_watch_close(struct stk_watch *w) {
   stk__ag_loaders_free(w);
   for (unsigned i = 0; i < AG_MAX_GPUS; i++) free(w->gpus[i].procs);
   free(w->jobs);
+  free(w->pc_prev);
+  free(w->pc_cur);
   free(w->expo);
   for (size_t i = 0; w->exempt && w->exempt[i]; i++) free(w->exempt[i]);
   free(w->exempt);
@@ -120,7 +122,7 @@ struct ag_job *stk__ag_job(struct stk_watch *w, const char *id) {
 
 /* The job of a process on GPU g (MIG instance gi or UINT32_MAX). */
 static void proc_job(struct stk_watch *w, const struct ag_gpu *g, uint32_t pid, uint32_t gi,
-                     char *job) {
+                     const char *cgroup_job, char *job) {
   if (g && gi != UINT32_MAX)
     for (unsigned m = 0; m < g->s.nmig && m < 8; m++)
       if (g->s.mig[m].gi_id == gi && g->mig_jobs[m][0]) {
@@ -131,7 +133,11 @@ static void proc_job(struct stk_watch *w, const struct ag_gpu *g, uint32_t pid, 
     snprintf(job, AG_JOB_LEN, "%s", g->jobs[0]);
     return;
   }
-  if (stk__ag_cgroup_job(w, pid, job) == 0) return;
+  (void)w;
+  if (cgroup_job && cgroup_job[0]) {
+    snprintf(job, AG_JOB_LEN, "%s", cgroup_job);
+    return;
+  }
   snprintf(job, AG_JOB_LEN, "pid-%u", pid);
 }
 
@@ -187,8 +193,8 @@ static void attribute(struct stk_watch *w) {
     }
     for (unsigned k = 0; k < g->nprocs; k++) {
       struct ag_proc *p = &g->procs[k];
-      proc_job(w, g, p->pid, p->gpu_instance, p->job);
-      p->cpu_s = stk__ag_proc_cpu_s(w, p->pid);
+      const char *cg = stk__ag_proc_info(w, p->pid, &p->cpu_s);
+      proc_job(w, g, p->pid, p->gpu_instance, cg, p->job);
       if (!g->mapped) {
         int dup = 0;
         for (unsigned j = 0; j < g->njobs; j++) dup |= !strcmp(g->jobs[j], p->job);
@@ -206,7 +212,9 @@ static void attribute(struct stk_watch *w) {
           snprintf(L->job, AG_JOB_LEN, "%s", w->gpus[gi].procs[k].job);
           break;
         }
-    if (!L->job[0] && stk__ag_cgroup_job(w, L->pub.pid, L->job) != 0) {
+    const char *cg = L->job[0] ? NULL : stk__ag_proc_info(w, L->pub.pid, NULL);
+    if (cg && cg[0]) snprintf(L->job, AG_JOB_LEN, "%s", cg);
+    if (!L->job[0]) {
       if (L->pub.job[0])
         snprintf(L->job, AG_JOB_LEN, "%s", L->pub.job);
       else
@@ -420,12 +428,6 @@ static void derive(struct stk_watch *w, double dt) {
       j->idle_bucket_s += idle - stall;
     }
   }
-  /* Processes without a GPU share keep their job alive too. */
-  for (unsigned gi = 0; gi < w->ngpus; gi++)
-    for (unsigned k = 0; k < w->gpus[gi].nprocs; k++) {
-      struct ag_job *j = stk__ag_job(w, w->gpus[gi].procs[k].job);
-      if (j) j->last_seen = w->now;
-    }
   for (unsigned i = 0; i < w->njobs;) {
     struct ag_job *j = &w->jobs[i];
     if (j->gpus && j->all_idle && dt > 0)
@@ -454,6 +456,7 @@ int stk_watch_sample(struct stk_watch *w) {
   stk__ag_host_sample(w, dt);
   stk__ag_loaders_sample(w);
   attribute(w);
+  stk__ag_proc_cache_swap(w);
   derive(w, dt);
   reaper(w);
   w->samples++;

@@ -68,6 +68,14 @@ struct ag_job {
   int warned, acted;
 };
 
+/* What is kept per process between samples: its cgroup's job is read once
+ * per process (pid and start time), its stat every sample. */
+struct ag_pcache {
+  uint32_t pid;
+  uint64_t start;
+  char job[AG_JOB_LEN]; /* from the cgroup, or "" */
+};
+
 struct ag_host {
   uint64_t cpu_prev[2];          /* total, busy jiffies */
   uint64_t steal_prev;
@@ -99,6 +107,8 @@ struct stk_watch {
   uint64_t mapping_errors, loader_errors, reaper_warn, reaper_act, reaper_dry;
   char mapping_err_last[256];
   long clk_tck;
+  struct ag_pcache *pc_prev, *pc_cur; /* last sample's (sorted by pid), this one's */
+  unsigned npc_prev, npc_cur, pc_cap_prev, pc_cap_cur;
   char *expo;                    /* latest exposition */
   size_t expo_len;
   double sample_cost_s;          /* CPU time of the last sample */
@@ -111,8 +121,11 @@ struct stk_watch {
 void stk__ag_host_sample(struct stk_watch *w, double dt);
 /* Job of a process from its cgroup (Slurm, Kubernetes); 0 when found. */
 int stk__ag_cgroup_job(const struct stk_watch *w, uint32_t pid, char *job);
-/* Process CPU seconds (utime+stime) or NaN. */
-double stk__ag_proc_cpu_s(const struct stk_watch *w, uint32_t pid);
+/* A process's CPU seconds (utime+stime, NaN when unknown; cpu_s may be
+ * NULL) and its cgroup's job ("" when none), cached across samples. */
+const char *stk__ag_proc_info(struct stk_watch *w, uint32_t pid, double *cpu_s);
+/* End of a sample's attribution: this sample's processes become the cache. */
+void stk__ag_proc_cache_swap(struct stk_watch *w);
 /* Read the mapping directory into the GPUs' jobs (mapped = 1 where a file
  * names jobs); malformed files are counted and skipped. */
 void stk__ag_read_mapping(struct stk_watch *w);

@@ -92,20 +92,77 @@ void stk__ag_host_sample(struct stk_watch *w, double dt) {
   }
 }
 
-double stk__ag_proc_cpu_s(const struct stk_watch *w, uint32_t pid) {
+/* utime+stime (seconds) and start time (ticks) from PROC/PID/stat. */
+static int proc_stat(const struct stk_watch *w, uint32_t pid, double *cpu_s, uint64_t *start) {
   char path[600], buf[1024];
   snprintf(path, sizeof path, "%s/%u/stat", w->proc_root, pid);
-  if (slurp(path, buf, sizeof buf) <= 0) return NAN;
+  if (slurp(path, buf, sizeof buf) <= 0) return -1;
   char *s = strrchr(buf, ')');
-  if (!s) return NAN;
-  /* Fields 14 and 15 (utime, stime), counting the ')' field as 2. */
-  s++;
-  for (int field = 3; field < 14 && s; field++) s = strchr(s + 1, ' ');
-  if (!s) return NAN;
-  char *end;
-  unsigned long long ut = strtoull(s + 1, &end, 10);
-  unsigned long long stime = strtoull(end, NULL, 10);
-  return (double)(ut + stime) / (double)w->clk_tck;
+  if (!s) return -1;
+  /* After ')': field 3 is the state; utime and stime are 14 and 15, the
+   * start time 22. */
+  unsigned long long v[23] = {0};
+  int field = 3;
+  for (char *p = s + 1; *p && field <= 22; field++) {
+    while (*p == ' ') p++;
+    char *end;
+    v[field] = strtoull(p, &end, 10);
+    if (end == p) { /* the state letter */
+      while (*p && *p != ' ') p++;
+    } else {
+      p = end;
+    }
+  }
+  if (field <= 22) return -1;
+  *cpu_s = (double)(v[14] + v[15]) / (double)w->clk_tck;
+  *start = v[22];
+  return 0;
+}
+
+static int pc_cmp(const void *a, const void *b) {
+  uint32_t x = ((const struct ag_pcache *)a)->pid, y = ((const struct ag_pcache *)b)->pid;
+  return x < y ? -1 : x > y;
+}
+
+const char *stk__ag_proc_info(struct stk_watch *w, uint32_t pid, double *cpu_s) {
+  double cpu = NAN;
+  uint64_t start = 0;
+  int alive = proc_stat(w, pid, &cpu, &start) == 0;
+  if (cpu_s) *cpu_s = alive ? cpu : NAN;
+  /* Seen already in this sample (a process on several GPUs)? */
+  for (unsigned i = w->npc_cur; i-- > 0 && i + 8 >= w->npc_cur;)
+    if (w->pc_cur[i].pid == pid) return w->pc_cur[i].job;
+  if (w->npc_cur == w->pc_cap_cur) {
+    unsigned nc = w->pc_cap_cur ? w->pc_cap_cur * 2 : 256;
+    void *q = realloc(w->pc_cur, nc * sizeof *w->pc_cur);
+    if (!q) return "";
+    w->pc_cur = q;
+    w->pc_cap_cur = nc;
+  }
+  struct ag_pcache *e = &w->pc_cur[w->npc_cur++];
+  e->pid = pid;
+  e->start = start;
+  struct ag_pcache key = {.pid = pid};
+  const struct ag_pcache *old =
+      w->npc_prev ? bsearch(&key, w->pc_prev, w->npc_prev, sizeof key, pc_cmp) : NULL;
+  if (old && old->start == start && alive) {
+    memcpy(e->job, old->job, AG_JOB_LEN);
+  } else if (stk__ag_cgroup_job(w, pid, e->job) != 0) {
+    e->job[0] = 0;
+  }
+  return e->job;
+}
+
+void stk__ag_proc_cache_swap(struct stk_watch *w) {
+  qsort(w->pc_cur, w->npc_cur, sizeof *w->pc_cur, pc_cmp);
+  struct ag_pcache *t = w->pc_prev;
+  unsigned tc = w->pc_cap_prev;
+  w->pc_prev = w->pc_cur;
+  w->npc_prev = w->npc_cur;
+  w->pc_cap_prev = w->pc_cap_cur;
+  w->pc_cur = t;
+  w->pc_cap_cur = tc;
+  w->npc_cur = 0;
 }
 
 static int job_char_ok(int c) {
