@@ -34,10 +34,12 @@ def proc_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def rss_kib(pid):
+def rss_kib(pid, field="VmRSS:"):
+    """VmRSS, or RssAnon (the agent's own memory, without the shared
+    libraries' pages that VmRSS counts)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field):
                 return int(line.split()[1])
     return 0
 
@@ -76,7 +78,8 @@ def w1_w2(tmp):
             time.sleep(secs)
             c1, t1 = proc_cpu_s(p.pid), time.monotonic()
             w1 = {"seconds": round(t1 - t0, 1), "gpus": 8, "gpu_processes": len(sleepers),
-                  "cpu_share_of_core": (c1 - c0) / (t1 - t0), "rss_mib": rss_kib(p.pid) / 1024}
+                  "cpu_share_of_core": (c1 - c0) / (t1 - t0), "rss_mib": rss_kib(p.pid) / 1024,
+                  "rss_anon_mib": rss_kib(p.pid, "RssAnon:") / 1024}
             body = scrape(port, "127.0.0.1")[1]
             w1["exposition_kib"] = len(body) / 1024
             w2 = scrape_load(port, int(os.environ.get("W2_SCRAPES", "2000")))
@@ -157,7 +160,7 @@ def w3(tmp):
     rss, t0 = [], time.monotonic()
     while p.poll() is None:
         try:
-            rss.append(rss_kib(p.pid))
+            rss.append(rss_kib(p.pid, "RssAnon:"))
         except OSError:
             break
         time.sleep(0.2)
@@ -183,13 +186,14 @@ def main():
     print(f"stoker watch benchmarks (fake NVML; load average {' '.join(load)} on {os.cpu_count()} cores)")
     print(f"W1 overhead, 1 s interval, 8 GPUs, 1000 GPU processes: "
           f"{100 * a['cpu_share_of_core']:.2f}% of a core, RSS {a['rss_mib']:.1f} MiB "
+          f"({a['rss_anon_mib']:.1f} MiB its own, the rest shared libraries) "
           f"(target < 1% and < 10 MiB; dcgm-exporter: 15-20% of a core, ~70 MiB)")
     print(f"W2 scrape latency, 50 concurrent scrapers, {b['exposition_kib']:.0f} KiB page: "
           f"p50 {b['p50_ms']:.1f} ms, p99 {b['p99_ms']:.1f} ms, {b['scrapes']} scrapes, "
           f"{b['errors']} errors, {b['scrapes_per_s']:.0f}/s")
     print(f"W3 {c['samples']} samples in fast time, {c['processes_started']} processes churned: "
-          f"RSS max {c['rss_mib_first_third_max']:.1f} MiB in the first third, "
-          f"{c['rss_mib_last_third_max']:.1f} MiB in the last ({c['samples_per_s']:.0f} samples/s)")
+          f"own RSS (RssAnon) max {c['rss_mib_first_third_max']:.2f} MiB in the first third, "
+          f"{c['rss_mib_last_third_max']:.2f} MiB in the last ({c['samples_per_s']:.0f} samples/s)")
     out = {"load_avg": load, "cores": os.cpu_count(), "W1": a, "W2": b, "W3": c,
            "note": "fake NVML: the agent's own cost; the real driver's calls add to W1"}
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)

@@ -443,7 +443,7 @@ static void derive(struct stk_watch *w, double dt) {
 }
 
 int stk_watch_sample(struct stk_watch *w) {
-  uint64_t cpu0 = stk_cpu_ns();
+  uint64_t cpu0 = stk__ag_thread_cpu_ns();
   pthread_mutex_lock(&w->mu);
   w->prev = w->now;
   if (w->o.fast_time)
@@ -460,8 +460,8 @@ int stk_watch_sample(struct stk_watch *w) {
   derive(w, dt);
   reaper(w);
   w->samples++;
-  stk__ag_build_expo(w);
-  w->sample_cost_s = (double)(stk_cpu_ns() - cpu0) / 1e9;
+  w->expo_stale = 1; /* built at the next scrape: most samples are never scraped */
+  w->sample_cost_s = (double)(stk__ag_thread_cpu_ns() - cpu0) / 1e9;
   pthread_mutex_unlock(&w->mu);
   return 0;
 }

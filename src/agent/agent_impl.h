@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "../base/base.h"
 #include "../gpu/nvml.h"
@@ -111,7 +112,9 @@ struct stk_watch {
   unsigned npc_prev, npc_cur, pc_cap_prev, pc_cap_cur;
   char *expo;                    /* latest exposition */
   size_t expo_len;
+  int expo_stale;                /* a sample came after it was built */
   double sample_cost_s;          /* CPU time of the last sample */
+  double render_cost_s;          /* ... and of the last exposition */
   void *httpd;                   /* struct MHD_Daemon */
   int kids[64];                  /* reaper commands still running */
   unsigned nkids;
@@ -140,6 +143,13 @@ void stk__ag_http_stop(struct stk_watch *w);
 void stk__ag_build_expo(struct stk_watch *w);
 /* A job by id, created when absent (NULL on allocation failure). */
 struct ag_job *stk__ag_job(struct stk_watch *w, const char *id);
+
+/* CPU time of the calling thread (ns). */
+static inline uint64_t stk__ag_thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* A growable text buffer. */
 struct ag_buf {

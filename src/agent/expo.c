@@ -186,6 +186,9 @@ static void agent_metrics(struct stk_watch *w, struct ag_buf *b) {
   stk__ag_printf(b, "stoker_watch_samples_total %llu\n", (unsigned long long)w->samples);
   family(b, "stoker_watch_sample_cpu_seconds", "gauge", "CPU time the last sample took.");
   stk__ag_printf(b, "stoker_watch_sample_cpu_seconds %.6f\n", w->sample_cost_s);
+  family(b, "stoker_watch_render_cpu_seconds", "gauge",
+         "CPU time the previous exposition took to build (once per scraped sample).");
+  stk__ag_printf(b, "stoker_watch_render_cpu_seconds %.6f\n", w->render_cost_s);
   if (w->ngpus) {
     family(b, "stoker_gpu_lost", "gauge", "1 when the GPU fell off the bus; its other series stop.");
     for (unsigned i = 0; i < w->ngpus; i++) {
@@ -455,6 +458,12 @@ void stk__ag_build_expo(struct stk_watch *w) {
 
 int stk_watch_prometheus(struct stk_watch *w, char **buf, size_t *len) {
   pthread_mutex_lock(&w->mu);
+  if (w->expo_stale || !w->expo) {
+    uint64_t c0 = stk__ag_thread_cpu_ns();
+    stk__ag_build_expo(w);
+    w->expo_stale = 0;
+    w->render_cost_s = (double)(stk__ag_thread_cpu_ns() - c0) / 1e9;
+  }
   size_t n = w->expo_len;
   char *p = malloc(n + 1);
   if (p) {
