@@ -145,9 +145,7 @@ const char *stk__ag_proc_info(struct stk_watch *w, uint32_t pid, double *cpu_s) 
   struct ag_pcache key = {.pid = pid};
   const struct ag_pcache *old =
       w->npc_prev ? bsearch(&key, w->pc_prev, w->npc_prev, sizeof key, pc_cmp) : NULL;
-  if (!alive) {
-    e->job[0] = 0; /* gone (or not in this /proc): no cgroup to read */
-  } else if (old && old->start == start) {
+  if (old && old->start == start) { /* the same process (or still none) */
     memcpy(e->job, old->job, AG_JOB_LEN);
   } else if (stk__ag_cgroup_job(w, pid, e->job) != 0) {
     e->job[0] = 0;

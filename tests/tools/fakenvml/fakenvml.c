@@ -35,7 +35,7 @@ struct gpu {
   unsigned nfail;
 };
 
-struct event { int step, order; char line[512]; };
+struct event { int step, order; char *line; };
 
 static int by_step(const void *a, const void *b) {
   const struct event *x = a, *y = b;
@@ -205,7 +205,8 @@ static void load(void) {
       struct event *e = &events[nevents++];
       e->step = (int)num(t[1], line);
       e->order = (int)nevents;
-      snprintf(e->line, sizeof e->line, "%s", copy);
+      e->line = strdup(copy);
+      if (!e->line) die("out of memory%s", "", line);
     } else
       die("cannot read '%s'", t[0], line);
   }
@@ -245,6 +246,7 @@ static int failing(const struct gpu *g, const char *fn) {
 
 int nvmlInit_v2(void) { load(); return init_fail; }
 int nvmlShutdown(void) {
+  for (unsigned i = 0; i < nevents; i++) free(events[i].line);
   free(events);
   events = NULL;
   return OK;
