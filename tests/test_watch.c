@@ -215,6 +215,45 @@ TEST(watch_gpu_lost_and_xid) {
   stk_watch_close(w);
 }
 
+TEST(watch_nvml_init_fails) {
+  write_str("sc.txt", "init_fail 9\ngpu 0\n");
+  struct stk_watch *w = agent("sc.txt", NULL);
+  CHECK_CONTAINS(stk_watch_nvml_status(w), "NVML did not initialize");
+  CHECK_CONTAINS(stk_watch_nvml_status(w), "Driver Not Loaded");
+  CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK_NEAR(metric(t, "stoker_watch_nvml_up"), 0);
+  free(t);
+  stk_watch_close(w);
+}
+
+/* Processes come and go: a process's series end with it; a job seen only
+ * through a process that left is forgotten after the TTL. */
+TEST(watch_processes_come_and_go) {
+  write_str("sc.txt", "gpu 0\nat 0 gpu 0 util 50 proc 301 used_mib 10\nat 1 gpu 0 proc 302 used_mib 20\n"
+                      "at 3 gpu 0 proc_end 301\nat 5 gpu 0 proc_end 302\n");
+  struct stk_watch_opts o = {.job_ttl_s = 2};
+  struct stk_watch *w = agent("sc.txt", &o);
+  for (int s = 0; s < 3; s++) CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK_NEAR(metric(t, "stoker_gpu_process_memory_bytes{gpu=\"0\",UUID=\"GPU-fake-0000\",pid=\"301\""), 10485760);
+  CHECK_NEAR(metric(t, "stoker_gpu_process_memory_bytes{gpu=\"0\",UUID=\"GPU-fake-0000\",pid=\"302\""), 20971520);
+  /* Two processes, two jobs (their own), each charged half the GPU. */
+  CHECK_NEAR(metric(t, "stoker_job_gpu_allocated_seconds_total{hpc_job=\"pid-302\""), 1.0);
+  free(t);
+  for (int s = 3; s < 5; s++) CHECK_OK(stk_watch_sample(w));
+  t = expo(w);
+  CHECK(isnan(metric(t, "stoker_gpu_process_memory_bytes{gpu=\"0\",UUID=\"GPU-fake-0000\",pid=\"301\"")));
+  CHECK_NEAR(metric(t, "stoker_job_gpu_allocated_seconds_total{hpc_job=\"pid-302\""), 3.0);
+  free(t);
+  for (int s = 5; s < 9; s++) CHECK_OK(stk_watch_sample(w));
+  t = expo(w);
+  CHECK(strstr(t, "hpc_job=\"pid-301\"") == NULL);
+  CHECK(strstr(t, "hpc_job=\"pid-302\"") == NULL);
+  free(t);
+  stk_watch_close(w);
+}
+
 TEST(watch_nvml_missing_serves_host_metrics) {
   struct stk_watch_opts o = {.nvml_lib = "./no-such-libnvidia-ml.so.1"};
   struct stk_watch *w = agent("none.txt", &o);
@@ -446,6 +485,7 @@ TEST(watch_reaper_acts_once_and_spares_exempt) {
   const char *ex[] = {"keep-*", NULL};
   struct stk_watch_opts o = {.mapping_dir = "map", .interval_s = 60, .reap_after_s = 300,
                              .reap_warn_s = 120, .reap_command = "echo {job} >> reaped.txt",
+                             .reap_warn_command = "echo {job} {minutes} >> warned.txt",
                              .reap_exempt = ex};
   struct stk_watch *w = agent("sc.txt", &o);
   for (int s = 0; s < 10; s++) CHECK_OK(stk_watch_sample(w));
@@ -460,6 +500,10 @@ TEST(watch_reaper_acts_once_and_spares_exempt) {
   char *r = (char *)test_read_file("reaped.txt", &n);
   CHECK(r != NULL);
   CHECK_STR(r, "idle-job\n");
+  free(r);
+  r = (char *)test_read_file("warned.txt", &n);
+  CHECK(r != NULL);
+  CHECK_STR(r, "idle-job 2\n");
   free(r);
 }
 
