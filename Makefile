@@ -6,7 +6,7 @@ BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2
 SAN     ?=
-PKGS    := liburing libturbojpeg zlib libcurl qhull_r
+PKGS    := liburing libturbojpeg zlib libcurl qhull_r libmicrohttpd
 V       ?= 0
 
 DEPS_OK := $(BUILD)/.deps-ok
@@ -89,14 +89,21 @@ $(BUILD)/obj/tests/runner.o: CFLAGS += -I$(BUILD)
 $(TESTBIN): $(TEST_OBJ) $(STATIC)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(STATIC) $(LDLIBS)
 
+# The fake NVML the watch tests load in place of libnvidia-ml.so.1 (a
+# scenario file drives it: tests/tools/fakenvml/README.md).
+FAKENVML := $(BUILD)/fakenvml/libnvidia-ml.so.1
+$(FAKENVML): tests/tools/fakenvml/fakenvml.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -g -O1 $(WARN) -o $@ $<
+
 # Each test runs in its own process with a timeout; the last line is
 # "N passed, N failed[, N skipped]". T=pattern runs a subset.
 # The test packages (Open MPI among them) go in before the build, which a
 # second make then sees.
 test:
 	@./scripts/install-deps test
-	@$(MAKE) --no-print-directory $(TESTBIN) $(CLI)
-	STOKER_BIN=$(abspath $(CLI)) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 $(TESTBIN) $(T)
+	@$(MAKE) --no-print-directory $(TESTBIN) $(CLI) $(FAKENVML)
+	STOKER_BIN=$(abspath $(CLI)) STOKER_FAKE_NVML=$(abspath $(FAKENVML)) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 $(TESTBIN) $(T)
 
 # Sanitizer builds of the whole suite (address+undefined) and of the
 # concurrent tests (thread).

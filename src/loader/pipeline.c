@@ -19,6 +19,7 @@
 
 #include "../cache/cache_impl.h"
 #include "loader_impl.h"
+#include "publish.h"
 
 #define ALIGN 4096u
 #define FD_CACHE 256
@@ -131,6 +132,7 @@ struct stk_loader {
    * and the thread that stages the shards it will need next. */
   atomic_uint_fast64_t taken_total;
   struct stk__lookahead *la;
+  struct stk__publish *pub; /* counters for `stoker watch` (publish.c) */
   char err[STK_ERRMSG_MAX];
 };
 
@@ -999,6 +1001,7 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
     loader_free(l);
     return stk__errf(errmsg, STK_ESYS, "cannot start loader threads");
   }
+  l->pub = stk__publish_open(ds->root);
   *out = l;
   return 0;
 }
@@ -1040,6 +1043,7 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
       pthread_mutex_unlock(&l->mu);
       return STK_EAGAIN;
     }
+    if (!waited) stk__publish_wait_begin(l->pub);
     waited = 1;
     /* Timed, so that a cancel from a signal handler is seen promptly. */
     struct timespec ts;
@@ -1070,6 +1074,7 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
     ctr_add(&l->st[STK_STAGE_RING].wait_in_ns, w);
   }
   if (rc) {
+    stk__publish_tick(l->pub, l); /* also ends a published wait */
     if (job_failed) stk_batch_release(l, &j->batch);
     return rc;
   }
@@ -1081,6 +1086,7 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
   l->state = j->state_after;
   ctr_add(&l->st[STK_STAGE_RING].items, 1);
   ctr_add(&l->st[STK_STAGE_RING].bytes, j->batch.bytes);
+  stk__publish_tick(l->pub, l);
   *out = &j->batch;
   return 0;
 }
@@ -1117,6 +1123,7 @@ void stk_loader_close(struct stk_loader *l) {
   pthread_cond_broadcast(&l->cv_task);
   pthread_mutex_unlock(&l->mu);
   for (uint32_t i = 0; i < l->nworkers; i++) pthread_join(l->workers[i], NULL);
+  stk__publish_close(l->pub, l);
   loader_free(l);
 }
 

@@ -1,0 +1,478 @@
+/* The metrics agent's sample loop: read every source, attribute each GPU and
+ * process to a job, derive the per-job figures for the interval since the
+ * previous sample (GPU-seconds allocated, busy, idle; throttled seconds by
+ * reason; energy; the goodput buckets), run the idle-job reaper and rebuild
+ * the exposition. One thread samples; readers copy under the lock. */
+#include <fnmatch.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../loader/publish.h"
+#include "agent_impl.h"
+
+extern char **environ;
+
+const struct ag_reason ag_reasons[AG_NREASONS] = {
+    {STK__REASON_SW_POWER_CAP, "sw_power_cap"},   {STK__REASON_HW_SLOWDOWN, "hw_slowdown"},
+    {STK__REASON_SYNC_BOOST, "sync_boost"},       {STK__REASON_SW_THERMAL, "sw_thermal"},
+    {STK__REASON_HW_THERMAL, "hw_thermal"},       {STK__REASON_HW_POWER_BRAKE, "hw_power_brake"},
+};
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static double mono_s(void) { return (double)stk_now_ns() / 1e9; }
+
+int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, char *errmsg) {
+  struct stk_watch_opts o = opts ? *opts : (struct stk_watch_opts){0};
+  if (o.interval_s == 0) o.interval_s = 1;
+  if (!(o.interval_s >= 0.01 && o.interval_s <= 3600))
+    return stk__errf(errmsg, STK_EINVAL, "interval %g s is out of range (0.01..3600)", o.interval_s);
+  if (o.job_ttl_s == 0) o.job_ttl_s = 300;
+  if (o.price_per_kwh < 0 || o.carbon_g_per_kwh < 0 || o.reap_after_s < 0 || o.reap_warn_s < 0)
+    return stk__errf(errmsg, STK_EINVAL, "prices, intensities and reaper times cannot be negative");
+  if (o.reap_after_s > 0 && !o.reap_command && !o.reap_dry_run)
+    return stk__errf(errmsg, STK_EINVAL, "the reaper needs a command (or a dry run)");
+  if (o.reap_after_s > 0 && o.reap_warn_s == 0) o.reap_warn_s = o.reap_after_s / 2;
+  if (o.reap_warn_s > o.reap_after_s) o.reap_warn_s = o.reap_after_s;
+  struct stk_watch *w = calloc(1, sizeof *w);
+  if (!w) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
+  w->o = o;
+  pthread_mutex_init(&w->mu, NULL);
+  char rd[400];
+  w->nvml_lib = dup_or_null(o.nvml_lib);
+  w->mapping_dir = dup_or_null(o.mapping_dir);
+  w->runtime_dir = strdup(o.runtime_dir ? o.runtime_dir : stk__runtime_dir(rd, sizeof rd));
+  w->proc_root = strdup(o.proc_root ? o.proc_root : "/proc");
+  char host[256] = "";
+  if (!o.hostname) gethostname(host, sizeof host - 1);
+  w->hostname = strdup(o.hostname ? o.hostname : host);
+  w->reap_command = dup_or_null(o.reap_command);
+  w->reap_warn_command = dup_or_null(o.reap_warn_command);
+  size_t ne = 0;
+  while (o.reap_exempt && o.reap_exempt[ne]) ne++;
+  w->exempt = calloc(ne + 1, sizeof *w->exempt);
+  for (size_t i = 0; w->exempt && i < ne; i++) w->exempt[i] = strdup(o.reap_exempt[i]);
+  w->o.reap_exempt = NULL;
+  w->clk_tck = sysconf(_SC_CLK_TCK);
+  if (w->clk_tck <= 0) w->clk_tck = 100;
+  if (!w->runtime_dir || !w->proc_root || !w->hostname || !w->exempt) {
+    stk_watch_close(w);
+    return stk__errf(errmsg, STK_ENOMEM, "out of memory");
+  }
+  for (unsigned i = 0; i < AG_MAX_GPUS; i++) w->gpus[i].prev_energy_mj = NAN;
+  w->host.cpu_busy = w->host.cpu_steal = NAN;
+  if (w->nvml_lib && !strcmp(w->nvml_lib, "none"))
+    snprintf(w->nvml_status, sizeof w->nvml_status, "NVML off (--nvml none); GPU metrics are off");
+  else
+    stk__nvml_open(&w->nvml, w->nvml_lib, w->nvml_status);
+  w->t_start_real = mono_s();
+  w->now = w->prev = 0;
+  *out = w;
+  return 0;
+}
+
+void stk_watch_close(struct stk_watch *w) {
+  if (!w) return;
+  stk__ag_http_stop(w);
+  stk__nvml_close(w->nvml);
+  stk__ag_loaders_free(w);
+  for (unsigned i = 0; i < AG_MAX_GPUS; i++) free(w->gpus[i].procs);
+  free(w->jobs);
+  free(w->pc_prev);
+  free(w->pc_cur);
+  free(w->expo);
+  for (size_t i = 0; w->exempt && w->exempt[i]; i++) free(w->exempt[i]);
+  free(w->exempt);
+  free(w->nvml_lib);
+  free(w->mapping_dir);
+  free(w->runtime_dir);
+  free(w->proc_root);
+  free(w->hostname);
+  free(w->reap_command);
+  free(w->reap_warn_command);
+  pthread_mutex_destroy(&w->mu);
+  /* Wait for the reaper's commands still running (scancel, kubectl). */
+  for (unsigned i = 0; i < w->nkids; i++) waitpid(w->kids[i], NULL, 0);
+  free(w);
+}
+
+const char *stk_watch_nvml_status(const struct stk_watch *w) { return w->nvml_status; }
+
+struct ag_job *stk__ag_job(struct stk_watch *w, const char *id) {
+  for (unsigned i = 0; i < w->njobs; i++)
+    if (!strcmp(w->jobs[i].id, id)) return &w->jobs[i];
+  if (w->njobs == w->jobs_cap) {
+    unsigned nc = w->jobs_cap ? w->jobs_cap * 2 : 16;
+    void *q = realloc(w->jobs, nc * sizeof *w->jobs);
+    if (!q) return NULL;
+    w->jobs = q;
+    w->jobs_cap = nc;
+  }
+  struct ag_job *j = &w->jobs[w->njobs++];
+  memset(j, 0, sizeof *j);
+  snprintf(j->id, sizeof j->id, "%s", id);
+  j->last_seen = w->now;
+  return j;
+}
+
+/* The job of a process on GPU g (MIG instance gi or UINT32_MAX). */
+static void proc_job(struct stk_watch *w, const struct ag_gpu *g, uint32_t pid, uint32_t gi,
+                     const char *cgroup_job, char *job) {
+  if (g && gi != UINT32_MAX)
+    for (unsigned m = 0; m < g->s.nmig && m < 8; m++)
+      if (g->s.mig[m].gi_id == gi && g->mig_jobs[m][0]) {
+        snprintf(job, AG_JOB_LEN, "%s", g->mig_jobs[m]);
+        return;
+      }
+  if (g && g->mapped && g->njobs) {
+    snprintf(job, AG_JOB_LEN, "%s", g->jobs[0]);
+    return;
+  }
+  (void)w;
+  if (cgroup_job && cgroup_job[0]) {
+    snprintf(job, AG_JOB_LEN, "%s", cgroup_job);
+    return;
+  }
+  snprintf(job, AG_JOB_LEN, "pid-%u", pid);
+}
+
+static void sample_gpus(struct stk_watch *w) {
+  unsigned n = 0;
+  if (!w->nvml || stk__nvml_count(w->nvml, &n) != 0) n = 0;
+  if (n > AG_MAX_GPUS) n = AG_MAX_GPUS;
+  w->ngpus = n > w->ngpus ? n : w->ngpus;
+  for (unsigned i = 0; i < n; i++) {
+    struct ag_gpu *g = &w->gpus[i];
+    struct stk__gpu_sample s;
+    stk__nvml_sample(w->nvml, i, &s);
+    if (!s.lost || !g->seen) {
+      if (s.uuid[0]) snprintf(g->uuid, sizeof g->uuid, "%s", s.uuid);
+      if (s.name[0]) snprintf(g->name, sizeof g->name, "%s", s.name);
+      if (s.pci[0]) snprintf(g->pci, sizeof g->pci, "%s", s.pci);
+    }
+    if (s.lost && !g->lost)
+      stk_log(STK_LOG_WARN, "watch: GPU %u (%s) is lost: its series stop", i,
+              g->uuid[0] ? g->uuid : "no UUID");
+    g->lost = s.lost;
+    g->seen = 1;
+    g->xid_total += s.xid_count;
+    /* Keep the processes: the nvml handle reuses its array. */
+    if (s.nprocs > g->procs_cap) {
+      void *q = realloc(g->procs, s.nprocs * sizeof *g->procs);
+      if (q) {
+        g->procs = q;
+        g->procs_cap = s.nprocs;
+      }
+    }
+    g->nprocs = s.nprocs <= g->procs_cap ? s.nprocs : 0;
+    for (unsigned k = 0; k < g->nprocs; k++) {
+      g->procs[k].pid = s.procs[k].pid;
+      g->procs[k].gpu_instance = s.procs[k].gpu_instance;
+      g->procs[k].used_bytes = s.procs[k].used_bytes;
+      g->procs[k].sm_util = s.procs[k].sm_util;
+      g->procs[k].cpu_s = NAN;
+    }
+    s.procs = NULL;
+    s.nprocs = g->nprocs;
+    g->s = s;
+  }
+}
+
+/* Attribute processes and GPUs to jobs (after the mapping is read). */
+static void attribute(struct stk_watch *w) {
+  for (unsigned i = 0; i < w->ngpus; i++) {
+    struct ag_gpu *g = &w->gpus[i];
+    if (g->lost) {
+      g->nprocs = 0;
+      continue;
+    }
+    for (unsigned k = 0; k < g->nprocs; k++) {
+      struct ag_proc *p = &g->procs[k];
+      const char *cg = stk__ag_proc_info(w, p->pid, &p->cpu_s);
+      proc_job(w, g, p->pid, p->gpu_instance, cg, p->job);
+      if (!g->mapped) {
+        int dup = 0;
+        for (unsigned j = 0; j < g->njobs; j++) dup |= !strcmp(g->jobs[j], p->job);
+        if (!dup && g->njobs < AG_JOBS_PER_GPU) snprintf(g->jobs[g->njobs++], AG_JOB_LEN, "%s", p->job);
+      }
+    }
+  }
+  for (unsigned i = 0; i < w->nloaders; i++) {
+    struct ag_loader *L = &w->loaders[i];
+    L->job[0] = 0;
+    /* A loader inside a process that uses a GPU belongs to that GPU's job. */
+    for (unsigned gi = 0; gi < w->ngpus && !L->job[0]; gi++)
+      for (unsigned k = 0; k < w->gpus[gi].nprocs; k++)
+        if (w->gpus[gi].procs[k].pid == L->pub.pid) {
+          snprintf(L->job, AG_JOB_LEN, "%s", w->gpus[gi].procs[k].job);
+          break;
+        }
+    const char *cg = L->job[0] ? NULL : stk__ag_proc_info(w, L->pub.pid, NULL);
+    if (cg && cg[0]) snprintf(L->job, AG_JOB_LEN, "%s", cg);
+    if (!L->job[0]) {
+      if (L->pub.job[0])
+        snprintf(L->job, AG_JOB_LEN, "%s", L->pub.job);
+      else
+        snprintf(L->job, AG_JOB_LEN, "pid-%u", L->pub.pid);
+    }
+  }
+}
+
+static int is_exempt(const struct stk_watch *w, const char *job) {
+  for (size_t i = 0; w->exempt[i]; i++)
+    if (fnmatch(w->exempt[i], job, 0) == 0) return 1;
+  return 0;
+}
+
+static int job_id_safe(const char *s) {
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '.' || *s == '_' || *s == '-' || *s == ':' || *s == '@'))
+      return 0;
+  return 1;
+}
+
+/* Expand "{job}" and "{minutes}" in a command template. */
+static void expand(const char *tpl, const char *job, double minutes, char *out, size_t n) {
+  size_t o = 0;
+  char mins[32];
+  snprintf(mins, sizeof mins, "%.0f", minutes);
+  for (const char *p = tpl; *p && o + 1 < n;) {
+    const char *rep = NULL;
+    size_t skip = 1;
+    if (!strncmp(p, "{job}", 5)) rep = job, skip = 5;
+    else if (!strncmp(p, "{minutes}", 9)) rep = mins, skip = 9;
+    if (rep) {
+      size_t l = strlen(rep);
+      if (o + l >= n) break;
+      memcpy(out + o, rep, l);
+      o += l;
+    } else {
+      out[o++] = *p;
+    }
+    p += skip;
+  }
+  out[o] = 0;
+}
+
+/* Collect the reaper's commands that have ended. */
+static void collect_kids(struct stk_watch *w) {
+  for (unsigned i = 0; i < w->nkids;) {
+    int st;
+    pid_t r = waitpid(w->kids[i], &st, WNOHANG);
+    if (r == w->kids[i] || r < 0) {
+      if (r > 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0))
+        stk_log(STK_LOG_WARN, "watch: reaper: command %d failed (status %d)", (int)r,
+                WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+      w->kids[i] = w->kids[--w->nkids];
+      continue;
+    }
+    i++;
+  }
+}
+
+static void run_command(struct stk_watch *w, const char *cmd) {
+  collect_kids(w);
+  if (w->nkids >= STK__ARRAY_LEN(w->kids)) {
+    stk_log(STK_LOG_ERROR, "watch: reaper: 64 commands still running; not running '%s'", cmd);
+    return;
+  }
+  char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
+  pid_t pid;
+  int rc = posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ);
+  if (rc != 0) {
+    stk_log(STK_LOG_ERROR, "watch: reaper: cannot run '%s': %s", cmd, strerror(rc));
+    return;
+  }
+  w->kids[w->nkids++] = pid;
+}
+
+static void reaper(struct stk_watch *w) {
+  collect_kids(w);
+  if (!(w->o.reap_after_s > 0)) return;
+  for (unsigned i = 0; i < w->njobs; i++) {
+    struct ag_job *j = &w->jobs[i];
+    if (j->idle_streak_s <= 0) {
+      j->warned = j->acted = 0;
+      continue;
+    }
+    if (is_exempt(w, j->id)) continue;
+    char cmd[2048];
+    if (!j->warned && j->idle_streak_s >= w->o.reap_warn_s) {
+      j->warned = 1;
+      w->reaper_warn++;
+      stk_log(STK_LOG_WARN,
+              "watch: reaper: job %s: all %u GPUs idle for %.1f min; acting at %.1f min%s",
+              j->id, j->gpus, j->idle_streak_s / 60, w->o.reap_after_s / 60,
+              w->o.reap_dry_run ? " (dry run)" : "");
+      if (w->reap_warn_command && !w->o.reap_dry_run && job_id_safe(j->id)) {
+        expand(w->reap_warn_command, j->id, j->idle_streak_s / 60, cmd, sizeof cmd);
+        run_command(w, cmd);
+      }
+    }
+    if (!j->acted && j->idle_streak_s >= w->o.reap_after_s) {
+      j->acted = 1;
+      if (!job_id_safe(j->id)) {
+        stk_log(STK_LOG_ERROR, "watch: reaper: job id '%s' has characters a command "
+                               "cannot take safely; not acting", j->id);
+        continue;
+      }
+      expand(w->reap_command ? w->reap_command : "", j->id, j->idle_streak_s / 60, cmd, sizeof cmd);
+      if (w->o.reap_dry_run) {
+        w->reaper_dry++;
+        stk_log(STK_LOG_WARN, "watch: reaper: dry run: job %s idle %.1f min: would run: %s",
+                j->id, j->idle_streak_s / 60, cmd[0] ? cmd : "(no command)");
+      } else {
+        w->reaper_act++;
+        stk_log(STK_LOG_WARN, "watch: reaper: job %s idle %.1f min: running: %s", j->id,
+                j->idle_streak_s / 60, cmd);
+        run_command(w, cmd);
+      }
+    }
+  }
+}
+
+/* Derive the per-job figures for the interval dt that just ended. */
+static void derive(struct stk_watch *w, double dt) {
+  for (unsigned i = 0; i < w->njobs; i++) {
+    struct ag_job *j = &w->jobs[i];
+    j->gpus = j->loaders = 0;
+    j->power_w = 0;
+    j->all_idle = 1;
+    j->input_wait_ratio = 0;
+  }
+  /* Loaders first: each job's input-wait share of the interval. */
+  for (unsigned i = 0; i < w->nloaders; i++) {
+    struct ag_loader *L = &w->loaders[i];
+    struct ag_job *j = stk__ag_job(w, L->job);
+    if (!j) continue;
+    j->loaders++;
+    j->last_seen = w->now;
+    double wait = (double)L->pub.consumer_wait_ns / 1e9;
+    if (L->pub.waiting_since_unix_ns) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      double nowu = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+      double since = (double)L->pub.waiting_since_unix_ns / 1e9;
+      if (nowu > since) wait += nowu - since;
+    }
+    if (L->have_prev > 0 && dt > 0) {
+      double d = wait - L->prev_wait_s;
+      if (d > 0) {
+        j->loader_wait_s += d;
+        j->input_wait_ratio += d;
+      }
+    }
+    L->prev_wait_s = wait;
+    L->have_prev = 1;
+  }
+  for (unsigned i = 0; i < w->njobs; i++) {
+    struct ag_job *j = &w->jobs[i];
+    if (j->loaders && dt > 0) {
+      double r = j->input_wait_ratio / (dt * j->loaders);
+      j->input_wait_ratio = r > 1 ? 1 : r;
+    }
+  }
+  for (unsigned gi = 0; gi < w->ngpus; gi++) {
+    struct ag_gpu *g = &w->gpus[gi];
+    if (g->lost) {
+      g->prev_energy_mj = NAN;
+      continue;
+    }
+    double de_j = NAN;
+    if (!isnan(g->s.energy_mj)) {
+      if (!isnan(g->prev_energy_mj) && g->s.energy_mj >= g->prev_energy_mj)
+        de_j = (g->s.energy_mj - g->prev_energy_mj) / 1000.0;
+      g->prev_energy_mj = g->s.energy_mj;
+    } else if (!isnan(g->s.power_w)) {
+      de_j = g->s.power_w * dt;
+    }
+    if (!g->njobs) continue;
+    double wgt = 1.0 / g->njobs;
+    double u = g->s.util;
+    int throttled = !isnan(g->s.reasons) && ((uint64_t)g->s.reasons & STK__REASONS_THROTTLE);
+    for (unsigned k = 0; k < g->njobs; k++) {
+      struct ag_job *j = stk__ag_job(w, g->jobs[k]);
+      if (!j) continue;
+      j->gpus++;
+      j->last_seen = w->now;
+      if (!isnan(g->s.power_w)) j->power_w += g->s.power_w * wgt;
+      if (isnan(u) || u > 0) j->all_idle = 0;
+      if (!(dt > 0)) continue;
+      double share = dt * wgt;
+      j->allocated_s += share;
+      if (!isnan(de_j)) j->energy_j += de_j * wgt;
+      if (!isnan(g->s.reasons))
+        for (int r = 0; r < AG_NREASONS; r++)
+          if ((uint64_t)g->s.reasons & ag_reasons[r].bit) j->throttle_s[r] += share;
+      if (isnan(u)) {
+        j->unknown_s += share;
+        continue;
+      }
+      double busy = share * (u > 100 ? 1 : u / 100.0);
+      double idle = share - busy;
+      j->busy_s += busy;
+      j->idle_s += idle;
+      if (throttled)
+        j->throttled_s += busy;
+      else
+        j->productive_s += busy;
+      double stall = share * j->input_wait_ratio;
+      if (stall > idle) stall = idle;
+      j->input_stalled_s += stall;
+      j->idle_bucket_s += idle - stall;
+    }
+  }
+  for (unsigned i = 0; i < w->njobs;) {
+    struct ag_job *j = &w->jobs[i];
+    if (j->gpus && j->all_idle && dt > 0)
+      j->idle_streak_s += dt;
+    else if (!j->gpus || !j->all_idle)
+      j->idle_streak_s = 0;
+    if (w->now - j->last_seen > w->o.job_ttl_s) {
+      w->jobs[i] = w->jobs[--w->njobs];
+      continue;
+    }
+    i++;
+  }
+}
+
+int stk_watch_sample(struct stk_watch *w) {
+  uint64_t cpu0 = stk__ag_thread_cpu_ns();
+  pthread_mutex_lock(&w->mu);
+  w->prev = w->now;
+  if (w->o.fast_time)
+    w->now = w->samples ? w->now + w->o.interval_s : 0;
+  else
+    w->now = mono_s() - w->t_start_real;
+  double dt = w->samples ? w->now - w->prev : 0;
+  sample_gpus(w);
+  stk__ag_read_mapping(w);
+  stk__ag_host_sample(w, dt);
+  stk__ag_loaders_sample(w);
+  attribute(w);
+  stk__ag_proc_cache_swap(w);
+  derive(w, dt);
+  reaper(w);
+  w->samples++;
+  w->expo_stale = 1; /* built at the next scrape: most samples are never scraped */
+  w->sample_cost_s = (double)(stk__ag_thread_cpu_ns() - cpu0) / 1e9;
+  pthread_mutex_unlock(&w->mu);
+  return 0;
+}
+
+int stk_watch_wait(struct stk_watch *w, volatile int *stop) {
+  if (w->o.fast_time) return stop && __atomic_load_n(stop, __ATOMIC_RELAXED) ? 1 : 0;
+  double due = w->t_start_real + w->now + w->o.interval_s;
+  for (;;) {
+    if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED)) return 1;
+    double left = due - mono_s();
+    if (left <= 0) return 0;
+    stk_sleep_ns((uint64_t)((left < 0.1 ? left : 0.1) * 1e9));
+  }
+}

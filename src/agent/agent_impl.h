@@ -1,0 +1,164 @@
+/* Internals of the metrics agent shared by its files: agent.c (the sample
+ * loop, attribution and the reaper), sources.c (/proc, cgroups, the job
+ * mapping directory, loader publications), expo.c (Prometheus text, JSON,
+ * the view for `stoker top`) and http.c (libmicrohttpd). */
+#ifndef STOKER_AGENT_IMPL_H
+#define STOKER_AGENT_IMPL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "../base/base.h"
+#include "../gpu/nvml.h"
+#include "stoker/watch.h"
+
+#define AG_MAX_GPUS 64
+#define AG_JOB_LEN 64
+#define AG_JOBS_PER_GPU 4
+#define AG_NREASONS 6
+
+/* The throttle reasons counted by name (NVML bit, label). */
+extern const struct ag_reason { uint64_t bit; const char *name; } ag_reasons[AG_NREASONS];
+
+struct ag_proc {
+  uint32_t pid;
+  uint32_t gpu_instance;
+  double used_bytes, sm_util, cpu_s; /* NaN: unknown */
+  char job[AG_JOB_LEN];
+};
+
+struct ag_gpu {
+  int seen;                      /* sampled at least once */
+  int lost;                      /* fell off the bus */
+  struct stk__gpu_sample s;      /* latest; s.procs is not used */
+  char uuid[96], name[96], pci[32]; /* kept from before a loss */
+  struct ag_proc *procs;
+  unsigned nprocs, procs_cap;
+  char jobs[AG_JOBS_PER_GPU][AG_JOB_LEN]; /* the jobs it is allocated to */
+  unsigned njobs;
+  int mapped;                    /* jobs come from the mapping directory */
+  char mig_jobs[8][AG_JOB_LEN];  /* per MIG instance, from "GPU.GI" files */
+  double prev_energy_mj;         /* NaN until read */
+  double xid_total;
+};
+
+struct ag_loader {
+  char name[256];                /* file name in the runtime directory */
+  const void *map;               /* the mapped file (read-only) */
+  struct stk_pub pub;            /* latest consistent copy */
+  char job[AG_JOB_LEN];
+  double prev_wait_s;            /* effective wait at the previous sample */
+  int have_prev, seen;
+};
+
+struct ag_job {
+  char id[AG_JOB_LEN];
+  double last_seen;
+  unsigned gpus, loaders;        /* now */
+  double power_w;                /* now */
+  double allocated_s, busy_s, idle_s;
+  double productive_s, input_stalled_s, idle_bucket_s, throttled_s, unknown_s;
+  double throttle_s[AG_NREASONS];
+  double energy_j;
+  double loader_wait_s;          /* its loaders' consumer wait, summed deltas */
+  double input_wait_ratio;       /* in the last interval */
+  double idle_streak_s;          /* all its GPUs idle in every sample since */
+  int all_idle;                  /* scratch for one interval */
+  int warned, acted;
+};
+
+/* What is kept per process between samples: its cgroup's job is read once
+ * per process (pid and start time), its stat every sample. */
+struct ag_pcache {
+  uint32_t pid;
+  uint64_t start;
+  char job[AG_JOB_LEN]; /* from the cgroup, or "" */
+};
+
+struct ag_host {
+  uint64_t cpu_prev[2];          /* total, busy jiffies */
+  uint64_t steal_prev;
+  double cpu_busy, cpu_steal;    /* ratios over the last interval; NaN unknown */
+  double cpu_s[3];               /* busy, steal, idle seconds since boot */
+  double mem_total, mem_avail;   /* bytes; NaN unknown */
+  double psi_avg10[3][2];        /* cpu, memory, io x some, full; ratio */
+  double psi_total_s[3][2];
+};
+
+struct stk_watch {
+  struct stk_watch_opts o;
+  char *nvml_lib, *mapping_dir, *runtime_dir, *proc_root, *hostname, *reap_command,
+      *reap_warn_command;
+  char **exempt;
+  pthread_mutex_t mu;            /* guards everything below against readers */
+  struct stk__nvml *nvml;
+  char nvml_status[256];
+  double t_start_real;           /* monotonic seconds at open */
+  double now, prev;              /* the agent's clock (fast or real) */
+  uint64_t samples;
+  struct ag_gpu gpus[AG_MAX_GPUS];
+  unsigned ngpus;
+  struct ag_job *jobs;
+  unsigned njobs, jobs_cap;
+  struct ag_loader *loaders;
+  unsigned nloaders, loaders_cap;
+  struct ag_host host;
+  uint64_t mapping_errors, loader_errors, reaper_warn, reaper_act, reaper_dry;
+  char mapping_err_last[256];
+  long clk_tck;
+  struct ag_pcache *pc_prev, *pc_cur; /* last sample's (sorted by pid), this one's */
+  unsigned npc_prev, npc_cur, pc_cap_prev, pc_cap_cur;
+  char *expo;                    /* latest exposition */
+  size_t expo_len;
+  int expo_stale;                /* a sample came after it was built */
+  double sample_cost_s;          /* CPU time of the last sample */
+  double render_cost_s;          /* ... and of the last exposition */
+  void *httpd;                   /* struct MHD_Daemon */
+  int kids[64];                  /* reaper commands still running */
+  unsigned nkids;
+};
+
+/* sources.c */
+void stk__ag_host_sample(struct stk_watch *w, double dt);
+/* Job of a process from its cgroup (Slurm, Kubernetes); 0 when found. */
+int stk__ag_cgroup_job(const struct stk_watch *w, uint32_t pid, char *job);
+/* A process's CPU seconds (utime+stime, NaN when unknown; cpu_s may be
+ * NULL) and its cgroup's job ("" when none), cached across samples. */
+const char *stk__ag_proc_info(struct stk_watch *w, uint32_t pid, double *cpu_s);
+/* End of a sample's attribution: this sample's processes become the cache. */
+void stk__ag_proc_cache_swap(struct stk_watch *w);
+/* Read the mapping directory into the GPUs' jobs (mapped = 1 where a file
+ * names jobs); malformed files are counted and skipped. */
+void stk__ag_read_mapping(struct stk_watch *w);
+/* Discover, refresh and drop loader publications. */
+void stk__ag_loaders_sample(struct stk_watch *w);
+void stk__ag_loaders_free(struct stk_watch *w);
+
+/* http.c: stop serving (no-op when not serving). */
+void stk__ag_http_stop(struct stk_watch *w);
+
+/* expo.c: rebuild w->expo from the state (called with w->mu held). */
+void stk__ag_build_expo(struct stk_watch *w);
+/* A job by id, created when absent (NULL on allocation failure). */
+struct ag_job *stk__ag_job(struct stk_watch *w, const char *id);
+
+/* CPU time of the calling thread (ns). */
+static inline uint64_t stk__ag_thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A growable text buffer. */
+struct ag_buf {
+  char *p;
+  size_t len, cap;
+  int oom;
+};
+void stk__ag_printf(struct ag_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append s as a Prometheus label value (escaped). */
+void stk__ag_label(struct ag_buf *b, const char *s);
+
+#endif

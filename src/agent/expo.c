@@ -1,0 +1,691 @@
+/* The agent's outputs: the Prometheus text exposition (device metrics under
+ * dcgm-exporter's names and labels, stoker's own under stoker_), the JSON
+ * of `stoker watch --once --json`, and the view `stoker top` draws. The
+ * exposition is rebuilt once per sample, so a scrape only copies it. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_impl.h"
+
+void stk__ag_printf(struct ag_buf *b, const char *fmt, ...) {
+  if (b->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = b->cap - b->len;
+    int n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < room) {
+      b->len += (size_t)n;
+      return;
+    }
+    size_t nc = b->cap ? b->cap * 2 : 16384;
+    while (nc < b->len + (size_t)n + 1) nc *= 2;
+    char *q = realloc(b->p, nc);
+    if (!q) {
+      b->oom = 1;
+      return;
+    }
+    b->p = q;
+    b->cap = nc;
+  }
+}
+
+void stk__ag_label(struct ag_buf *b, const char *s) {
+  char tmp[512];
+  size_t o = 0;
+  for (; *s && o + 3 < sizeof tmp; s++) {
+    if (*s == '\\' || *s == '"') {
+      tmp[o++] = '\\';
+      tmp[o++] = *s;
+    } else if (*s == '\n') {
+      tmp[o++] = '\\';
+      tmp[o++] = 'n';
+    } else {
+      tmp[o++] = *s;
+    }
+  }
+  tmp[o] = 0;
+  stk__ag_printf(b, "\"%s\"", tmp);
+}
+
+static void family(struct ag_buf *b, const char *name, const char *type, const char *help) {
+  stk__ag_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void val(struct ag_buf *b, double v) {
+  if (v == floor(v) && fabs(v) < 1e15)
+    stk__ag_printf(b, " %.0f\n", v);
+  else
+    stk__ag_printf(b, " %.9g\n", v);
+}
+
+/* dcgm-exporter's labels for GPU g, one set per job (hpc_job) it serves. */
+static void gpu_labels(struct stk_watch *w, struct ag_buf *b, unsigned i, const char *job) {
+  struct ag_gpu *g = &w->gpus[i];
+  stk__ag_printf(b, "{gpu=\"%u\",UUID=", i);
+  stk__ag_label(b, g->uuid);
+  stk__ag_printf(b, ",pci_bus_id=");
+  stk__ag_label(b, g->pci);
+  stk__ag_printf(b, ",device=\"nvidia%u\",modelName=", i);
+  stk__ag_label(b, g->name);
+  stk__ag_printf(b, ",hostname=");
+  stk__ag_label(b, w->hostname);
+  const char *drv = w->nvml ? stk__nvml_driver(w->nvml) : "";
+  if (drv[0]) {
+    stk__ag_printf(b, ",DCGM_FI_DRIVER_VERSION=");
+    stk__ag_label(b, drv);
+  }
+  if (job) {
+    stk__ag_printf(b, ",hpc_job=");
+    stk__ag_label(b, job);
+  }
+  stk__ag_printf(b, "}");
+}
+
+struct dev_metric {
+  const char *name, *type, *help;
+  size_t off; /* offset of the double in struct stk__gpu_sample */
+  double scale;
+};
+#define OFF(f) offsetof(struct stk__gpu_sample, f)
+static const struct dev_metric dev_metrics[] = {
+    {"DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", OFF(util), 1},
+    {"DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", OFF(mem_util), 1},
+    {"DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", OFF(fb_used_mib), 1},
+    {"DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", OFF(fb_free_mib), 1},
+    {"DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", OFF(power_w), 1},
+    {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
+     "Total energy consumption since boot (in mJ).", OFF(energy_mj), 1},
+    {"DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", OFF(temp_c), 1},
+    {"DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", OFF(sm_clock_mhz), 1},
+    {"DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", OFF(mem_clock_mhz), 1},
+    {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge",
+     "Current clock event (throttle) reasons, NVML's bitmask.", OFF(reasons), 1},
+    {"DCGM_FI_DEV_POWER_VIOLATION", "counter",
+     "Throttling duration due to power constraints (in us).", OFF(viol_power_ns), 1e-3},
+    {"DCGM_FI_DEV_THERMAL_VIOLATION", "counter",
+     "Throttling duration due to thermal constraints (in us).", OFF(viol_thermal_ns), 1e-3},
+    {"DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", OFF(last_xid), 1},
+    {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.",
+     OFF(gr_active), 1},
+    {"DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned.",
+     OFF(sm_active), 1},
+    {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
+     "Ratio of cycles the tensor (HMMA) pipe is active.", OFF(tensor_active), 1},
+    {"DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
+     "Ratio of cycles the device memory interface is active sending or receiving data.",
+     OFF(dram_active), 1},
+};
+
+static double sval(const struct ag_gpu *g, size_t off) {
+  return *(const double *)(const void *)((const char *)&g->s + off);
+}
+
+static void device_metrics(struct stk_watch *w, struct ag_buf *b) {
+  for (size_t m = 0; m < STK__ARRAY_LEN(dev_metrics); m++) {
+    const struct dev_metric *dm = &dev_metrics[m];
+    int any = 0;
+    for (unsigned i = 0; i < w->ngpus; i++) {
+      struct ag_gpu *g = &w->gpus[i];
+      double v = sval(g, dm->off);
+      if (!g->seen || g->lost || isnan(v)) continue;
+      if (!any++) family(b, dm->name, dm->type, dm->help);
+      if (!g->njobs) {
+        stk__ag_printf(b, "%s", dm->name);
+        gpu_labels(w, b, i, NULL);
+        val(b, v * dm->scale);
+      }
+      for (unsigned k = 0; k < g->njobs; k++) {
+        stk__ag_printf(b, "%s", dm->name);
+        gpu_labels(w, b, i, g->jobs[k]);
+        val(b, v * dm->scale);
+      }
+    }
+    if (strcmp(dm->name, "DCGM_FI_DEV_FB_USED") != 0) continue;
+    /* MIG instances: framebuffer use per GPU instance, dcgm's MIG labels. */
+    for (unsigned i = 0; i < w->ngpus; i++) {
+      struct ag_gpu *g = &w->gpus[i];
+      if (g->lost) continue;
+      for (unsigned mi = 0; mi < g->s.nmig; mi++) {
+        if (isnan(g->s.mig[mi].fb_used_mib)) continue;
+        if (!any++) family(b, dm->name, dm->type, dm->help);
+        stk__ag_printf(b, "DCGM_FI_DEV_FB_USED{gpu=\"%u\",UUID=", i);
+        stk__ag_label(b, g->uuid);
+        stk__ag_printf(b, ",pci_bus_id=");
+        stk__ag_label(b, g->pci);
+        stk__ag_printf(b, ",device=\"nvidia%u\",modelName=", i);
+        stk__ag_label(b, g->name);
+        stk__ag_printf(b, ",GPU_I_PROFILE=");
+        stk__ag_label(b, g->s.mig[mi].profile);
+        stk__ag_printf(b, ",GPU_I_ID=\"%u\",hostname=", g->s.mig[mi].gi_id);
+        stk__ag_label(b, w->hostname);
+        if (g->mig_jobs[mi][0]) {
+          stk__ag_printf(b, ",hpc_job=");
+          stk__ag_label(b, g->mig_jobs[mi]);
+        }
+        stk__ag_printf(b, "}");
+        val(b, g->s.mig[mi].fb_used_mib);
+      }
+    }
+  }
+}
+
+static void gpu_id_labels(struct stk_watch *w, struct ag_buf *b, unsigned i) {
+  stk__ag_printf(b, "gpu=\"%u\",UUID=", i);
+  stk__ag_label(b, w->gpus[i].uuid);
+}
+
+static void agent_metrics(struct stk_watch *w, struct ag_buf *b) {
+  family(b, "stoker_watch_nvml_up", "gauge", "1 when NVML is loaded and answering, else 0.");
+  stk__ag_printf(b, "stoker_watch_nvml_up %d\n", w->nvml ? 1 : 0);
+  family(b, "stoker_watch_samples_total", "counter", "Samples taken by the agent.");
+  stk__ag_printf(b, "stoker_watch_samples_total %llu\n", (unsigned long long)w->samples);
+  family(b, "stoker_watch_sample_cpu_seconds", "gauge", "CPU time the last sample took.");
+  stk__ag_printf(b, "stoker_watch_sample_cpu_seconds %.6f\n", w->sample_cost_s);
+  family(b, "stoker_watch_render_cpu_seconds", "gauge",
+         "CPU time the previous exposition took to build (once per scraped sample).");
+  stk__ag_printf(b, "stoker_watch_render_cpu_seconds %.6f\n", w->render_cost_s);
+  if (w->ngpus) {
+    family(b, "stoker_gpu_lost", "gauge", "1 when the GPU fell off the bus; its other series stop.");
+    for (unsigned i = 0; i < w->ngpus; i++) {
+      stk__ag_printf(b, "stoker_gpu_lost{");
+      gpu_id_labels(w, b, i);
+      stk__ag_printf(b, "} %d\n", w->gpus[i].lost);
+    }
+    family(b, "stoker_gpu_xid_errors_total", "counter", "XID errors seen since the agent started.");
+    for (unsigned i = 0; i < w->ngpus; i++) {
+      stk__ag_printf(b, "stoker_gpu_xid_errors_total{");
+      gpu_id_labels(w, b, i);
+      stk__ag_printf(b, "} %.0f\n", w->gpus[i].xid_total);
+    }
+  }
+  if (w->nvml) {
+    family(b, "stoker_watch_nvml_errors_total", "counter", "NVML calls that failed, by call.");
+    for (int c = 0; c < STK__NVML_NCALLS; c++)
+      stk__ag_printf(b, "stoker_watch_nvml_errors_total{call=\"%s\"} %llu\n",
+                     stk__nvml_call_names[c],
+                     (unsigned long long)stk__nvml_errors(w->nvml, (enum stk__nvml_call)c));
+  }
+  family(b, "stoker_watch_mapping_errors_total", "counter",
+         "Job-mapping files skipped as malformed (counted at each sample).");
+  stk__ag_printf(b, "stoker_watch_mapping_errors_total %llu\n", (unsigned long long)w->mapping_errors);
+  family(b, "stoker_watch_loader_errors_total", "counter",
+         "Loader publication files that could not be read.");
+  stk__ag_printf(b, "stoker_watch_loader_errors_total %llu\n", (unsigned long long)w->loader_errors);
+  family(b, "stoker_reaper_actions_total", "counter", "Idle-job reaper actions, by kind.");
+  stk__ag_printf(b, "stoker_reaper_actions_total{action=\"warn\"} %llu\n",
+                 (unsigned long long)w->reaper_warn);
+  stk__ag_printf(b, "stoker_reaper_actions_total{action=\"act\"} %llu\n",
+                 (unsigned long long)w->reaper_act);
+  stk__ag_printf(b, "stoker_reaper_actions_total{action=\"dry_run\"} %llu\n",
+                 (unsigned long long)w->reaper_dry);
+}
+
+static void host_metrics(struct stk_watch *w, struct ag_buf *b) {
+  struct ag_host *h = &w->host;
+  static const char *const modes[3] = {"busy", "steal", "idle"};
+  if (!isnan(h->cpu_s[0])) {
+    family(b, "stoker_host_cpu_seconds_total", "counter", "Host CPU time by mode, all cores.");
+    for (int m = 0; m < 3; m++)
+      stk__ag_printf(b, "stoker_host_cpu_seconds_total{mode=\"%s\"} %.2f\n", modes[m], h->cpu_s[m]);
+  }
+  if (!isnan(h->cpu_busy)) {
+    family(b, "stoker_host_cpu_busy_ratio", "gauge", "Share of host CPU time busy in the last interval.");
+    stk__ag_printf(b, "stoker_host_cpu_busy_ratio %.4f\n", h->cpu_busy);
+    family(b, "stoker_host_cpu_steal_ratio", "gauge", "Share of host CPU time stolen by the hypervisor.");
+    stk__ag_printf(b, "stoker_host_cpu_steal_ratio %.4f\n", h->cpu_steal);
+  }
+  if (!isnan(h->mem_total)) {
+    family(b, "stoker_host_memory_total_bytes", "gauge", "Host memory (MemTotal).");
+    stk__ag_printf(b, "stoker_host_memory_total_bytes %.0f\n", h->mem_total);
+  }
+  if (!isnan(h->mem_avail)) {
+    family(b, "stoker_host_memory_available_bytes", "gauge", "Host memory available (MemAvailable).");
+    stk__ag_printf(b, "stoker_host_memory_available_bytes %.0f\n", h->mem_avail);
+  }
+  static const char *const res[3] = {"cpu", "memory", "io"};
+  static const char *const kinds[2] = {"some", "full"};
+  int any = 0;
+  for (int r = 0; r < 3; r++)
+    for (int k = 0; k < 2; k++) {
+      if (isnan(h->psi_avg10[r][k])) continue;
+      if (!any++) family(b, "stoker_host_pressure_ratio", "gauge",
+                         "Pressure stall information, 10 s average, as a ratio.");
+      stk__ag_printf(b, "stoker_host_pressure_ratio{resource=\"%s\",kind=\"%s\"} %.4f\n", res[r],
+                     kinds[k], h->psi_avg10[r][k]);
+    }
+  any = 0;
+  for (int r = 0; r < 3; r++)
+    for (int k = 0; k < 2; k++) {
+      if (isnan(h->psi_total_s[r][k])) continue;
+      if (!any++) family(b, "stoker_host_pressure_stall_seconds_total", "counter",
+                         "Pressure stall time since boot.");
+      stk__ag_printf(b, "stoker_host_pressure_stall_seconds_total{resource=\"%s\",kind=\"%s\"} %.6f\n",
+                     res[r], kinds[k], h->psi_total_s[r][k]);
+    }
+}
+
+static void process_metrics(struct stk_watch *w, struct ag_buf *b) {
+  static const char *const names[3] = {"stoker_gpu_process_memory_bytes",
+                                       "stoker_gpu_process_sm_util_ratio",
+                                       "stoker_process_cpu_seconds_total"};
+  static const char *const types[3] = {"gauge", "gauge", "counter"};
+  static const char *const helps[3] = {"GPU memory used by a process.",
+                                       "Share of the GPU's SMs a process used (NVML, last sample).",
+                                       "CPU time of a process that uses a GPU."};
+  for (int m = 0; m < 3; m++) {
+    int any = 0;
+    for (unsigned i = 0; i < w->ngpus; i++) {
+      struct ag_gpu *g = &w->gpus[i];
+      if (g->lost) continue;
+      for (unsigned k = 0; k < g->nprocs; k++) {
+        struct ag_proc *p = &g->procs[k];
+        double v = m == 0 ? p->used_bytes : m == 1 ? p->sm_util / 100.0 : p->cpu_s;
+        if (isnan(v)) continue;
+        if (!any++) family(b, names[m], types[m], helps[m]);
+        stk__ag_printf(b, "%s{", names[m]);
+        gpu_id_labels(w, b, i);
+        stk__ag_printf(b, ",pid=\"%u\",hpc_job=", p->pid);
+        stk__ag_label(b, p->job);
+        stk__ag_printf(b, "}");
+        val(b, v);
+      }
+    }
+  }
+}
+
+static void loader_metrics(struct stk_watch *w, struct ag_buf *b) {
+  if (!w->nloaders) return;
+  struct lm {
+    const char *name, *type, *help;
+    size_t off;
+    double scale;
+  };
+#define PO(f) offsetof(struct stk_pub, f)
+  static const struct lm lms[] = {
+      {"stoker_loader_batches_total", "counter", "Batches the loader handed to its consumer.",
+       PO(batches), 1},
+      {"stoker_loader_samples_total", "counter", "Samples handed to the consumer.", PO(samples), 1},
+      {"stoker_loader_bytes_total", "counter", "Sample bytes handed to the consumer.", PO(bytes), 1},
+      {"stoker_loader_consumer_wait_seconds_total", "counter",
+       "Time the consumer waited for a batch (input stall).", PO(consumer_wait_ns), 1e-9},
+      {"stoker_loader_cache_hits_total", "counter", "Reads served from a cache tier.",
+       PO(cache_hits), 1},
+      {"stoker_loader_cache_misses_total", "counter", "Reads that waited for the origin.",
+       PO(cache_misses), 1},
+      {"stoker_loader_ring_depth", "gauge", "Prefetch ring depth.", PO(ring_depth), 1},
+  };
+  for (size_t m = 0; m < STK__ARRAY_LEN(lms); m++) {
+    family(b, lms[m].name, lms[m].type, lms[m].help);
+    for (unsigned i = 0; i < w->nloaders; i++) {
+      struct ag_loader *L = &w->loaders[i];
+      uint64_t v = *(const uint64_t *)(const void *)((const char *)&L->pub + lms[m].off);
+      stk__ag_printf(b, "%s{pid=\"%u\",hpc_job=", lms[m].name, L->pub.pid);
+      stk__ag_label(b, L->job);
+      stk__ag_printf(b, "}");
+      val(b, (double)v * lms[m].scale);
+    }
+  }
+  static const char *const sn[3] = {"stoker_loader_stage_busy_seconds_total",
+                                    "stoker_loader_stage_wait_in_seconds_total",
+                                    "stoker_loader_stage_wait_out_seconds_total"};
+  static const char *const sh[3] = {"Time a loader stage was busy, summed over its threads.",
+                                    "Time a loader stage waited for input.",
+                                    "Time a loader stage was blocked on a full next stage."};
+  for (int m = 0; m < 3; m++) {
+    family(b, sn[m], "counter", sh[m]);
+    for (unsigned i = 0; i < w->nloaders; i++) {
+      struct ag_loader *L = &w->loaders[i];
+      for (int s = 0; s < STK_PUB_STAGES; s++) {
+        const struct stk_pub_stage *st = &L->pub.stage[s];
+        uint64_t v = m == 0 ? st->busy_ns : m == 1 ? st->wait_in_ns : st->wait_out_ns;
+        stk__ag_printf(b, "%s{pid=\"%u\",stage=", sn[m], L->pub.pid);
+        stk__ag_label(b, st->name);
+        stk__ag_printf(b, ",hpc_job=");
+        stk__ag_label(b, L->job);
+        stk__ag_printf(b, "}");
+        val(b, (double)v / 1e9);
+      }
+    }
+  }
+}
+
+static void job_metrics(struct stk_watch *w, struct ag_buf *b) {
+  if (!w->njobs) return;
+  struct jm {
+    const char *name, *type, *help;
+    size_t off;
+  };
+#define JO(f) offsetof(struct ag_job, f)
+  static const struct jm jms[] = {
+      {"stoker_job_gpus", "gauge", "GPUs allocated to the job now.", 0},
+      {"stoker_job_gpu_allocated_seconds_total", "counter", "GPU-seconds allocated to the job.",
+       JO(allocated_s)},
+      {"stoker_job_gpu_busy_seconds_total", "counter",
+       "GPU-seconds busy (allocated time weighted by kernel utilization).", JO(busy_s)},
+      {"stoker_job_gpu_idle_seconds_total", "counter", "GPU-seconds allocated but idle.", JO(idle_s)},
+      {"stoker_job_energy_joules_total", "counter", "Energy its GPUs used (J).", JO(energy_j)},
+      {"stoker_job_power_watts", "gauge", "Power its GPUs draw now (W).", JO(power_w)},
+      {"stoker_job_input_wait_seconds_total", "counter",
+       "Time its loaders' consumers waited for input.", JO(loader_wait_s)},
+      {"stoker_job_input_wait_ratio", "gauge",
+       "Share of the last interval its loaders' consumers waited for input.", JO(input_wait_ratio)},
+      {"stoker_job_idle_streak_seconds", "gauge",
+       "How long all of its GPUs have been idle in every sample.", JO(idle_streak_s)},
+  };
+  for (size_t m = 0; m < STK__ARRAY_LEN(jms); m++) {
+    family(b, jms[m].name, jms[m].type, jms[m].help);
+    for (unsigned i = 0; i < w->njobs; i++) {
+      struct ag_job *j = &w->jobs[i];
+      double v = m == 0 ? j->gpus : *(const double *)(const void *)((const char *)j + jms[m].off);
+      stk__ag_printf(b, "%s{hpc_job=", jms[m].name);
+      stk__ag_label(b, j->id);
+      stk__ag_printf(b, ",hostname=");
+      stk__ag_label(b, w->hostname);
+      stk__ag_printf(b, "}");
+      val(b, v);
+    }
+  }
+  family(b, "stoker_job_gpu_throttled_seconds_total", "counter",
+         "GPU-seconds with a clock event (throttle) reason active, by reason.");
+  for (unsigned i = 0; i < w->njobs; i++)
+    for (int r = 0; r < AG_NREASONS; r++) {
+      stk__ag_printf(b, "stoker_job_gpu_throttled_seconds_total{hpc_job=");
+      stk__ag_label(b, w->jobs[i].id);
+      stk__ag_printf(b, ",hostname=");
+      stk__ag_label(b, w->hostname);
+      stk__ag_printf(b, ",reason=\"%s\"}", ag_reasons[r].name);
+      val(b, w->jobs[i].throttle_s[r]);
+    }
+  family(b, "stoker_job_goodput_seconds_total", "counter",
+         "Allocated GPU-seconds by bucket: productive, input_stalled, idle, throttled, unknown.");
+  static const char *const buckets[5] = {"productive", "input_stalled", "idle", "throttled", "unknown"};
+  for (unsigned i = 0; i < w->njobs; i++) {
+    struct ag_job *j = &w->jobs[i];
+    double v[5] = {j->productive_s, j->input_stalled_s, j->idle_bucket_s, j->throttled_s, j->unknown_s};
+    for (int k = 0; k < 5; k++) {
+      stk__ag_printf(b, "stoker_job_goodput_seconds_total{hpc_job=");
+      stk__ag_label(b, j->id);
+      stk__ag_printf(b, ",hostname=");
+      stk__ag_label(b, w->hostname);
+      stk__ag_printf(b, ",bucket=\"%s\"}", buckets[k]);
+      val(b, v[k]);
+    }
+  }
+  if (w->o.price_per_kwh > 0) {
+    family(b, "stoker_job_energy_cost_total", "counter",
+           "Energy cost at the configured price per kWh (in that currency).");
+    for (unsigned i = 0; i < w->njobs; i++) {
+      stk__ag_printf(b, "stoker_job_energy_cost_total{hpc_job=");
+      stk__ag_label(b, w->jobs[i].id);
+      stk__ag_printf(b, "}");
+      val(b, w->jobs[i].energy_j / 3.6e6 * w->o.price_per_kwh);
+    }
+  }
+  if (w->o.carbon_g_per_kwh > 0) {
+    family(b, "stoker_job_carbon_grams_total", "counter",
+           "CO2-equivalent at the configured intensity (g per kWh).");
+    for (unsigned i = 0; i < w->njobs; i++) {
+      stk__ag_printf(b, "stoker_job_carbon_grams_total{hpc_job=");
+      stk__ag_label(b, w->jobs[i].id);
+      stk__ag_printf(b, "}");
+      val(b, w->jobs[i].energy_j / 3.6e6 * w->o.carbon_g_per_kwh);
+    }
+  }
+}
+
+void stk__ag_build_expo(struct stk_watch *w) {
+  struct ag_buf b = {0};
+  if (w->expo) b.cap = 0;
+  device_metrics(w, &b);
+  agent_metrics(w, &b);
+  host_metrics(w, &b);
+  process_metrics(w, &b);
+  loader_metrics(w, &b);
+  job_metrics(w, &b);
+  if (b.oom) {
+    free(b.p);
+    return; /* keep the previous exposition */
+  }
+  free(w->expo);
+  w->expo = b.p;
+  w->expo_len = b.len;
+}
+
+int stk_watch_prometheus(struct stk_watch *w, char **buf, size_t *len) {
+  pthread_mutex_lock(&w->mu);
+  if (w->expo_stale || !w->expo) {
+    uint64_t c0 = stk__ag_thread_cpu_ns();
+    stk__ag_build_expo(w);
+    w->expo_stale = 0;
+    w->render_cost_s = (double)(stk__ag_thread_cpu_ns() - c0) / 1e9;
+  }
+  size_t n = w->expo_len;
+  char *p = malloc(n + 1);
+  if (p) {
+    if (n) memcpy(p, w->expo, n);
+    p[n] = 0;
+  }
+  pthread_mutex_unlock(&w->mu);
+  if (!p) return STK_ENOMEM;
+  *buf = p;
+  *len = n;
+  return 0;
+}
+
+/* ---- JSON ---- */
+
+static void kd(struct stk_json *j, const char *k, double v) {
+  stk_json_key(j, k);
+  if (isnan(v))
+    stk_json_null(j);
+  else
+    stk_json_dbl(j, v);
+}
+
+void stk_watch_json(struct stk_watch *w, struct stk_json *j) {
+  pthread_mutex_lock(&w->mu);
+  stk_json_obj_begin(j);
+  stk_json_kstr(j, "hostname", w->hostname);
+  stk_json_kstr(j, "nvml", w->nvml_status);
+  stk_json_ku64(j, "samples", w->samples);
+  stk_json_kdbl(j, "interval_s", w->o.interval_s);
+  stk_json_kdbl(j, "elapsed_s", w->now);
+  stk_json_key(j, "gpus");
+  stk_json_arr_begin(j);
+  for (unsigned i = 0; i < w->ngpus; i++) {
+    struct ag_gpu *g = &w->gpus[i];
+    stk_json_obj_begin(j);
+    stk_json_ku64(j, "index", i);
+    stk_json_kstr(j, "uuid", g->uuid);
+    stk_json_kstr(j, "model", g->name);
+    stk_json_kstr(j, "pci_bus_id", g->pci);
+    stk_json_key(j, "lost");
+    stk_json_bool(j, g->lost);
+    kd(j, "util_pct", g->lost ? NAN : g->s.util);
+    kd(j, "mem_util_pct", g->lost ? NAN : g->s.mem_util);
+    kd(j, "fb_used_mib", g->lost ? NAN : g->s.fb_used_mib);
+    kd(j, "fb_total_mib", g->lost ? NAN : g->s.fb_total_mib);
+    kd(j, "power_w", g->lost ? NAN : g->s.power_w);
+    kd(j, "energy_mj", g->lost ? NAN : g->s.energy_mj);
+    kd(j, "temp_c", g->lost ? NAN : g->s.temp_c);
+    kd(j, "sm_clock_mhz", g->lost ? NAN : g->s.sm_clock_mhz);
+    kd(j, "mem_clock_mhz", g->lost ? NAN : g->s.mem_clock_mhz);
+    kd(j, "clock_event_reasons", g->lost ? NAN : g->s.reasons);
+    kd(j, "sm_active", g->lost ? NAN : g->s.sm_active);
+    kd(j, "tensor_active", g->lost ? NAN : g->s.tensor_active);
+    kd(j, "last_xid", g->s.last_xid);
+    kd(j, "xid_errors", g->xid_total);
+    stk_json_key(j, "jobs");
+    stk_json_arr_begin(j);
+    for (unsigned k = 0; k < g->njobs && !g->lost; k++) stk_json_str(j, g->jobs[k]);
+    stk_json_arr_end(j);
+    stk_json_key(j, "processes");
+    stk_json_arr_begin(j);
+    for (unsigned k = 0; k < g->nprocs; k++) {
+      stk_json_obj_begin(j);
+      stk_json_ku64(j, "pid", g->procs[k].pid);
+      stk_json_kstr(j, "job", g->procs[k].job);
+      kd(j, "used_bytes", g->procs[k].used_bytes);
+      kd(j, "sm_util_pct", g->procs[k].sm_util);
+      kd(j, "cpu_s", g->procs[k].cpu_s);
+      stk_json_obj_end(j);
+    }
+    stk_json_arr_end(j);
+    stk_json_key(j, "mig");
+    stk_json_arr_begin(j);
+    for (unsigned m = 0; m < g->s.nmig && !g->lost; m++) {
+      stk_json_obj_begin(j);
+      stk_json_ku64(j, "gpu_instance", g->s.mig[m].gi_id);
+      stk_json_kstr(j, "profile", g->s.mig[m].profile);
+      kd(j, "fb_used_mib", g->s.mig[m].fb_used_mib);
+      stk_json_kstr(j, "job", g->mig_jobs[m]);
+      stk_json_obj_end(j);
+    }
+    stk_json_arr_end(j);
+    stk_json_obj_end(j);
+  }
+  stk_json_arr_end(j);
+  struct ag_host *h = &w->host;
+  stk_json_key(j, "host");
+  stk_json_obj_begin(j);
+  kd(j, "cpu_busy_ratio", h->cpu_busy);
+  kd(j, "cpu_steal_ratio", h->cpu_steal);
+  kd(j, "mem_total_bytes", h->mem_total);
+  kd(j, "mem_available_bytes", h->mem_avail);
+  kd(j, "psi_cpu_some_ratio", h->psi_avg10[0][0]);
+  kd(j, "psi_memory_some_ratio", h->psi_avg10[1][0]);
+  kd(j, "psi_io_some_ratio", h->psi_avg10[2][0]);
+  stk_json_obj_end(j);
+  stk_json_key(j, "loaders");
+  stk_json_arr_begin(j);
+  for (unsigned i = 0; i < w->nloaders; i++) {
+    struct ag_loader *L = &w->loaders[i];
+    stk_json_obj_begin(j);
+    stk_json_ku64(j, "pid", L->pub.pid);
+    stk_json_kstr(j, "job", L->job);
+    stk_json_kstr(j, "dataset", L->pub.dataset);
+    stk_json_ku64(j, "batches", L->pub.batches);
+    stk_json_ku64(j, "samples", L->pub.samples);
+    stk_json_kdbl(j, "consumer_wait_s", (double)L->pub.consumer_wait_ns / 1e9);
+    stk_json_key(j, "stages");
+    stk_json_obj_begin(j);
+    for (int s = 0; s < STK_PUB_STAGES; s++) {
+      stk_json_key(j, L->pub.stage[s].name);
+      stk_json_obj_begin(j);
+      stk_json_kdbl(j, "busy_s", (double)L->pub.stage[s].busy_ns / 1e9);
+      stk_json_kdbl(j, "wait_in_s", (double)L->pub.stage[s].wait_in_ns / 1e9);
+      stk_json_kdbl(j, "wait_out_s", (double)L->pub.stage[s].wait_out_ns / 1e9);
+      stk_json_obj_end(j);
+    }
+    stk_json_obj_end(j);
+    stk_json_obj_end(j);
+  }
+  stk_json_arr_end(j);
+  stk_json_key(j, "jobs");
+  stk_json_arr_begin(j);
+  for (unsigned i = 0; i < w->njobs; i++) {
+    struct ag_job *jb = &w->jobs[i];
+    stk_json_obj_begin(j);
+    stk_json_kstr(j, "job", jb->id);
+    stk_json_ku64(j, "gpus", jb->gpus);
+    stk_json_ku64(j, "loaders", jb->loaders);
+    stk_json_kdbl(j, "gpu_allocated_s", jb->allocated_s);
+    stk_json_kdbl(j, "gpu_busy_s", jb->busy_s);
+    stk_json_kdbl(j, "gpu_idle_s", jb->idle_s);
+    stk_json_key(j, "throttled_s");
+    stk_json_obj_begin(j);
+    for (int r = 0; r < AG_NREASONS; r++) stk_json_kdbl(j, ag_reasons[r].name, jb->throttle_s[r]);
+    stk_json_obj_end(j);
+    stk_json_kdbl(j, "energy_j", jb->energy_j);
+    kd(j, "energy_cost", w->o.price_per_kwh > 0 ? jb->energy_j / 3.6e6 * w->o.price_per_kwh : NAN);
+    kd(j, "carbon_g", w->o.carbon_g_per_kwh > 0 ? jb->energy_j / 3.6e6 * w->o.carbon_g_per_kwh : NAN);
+    stk_json_kdbl(j, "power_w", jb->power_w);
+    stk_json_kdbl(j, "input_wait_s", jb->loader_wait_s);
+    stk_json_kdbl(j, "input_wait_ratio", jb->input_wait_ratio);
+    stk_json_kdbl(j, "idle_streak_s", jb->idle_streak_s);
+    stk_json_key(j, "goodput_s");
+    stk_json_obj_begin(j);
+    stk_json_kdbl(j, "productive", jb->productive_s);
+    stk_json_kdbl(j, "input_stalled", jb->input_stalled_s);
+    stk_json_kdbl(j, "idle", jb->idle_bucket_s);
+    stk_json_kdbl(j, "throttled", jb->throttled_s);
+    stk_json_kdbl(j, "unknown", jb->unknown_s);
+    stk_json_obj_end(j);
+    stk_json_obj_end(j);
+  }
+  stk_json_arr_end(j);
+  stk_json_obj_end(j);
+  pthread_mutex_unlock(&w->mu);
+}
+
+/* ---- the view for `stoker top` ---- */
+
+int stk_watch_view(struct stk_watch *w, struct stk_watch_view *v) {
+  memset(v, 0, sizeof *v);
+  pthread_mutex_lock(&w->mu);
+  v->gpus = calloc(w->ngpus + 1, sizeof *v->gpus);
+  v->jobs = calloc(w->njobs + 1, sizeof *v->jobs);
+  if (!v->gpus || !v->jobs) {
+    pthread_mutex_unlock(&w->mu);
+    stk_watch_view_free(v);
+    return STK_ENOMEM;
+  }
+  v->ngpus = w->ngpus;
+  for (unsigned i = 0; i < w->ngpus; i++) {
+    struct ag_gpu *g = &w->gpus[i];
+    struct stk_watch_gpu_view *gv = &v->gpus[i];
+    gv->index = i;
+    snprintf(gv->uuid, sizeof gv->uuid, "%s", g->uuid);
+    snprintf(gv->model, sizeof gv->model, "%s", g->name);
+    snprintf(gv->job, sizeof gv->job, "%s", g->njobs && !g->lost ? g->jobs[0] : "");
+    gv->lost = g->lost;
+    gv->util = g->lost ? NAN : g->s.util;
+    gv->power_w = g->lost ? NAN : g->s.power_w;
+    gv->mem_used_mib = g->lost ? NAN : g->s.fb_used_mib;
+    gv->mem_total_mib = g->lost ? NAN : g->s.fb_total_mib;
+    gv->temp_c = g->lost ? NAN : g->s.temp_c;
+    gv->reasons = isnan(g->s.reasons) || g->lost ? 0 : (uint64_t)g->s.reasons;
+    gv->throttled = (gv->reasons & STK__REASONS_THROTTLE) != 0;
+    gv->nprocs = g->nprocs;
+  }
+  v->njobs = w->njobs;
+  for (unsigned i = 0; i < w->njobs; i++) {
+    struct ag_job *j = &w->jobs[i];
+    struct stk_watch_job_view *jv = &v->jobs[i];
+    snprintf(jv->job, sizeof jv->job, "%s", j->id);
+    jv->gpus = j->gpus;
+    jv->loaders = j->loaders;
+    jv->allocated_s = j->allocated_s;
+    jv->busy_s = j->busy_s;
+    jv->idle_s = j->idle_s;
+    jv->productive_s = j->productive_s;
+    jv->input_stalled_s = j->input_stalled_s;
+    jv->idle_bucket_s = j->idle_bucket_s;
+    jv->throttled_s = j->throttled_s;
+    jv->unknown_s = j->unknown_s;
+    jv->energy_j = j->energy_j;
+    jv->idle_streak_s = j->idle_streak_s;
+    jv->power_w = j->power_w;
+    jv->input_wait_ratio = j->input_wait_ratio;
+  }
+  v->cpu_busy = w->host.cpu_busy;
+  v->cpu_steal = w->host.cpu_steal;
+  v->mem_used_ratio = isnan(w->host.mem_total) || isnan(w->host.mem_avail) || w->host.mem_total <= 0
+                          ? NAN
+                          : 1 - w->host.mem_avail / w->host.mem_total;
+  snprintf(v->nvml_status, sizeof v->nvml_status, "%s", w->nvml_status);
+  pthread_mutex_unlock(&w->mu);
+  return 0;
+}
+
+void stk_watch_view_free(struct stk_watch_view *v) {
+  free(v->gpus);
+  free(v->jobs);
+  v->gpus = NULL;
+  v->jobs = NULL;
+}

@@ -1,0 +1,122 @@
+/* The agent's HTTP endpoint, served by libmicrohttpd (Debian's
+ * libmicrohttpd-dev) rather than hand-written socket code. A scrape copies
+ * the exposition built at the last sample, so scrapers never make the
+ * agent sample, and their number and speed are bounded by the daemon's
+ * limits (connections, per-IP connections, idle timeout, memory). */
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_impl.h"
+
+#define MAX_CONNECTIONS 64
+#define MAX_PER_IP 32
+#define IDLE_TIMEOUT_S 10
+#define CONN_MEMORY (32 * 1024)
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_len, void **con_cls) {
+  (void)version;
+  (void)upload;
+  (void)con_cls;
+  struct stk_watch *w = cls;
+  if (*upload_len) {
+    *upload_len = 0; /* discard any body; a GET has none */
+    return MHD_YES;
+  }
+  struct MHD_Response *r;
+  unsigned status = MHD_HTTP_OK;
+  if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+    static const char msg[] = "only GET\n";
+    r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+    status = MHD_HTTP_METHOD_NOT_ALLOWED;
+  } else if (!strcmp(url, "/metrics")) {
+    char *buf;
+    size_t len;
+    if (stk_watch_prometheus(w, &buf, &len) != 0) return MHD_NO;
+    r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+    if (r) MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    else free(buf);
+  } else if (!strcmp(url, "/")) {
+    static const char msg[] = "watch: metrics at /metrics\n";
+    r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+  } else {
+    static const char msg[] = "not found; metrics are at /metrics\n";
+    r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+    status = MHD_HTTP_NOT_FOUND;
+  }
+  if (!r) return MHD_NO;
+  enum MHD_Result ret = MHD_queue_response(c, status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+int stk_watch_serve(struct stk_watch *w, const char *listen, int *port_out, char *errmsg) {
+  const char *colon = listen ? strrchr(listen, ':') : NULL;
+  if (!colon)
+    return stk__errf(errmsg, STK_EINVAL, "--listen '%s': expected HOST:PORT or :PORT",
+                     listen ? listen : "");
+  char *end;
+  long port = strtol(colon + 1, &end, 10);
+  if (*end || end == colon + 1 || port < 0 || port > 65535)
+    return stk__errf(errmsg, STK_EINVAL, "--listen '%s': bad port", listen);
+  struct sockaddr_in6 a6;
+  struct sockaddr_in a4;
+  memset(&a6, 0, sizeof a6);
+  memset(&a4, 0, sizeof a4);
+  char host[256];
+  size_t hl = (size_t)(colon - listen);
+  if (hl >= sizeof host) return stk__errf(errmsg, STK_EINVAL, "--listen '%s': host too long", listen);
+  memcpy(host, listen, hl);
+  host[hl] = 0;
+  if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+    memmove(host, host + 1, hl - 2);
+    host[hl - 2] = 0;
+  }
+  const struct sockaddr *sa;
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD;
+#ifdef MHD_USE_EPOLL
+  flags |= MHD_USE_EPOLL;
+#endif
+  if (!host[0] || !strcmp(host, "*") || !strcmp(host, "0.0.0.0")) {
+    a4.sin_family = AF_INET;
+    a4.sin_addr.s_addr = htonl(INADDR_ANY);
+    a4.sin_port = htons((uint16_t)port);
+    sa = (const struct sockaddr *)&a4;
+  } else if (inet_pton(AF_INET, host, &a4.sin_addr) == 1) {
+    a4.sin_family = AF_INET;
+    a4.sin_port = htons((uint16_t)port);
+    sa = (const struct sockaddr *)&a4;
+  } else if (inet_pton(AF_INET6, host, &a6.sin6_addr) == 1) {
+    a6.sin6_family = AF_INET6;
+    a6.sin6_port = htons((uint16_t)port);
+    sa = (const struct sockaddr *)&a6;
+    flags |= MHD_USE_IPv6;
+  } else if (!strcmp(host, "localhost")) {
+    a4.sin_family = AF_INET;
+    a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a4.sin_port = htons((uint16_t)port);
+    sa = (const struct sockaddr *)&a4;
+  } else {
+    return stk__errf(errmsg, STK_EINVAL, "--listen '%s': '%s' is not an IP address", listen, host);
+  }
+  struct MHD_Daemon *d = MHD_start_daemon(
+      flags, (uint16_t)port, NULL, NULL, answer, w, MHD_OPTION_SOCK_ADDR, sa,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      (unsigned)MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_END);
+  if (!d)
+    return stk__errf(errmsg, STK_EIO, "cannot listen on %s (address in use, or not allowed)", listen);
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+  if (port_out) *port_out = info ? info->port : (int)port;
+  w->httpd = d;
+  return 0;
+}
+
+void stk__ag_http_stop(struct stk_watch *w) {
+  if (w->httpd) MHD_stop_daemon(w->httpd);
+  w->httpd = NULL;
+}

@@ -1,0 +1,391 @@
+/* The agent's non-GPU sources: the host from /proc (CPU, memory, PSI), the
+ * job of a process from its cgroup, the dcgm-exporter job-mapping directory,
+ * and the loaders' publication files. Everything read from files written by
+ * others is bounded and checked: a bad file is counted and skipped. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../loader/publish.h"
+#include "agent_impl.h"
+
+/* Read a small file (at most n-1 bytes) into buf; -1 when absent. */
+static ssize_t slurp(const char *path, char *buf, size_t n) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return -1;
+  }
+  ssize_t got = 0;
+  while ((size_t)got < n - 1) {
+    ssize_t r = read(fd, buf + got, n - 1 - (size_t)got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += r;
+  }
+  close(fd);
+  buf[got] = 0;
+  return got;
+}
+
+void stk__ag_host_sample(struct stk_watch *w, double dt) {
+  struct ag_host *h = &w->host;
+  char path[600], buf[8192];
+  (void)dt;
+  h->cpu_busy = h->cpu_steal = NAN;
+  snprintf(path, sizeof path, "%s/stat", w->proc_root);
+  if (slurp(path, buf, sizeof buf) > 0 && !strncmp(buf, "cpu ", 4)) {
+    unsigned long long v[10] = {0};
+    int n = sscanf(buf + 4, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+                   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
+    if (n >= 8) {
+      /* guest time is already inside user and nice. */
+      uint64_t total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+      uint64_t idle = v[3] + v[4], steal = v[7];
+      uint64_t busy = total - idle - steal;
+      if (h->cpu_prev[0] && total > h->cpu_prev[0]) {
+        double dtot = (double)(total - h->cpu_prev[0]);
+        h->cpu_busy = (double)(busy - h->cpu_prev[1]) / dtot;
+        h->cpu_steal = (double)(steal - h->steal_prev) / dtot;
+      }
+      h->cpu_prev[0] = total;
+      h->cpu_prev[1] = busy;
+      h->steal_prev = steal;
+      h->cpu_s[0] = (double)busy / (double)w->clk_tck;
+      h->cpu_s[1] = (double)steal / (double)w->clk_tck;
+      h->cpu_s[2] = (double)idle / (double)w->clk_tck;
+    }
+  } else {
+    h->cpu_s[0] = h->cpu_s[1] = h->cpu_s[2] = NAN;
+  }
+  h->mem_total = h->mem_avail = NAN;
+  snprintf(path, sizeof path, "%s/meminfo", w->proc_root);
+  if (slurp(path, buf, sizeof buf) > 0) {
+    const char *p = strstr(buf, "MemTotal:");
+    if (p) h->mem_total = strtod(p + 9, NULL) * 1024;
+    p = strstr(buf, "MemAvailable:");
+    if (p) h->mem_avail = strtod(p + 13, NULL) * 1024;
+  }
+  static const char *const res[3] = {"cpu", "memory", "io"};
+  for (int r = 0; r < 3; r++) {
+    for (int k = 0; k < 2; k++) h->psi_avg10[r][k] = h->psi_total_s[r][k] = NAN;
+    snprintf(path, sizeof path, "%s/pressure/%s", w->proc_root, res[r]);
+    if (slurp(path, buf, sizeof buf) <= 0) continue;
+    for (int k = 0; k < 2; k++) {
+      const char *line = strstr(buf, k ? "full " : "some ");
+      if (!line) continue;
+      const char *a = strstr(line, "avg10=");
+      const char *t = strstr(line, "total=");
+      const char *nl = strchr(line, '\n');
+      if (a && (!nl || a < nl)) h->psi_avg10[r][k] = strtod(a + 6, NULL) / 100.0;
+      if (t && (!nl || t < nl)) h->psi_total_s[r][k] = strtod(t + 6, NULL) / 1e6;
+    }
+  }
+}
+
+/* utime+stime (seconds) and start time (ticks) from PROC/PID/stat. */
+static int proc_stat(const struct stk_watch *w, uint32_t pid, double *cpu_s, uint64_t *start) {
+  char path[600], buf[1024];
+  snprintf(path, sizeof path, "%s/%u/stat", w->proc_root, pid);
+  if (slurp(path, buf, sizeof buf) <= 0) return -1;
+  char *s = strrchr(buf, ')');
+  if (!s) return -1;
+  /* After ')': field 3 is the state; utime and stime are 14 and 15, the
+   * start time 22. */
+  unsigned long long v[23] = {0};
+  int field = 3;
+  for (char *p = s + 1; *p && field <= 22; field++) {
+    while (*p == ' ') p++;
+    char *end;
+    v[field] = strtoull(p, &end, 10);
+    if (end == p) { /* the state letter */
+      while (*p && *p != ' ') p++;
+    } else {
+      p = end;
+    }
+  }
+  if (field <= 22) return -1;
+  *cpu_s = (double)(v[14] + v[15]) / (double)w->clk_tck;
+  *start = v[22];
+  return 0;
+}
+
+static int pc_cmp(const void *a, const void *b) {
+  uint32_t x = ((const struct ag_pcache *)a)->pid, y = ((const struct ag_pcache *)b)->pid;
+  return x < y ? -1 : x > y;
+}
+
+const char *stk__ag_proc_info(struct stk_watch *w, uint32_t pid, double *cpu_s) {
+  double cpu = NAN;
+  uint64_t start = 0;
+  int alive = proc_stat(w, pid, &cpu, &start) == 0;
+  if (cpu_s) *cpu_s = alive ? cpu : NAN;
+  /* Seen already in this sample (a process on several GPUs)? */
+  for (unsigned i = w->npc_cur; i-- > 0 && i + 8 >= w->npc_cur;)
+    if (w->pc_cur[i].pid == pid) return w->pc_cur[i].job;
+  if (w->npc_cur == w->pc_cap_cur) {
+    unsigned nc = w->pc_cap_cur ? w->pc_cap_cur * 2 : 256;
+    void *q = realloc(w->pc_cur, nc * sizeof *w->pc_cur);
+    if (!q) return "";
+    w->pc_cur = q;
+    w->pc_cap_cur = nc;
+  }
+  struct ag_pcache *e = &w->pc_cur[w->npc_cur++];
+  e->pid = pid;
+  e->start = start;
+  struct ag_pcache key = {.pid = pid};
+  const struct ag_pcache *old =
+      w->npc_prev ? bsearch(&key, w->pc_prev, w->npc_prev, sizeof key, pc_cmp) : NULL;
+  if (old && old->start == start) { /* the same process (or still none) */
+    memcpy(e->job, old->job, AG_JOB_LEN);
+  } else if (stk__ag_cgroup_job(w, pid, e->job) != 0) {
+    e->job[0] = 0;
+  }
+  return e->job;
+}
+
+void stk__ag_proc_cache_swap(struct stk_watch *w) {
+  qsort(w->pc_cur, w->npc_cur, sizeof *w->pc_cur, pc_cmp);
+  struct ag_pcache *t = w->pc_prev;
+  unsigned tc = w->pc_cap_prev;
+  w->pc_prev = w->pc_cur;
+  w->npc_prev = w->npc_cur;
+  w->pc_cap_prev = w->pc_cap_cur;
+  w->pc_cur = t;
+  w->pc_cap_cur = tc;
+  w->npc_cur = 0;
+}
+
+static int job_char_ok(int c) {
+  return isalnum(c) || c == '.' || c == '_' || c == '-' || c == ':' || c == '/' || c == '@';
+}
+
+int stk__ag_cgroup_job(const struct stk_watch *w, uint32_t pid, char *job) {
+  char path[600], buf[4096];
+  snprintf(path, sizeof path, "%s/%u/cgroup", w->proc_root, pid);
+  if (slurp(path, buf, sizeof buf) <= 0) return -1;
+  /* Slurm: ".../job_123/step_0/..." (cgroup v1 and v2). */
+  for (const char *p = buf; (p = strstr(p, "job_")); p += 4) {
+    if (p != buf && p[-1] != '/') continue;
+    size_t n = 0;
+    while (isdigit((unsigned char)p[4 + n])) n++;
+    if (n && n < AG_JOB_LEN - 1 && (p[4 + n] == '/' || p[4 + n] == '\n' || !p[4 + n])) {
+      memcpy(job, p + 4, n);
+      job[n] = 0;
+      return 0;
+    }
+  }
+  /* Kubernetes: "kubepods...pod<UID>" with '-' or '_' in the UID. */
+  const char *k = strstr(buf, "kubepods");
+  if (k) {
+    const char *p = k;
+    while ((p = strstr(p, "pod"))) {
+      p += 3;
+      size_t n = 0;
+      while (n < 36 && (isxdigit((unsigned char)p[n]) || p[n] == '-' || p[n] == '_')) n++;
+      if (n == 36) {
+        memcpy(job, "pod-", 4);
+        for (size_t i = 0; i < n; i++) job[4 + i] = p[i] == '_' ? '-' : p[i];
+        job[4 + n] = 0;
+        return 0;
+      }
+    }
+  }
+  return -1;
+}
+
+/* One mapping file: job ids, one a line. 0, or -1 when malformed (a line
+ * too long, a character a job id cannot hold, too many jobs). */
+static int read_map_file(const char *path, char jobs[][AG_JOB_LEN], unsigned max, unsigned *n,
+                         char *why, size_t whyn) {
+  char buf[4096];
+  ssize_t len = slurp(path, buf, sizeof buf);
+  *n = 0;
+  if (len < 0) {
+    snprintf(why, whyn, "%.200s: cannot read: %s", path, strerror(errno));
+    return -1;
+  }
+  if ((size_t)len == sizeof buf - 1) {
+    snprintf(why, whyn, "%.200s: larger than 4 KiB", path);
+    return -1;
+  }
+  int lineno = 0;
+  for (char *line = buf, *next; line && *line; line = next) {
+    lineno++;
+    next = strchr(line, '\n');
+    if (next) *next++ = 0;
+    size_t l = strlen(line);
+    while (l && (line[l - 1] == '\r' || line[l - 1] == ' ' || line[l - 1] == '\t')) line[--l] = 0;
+    if (!l) continue;
+    if (l >= AG_JOB_LEN) {
+      snprintf(why, whyn, "%.200s:%d: job id longer than %d characters", path, lineno, AG_JOB_LEN - 1);
+      return -1;
+    }
+    for (size_t i = 0; i < l; i++)
+      if (!job_char_ok((unsigned char)line[i])) {
+        snprintf(why, whyn, "%.200s:%d: character 0x%02x cannot be in a job id", path, lineno,
+                 (unsigned char)line[i]);
+        return -1;
+      }
+    if (*n >= max) {
+      snprintf(why, whyn, "%.200s: more than %u jobs", path, max);
+      return -1;
+    }
+    memcpy(jobs[*n], line, l + 1);
+    (*n)++;
+  }
+  return 0;
+}
+
+void stk__ag_read_mapping(struct stk_watch *w) {
+  for (unsigned i = 0; i < AG_MAX_GPUS; i++) {
+    w->gpus[i].mapped = 0;
+    w->gpus[i].njobs = 0;
+    for (int m = 0; m < 8; m++) w->gpus[i].mig_jobs[m][0] = 0;
+  }
+  if (!w->mapping_dir) return;
+  DIR *d = opendir(w->mapping_dir);
+  if (!d) return; /* absent until the first job starts: not an error */
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    unsigned gpu, gi;
+    char tail;
+    int two = sscanf(e->d_name, "%u.%u%c", &gpu, &gi, &tail) == 2;
+    int one = !two && sscanf(e->d_name, "%u%c", &gpu, &tail) == 1;
+    if (!one && !two) continue;
+    for (const char *c = e->d_name; *c; c++)
+      if (!isdigit((unsigned char)*c) && *c != '.') one = two = 0;
+    if ((!one && !two) || gpu >= AG_MAX_GPUS) continue;
+    char path[1024], why[256];
+    snprintf(path, sizeof path, "%s/%s", w->mapping_dir, e->d_name);
+    char jobs[AG_JOBS_PER_GPU][AG_JOB_LEN];
+    unsigned n;
+    if (read_map_file(path, jobs, AG_JOBS_PER_GPU, &n, why, sizeof why) != 0) {
+      w->mapping_errors++;
+      if (strcmp(why, w->mapping_err_last) != 0) {
+        stk_log(STK_LOG_WARN, "watch: job mapping: %s; file ignored", why);
+        snprintf(w->mapping_err_last, sizeof w->mapping_err_last, "%s", why);
+      }
+      continue;
+    }
+    struct ag_gpu *g = &w->gpus[gpu];
+    if (two) {
+      /* A MIG instance: its first job; the GPU's jobs gather them all. */
+      if (n) {
+        for (unsigned m = 0; m < g->s.nmig && m < 8; m++)
+          if (g->s.mig[m].gi_id == gi) snprintf(g->mig_jobs[m], AG_JOB_LEN, "%s", jobs[0]);
+      }
+    }
+    for (unsigned k = 0; k < n; k++) {
+      int dup = 0;
+      for (unsigned j = 0; j < g->njobs; j++) dup |= !strcmp(g->jobs[j], jobs[k]);
+      if (!dup && g->njobs < AG_JOBS_PER_GPU) snprintf(g->jobs[g->njobs++], AG_JOB_LEN, "%.63s", jobs[k]);
+    }
+    if (n) g->mapped = 1;
+  }
+  closedir(d);
+}
+
+/* ---- loader publications ---- */
+
+static void loader_drop(struct stk_watch *w, unsigned i) {
+  munmap((void *)w->loaders[i].map, STK_PUB_SIZE);
+  w->loaders[i] = w->loaders[--w->nloaders];
+}
+
+static int loader_alive(const struct stk_watch *w, const struct stk_pub *p) {
+  if (p->flags & STK_PUB_CLOSED) return 0;
+  uint64_t t = stk__pid_start_ticks(w->proc_root, (long)p->pid);
+  if (!t) return 0;
+  return !p->pid_start_ticks || t == p->pid_start_ticks;
+}
+
+void stk__ag_loaders_sample(struct stk_watch *w) {
+  for (unsigned i = 0; i < w->nloaders; i++) w->loaders[i].seen = 0;
+  DIR *d = opendir(w->runtime_dir);
+  if (!d) goto sweep;
+  struct dirent *e;
+  unsigned added = 0;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    if (strncmp(e->d_name, "loader-", 7) || l < 12 || strcmp(e->d_name + l - 4, ".pub") ||
+        l >= sizeof w->loaders[0].name)
+      continue;
+    unsigned i;
+    for (i = 0; i < w->nloaders; i++)
+      if (!strcmp(w->loaders[i].name, e->d_name)) break;
+    if (i < w->nloaders) {
+      w->loaders[i].seen = 1;
+      continue;
+    }
+    if (added++ >= 256) continue; /* bounded work per sample */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", w->runtime_dir, e->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat st;
+    const void *m = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == STK_PUB_SIZE)
+      m = mmap(NULL, STK_PUB_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+      w->loader_errors++;
+      continue;
+    }
+    if (w->nloaders == w->loaders_cap) {
+      unsigned nc = w->loaders_cap ? w->loaders_cap * 2 : 16;
+      void *q = realloc(w->loaders, nc * sizeof *w->loaders);
+      if (!q) {
+        munmap((void *)m, STK_PUB_SIZE);
+        continue;
+      }
+      w->loaders = q;
+      w->loaders_cap = nc;
+    }
+    struct ag_loader *L = &w->loaders[w->nloaders++];
+    memset(L, 0, sizeof *L);
+    snprintf(L->name, sizeof L->name, "%s", e->d_name);
+    L->map = m;
+    L->seen = 1;
+  }
+  closedir(d);
+sweep:
+  for (unsigned i = 0; i < w->nloaders;) {
+    struct ag_loader *L = &w->loaders[i];
+    int rc = L->seen ? stk__pub_read(L->map, &L->pub) : -1;
+    if (rc == STK_EFORMAT && L->seen && !L->have_prev) {
+      /* Perhaps still being created: look again next time, once. */
+      L->have_prev = -1;
+      i++;
+      continue;
+    }
+    if (rc != 0 || !loader_alive(w, &L->pub)) {
+      if (rc == 0 && !(L->pub.flags & STK_PUB_CLOSED)) {
+        /* Its process is gone without closing: remove the stale file. */
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", w->runtime_dir, L->name);
+        unlink(path);
+      } else if (rc != 0 && rc != -1) {
+        w->loader_errors++;
+      }
+      loader_drop(w, i);
+      continue;
+    }
+    if (L->have_prev < 0) L->have_prev = 0;
+    i++;
+  }
+}
+
+void stk__ag_loaders_free(struct stk_watch *w) {
+  while (w->nloaders) loader_drop(w, w->nloaders - 1);
+  free(w->loaders);
+}

@@ -1,0 +1,438 @@
+/* NVML through dlopen: the few types and entry points the agent needs are
+ * declared here with NVML's C ABI (nvml.h is not needed to build), each
+ * entry point is looked up by name and may be absent (an older driver), in
+ * which case its figures are absent too. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/base.h"
+#include "nvml.h"
+
+typedef int nv_ret;
+typedef struct nv_dev *nv_dev;
+typedef struct nv_evset *nv_evset;
+typedef struct nv_gpm_sample *nv_gpm_sample;
+
+enum {
+  NV_SUCCESS = 0, NV_ERROR_NOT_SUPPORTED = 3, NV_ERROR_NO_PERMISSION = 4, NV_ERROR_NOT_FOUND = 6,
+  NV_ERROR_INSUFFICIENT_SIZE = 7, NV_ERROR_TIMEOUT = 10, NV_ERROR_FUNCTION_NOT_FOUND = 13,
+  NV_ERROR_GPU_IS_LOST = 15
+};
+#define NV_EVENT_XID 0x8ull
+
+struct nv_pci {
+  char bus_id_legacy[16];
+  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+struct nv_util { unsigned gpu, memory; };
+struct nv_memory { unsigned long long total, free, used; };
+struct nv_proc { unsigned pid; unsigned long long used; unsigned gi, ci; };
+struct nv_proc_util {
+  unsigned pid;
+  unsigned long long ts;
+  unsigned sm, mem, enc, dec;
+};
+struct nv_violation { unsigned long long ref_time, violation_ns; };
+struct nv_event { nv_dev dev; unsigned long long type, data; unsigned gi, ci; };
+struct nv_gpm_metric {
+  unsigned id;
+  nv_ret ret;
+  double value;
+  struct { char *short_name, *long_name, *unit; } info;
+};
+#define NV_GPM_METRIC_MAX 98
+struct nv_gpm_get {
+  unsigned version, num;
+  nv_gpm_sample s1, s2;
+  struct nv_gpm_metric metrics[NV_GPM_METRIC_MAX];
+};
+struct nv_gpm_support { unsigned version, supported; };
+
+/* Entry points: name, type. Only the first three are required. */
+#define NV_FUNCS(X)                                                                          \
+  X(nvmlInit_v2, nv_ret (*)(void))                                                           \
+  X(nvmlDeviceGetCount_v2, nv_ret (*)(unsigned *))                                           \
+  X(nvmlDeviceGetHandleByIndex_v2, nv_ret (*)(unsigned, nv_dev *))                           \
+  X(nvmlShutdown, nv_ret (*)(void))                                                          \
+  X(nvmlErrorString, const char *(*)(nv_ret))                                                \
+  X(nvmlSystemGetDriverVersion, nv_ret (*)(char *, unsigned))                                \
+  X(nvmlDeviceGetName, nv_ret (*)(nv_dev, char *, unsigned))                                 \
+  X(nvmlDeviceGetUUID, nv_ret (*)(nv_dev, char *, unsigned))                                 \
+  X(nvmlDeviceGetPciInfo_v3, nv_ret (*)(nv_dev, struct nv_pci *))                            \
+  X(nvmlDeviceGetUtilizationRates, nv_ret (*)(nv_dev, struct nv_util *))                     \
+  X(nvmlDeviceGetMemoryInfo, nv_ret (*)(nv_dev, struct nv_memory *))                         \
+  X(nvmlDeviceGetPowerUsage, nv_ret (*)(nv_dev, unsigned *))                                 \
+  X(nvmlDeviceGetTotalEnergyConsumption, nv_ret (*)(nv_dev, unsigned long long *))           \
+  X(nvmlDeviceGetTemperature, nv_ret (*)(nv_dev, int, unsigned *))                           \
+  X(nvmlDeviceGetClockInfo, nv_ret (*)(nv_dev, int, unsigned *))                             \
+  X(nvmlDeviceGetCurrentClocksEventReasons, nv_ret (*)(nv_dev, unsigned long long *))        \
+  X(nvmlDeviceGetCurrentClocksThrottleReasons, nv_ret (*)(nv_dev, unsigned long long *))     \
+  X(nvmlDeviceGetViolationStatus, nv_ret (*)(nv_dev, int, struct nv_violation *))            \
+  X(nvmlDeviceGetComputeRunningProcesses_v3, nv_ret (*)(nv_dev, unsigned *, struct nv_proc *)) \
+  X(nvmlDeviceGetProcessUtilization,                                                         \
+    nv_ret (*)(nv_dev, struct nv_proc_util *, unsigned *, unsigned long long))               \
+  X(nvmlEventSetCreate, nv_ret (*)(nv_evset *))                                              \
+  X(nvmlDeviceRegisterEvents, nv_ret (*)(nv_dev, unsigned long long, nv_evset))              \
+  X(nvmlEventSetWait_v2, nv_ret (*)(nv_evset, struct nv_event *, unsigned))                  \
+  X(nvmlEventSetFree, nv_ret (*)(nv_evset))                                                  \
+  X(nvmlDeviceGetMigMode, nv_ret (*)(nv_dev, unsigned *, unsigned *))                        \
+  X(nvmlDeviceGetMaxMigDeviceCount, nv_ret (*)(nv_dev, unsigned *))                          \
+  X(nvmlDeviceGetMigDeviceHandleByIndex, nv_ret (*)(nv_dev, unsigned, nv_dev *))             \
+  X(nvmlDeviceGetGpuInstanceId, nv_ret (*)(nv_dev, unsigned *))                              \
+  X(nvmlGpmQueryDeviceSupport, nv_ret (*)(nv_dev, struct nv_gpm_support *))                  \
+  X(nvmlGpmSampleAlloc, nv_ret (*)(nv_gpm_sample *))                                         \
+  X(nvmlGpmSampleFree, nv_ret (*)(nv_gpm_sample))                                            \
+  X(nvmlGpmSampleGet, nv_ret (*)(nv_dev, nv_gpm_sample))                                     \
+  X(nvmlGpmMetricsGet, nv_ret (*)(struct nv_gpm_get *))
+
+#define MAX_DEV 64
+
+struct dev_state {
+  nv_dev h;
+  int gpm;               /* 1 supported, 0 unknown yet, -1 no */
+  nv_gpm_sample gs[2];
+  int gs_cur, gs_have;
+  unsigned long long proc_util_seen;
+  unsigned xid_count;
+  double last_xid;
+};
+
+struct stk__nvml {
+  void *lib;
+#define X(name, type) __typeof__(type) name;
+  NV_FUNCS(X)
+#undef X
+  nv_evset events;
+  unsigned ndev;
+  struct dev_state dev[MAX_DEV];
+  struct stk__gpu_proc *procs;
+  unsigned procs_cap;
+  struct nv_proc *raw;
+  unsigned raw_cap;
+  struct nv_proc_util *pu;
+  unsigned pu_cap;
+  uint64_t errors[STK__NVML_NCALLS];
+  char driver[80];
+  struct nv_gpm_get gpm_get; /* large; reused by each GPM read */
+};
+
+const char *const stk__nvml_call_names[STK__NVML_NCALLS] = {
+#define X(n) #n,
+    STK__NVML_CALLS(X)
+#undef X
+};
+
+static const char *errstr(struct stk__nvml *n, nv_ret r) {
+  const char *s = n->nvmlErrorString ? n->nvmlErrorString(r) : NULL;
+  return s ? s : "unknown error";
+}
+
+int stk__nvml_open(struct stk__nvml **out, const char *lib, char *why) {
+  const char *path = lib && *lib ? lib : "libnvidia-ml.so.1";
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *e = dlerror();
+    snprintf(why, 256, "NVML not loaded (%s): %s; GPU metrics are off", path,
+             e ? e : "cannot open");
+    return STK_ENOENT;
+  }
+  struct stk__nvml *n = calloc(1, sizeof *n);
+  if (!n) {
+    dlclose(h);
+    snprintf(why, 256, "out of memory");
+    return STK_ENOMEM;
+  }
+  n->lib = h;
+#define X(name, type) *(void **)(&n->name) = dlsym(h, #name);
+  NV_FUNCS(X)
+#undef X
+  if (!n->nvmlInit_v2 || !n->nvmlDeviceGetCount_v2 || !n->nvmlDeviceGetHandleByIndex_v2) {
+    snprintf(why, 256, "NVML not usable (%s): it lacks nvmlInit_v2; GPU metrics are off", path);
+    dlclose(h);
+    free(n);
+    return STK_ENOTSUP;
+  }
+  nv_ret r = n->nvmlInit_v2();
+  if (r != NV_SUCCESS) {
+    snprintf(why, 256, "NVML did not initialize (%s): %s; GPU metrics are off", path, errstr(n, r));
+    dlclose(h);
+    free(n);
+    return STK_EIO;
+  }
+  if (!n->nvmlSystemGetDriverVersion ||
+      n->nvmlSystemGetDriverVersion(n->driver, sizeof n->driver) != NV_SUCCESS)
+    n->driver[0] = 0;
+  if (n->nvmlEventSetCreate && n->nvmlEventSetCreate(&n->events) != NV_SUCCESS) n->events = NULL;
+  snprintf(why, 256, "NVML loaded (%s), driver %s", path, n->driver[0] ? n->driver : "unknown");
+  *out = n;
+  return 0;
+}
+
+void stk__nvml_close(struct stk__nvml *n) {
+  if (!n) return;
+  for (unsigned i = 0; i < MAX_DEV; i++)
+    for (int k = 0; k < 2; k++)
+      if (n->dev[i].gs[k] && n->nvmlGpmSampleFree) n->nvmlGpmSampleFree(n->dev[i].gs[k]);
+  if (n->events && n->nvmlEventSetFree) n->nvmlEventSetFree(n->events);
+  if (n->nvmlShutdown) n->nvmlShutdown();
+  dlclose(n->lib);
+  free(n->procs);
+  free(n->raw);
+  free(n->pu);
+  free(n);
+}
+
+uint64_t stk__nvml_errors(const struct stk__nvml *n, enum stk__nvml_call c) { return n->errors[c]; }
+const char *stk__nvml_driver(const struct stk__nvml *n) { return n->driver; }
+
+/* Account a call's result: 1 when the value is good. A lost GPU marks the
+ * sample lost; an unsupported call is not an error. */
+static int ok(struct stk__nvml *n, struct stk__gpu_sample *s, enum stk__nvml_call c, nv_ret r) {
+  if (r == NV_SUCCESS) return 1;
+  if (r == NV_ERROR_GPU_IS_LOST) s->lost = 1;
+  if (r != NV_ERROR_NOT_SUPPORTED && r != NV_ERROR_FUNCTION_NOT_FOUND) n->errors[c]++;
+  return 0;
+}
+
+/* Drain pending XID events into the per-device counters. */
+static void drain_events(struct stk__nvml *n) {
+  if (!n->events || !n->nvmlEventSetWait_v2) return;
+  for (int k = 0; k < 1024; k++) {
+    struct nv_event e;
+    memset(&e, 0, sizeof e);
+    nv_ret r = n->nvmlEventSetWait_v2(n->events, &e, 0);
+    if (r != NV_SUCCESS) {
+      if (r != NV_ERROR_TIMEOUT && r != NV_ERROR_NOT_SUPPORTED) n->errors[STK__NVML_events]++;
+      return;
+    }
+    if (!(e.type & NV_EVENT_XID)) continue;
+    for (unsigned i = 0; i < n->ndev && i < MAX_DEV; i++)
+      if (n->dev[i].h == e.dev) {
+        n->dev[i].xid_count++;
+        n->dev[i].last_xid = (double)e.data;
+      }
+  }
+}
+
+int stk__nvml_count(struct stk__nvml *n, unsigned *count) {
+  unsigned c = 0;
+  nv_ret r = n->nvmlDeviceGetCount_v2(&c);
+  if (r != NV_SUCCESS) return STK_EIO;
+  if (c > MAX_DEV) c = MAX_DEV;
+  for (unsigned i = n->ndev; i < c; i++) {
+    n->dev[i].last_xid = NAN;
+    if (n->nvmlDeviceGetHandleByIndex_v2(i, &n->dev[i].h) != NV_SUCCESS) {
+      n->dev[i].h = NULL;
+      continue;
+    }
+    if (n->events && n->nvmlDeviceRegisterEvents)
+      n->nvmlDeviceRegisterEvents(n->dev[i].h, NV_EVENT_XID, n->events);
+  }
+  if (c > n->ndev) n->ndev = c;
+  drain_events(n);
+  *count = c;
+  return 0;
+}
+
+static int grow(void **p, unsigned *cap, unsigned need, size_t elem) {
+  if (need <= *cap) return 0;
+  unsigned nc = *cap ? *cap : 64;
+  while (nc < need) nc *= 2;
+  void *q = realloc(*p, (size_t)nc * elem);
+  if (!q) return -1;
+  *p = q;
+  *cap = nc;
+  return 0;
+}
+
+static void sample_procs(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
+  if (!n->nvmlDeviceGetComputeRunningProcesses_v3) return;
+  unsigned cnt = n->raw_cap;
+  nv_ret r;
+  for (int tries = 0; tries < 4; tries++) {
+    cnt = n->raw_cap;
+    r = n->nvmlDeviceGetComputeRunningProcesses_v3(d->h, &cnt, n->raw);
+    if (r != NV_ERROR_INSUFFICIENT_SIZE) break;
+    if (grow((void **)&n->raw, &n->raw_cap, cnt + 16, sizeof *n->raw)) return;
+  }
+  if (!ok(n, s, STK__NVML_procs, r)) return;
+  if (grow((void **)&n->procs, &n->procs_cap, cnt + 1, sizeof *n->procs)) return;
+  for (unsigned i = 0; i < cnt; i++) {
+    struct stk__gpu_proc *p = &n->procs[i];
+    p->pid = n->raw[i].pid;
+    p->gpu_instance = n->raw[i].gi;
+    /* NVML_VALUE_NOT_AVAILABLE is all ones. */
+    p->used_bytes = n->raw[i].used == ~0ull ? NAN : (double)n->raw[i].used;
+    p->sm_util = NAN;
+  }
+  s->procs = n->procs;
+  s->nprocs = cnt;
+  if (!n->nvmlDeviceGetProcessUtilization || !cnt) return;
+  unsigned pc = 0;
+  r = n->nvmlDeviceGetProcessUtilization(d->h, NULL, &pc, d->proc_util_seen);
+  if (r != NV_SUCCESS && r != NV_ERROR_INSUFFICIENT_SIZE) {
+    if (r != NV_ERROR_NOT_FOUND) ok(n, s, STK__NVML_proc_util, r);
+    return;
+  }
+  if (!pc || grow((void **)&n->pu, &n->pu_cap, pc, sizeof *n->pu)) return;
+  r = n->nvmlDeviceGetProcessUtilization(d->h, n->pu, &pc, d->proc_util_seen);
+  if (!ok(n, s, STK__NVML_proc_util, r)) return;
+  /* Several samples per process: keep the newest. */
+  unsigned long long newest = d->proc_util_seen;
+  for (unsigned i = 0; i < cnt; i++) {
+    unsigned long long best = 0;
+    for (unsigned k = 0; k < pc; k++)
+      if (n->pu[k].pid == n->procs[i].pid && n->pu[k].ts >= best) {
+        best = n->pu[k].ts;
+        n->procs[i].sm_util = n->pu[k].sm;
+      }
+  }
+  for (unsigned k = 0; k < pc; k++)
+    if (n->pu[k].ts > newest) newest = n->pu[k].ts;
+  d->proc_util_seen = newest;
+}
+
+static void sample_gpm(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
+  if (d->gpm < 0 || !n->nvmlGpmQueryDeviceSupport || !n->nvmlGpmSampleAlloc ||
+      !n->nvmlGpmSampleGet || !n->nvmlGpmMetricsGet)
+    return;
+  if (d->gpm == 0) {
+    struct nv_gpm_support sup = {1, 0};
+    if (n->nvmlGpmQueryDeviceSupport(d->h, &sup) != NV_SUCCESS || !sup.supported ||
+        n->nvmlGpmSampleAlloc(&d->gs[0]) != NV_SUCCESS ||
+        n->nvmlGpmSampleAlloc(&d->gs[1]) != NV_SUCCESS) {
+      d->gpm = -1;
+      return;
+    }
+    d->gpm = 1;
+  }
+  int cur = d->gs_cur;
+  if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmSampleGet(d->h, d->gs[cur]))) return;
+  d->gs_cur ^= 1;
+  if (!d->gs_have) {
+    d->gs_have = 1;
+    return;
+  }
+  struct nv_gpm_get *gp = &n->gpm_get;
+  memset(gp, 0, sizeof *gp);
+  gp->version = 1;
+  gp->num = 4;
+  gp->s1 = d->gs[cur ^ 1];
+  gp->s2 = d->gs[cur];
+  static const unsigned ids[4] = {1 /* graphics */, 2 /* SM util */, 5 /* any tensor */,
+                                  10 /* DRAM bandwidth */};
+  for (int i = 0; i < 4; i++) gp->metrics[i].id = ids[i];
+  if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmMetricsGet(gp))) return;
+  double *dst[4] = {&s->gr_active, &s->sm_active, &s->tensor_active, &s->dram_active};
+  for (int i = 0; i < 4; i++)
+    if (gp->metrics[i].ret == NV_SUCCESS) *dst[i] = gp->metrics[i].value / 100.0;
+}
+
+static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
+  unsigned cur = 0, pend = 0, max = 0;
+  if (!n->nvmlDeviceGetMigMode || n->nvmlDeviceGetMigMode(d->h, &cur, &pend) != NV_SUCCESS ||
+      cur != 1)
+    return;
+  if (!n->nvmlDeviceGetMaxMigDeviceCount || !n->nvmlDeviceGetMigDeviceHandleByIndex ||
+      !ok(n, s, STK__NVML_mig, n->nvmlDeviceGetMaxMigDeviceCount(d->h, &max)))
+    return;
+  for (unsigned i = 0; i < max && s->nmig < STK__ARRAY_LEN(s->mig); i++) {
+    nv_dev m;
+    nv_ret r = n->nvmlDeviceGetMigDeviceHandleByIndex(d->h, i, &m);
+    if (r == NV_ERROR_NOT_FOUND) continue;
+    if (!ok(n, s, STK__NVML_mig, r)) continue;
+    struct stk__mig *mi = &s->mig[s->nmig];
+    unsigned gi = 0;
+    if (!n->nvmlDeviceGetGpuInstanceId || n->nvmlDeviceGetGpuInstanceId(m, &gi) != NV_SUCCESS)
+      continue;
+    mi->gi_id = gi;
+    char name[96] = "";
+    mi->profile[0] = 0;
+    if (n->nvmlDeviceGetName && n->nvmlDeviceGetName(m, name, sizeof name) == NV_SUCCESS) {
+      const char *p = strstr(name, "MIG ");
+      snprintf(mi->profile, sizeof mi->profile, "%.31s", p ? p + 4 : name);
+    }
+    struct nv_memory mem;
+    mi->fb_used_mib = mi->fb_total_mib = NAN;
+    if (n->nvmlDeviceGetMemoryInfo && n->nvmlDeviceGetMemoryInfo(m, &mem) == NV_SUCCESS) {
+      mi->fb_used_mib = (double)mem.used / 1048576.0;
+      mi->fb_total_mib = (double)mem.total / 1048576.0;
+    }
+    s->nmig++;
+  }
+}
+
+int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s) {
+  memset(s, 0, sizeof *s);
+  s->index = i;
+  double *nan_fields[] = {&s->util, &s->mem_util, &s->fb_used_mib, &s->fb_free_mib,
+                          &s->fb_total_mib, &s->power_w, &s->energy_mj, &s->temp_c,
+                          &s->sm_clock_mhz, &s->mem_clock_mhz, &s->reasons, &s->viol_power_ns,
+                          &s->viol_thermal_ns, &s->sm_active, &s->tensor_active,
+                          &s->dram_active, &s->gr_active, &s->last_xid};
+  for (size_t k = 0; k < STK__ARRAY_LEN(nan_fields); k++) *nan_fields[k] = NAN;
+  if (i >= MAX_DEV) return STK_ERANGE;
+  struct dev_state *d = &n->dev[i];
+  if (!d->h) {
+    nv_ret r = n->nvmlDeviceGetHandleByIndex_v2(i, &d->h);
+    if (!ok(n, s, STK__NVML_handle, r)) {
+      d->h = NULL;
+      s->lost = 1;
+      return 0;
+    }
+  }
+  s->xid_count = d->xid_count;
+  s->last_xid = d->last_xid;
+  d->xid_count = 0;
+  nv_dev h = d->h;
+  if (n->nvmlDeviceGetName) ok(n, s, STK__NVML_name, n->nvmlDeviceGetName(h, s->name, sizeof s->name));
+  if (n->nvmlDeviceGetUUID) ok(n, s, STK__NVML_uuid, n->nvmlDeviceGetUUID(h, s->uuid, sizeof s->uuid));
+  struct nv_pci pci;
+  if (n->nvmlDeviceGetPciInfo_v3 && ok(n, s, STK__NVML_pci, n->nvmlDeviceGetPciInfo_v3(h, &pci)))
+    snprintf(s->pci, sizeof s->pci, "%.31s", pci.bus_id);
+  if (s->lost) return 0;
+  struct nv_util u;
+  if (n->nvmlDeviceGetUtilizationRates &&
+      ok(n, s, STK__NVML_util, n->nvmlDeviceGetUtilizationRates(h, &u))) {
+    s->util = u.gpu;
+    s->mem_util = u.memory;
+  }
+  struct nv_memory m;
+  if (n->nvmlDeviceGetMemoryInfo && ok(n, s, STK__NVML_memory, n->nvmlDeviceGetMemoryInfo(h, &m))) {
+    s->fb_used_mib = (double)m.used / 1048576.0;
+    s->fb_free_mib = (double)m.free / 1048576.0;
+    s->fb_total_mib = (double)m.total / 1048576.0;
+  }
+  unsigned v;
+  if (n->nvmlDeviceGetPowerUsage && ok(n, s, STK__NVML_power, n->nvmlDeviceGetPowerUsage(h, &v)))
+    s->power_w = v / 1000.0;
+  unsigned long long e;
+  if (n->nvmlDeviceGetTotalEnergyConsumption &&
+      ok(n, s, STK__NVML_energy, n->nvmlDeviceGetTotalEnergyConsumption(h, &e)))
+    s->energy_mj = (double)e;
+  if (n->nvmlDeviceGetTemperature && ok(n, s, STK__NVML_temp, n->nvmlDeviceGetTemperature(h, 0, &v)))
+    s->temp_c = v;
+  if (n->nvmlDeviceGetClockInfo && ok(n, s, STK__NVML_sm_clock, n->nvmlDeviceGetClockInfo(h, 1, &v)))
+    s->sm_clock_mhz = v;
+  if (n->nvmlDeviceGetClockInfo && ok(n, s, STK__NVML_mem_clock, n->nvmlDeviceGetClockInfo(h, 2, &v)))
+    s->mem_clock_mhz = v;
+  nv_ret (*reasons)(nv_dev, unsigned long long *) = n->nvmlDeviceGetCurrentClocksEventReasons
+                                                        ? n->nvmlDeviceGetCurrentClocksEventReasons
+                                                        : n->nvmlDeviceGetCurrentClocksThrottleReasons;
+  if (reasons && ok(n, s, STK__NVML_reasons, reasons(h, &e))) s->reasons = (double)e;
+  struct nv_violation vt;
+  if (n->nvmlDeviceGetViolationStatus) {
+    if (ok(n, s, STK__NVML_violation, n->nvmlDeviceGetViolationStatus(h, 0, &vt)))
+      s->viol_power_ns = (double)vt.violation_ns;
+    if (ok(n, s, STK__NVML_violation, n->nvmlDeviceGetViolationStatus(h, 1, &vt)))
+      s->viol_thermal_ns = (double)vt.violation_ns;
+  }
+  sample_procs(n, d, s);
+  sample_gpm(n, d, s);
+  sample_mig(n, d, s);
+  return 0;
+}

@@ -1,0 +1,83 @@
+/* NVML, loaded at run time (dlopen of libnvidia-ml.so.1), so that stoker
+ * builds and runs on machines without a GPU. One call samples one device
+ * into plain numbers; a figure the device cannot give is NaN (absent),
+ * never 0. Only the agent uses this. */
+#ifndef STOKER_GPU_NVML_H
+#define STOKER_GPU_NVML_H
+
+#include <stdint.h>
+
+/* The NVML calls the agent makes, for per-call error counters. */
+#define STK__NVML_CALLS(X)                                                   \
+  X(name) X(uuid) X(pci) X(util) X(memory) X(power) X(energy) X(temp)      \
+  X(sm_clock) X(mem_clock) X(reasons) X(violation) X(procs) X(proc_util)   \
+  X(events) X(mig) X(gpm) X(handle)
+enum stk__nvml_call {
+#define X(n) STK__NVML_##n,
+  STK__NVML_CALLS(X)
+#undef X
+  STK__NVML_NCALLS
+};
+extern const char *const stk__nvml_call_names[STK__NVML_NCALLS];
+
+/* Clock event (throttle) reasons, NVML's bits. */
+#define STK__REASON_GPU_IDLE 0x1ull
+#define STK__REASON_APP_CLOCKS 0x2ull
+#define STK__REASON_SW_POWER_CAP 0x4ull
+#define STK__REASON_HW_SLOWDOWN 0x8ull
+#define STK__REASON_SYNC_BOOST 0x10ull
+#define STK__REASON_SW_THERMAL 0x20ull
+#define STK__REASON_HW_THERMAL 0x40ull
+#define STK__REASON_HW_POWER_BRAKE 0x80ull
+#define STK__REASON_DISPLAY_CLOCK 0x100ull
+/* The reasons that slow work down (counted as throttled time). */
+#define STK__REASONS_THROTTLE 0xfcull
+
+struct stk__gpu_proc {
+  uint32_t pid;
+  uint32_t gpu_instance; /* MIG GPU instance id, or UINT32_MAX */
+  double used_bytes;     /* NaN when the driver does not say */
+  double sm_util;        /* percent, NaN when unknown */
+};
+
+struct stk__mig {
+  uint32_t gi_id;
+  char profile[32]; /* "1g.10gb" */
+  double fb_used_mib, fb_total_mib;
+};
+
+struct stk__gpu_sample {
+  unsigned index;
+  char uuid[96], name[96], pci[32];
+  int lost;          /* fell off the bus (NVML_ERROR_GPU_IS_LOST) */
+  double util, mem_util;                  /* percent */
+  double fb_used_mib, fb_free_mib, fb_total_mib;
+  double power_w, energy_mj, temp_c, sm_clock_mhz, mem_clock_mhz;
+  double reasons;                         /* the bitmask, as a number */
+  double viol_power_ns, viol_thermal_ns;  /* throttle time counters */
+  double sm_active, tensor_active, dram_active, gr_active; /* GPM ratios 0..1 */
+  unsigned xid_count;                     /* XIDs seen in this sample */
+  double last_xid;                        /* NaN until one is seen */
+  unsigned nprocs;
+  struct stk__gpu_proc *procs;            /* owned by the nvml handle */
+  unsigned nmig;
+  struct stk__mig mig[8];
+};
+
+struct stk__nvml;
+
+/* Load the library (NULL: libnvidia-ml.so.1) and initialize it. Fails with
+ * a one-line reason in why (256 bytes). */
+int stk__nvml_open(struct stk__nvml **out, const char *lib, char *why);
+void stk__nvml_close(struct stk__nvml *n);
+/* Number of devices; begins a sampling round. */
+int stk__nvml_count(struct stk__nvml *n, unsigned *count);
+/* Sample device i. The procs array stays valid until the next call for any
+ * device. Returns 0 (lost devices too: s->lost says so). */
+int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s);
+/* Failed calls so far, by call (NOT_SUPPORTED is not a failure). */
+uint64_t stk__nvml_errors(const struct stk__nvml *n, enum stk__nvml_call c);
+/* The driver version, or "". */
+const char *stk__nvml_driver(const struct stk__nvml *n);
+
+#endif

@@ -1,0 +1,197 @@
+/* Loader publication: each running loader keeps its counters in a small
+ * shared-memory file (struct stk_pub, include/stoker/watch.h) so that the
+ * metrics agent can read every loader on the node without asking it
+ * anything. Publication never fails a loader: any error just leaves it
+ * unpublished. Updates are rate-limited, since next() is hot. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../base/base.h"
+#include "loader_impl.h"
+#include "publish.h"
+#include "stoker/watch.h"
+
+_Static_assert(sizeof(struct stk_pub) == STK_PUB_SIZE, "stk_pub layout");
+_Static_assert(offsetof(struct stk_pub, stage) == 192, "stk_pub layout");
+_Static_assert(offsetof(struct stk_pub, job) == 448, "stk_pub layout");
+
+#define UPDATE_EVERY_NS 50000000ull /* at most 20 updates a second */
+
+struct stk__publish {
+  struct stk_pub *p;
+  char path[512];
+  uint64_t last_ns;
+};
+
+static uint64_t unix_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t stk__pid_start_ticks(const char *proc_root, long pid) {
+  char path[600], buf[1024];
+  snprintf(path, sizeof path, "%s/%ld/stat", proc_root, pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  /* Fields after the command name, which may hold spaces and ')'. */
+  char *s = strrchr(buf, ')');
+  if (!s) return 0;
+  s++;
+  for (int field = 3; field < 22 && s; field++) s = strchr(s + 1, ' ');
+  return s ? strtoull(s + 1, NULL, 10) : 0;
+}
+
+const char *stk__runtime_dir(char *buf, size_t n) {
+  const char *d = getenv("STOKER_RUNTIME_DIR");
+  snprintf(buf, n, "%s", d && *d ? d : "/dev/shm/stoker");
+  return buf;
+}
+
+struct stk__publish *stk__publish_open(const char *dataset) {
+  const char *off = getenv("STOKER_PUBLISH");
+  if (off && !strcmp(off, "0")) return NULL;
+  char dir[400];
+  stk__runtime_dir(dir, sizeof dir);
+  /* The default directory is shared by every user's loaders, like /tmp. */
+  if (mkdir(dir, 01777) == 0 && !getenv("STOKER_RUNTIME_DIR")) chmod(dir, 01777);
+  struct stk__publish *pb = calloc(1, sizeof *pb);
+  if (!pb) return NULL;
+  static _Atomic unsigned counter;
+  int fd = -1;
+  for (int tries = 0; tries < 16 && fd < 0; tries++) {
+    snprintf(pb->path, sizeof pb->path, "%s/loader-%ld-%u.pub", dir, (long)getpid(),
+             counter++);
+    fd = open(pb->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    stk_log(STK_LOG_DEBUG, "loader: not published in %s: %s", dir, strerror(errno));
+    free(pb);
+    return NULL;
+  }
+  void *m = MAP_FAILED;
+  if (ftruncate(fd, STK_PUB_SIZE) == 0)
+    m = mmap(NULL, STK_PUB_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) {
+    unlink(pb->path);
+    free(pb);
+    return NULL;
+  }
+  struct stk_pub *p = m;
+  p->version = STK_PUB_VERSION;
+  p->size = STK_PUB_SIZE;
+  p->pid = (uint32_t)getpid();
+  p->pid_start_ticks = stk__pid_start_ticks("/proc", (long)getpid());
+  p->open_unix_ns = p->update_unix_ns = unix_ns();
+  static const char *const names[STK_PUB_STAGES] = {"read", "decode", "batch", "ring"};
+  for (int i = 0; i < STK_PUB_STAGES; i++) snprintf(p->stage[i].name, 16, "%s", names[i]);
+  const char *job = getenv("STOKER_JOB_ID");
+  if (!job || !*job) job = getenv("SLURM_JOB_ID");
+  snprintf(p->job, sizeof p->job, "%s", job ? job : "");
+  snprintf(p->dataset, sizeof p->dataset, "%s", dataset ? dataset : "");
+  /* The magic last (a release store): a reader never sees a half-initialized
+   * file as valid. */
+  uint64_t magic;
+  memcpy(&magic, STK_PUB_MAGIC, 8);
+  __atomic_store_n((uint64_t *)(void *)p->magic, magic, __ATOMIC_RELEASE);
+  pb->p = p;
+  return pb;
+}
+
+/* Release stores: each orders the odd sequence number before it, so a
+ * reader that sees the new value also sees the writer had begun. */
+static void st(uint64_t *field, uint64_t v) { __atomic_store_n(field, v, __ATOMIC_RELEASE); }
+
+static void write_counters(struct stk__publish *pb, struct stk_loader *l, uint64_t waiting_since) {
+  struct stk_loader_stats s;
+  stk_loader_stats(l, &s);
+  struct stk_pub *p = pb->p;
+  uint64_t seq = __atomic_load_n(&p->seq, __ATOMIC_RELAXED);
+  __atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELAXED);
+  st(&p->update_unix_ns, unix_ns());
+  st(&p->wall_ns, s.wall_ns);
+  st(&p->batches, s.batches);
+  st(&p->samples, s.samples);
+  st(&p->bytes, s.bytes);
+  st(&p->skipped, s.skipped);
+  st(&p->consumer_wait_ns, s.consumer_wait_ns);
+  st(&p->waiting_since_unix_ns, waiting_since);
+  if (s.has_cache) {
+    st(&p->cache_hits, s.cache.ram.hits + s.cache.disk.hits);
+    st(&p->cache_misses, s.cache.stalls);
+    st(&p->cache_fetch_bytes, s.cache.fetch_bytes);
+  }
+  st(&p->ring_depth, s.ring_depth);
+  st(&p->mem_bytes, s.mem_bytes);
+  for (int i = 0; i < STK_PUB_STAGES && i < STK_STAGE_COUNT; i++) {
+    st(&p->stage[i].busy_ns, s.stage[i].busy_ns);
+    st(&p->stage[i].wait_in_ns, s.stage[i].wait_in_ns);
+    st(&p->stage[i].wait_out_ns, s.stage[i].wait_out_ns);
+    st(&p->stage[i].items, s.stage[i].items);
+    st(&p->stage[i].bytes, s.stage[i].bytes);
+    __atomic_store_n(&p->stage[i].threads, s.stage[i].threads, __ATOMIC_RELEASE);
+  }
+  __atomic_store_n(&p->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+void stk__publish_wait_begin(struct stk__publish *pb) {
+  if (pb) __atomic_store_n(&pb->p->waiting_since_unix_ns, unix_ns(), __ATOMIC_RELAXED);
+}
+
+void stk__publish_tick(struct stk__publish *pb, struct stk_loader *l) {
+  if (!pb) return;
+  uint64_t now = stk_now_ns();
+  if (now - pb->last_ns < UPDATE_EVERY_NS) {
+    __atomic_store_n(&pb->p->waiting_since_unix_ns, 0, __ATOMIC_RELAXED);
+    return;
+  }
+  pb->last_ns = now;
+  write_counters(pb, l, 0);
+}
+
+void stk__publish_close(struct stk__publish *pb, struct stk_loader *l) {
+  if (!pb) return;
+  write_counters(pb, l, 0);
+  __atomic_store_n(&pb->p->flags, STK_PUB_CLOSED, __ATOMIC_RELEASE);
+  munmap(pb->p, STK_PUB_SIZE);
+  unlink(pb->path);
+  free(pb);
+}
+
+int stk__pub_read(const void *mapped, struct stk_pub *out) {
+  const struct stk_pub *p = mapped;
+  uint64_t magic, want;
+  memcpy(&want, STK_PUB_MAGIC, 8);
+  magic = __atomic_load_n((const uint64_t *)(const void *)p->magic, __ATOMIC_ACQUIRE);
+  if (magic != want) return STK_EFORMAT;
+  if (p->version != STK_PUB_VERSION || p->size != STK_PUB_SIZE) return STK_ENOTSUP;
+  for (int tries = 0; tries < 100; tries++) {
+    uint64_t s1 = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
+    if (s1 & 1) continue;
+    /* Word by word with acquire loads (the writer may be running): the
+     * second look at seq comes after them all. */
+    const uint64_t *src = (const uint64_t *)(const void *)p;
+    uint64_t *dst = (uint64_t *)(void *)out;
+    for (size_t i = 0; i < STK_PUB_SIZE / 8; i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) == s1) {
+      out->job[sizeof out->job - 1] = 0;
+      out->dataset[sizeof out->dataset - 1] = 0;
+      for (int i = 0; i < STK_PUB_STAGES; i++) out->stage[i].name[15] = 0;
+      return 0;
+    }
+  }
+  return STK_EBUSY;
+}

@@ -1,0 +1,478 @@
+/* A fake libnvidia-ml for the tests: the subset of NVML's C API that
+ * stoker watch calls, driven by a scenario file ($FAKE_NVML_SCENARIO; the
+ * format is in tests/tools/fakenvml/README.md). Each nvmlDeviceGetCount_v2
+ * call begins the next step of the scenario, so a test that samples N times
+ * sees steps 0..N-1 whatever the wall clock does. Built by the Makefile as
+ * build/fakenvml/libnvidia-ml.so.1; never linked into stoker. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXG 16
+#define MAXP 2048
+#define MAXEV 1000000
+#define MAXMIG 7
+
+enum { OK = 0, E_INVALID = 2, E_NOT_SUPPORTED = 3, E_NOT_FOUND = 6, E_INSUFFICIENT = 7,
+       E_TIMEOUT = 10, E_UNKNOWN = 999, E_LOST = 15 };
+
+struct proc { unsigned pid; double used_mib, sm; int gi; };
+struct mig { int kind; int gpu; unsigned gi; char profile[32]; double total_mib, used_mib; };
+struct gpu {
+  int kind; /* 0: device, 1: MIG (the same first field as struct mig) */
+  int index;
+  char name[96], uuid[96], pci[32];
+  double mem_total_mib, fb_used_mib, util, mem_util, power_w, temp, sm_clock, mem_clock;
+  double smact, tensor, dram, gr, viol_power_ns, viol_thermal_ns;
+  unsigned long long reasons;
+  double energy_mj;
+  int gpm, lost;
+  struct proc procs[MAXP];
+  unsigned nprocs;
+  struct mig migs[MAXMIG];
+  unsigned nmig;
+  char fail[8][64];
+  unsigned nfail;
+};
+
+struct event { int step, order; char *line; };
+
+static int by_step(const void *a, const void *b) {
+  const struct event *x = a, *y = b;
+  if (x->step != y->step) return x->step < y->step ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static struct gpu gpus[MAXG];
+static unsigned ngpus;
+static struct event *events;
+static unsigned nevents, next_event; /* events sorted by step; the next to run */
+static int step = -1;
+static double step_s = 1;
+static char driver[64] = "999.99";
+static int init_fail;
+static char global_fail[8][64];
+static unsigned nglobal_fail;
+static struct { int gpu; unsigned long long xid; } xids[256];
+static unsigned nxid;
+
+static void die(const char *fmt, const char *a, int line) {
+  fprintf(stderr, "fakenvml: scenario line %d: ", line);
+  fprintf(stderr, fmt, a);
+  fputc('\n', stderr);
+  exit(3);
+}
+
+/* Split a line into tokens; "quoted strings" keep their spaces. */
+static int tokens(char *s, char **tok, int max) {
+  int n = 0;
+  while (*s && n < max) {
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+    if (!*s || *s == '#') break;
+    if (*s == '"') {
+      tok[n++] = ++s;
+      while (*s && *s != '"') s++;
+    } else {
+      tok[n++] = s;
+      while (*s && *s != ' ' && *s != '\t' && *s != '\n' && *s != '\r') s++;
+    }
+    if (*s) *s++ = 0;
+  }
+  return n;
+}
+
+static double num(const char *s, int line) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || *end) die("'%s' is not a number", s, line);
+  return v;
+}
+
+/* Apply "key value ..." pairs to a GPU. */
+static void apply(struct gpu *g, char **t, int n, int line) {
+  for (int i = 0; i < n; i++) {
+    const char *k = t[i];
+    const char *v = i + 1 < n ? t[i + 1] : NULL;
+#define NUMKEY(name, field) \
+  if (!strcmp(k, name)) { if (!v) die("%s needs a value", k, line); g->field = num(v, line); i++; continue; }
+    NUMKEY("util", util) NUMKEY("mem_util", mem_util) NUMKEY("fb_used_mib", fb_used_mib)
+    NUMKEY("mem_total_mib", mem_total_mib) NUMKEY("power_w", power_w) NUMKEY("temp", temp)
+    NUMKEY("sm_clock", sm_clock) NUMKEY("mem_clock", mem_clock) NUMKEY("smact", smact)
+    NUMKEY("tensor", tensor) NUMKEY("dram", dram) NUMKEY("gr", gr)
+    NUMKEY("energy_mj", energy_mj) NUMKEY("viol_power_ns", viol_power_ns)
+    NUMKEY("viol_thermal_ns", viol_thermal_ns)
+#undef NUMKEY
+    if (!strcmp(k, "name") && v) { snprintf(g->name, sizeof g->name, "%s", v); i++; continue; }
+    if (!strcmp(k, "uuid") && v) { snprintf(g->uuid, sizeof g->uuid, "%s", v); i++; continue; }
+    if (!strcmp(k, "pci") && v) { snprintf(g->pci, sizeof g->pci, "%s", v); i++; continue; }
+    if (!strcmp(k, "gpm") && v) { g->gpm = (int)num(v, line); i++; continue; }
+    if (!strcmp(k, "reasons") && v) { g->reasons = strtoull(v, NULL, 0); i++; continue; }
+    if (!strcmp(k, "lost")) { g->lost = 1; continue; }
+    if (!strcmp(k, "fail") && v) {
+      if (g->nfail < 8) snprintf(g->fail[g->nfail++], 64, "%s", v);
+      i++;
+      continue;
+    }
+    if (!strcmp(k, "xid") && v) {
+      if (nxid < 256) { xids[nxid].gpu = g->index; xids[nxid++].xid = (unsigned long long)num(v, line); }
+      i++;
+      continue;
+    }
+    if (!strcmp(k, "proc") && v) { /* proc PID [used_mib X] [sm X] [gi N] */
+      unsigned pid = (unsigned)num(v, line);
+      i++;
+      struct proc *p = NULL;
+      for (unsigned j = 0; j < g->nprocs; j++)
+        if (g->procs[j].pid == pid) p = &g->procs[j];
+      if (!p) {
+        if (g->nprocs >= MAXP) die("too many processes%s", "", line);
+        p = &g->procs[g->nprocs++];
+        memset(p, 0, sizeof *p);
+        p->pid = pid;
+        p->gi = -1;
+        p->sm = -1;
+      }
+      while (i + 2 < n) {
+        if (!strcmp(t[i + 1], "used_mib") && i + 2 < n) { p->used_mib = num(t[i + 2], line); i += 2; }
+        else if (!strcmp(t[i + 1], "sm") && i + 2 < n) { p->sm = num(t[i + 2], line); i += 2; }
+        else if (!strcmp(t[i + 1], "gi") && i + 2 < n) { p->gi = (int)num(t[i + 2], line); i += 2; }
+        else break;
+      }
+      continue;
+    }
+    if (!strcmp(k, "proc_end") && v) {
+      unsigned pid = (unsigned)num(v, line);
+      i++;
+      for (unsigned j = 0; j < g->nprocs; j++)
+        if (g->procs[j].pid == pid) g->procs[j] = g->procs[--g->nprocs];
+      continue;
+    }
+    if (!strcmp(k, "mig") && i + 4 < n) { /* mig GI PROFILE TOTAL_MIB USED_MIB */
+      if (g->nmig >= MAXMIG) die("too many MIG instances%s", "", line);
+      struct mig *m = &g->migs[g->nmig++];
+      m->kind = 1;
+      m->gpu = g->index;
+      m->gi = (unsigned)num(t[i + 1], line);
+      snprintf(m->profile, sizeof m->profile, "%s", t[i + 2]);
+      m->total_mib = num(t[i + 3], line);
+      m->used_mib = num(t[i + 4], line);
+      i += 4;
+      continue;
+    }
+    die("unknown key '%s'", k, line);
+  }
+}
+
+static void load(void) {
+  static int loaded;
+  if (loaded) return;
+  loaded = 1;
+  const char *path = getenv("FAKE_NVML_SCENARIO");
+  if (!path) { fprintf(stderr, "fakenvml: FAKE_NVML_SCENARIO is not set\n"); exit(3); }
+  FILE *f = fopen(path, "r");
+  if (!f) { fprintf(stderr, "fakenvml: cannot open %s\n", path); exit(3); }
+  char buf[512];
+  int line = 0;
+  size_t cap = 1024;
+  events = calloc(cap, sizeof *events);
+  while (fgets(buf, sizeof buf, f)) {
+    line++;
+    char copy[512];
+    snprintf(copy, sizeof copy, "%s", buf);
+    char *t[64];
+    int n = tokens(buf, t, 64);
+    if (!n) continue;
+    if (!strcmp(t[0], "step_s") && n == 2) step_s = num(t[1], line);
+    else if (!strcmp(t[0], "driver") && n == 2) snprintf(driver, sizeof driver, "%s", t[1]);
+    else if (!strcmp(t[0], "init_fail") && n == 2) init_fail = (int)num(t[1], line);
+    else if (!strcmp(t[0], "gpu") && n >= 2) {
+      unsigned i = (unsigned)num(t[1], line);
+      if (i >= MAXG) die("gpu index %s too large", t[1], line);
+      if (i + 1 > ngpus) ngpus = i + 1;
+      struct gpu *g = &gpus[i];
+      g->index = (int)i;
+      if (!g->uuid[0]) snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%04u", i);
+      if (!g->pci[0]) snprintf(g->pci, sizeof g->pci, "00000000:%02X:00.0", 0x10 + i);
+      if (!g->name[0]) snprintf(g->name, sizeof g->name, "Fake GPU");
+      apply(g, t + 2, n - 2, line);
+    } else if (!strcmp(t[0], "at") && n >= 3) {
+      if (nevents >= MAXEV) die("too many events%s", "", line);
+      if (nevents == cap) {
+        struct event *ne = realloc(events, (cap *= 2) * sizeof *events);
+        if (!ne) die("out of memory%s", "", line);
+        events = ne;
+      }
+      struct event *e = &events[nevents++];
+      e->step = (int)num(t[1], line);
+      e->order = (int)nevents;
+      e->line = strdup(copy);
+      if (!e->line) die("out of memory%s", "", line);
+    } else
+      die("cannot read '%s'", t[0], line);
+  }
+  fclose(f);
+  /* By step, file order within a step: each step runs only its own. */
+  qsort(events, nevents, sizeof *events, by_step);
+}
+
+static void run_event(struct event *e) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", e->line);
+  char *t[64];
+  int n = tokens(buf, t, 64);
+  if (n >= 4 && !strcmp(t[2], "fail") && nglobal_fail < 8) {
+    snprintf(global_fail[nglobal_fail++], 64, "%s", t[3]);
+    return;
+  }
+  if (n < 4 || strcmp(t[2], "gpu")) die("'at' needs 'gpu I' or 'fail NAME'%s", "", 0);
+  unsigned i = (unsigned)num(t[3], 0);
+  if (i >= ngpus) die("no gpu %s", t[3], 0);
+  apply(&gpus[i], t + 4, n - 4, 0);
+}
+
+static int failing(const struct gpu *g, const char *fn) {
+  for (unsigned i = 0; i < nglobal_fail; i++)
+    if (!strcmp(global_fail[i], fn)) return 1;
+  for (unsigned i = 0; g && i < g->nfail; i++)
+    if (!strcmp(g->fail[i], fn)) return 1;
+  return 0;
+}
+
+#define DEV_CHECK(fn)                                     \
+  struct gpu *g = (struct gpu *)dev;                      \
+  if (!g || g->kind != 0) return E_INVALID;               \
+  if (g->lost) return E_LOST;                             \
+  if (failing(g, fn)) return E_UNKNOWN;
+
+int nvmlInit_v2(void) { load(); return init_fail; }
+int nvmlShutdown(void) {
+  for (unsigned i = 0; i < nevents; i++) free(events[i].line);
+  free(events);
+  events = NULL;
+  return OK;
+}
+const char *nvmlErrorString(int r) {
+  switch (r) {
+  case OK: return "Success";
+  case E_NOT_SUPPORTED: return "Not Supported";
+  case E_LOST: return "GPU is lost";
+  case 9: return "Driver Not Loaded";
+  default: return "Unknown Error";
+  }
+}
+int nvmlSystemGetDriverVersion(char *v, unsigned len) { snprintf(v, len, "%s", driver); return OK; }
+
+int nvmlDeviceGetCount_v2(unsigned *count) {
+  step++;
+  while (next_event < nevents && events[next_event].step <= step) run_event(&events[next_event++]);
+  for (unsigned i = 0; i < ngpus; i++)
+    if (!gpus[i].lost) gpus[i].energy_mj += gpus[i].power_w * step_s * 1000.0;
+  *count = ngpus;
+  return OK;
+}
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **dev) {
+  if (i >= ngpus) return E_INVALID;
+  if (gpus[i].lost) return E_LOST;
+  *dev = &gpus[i];
+  return OK;
+}
+int nvmlDeviceGetName(void *dev, char *name, unsigned len) {
+  struct mig *m = dev;
+  if (m && m->kind == 1) {
+    snprintf(name, len, "%s MIG %s", gpus[m->gpu].name, m->profile);
+    return OK;
+  }
+  DEV_CHECK("nvmlDeviceGetName");
+  snprintf(name, len, "%s", g->name);
+  return OK;
+}
+int nvmlDeviceGetUUID(void *dev, char *uuid, unsigned len) {
+  DEV_CHECK("nvmlDeviceGetUUID");
+  snprintf(uuid, len, "%s", g->uuid);
+  return OK;
+}
+struct pci { char legacy[16]; unsigned domain, bus, device, id, sub; char bus_id[32]; };
+int nvmlDeviceGetPciInfo_v3(void *dev, struct pci *p) {
+  DEV_CHECK("nvmlDeviceGetPciInfo_v3");
+  memset(p, 0, sizeof *p);
+  snprintf(p->bus_id, sizeof p->bus_id, "%s", g->pci);
+  return OK;
+}
+int nvmlDeviceGetUtilizationRates(void *dev, unsigned *u) {
+  DEV_CHECK("nvmlDeviceGetUtilizationRates");
+  u[0] = (unsigned)g->util;
+  u[1] = (unsigned)g->mem_util;
+  return OK;
+}
+int nvmlDeviceGetMemoryInfo(void *dev, unsigned long long *m) {
+  struct mig *mi = dev;
+  if (mi && mi->kind == 1) {
+    m[0] = (unsigned long long)(mi->total_mib * 1048576);
+    m[2] = (unsigned long long)(mi->used_mib * 1048576);
+    m[1] = m[0] - m[2];
+    return OK;
+  }
+  DEV_CHECK("nvmlDeviceGetMemoryInfo");
+  m[0] = (unsigned long long)(g->mem_total_mib * 1048576);
+  m[2] = (unsigned long long)(g->fb_used_mib * 1048576);
+  m[1] = m[0] > m[2] ? m[0] - m[2] : 0;
+  return OK;
+}
+int nvmlDeviceGetPowerUsage(void *dev, unsigned *mw) {
+  DEV_CHECK("nvmlDeviceGetPowerUsage");
+  *mw = (unsigned)(g->power_w * 1000 + 0.5);
+  return OK;
+}
+int nvmlDeviceGetTotalEnergyConsumption(void *dev, unsigned long long *mj) {
+  DEV_CHECK("nvmlDeviceGetTotalEnergyConsumption");
+  *mj = (unsigned long long)(g->energy_mj + 0.5);
+  return OK;
+}
+int nvmlDeviceGetTemperature(void *dev, int sensor, unsigned *t) {
+  DEV_CHECK("nvmlDeviceGetTemperature");
+  if (sensor != 0) return E_NOT_SUPPORTED;
+  *t = (unsigned)g->temp;
+  return OK;
+}
+int nvmlDeviceGetClockInfo(void *dev, int type, unsigned *mhz) {
+  DEV_CHECK("nvmlDeviceGetClockInfo");
+  if (type == 1) *mhz = (unsigned)g->sm_clock;
+  else if (type == 2) *mhz = (unsigned)g->mem_clock;
+  else return E_NOT_SUPPORTED;
+  return OK;
+}
+int nvmlDeviceGetCurrentClocksEventReasons(void *dev, unsigned long long *r) {
+  DEV_CHECK("nvmlDeviceGetCurrentClocksEventReasons");
+  *r = g->reasons;
+  return OK;
+}
+int nvmlDeviceGetViolationStatus(void *dev, int policy, unsigned long long *v) {
+  DEV_CHECK("nvmlDeviceGetViolationStatus");
+  v[0] = (unsigned long long)step * 1000000ull;
+  if (policy == 0) v[1] = (unsigned long long)g->viol_power_ns;
+  else if (policy == 1) v[1] = (unsigned long long)g->viol_thermal_ns;
+  else return E_NOT_SUPPORTED;
+  return OK;
+}
+struct pinfo { unsigned pid; unsigned long long used; unsigned gi, ci; };
+int nvmlDeviceGetComputeRunningProcesses_v3(void *dev, unsigned *count, struct pinfo *out) {
+  DEV_CHECK("nvmlDeviceGetComputeRunningProcesses_v3");
+  if (*count < g->nprocs || (!out && g->nprocs)) {
+    *count = g->nprocs;
+    return E_INSUFFICIENT;
+  }
+  for (unsigned i = 0; i < g->nprocs; i++) {
+    out[i].pid = g->procs[i].pid;
+    out[i].used = (unsigned long long)(g->procs[i].used_mib * 1048576);
+    out[i].gi = g->procs[i].gi < 0 ? 0xFFFFFFFFu : (unsigned)g->procs[i].gi;
+    out[i].ci = out[i].gi;
+  }
+  *count = g->nprocs;
+  return OK;
+}
+struct putil { unsigned pid; unsigned long long ts; unsigned sm, mem, enc, dec; };
+int nvmlDeviceGetProcessUtilization(void *dev, struct putil *out, unsigned *count,
+                                    unsigned long long last_seen) {
+  DEV_CHECK("nvmlDeviceGetProcessUtilization");
+  unsigned long long ts = (unsigned long long)(step + 1) * 1000000ull;
+  unsigned n = 0;
+  for (unsigned i = 0; i < g->nprocs; i++)
+    if (g->procs[i].sm >= 0 && ts > last_seen) n++;
+  if (!n) return E_NOT_FOUND;
+  if (!out || *count < n) {
+    *count = n;
+    return E_INSUFFICIENT;
+  }
+  n = 0;
+  for (unsigned i = 0; i < g->nprocs; i++)
+    if (g->procs[i].sm >= 0) {
+      memset(&out[n], 0, sizeof out[n]);
+      out[n].pid = g->procs[i].pid;
+      out[n].ts = ts;
+      out[n++].sm = (unsigned)g->procs[i].sm;
+    }
+  *count = n;
+  return OK;
+}
+
+/* XID events: one set, events queued by "xid N" in the scenario. */
+static int evset_token;
+int nvmlEventSetCreate(void **set) { *set = &evset_token; return OK; }
+int nvmlDeviceRegisterEvents(void *dev, unsigned long long types, void *set) {
+  (void)types;
+  (void)set;
+  DEV_CHECK("nvmlDeviceRegisterEvents");
+  return OK;
+}
+struct evdata { void *dev; unsigned long long type, data; unsigned gi, ci; };
+int nvmlEventSetWait_v2(void *set, struct evdata *d, unsigned timeout_ms) {
+  (void)set;
+  (void)timeout_ms;
+  if (!nxid) return E_TIMEOUT;
+  d->dev = &gpus[xids[0].gpu];
+  d->type = 0x8;
+  d->data = xids[0].xid;
+  d->gi = d->ci = 0xFFFFFFFFu;
+  memmove(&xids[0], &xids[1], --nxid * sizeof xids[0]);
+  return OK;
+}
+int nvmlEventSetFree(void *set) { (void)set; return OK; }
+
+int nvmlDeviceGetMigMode(void *dev, unsigned *cur, unsigned *pend) {
+  DEV_CHECK("nvmlDeviceGetMigMode");
+  *cur = *pend = g->nmig ? 1 : 0;
+  return OK;
+}
+int nvmlDeviceGetMaxMigDeviceCount(void *dev, unsigned *count) {
+  DEV_CHECK("nvmlDeviceGetMaxMigDeviceCount");
+  *count = g->nmig ? MAXMIG : 0;
+  return OK;
+}
+int nvmlDeviceGetMigDeviceHandleByIndex(void *dev, unsigned i, void **mig) {
+  DEV_CHECK("nvmlDeviceGetMigDeviceHandleByIndex");
+  if (i >= g->nmig) return E_NOT_FOUND;
+  *mig = &g->migs[i];
+  return OK;
+}
+int nvmlDeviceGetGpuInstanceId(void *dev, unsigned *id) {
+  struct mig *m = dev;
+  if (!m || m->kind != 1) return E_INVALID;
+  *id = m->gi;
+  return OK;
+}
+
+/* GPM: a sample records the activity figures at the step it was taken. */
+struct gpm_sample { double smact, tensor, dram, gr; };
+struct gpm_metric { unsigned id; int ret; double value; void *info[3]; };
+struct gpm_get { unsigned version, num; struct gpm_sample *s1, *s2; struct gpm_metric m[98]; };
+struct gpm_support { unsigned version, supported; };
+int nvmlGpmQueryDeviceSupport(void *dev, struct gpm_support *s) {
+  DEV_CHECK("nvmlGpmQueryDeviceSupport");
+  s->supported = g->gpm ? 1 : 0;
+  return OK;
+}
+int nvmlGpmSampleAlloc(struct gpm_sample **s) { *s = calloc(1, sizeof **s); return *s ? OK : E_UNKNOWN; }
+int nvmlGpmSampleFree(struct gpm_sample *s) { free(s); return OK; }
+int nvmlGpmSampleGet(void *dev, struct gpm_sample *s) {
+  DEV_CHECK("nvmlGpmSampleGet");
+  if (!g->gpm) return E_NOT_SUPPORTED;
+  s->smact = g->smact;
+  s->tensor = g->tensor;
+  s->dram = g->dram;
+  s->gr = g->gr;
+  return OK;
+}
+int nvmlGpmMetricsGet(struct gpm_get *g) {
+  if (g->version != 1 || !g->s2) return E_INVALID;
+  for (unsigned i = 0; i < g->num && i < 98; i++) {
+    g->m[i].ret = OK;
+    switch (g->m[i].id) {
+    case 1: g->m[i].value = g->s2->gr; break;
+    case 2: g->m[i].value = g->s2->smact; break;
+    case 5: g->m[i].value = g->s2->tensor; break;
+    case 10: g->m[i].value = g->s2->dram; break;
+    default: g->m[i].ret = E_NOT_SUPPORTED;
+    }
+  }
+  return OK;
+}
