@@ -240,107 +240,12 @@ class Loader(_stoker.Loader):
     of stoker.Error carrying the library's message (file, offset, cause).
     """
 
-    def __init__(self, source, batch_size=32, *, shuffle=True, seed=0, epochs=1,
-                 drop_last=False, epoch_samples=0, threads=0, window=0, rank=0, world=1,
-                 resume=None, decode="raw", field=None, size=224, dtype="u8", layout="hwc",
-                 eval=False, scale=None, ratio=None, mean=None, std=None, format=None,
-                 engine="auto", direct=False, verify=True, on_error="fail", prefetch=0,
-                 prefetch_max=0, mem_cap=0, inflight=0, io_depth=0, pin_memory=False,
-                 index_threads=0, cache_dir=None, cache_size=None, ram_cache_size=None,
-                 cache_min_free=None, cache_prefetch=None, fetchers=None, cache_no_fsync=False,
-                 s3_endpoint=None, s3_region=None, s3_profile=None, s3_addressing="auto",
-                 connect_timeout_s=None, retry_max_s=None):
-        src = _source(source)
-        o = {}
-        o["batch_size"] = _int("batch_size", batch_size, 1, 1 << 24, none_ok=False)
-        o["threads"] = _int("threads", threads, 0, 4096)
-        o["epochs"] = _int("epochs", epochs, 1, 1 << 31)
-        o["drop_last"] = _bool("drop_last", drop_last)
-        o["epoch_samples"] = _int("epoch_samples", epoch_samples)
-        if isinstance(shuffle, bool):
-            o["shuffle"] = 0 if shuffle else 1
-        else:
-            o["shuffle"] = _choice("shuffle", shuffle, ["auto", "none", "global", "block"])
-        o["seed"] = _int("seed", seed)
-        o["window"] = _int("window", window)
-        o["rank"] = _int("rank", rank, 0, (1 << 32) - 1)
-        o["world"] = _int("world", world, 1, (1 << 32) - 1)
-        if o["rank"] >= o["world"]:
-            raise ValueError(f"rank: {rank} is not below world ({world})")
-        if resume is not None:
-            o["resume"] = _resume_tuple(resume)
-        o["decode"] = _choice("decode", decode, ["raw", "jpeg", "npy"])
-        o["field"] = _str("field", field)
-        if isinstance(size, (tuple, list)):
-            h, w = _pair("size", size, int)
-        else:
-            h = w = _int("size", size, 1, 1 << 14, none_ok=False)
-        if not (0 < h <= 1 << 14 and 0 < w <= 1 << 14):
-            raise ValueError(f"size: {size!r} is out of range")
-        o["out_h"], o["out_w"] = h, w
-        o["dtype"] = _choice("dtype", dtype, ["u8", "f32"])
-        o["layout"] = _choice("layout", layout, ["hwc", "chw"])
-        o["train"] = 0 if _bool("eval", eval) else 1
-        if scale is not None:
-            o["scale_min"], o["scale_max"] = _pair("scale", scale)
-            if not 0 < o["scale_min"] <= o["scale_max"] <= 1:
-                raise ValueError(f"scale: {scale!r} is not 0 < min <= max <= 1")
-        if ratio is not None:
-            o["ratio_min"], o["ratio_max"] = _pair("ratio", ratio)
-            if not 0 < o["ratio_min"] <= o["ratio_max"]:
-                raise ValueError(f"ratio: {ratio!r} is not 0 < min <= max")
-        for nm, v in (("mean", mean), ("std", std)):
-            if v is None:
-                continue
-            if not isinstance(v, (tuple, list)) or len(v) != 3:
-                raise TypeError(f"{nm}: expected three numbers (one per channel)")
-            for i, x in enumerate(v):
-                if isinstance(x, bool) or not isinstance(x, (int, float)):
-                    raise TypeError(f"{nm}: expected three numbers (one per channel)")
-                if nm == "std" and x <= 0:
-                    raise ValueError("std: every value must be > 0")
-                o[f"{nm}{i}"] = float(x)
-        o["format"] = _str("format", format)
-        _choice("engine", engine, ["auto", "io_uring", "pread"])
-        o["engine"] = engine
-        o["direct"] = _bool("direct", direct)
-        o["skip_verify"] = 0 if _bool("verify", verify) else 1
-        o["on_error"] = _choice("on_error", on_error, ["fail", "skip"])
-        o["prefetch"] = _int("prefetch", prefetch, 0, 1 << 16)
-        o["prefetch_max"] = _int("prefetch_max", prefetch_max, 0, 1 << 16)
-        if o["prefetch_max"] and o["prefetch"] > o["prefetch_max"]:
-            raise ValueError("prefetch: larger than prefetch_max")
-        o["mem_cap"] = _size("mem_cap", mem_cap)
-        o["inflight"] = _size("inflight", inflight)
-        o["io_depth"] = _int("io_depth", io_depth, 0, 1 << 16)
-        o["pin_memory"] = _bool("pin_memory", pin_memory)
-        o["index_threads"] = _int("index_threads", index_threads, 0, 4096)
-        o["cache_dir"] = _str("cache_dir", cache_dir)
-        o["cache_size"] = _size("cache_size", cache_size)
-        o["ram_cache_size"] = _size("ram_cache_size", ram_cache_size)
-        o["cache_min_free"] = _size("cache_min_free", cache_min_free)
-        if cache_prefetch is not None:
-            o["cache_prefetch"] = -1 if cache_prefetch in ("off", False) else \
-                _size("cache_prefetch", cache_prefetch)
-        o["fetchers"] = _int("fetchers", fetchers, 0, 4096)
-        o["cache_no_fsync"] = _bool("cache_no_fsync", cache_no_fsync)
-        o["s3_endpoint"] = _str("s3_endpoint", s3_endpoint)
-        o["s3_region"] = _str("s3_region", s3_region)
-        o["s3_profile"] = _str("s3_profile", s3_profile)
-        o["s3_addressing"] = _choice("s3_addressing", s3_addressing, ["auto", "path", "virtual"])
-        for nm, v in (("connect_timeout_s", connect_timeout_s), ("retry_max_s", retry_max_s)):
-            if v is not None:
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-                    raise ValueError(f"{nm}: expected a number of seconds > 0")
-                o[nm] = float(v)
-        o["want_cache"] = int(any(o.get(k) not in (None, 0) for k in (
-            "cache_dir", "cache_size", "ram_cache_size", "cache_min_free", "cache_prefetch",
-            "fetchers", "cache_no_fsync", "s3_endpoint", "s3_region", "s3_profile",
-            "s3_addressing", "connect_timeout_s", "retry_max_s")))
+    def __init__(self, source, batch_size=32, **options):
+        src, opts = _options(source, batch_size, **options)
         self.source = src
-        self.batch_size = o["batch_size"]
-        self.options = {k: v for k, v in o.items() if v is not None}
-        super().__init__(src, self.options)
+        self.batch_size = opts["batch_size"]
+        self.options = opts
+        super().__init__(src, opts)
         if self._pin_error:
             global _pin_warned
             if not _pin_warned:
@@ -377,6 +282,106 @@ class Loader(_stoker.Loader):
         text, verdict = format_report(self.stats())
         print(text, file=file or sys.stdout)
         return verdict
+
+
+def _options(source, batch_size=32, *, shuffle=True, seed=0, epochs=1,
+             drop_last=False, epoch_samples=0, threads=0, window=0, rank=0, world=1,
+             resume=None, decode="raw", field=None, size=224, dtype="u8", layout="hwc",
+             eval=False, scale=None, ratio=None, mean=None, std=None, format=None,
+             engine="auto", direct=False, verify=True, on_error="fail", prefetch=0,
+             prefetch_max=0, mem_cap=0, inflight=0, io_depth=0, pin_memory=False,
+             index_threads=0, cache_dir=None, cache_size=None, ram_cache_size=None,
+             cache_min_free=None, cache_prefetch=None, fetchers=None, cache_no_fsync=False,
+             s3_endpoint=None, s3_region=None, s3_profile=None, s3_addressing="auto",
+             connect_timeout_s=None, retry_max_s=None):
+    src = _source(source)
+    o = {}
+    o["batch_size"] = _int("batch_size", batch_size, 1, 1 << 24, none_ok=False)
+    o["threads"] = _int("threads", threads, 0, 4096)
+    o["epochs"] = _int("epochs", epochs, 1, 1 << 31)
+    o["drop_last"] = _bool("drop_last", drop_last)
+    o["epoch_samples"] = _int("epoch_samples", epoch_samples)
+    if isinstance(shuffle, bool):
+        o["shuffle"] = 0 if shuffle else 1
+    else:
+        o["shuffle"] = _choice("shuffle", shuffle, ["auto", "none", "global", "block"])
+    o["seed"] = _int("seed", seed)
+    o["window"] = _int("window", window)
+    o["rank"] = _int("rank", rank, 0, (1 << 32) - 1)
+    o["world"] = _int("world", world, 1, (1 << 32) - 1)
+    if o["rank"] >= o["world"]:
+        raise ValueError(f"rank: {rank} is not below world ({world})")
+    if resume is not None:
+        o["resume"] = _resume_tuple(resume)
+    o["decode"] = _choice("decode", decode, ["raw", "jpeg", "npy"])
+    o["field"] = _str("field", field)
+    if isinstance(size, (tuple, list)):
+        h, w = _pair("size", size, int)
+    else:
+        h = w = _int("size", size, 1, 1 << 14, none_ok=False)
+    if not (0 < h <= 1 << 14 and 0 < w <= 1 << 14):
+        raise ValueError(f"size: {size!r} is out of range")
+    o["out_h"], o["out_w"] = h, w
+    o["dtype"] = _choice("dtype", dtype, ["u8", "f32"])
+    o["layout"] = _choice("layout", layout, ["hwc", "chw"])
+    o["train"] = 0 if _bool("eval", eval) else 1
+    if scale is not None:
+        o["scale_min"], o["scale_max"] = _pair("scale", scale)
+        if not 0 < o["scale_min"] <= o["scale_max"] <= 1:
+            raise ValueError(f"scale: {scale!r} is not 0 < min <= max <= 1")
+    if ratio is not None:
+        o["ratio_min"], o["ratio_max"] = _pair("ratio", ratio)
+        if not 0 < o["ratio_min"] <= o["ratio_max"]:
+            raise ValueError(f"ratio: {ratio!r} is not 0 < min <= max")
+    for nm, v in (("mean", mean), ("std", std)):
+        if v is None:
+            continue
+        if not isinstance(v, (tuple, list)) or len(v) != 3:
+            raise TypeError(f"{nm}: expected three numbers (one per channel)")
+        for i, x in enumerate(v):
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise TypeError(f"{nm}: expected three numbers (one per channel)")
+            if nm == "std" and x <= 0:
+                raise ValueError("std: every value must be > 0")
+            o[f"{nm}{i}"] = float(x)
+    o["format"] = _str("format", format)
+    _choice("engine", engine, ["auto", "io_uring", "pread"])
+    o["engine"] = engine
+    o["direct"] = _bool("direct", direct)
+    o["skip_verify"] = 0 if _bool("verify", verify) else 1
+    o["on_error"] = _choice("on_error", on_error, ["fail", "skip"])
+    o["prefetch"] = _int("prefetch", prefetch, 0, 1 << 16)
+    o["prefetch_max"] = _int("prefetch_max", prefetch_max, 0, 1 << 16)
+    if o["prefetch_max"] and o["prefetch"] > o["prefetch_max"]:
+        raise ValueError("prefetch: larger than prefetch_max")
+    o["mem_cap"] = _size("mem_cap", mem_cap)
+    o["inflight"] = _size("inflight", inflight)
+    o["io_depth"] = _int("io_depth", io_depth, 0, 1 << 16)
+    o["pin_memory"] = _bool("pin_memory", pin_memory)
+    o["index_threads"] = _int("index_threads", index_threads, 0, 4096)
+    o["cache_dir"] = _str("cache_dir", cache_dir)
+    o["cache_size"] = _size("cache_size", cache_size)
+    o["ram_cache_size"] = _size("ram_cache_size", ram_cache_size)
+    o["cache_min_free"] = _size("cache_min_free", cache_min_free)
+    if cache_prefetch is not None:
+        o["cache_prefetch"] = -1 if cache_prefetch in ("off", False) else \
+            _size("cache_prefetch", cache_prefetch)
+    o["fetchers"] = _int("fetchers", fetchers, 0, 4096)
+    o["cache_no_fsync"] = _bool("cache_no_fsync", cache_no_fsync)
+    o["s3_endpoint"] = _str("s3_endpoint", s3_endpoint)
+    o["s3_region"] = _str("s3_region", s3_region)
+    o["s3_profile"] = _str("s3_profile", s3_profile)
+    o["s3_addressing"] = _choice("s3_addressing", s3_addressing, ["auto", "path", "virtual"])
+    for nm, v in (("connect_timeout_s", connect_timeout_s), ("retry_max_s", retry_max_s)):
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                raise ValueError(f"{nm}: expected a number of seconds > 0")
+            o[nm] = float(v)
+    o["want_cache"] = int(any(o.get(k) not in (None, 0) for k in (
+        "cache_dir", "cache_size", "ram_cache_size", "cache_min_free", "cache_prefetch",
+        "fetchers", "cache_no_fsync", "s3_endpoint", "s3_region", "s3_profile",
+        "s3_addressing", "connect_timeout_s", "retry_max_s")))
+    return src, {k: v for k, v in o.items() if v is not None}
 
 
 def _resume_tuple(resume):

@@ -25,7 +25,7 @@ def process(text):
             out.append(line)
             i += 1
             continue
-        decl = s and not s.startswith(SKIP) and not re.match(r"(struct|enum)\s+\w*\s*\{", s) \
+        decl = s and "STK_EXPORT" not in s and not s.startswith(SKIP) and not re.match(r"(struct|enum)\s+\w*\s*\{", s) \
             and not re.match(r"struct\s+\w+\s*;", s)
         if decl:
             # gather the statement to its ';' (or a '{': a definition)

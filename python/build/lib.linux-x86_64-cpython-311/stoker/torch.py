@@ -1,0 +1,211 @@
+"""stoker.torch: stoker's loader as a PyTorch IterableDataset.
+
+    import stoker.torch
+    data = stoker.torch.loader("data/train", batch_size=256, decode="jpeg",
+                               layout="chw", dtype="f32", shuffle=True, seed=1)
+    for epoch in range(90):
+        for x, y in data:                  # x: (256, 3, 224, 224) float32, y: int64
+            loss = F.cross_entropy(model(x), y)
+            ...
+        torch.save(data.state_dict(), "ckpt.pt")   # any time: mid-epoch too
+
+The dataset yields whole batches (stoker batches them in C), so inside a
+torch DataLoader use batch_size=None. Rank and world size come from
+torch.distributed when it is initialized, else from RANK / WORLD_SIZE, else
+0 of 1; inside DataLoader workers each worker reads a disjoint share
+(rank * num_workers + worker id of world * num_workers). stoker already
+runs its own threads, so num_workers=0 is the recommended setting, and the
+only one under which state_dict() can see where the loop is.
+"""
+import os
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+import stoker
+
+__all__ = ["StokerDataset", "loader", "dist_rank_world"]
+
+
+def dist_rank_world():
+    """(rank, world size): torch.distributed when initialized, else the
+    RANK / WORLD_SIZE environment variables (torchrun sets them), else (0, 1)."""
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except ImportError:
+        pass
+    try:
+        rank = int(os.environ.get("RANK", "0"))
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise ValueError("RANK and WORLD_SIZE must be integers") from None
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"RANK={rank} is not in [0, WORLD_SIZE={world})")
+    return rank, world
+
+
+class StokerDataset(IterableDataset):
+    """StokerDataset(source, batch_size=32, *, rank=None, world_size=None, **options)
+
+    An IterableDataset of (inputs, labels) batches read by stoker.Loader
+    (every Loader option is accepted: decode, size, dtype, layout, shuffle,
+    seed, drop_last, cache_dir, pin_memory, ...).
+
+    inputs: for decode="jpeg" a (batch, 3, H, W) or (batch, H, W, 3) tensor,
+      uint8 or normalized float32 as dtype says, sharing the loader's memory;
+      for other decodes a (batch, record_bytes) uint8 tensor when records
+      have equal sizes, else a list of 1-D uint8 tensors. labels: int64.
+    Each pass (iter) is one epoch; the epoch advances by itself after a
+    full pass, or set_epoch(e) picks it (as with DistributedSampler).
+    state_dict() / load_state_dict() resume mid-epoch with exactly the
+    remaining samples, also under another world size.
+    """
+
+    def __init__(self, source, batch_size=32, *, rank=None, world_size=None, epoch=0,
+                 **options):
+        super().__init__()
+        for bad in ("epochs", "resume", "world"):
+            if bad in options:
+                raise TypeError(f"{bad}: not an option of StokerDataset (each pass is one "
+                                f"epoch; use load_state_dict() to resume, world_size= for the world)")
+        self.source = source
+        self.batch_size = batch_size
+        self.options = dict(options)
+        self.seed = options.get("seed", 0)
+        self._rank, self._world = rank, world_size
+        if epoch < 0:
+            raise ValueError("epoch: must be >= 0")
+        self._epoch = epoch
+        self._resume = None      # (seed, epoch, position) for the next pass
+        self._state = {"seed": self.seed, "epoch": epoch, "position": 0}
+        self._loader = None
+        self._last_stats = None
+        self._in_workers = False
+        # Bad options fail here (TypeError/ValueError naming them), not in the first pass.
+        stoker._options(source, batch_size, **options)
+
+    # -- sharding --------------------------------------------------------------
+
+    def rank_world(self):
+        """(rank, world) this dataset reads as, DataLoader workers included."""
+        if self._rank is None or self._world is None:
+            r, w = dist_rank_world()
+            rank = r if self._rank is None else self._rank
+            world = w if self._world is None else self._world
+        else:
+            rank, world = self._rank, self._world
+        if not 0 <= rank < world:
+            raise ValueError(f"rank {rank} is not in [0, world_size={world})")
+        info = get_worker_info()
+        if info is not None and info.num_workers > 1:
+            rank, world = rank * info.num_workers + info.id, world * info.num_workers
+        return rank, world
+
+    # -- epochs and resume -----------------------------------------------------
+
+    def set_epoch(self, epoch):
+        """Make the next pass epoch `epoch` (from its start)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError("epoch: expected an int >= 0")
+        self._epoch = epoch
+        self._resume = None
+        self._state = {"seed": self.seed, "epoch": epoch, "position": 0}
+
+    def state_dict(self):
+        """Where the loop stands: {"seed", "epoch", "position"} (position
+        counts the epoch's samples that all ranks together have consumed).
+        Save it with the model; load_state_dict() resumes from it."""
+        if self._in_workers:
+            raise RuntimeError("state_dict(): the dataset was iterated in DataLoader worker "
+                               "processes, whose position this process cannot see; use "
+                               "num_workers=0 (stoker runs its own threads)")
+        return dict(self._state)
+
+    def load_state_dict(self, state):
+        """Continue from a state_dict() at the next pass, with exactly the
+        samples that remained (the world size may differ)."""
+        if not isinstance(state, dict):
+            raise TypeError("state: expected the dict state_dict() returned")
+        try:
+            seed, epoch, pos = int(state["seed"]), int(state["epoch"]), int(state["position"])
+        except KeyError as e:
+            raise ValueError(f"state: missing key {e}") from None
+        if seed != self.seed:
+            raise ValueError(f"state: saved with seed {seed}, this dataset has seed {self.seed}")
+        self._epoch = epoch
+        self._resume = (seed, epoch, pos)
+        self._state = {"seed": seed, "epoch": epoch, "position": pos}
+
+    # -- iteration ---------------------------------------------------------------
+
+    def _inputs(self, batch):
+        if batch.lengths.shape[0] == 0:
+            return torch.empty((0,), dtype=torch.uint8)
+        data = torch.from_dlpack(batch.data)
+        if data.dim() > 1:
+            return data
+        lens = torch.from_dlpack(batch.lengths)
+        offs = torch.from_dlpack(batch.offsets)
+        n = lens.shape[0]
+        if bool((lens == lens[0]).all()):
+            stride = int(offs[1] - offs[0]) if n > 1 else int(lens[0])
+            if n == 1 or bool((offs == torch.arange(n, dtype=offs.dtype) * stride + offs[0]).all()):
+                return data.as_strided((n, int(lens[0])), (stride, 1), int(offs[0]))
+        return [data[int(o):int(o) + int(ln)] for o, ln in zip(offs, lens)]
+
+    def __iter__(self):
+        rank, world = self.rank_world()
+        info = get_worker_info()
+        if info is not None:
+            self._in_workers = True
+        epoch = self._epoch
+        resume = self._resume or (self.seed, epoch, 0)
+        opts = dict(self.options)
+        ld = stoker.Loader(self.source, self.batch_size, rank=rank, world=world,
+                           epochs=epoch + 1, resume=resume, **opts)
+        self._loader = ld
+        self._resume = None
+        finished = False
+        try:
+            for batch in ld:
+                x = self._inputs(batch)
+                y = torch.from_dlpack(batch.labels).long()
+                self._state = ld.state()
+                del batch
+                yield x, y
+            finished = True
+        finally:
+            try:
+                self._last_stats = ld.stats()
+            except (stoker.Error, ValueError):
+                pass
+            ld.close()
+            self._loader = None
+        if finished:
+            self._epoch = epoch + 1
+            self._state = {"seed": self.seed, "epoch": epoch + 1, "position": 0}
+
+    def stats(self):
+        """stoker.Loader.stats() of the pass in progress, or of the last one."""
+        if self._loader is not None and not self._loader.closed:
+            return self._loader.stats()
+        return self._last_stats
+
+    def report(self, file=None):
+        """Stage table and verdict of the pass in progress or the last one."""
+        import sys
+        st = self.stats()
+        if st is None:
+            raise RuntimeError("report(): no pass has run yet")
+        text, verdict = stoker.format_report(st)
+        print(text, file=file or sys.stdout)
+        return verdict
+
+
+def loader(source, batch_size=32, **options):
+    """The dataset to iterate directly (for x, y in loader(...)): stoker's
+    own threads read and decode, so no torch DataLoader is needed. Takes
+    every StokerDataset / stoker.Loader option."""
+    return StokerDataset(source, batch_size, **options)
