@@ -59,12 +59,13 @@ class StokerDataset(IterableDataset):
       have equal sizes, else a list of 1-D uint8 tensors. labels: int64.
     Each pass (iter) is one epoch; the epoch advances by itself after a
     full pass, or set_epoch(e) picks it (as with DistributedSampler).
+    return_indices=True yields (inputs, labels, global sample numbers).
     state_dict() / load_state_dict() resume mid-epoch with exactly the
     remaining samples, also under another world size.
     """
 
     def __init__(self, source, batch_size=32, *, rank=None, world_size=None, epoch=0,
-                 **options):
+                 return_indices=False, **options):
         super().__init__()
         for bad in ("epochs", "resume", "world"):
             if bad in options:
@@ -72,6 +73,7 @@ class StokerDataset(IterableDataset):
                                 f"epoch; use load_state_dict() to resume, world_size= for the world)")
         self.source = source
         self.batch_size = batch_size
+        self.return_indices = bool(return_indices)
         self.options = dict(options)
         self.seed = options.get("seed", 0)
         self._rank, self._world = rank, world_size
@@ -141,19 +143,19 @@ class StokerDataset(IterableDataset):
     # -- iteration ---------------------------------------------------------------
 
     def _inputs(self, batch):
-        if batch.lengths.shape[0] == 0:
-            return torch.empty((0,), dtype=torch.uint8)
         data = torch.from_dlpack(batch.data)
-        if data.dim() > 1:
+        if data.dim() > 1:  # fixed-size decode: (n, ...) already
             return data
-        lens = torch.from_dlpack(batch.lengths)
-        offs = torch.from_dlpack(batch.offsets)
-        n = lens.shape[0]
-        if bool((lens == lens[0]).all()):
-            stride = int(offs[1] - offs[0]) if n > 1 else int(lens[0])
-            if n == 1 or bool((offs == torch.arange(n, dtype=offs.dtype) * stride + offs[0]).all()):
-                return data.as_strided((n, int(lens[0])), (stride, 1), int(offs[0]))
-        return [data[int(o):int(o) + int(ln)] for o, ln in zip(offs, lens)]
+        n = len(batch)
+        if n == 0:
+            return data[:0].reshape(0, 0)
+        lens = memoryview(batch.lengths).cast("B").cast("Q").tolist()
+        offs = memoryview(batch.offsets).cast("B").cast("Q").tolist()
+        if all(ln == lens[0] for ln in lens):
+            stride = offs[1] - offs[0] if n > 1 else lens[0]
+            if all(o == offs[0] + i * stride for i, o in enumerate(offs)):
+                return data.as_strided((n, lens[0]), (stride, 1), offs[0])
+        return [data[o:o + ln] for o, ln in zip(offs, lens)]
 
     def __iter__(self):
         rank, world = self.rank_world()
@@ -173,8 +175,13 @@ class StokerDataset(IterableDataset):
                 x = self._inputs(batch)
                 y = torch.from_dlpack(batch.labels).long()
                 self._state = ld.state()
-                del batch
-                yield x, y
+                if self.return_indices:
+                    idx = torch.tensor(memoryview(batch.indices).cast("B").cast("q"))  # u64 -> i64
+                    del batch
+                    yield x, y, idx
+                else:
+                    del batch
+                    yield x, y
             finished = True
         finally:
             try:
