@@ -183,7 +183,7 @@ _pin_warned = False
 
 
 class Loader(_stoker.Loader):
-    """Loader(source, batch_size=32, *, shuffle=True, seed=0, epochs=1, ...)
+    """Loader(source, batch_size=64, *, shuffle=True, seed=0, epochs=1, ...)
 
     Stream batches of the dataset at source through libstoker's pipeline
     (sampler -> reads -> decode workers -> batches -> prefetch ring).
@@ -193,7 +193,7 @@ class Loader(_stoker.Loader):
       cache) or a WebDataset-style pattern, exactly as `stoker feed` takes it.
 
     Pipeline:
-      batch_size=32       samples per batch
+      batch_size=64       samples per batch
       threads=0           decode workers (0: number of cores)
       epochs=1            epochs to run
       drop_last=False     drop the final partial batch of each epoch
@@ -240,7 +240,7 @@ class Loader(_stoker.Loader):
     of stoker.Error carrying the library's message (file, offset, cause).
     """
 
-    def __init__(self, source, batch_size=32, **options):
+    def __init__(self, source, batch_size=64, **options):
         src, opts = _options(source, batch_size, **options)
         self.source = src
         self.batch_size = opts["batch_size"]
@@ -284,7 +284,7 @@ class Loader(_stoker.Loader):
         return verdict
 
 
-def _options(source, batch_size=32, *, shuffle=True, seed=0, epochs=1,
+def _options(source, batch_size=64, *, shuffle=True, seed=0, epochs=1,
              drop_last=False, epoch_samples=0, threads=0, window=0, rank=0, world=1,
              resume=None, decode="raw", field=None, size=224, dtype="u8", layout="hwc",
              eval=False, scale=None, ratio=None, mean=None, std=None, format=None,

@@ -47,7 +47,7 @@ def dist_rank_world():
 
 
 class StokerDataset(IterableDataset):
-    """StokerDataset(source, batch_size=32, *, rank=None, world_size=None, **options)
+    """StokerDataset(source, batch_size=64, *, rank=None, world_size=None, **options)
 
     An IterableDataset of (inputs, labels) batches read by stoker.Loader
     (every Loader option is accepted: decode, size, dtype, layout, shuffle,
@@ -64,7 +64,7 @@ class StokerDataset(IterableDataset):
     remaining samples, also under another world size.
     """
 
-    def __init__(self, source, batch_size=32, *, rank=None, world_size=None, epoch=0,
+    def __init__(self, source, batch_size=64, *, rank=None, world_size=None, epoch=0,
                  return_indices=False, **options):
         super().__init__()
         for bad in ("epochs", "resume", "world"):
@@ -211,7 +211,7 @@ class StokerDataset(IterableDataset):
         return verdict
 
 
-def loader(source, batch_size=32, **options):
+def loader(source, batch_size=64, **options):
     """The dataset to iterate directly (for x, y in loader(...)): stoker's
     own threads read and decode, so no torch DataLoader is needed. Takes
     every StokerDataset / stoker.Loader option."""
