@@ -152,6 +152,7 @@ VENV ?= .venv
 PYTHON_SRC := $(wildcard python/stoker/*.py python/stoker/*.pyi python/src/*.c python/src/*.h) \
               python/setup.py python/pyproject.toml
 $(VENV)/.stoker-installed: $(STATIC) $(PYTHON_SRC)
+	@./scripts/install-deps python
 	test -x $(VENV)/bin/python || /usr/bin/python3 -m venv --system-site-packages $(VENV)
 	STOKER_ROOT=$(abspath .) STOKER_LIB=$(abspath $(STATIC)) $(VENV)/bin/pip install -q \
 	    --no-build-isolation --no-index ./python
