@@ -177,6 +177,8 @@ typedef struct {
   Py_ssize_t live;      /* Batch objects not yet released */
   int closed;           /* close() called (or the loader was canceled) */
   int interrupted;      /* canceled by Ctrl-C */
+  int busy;             /* calls using l without the GIL (next, stats) */
+  int in_next;          /* a thread is waiting in next() */
   /* Fixed-size output (JPEG): per-sample shape and dtype. */
   int fixed, h, w, c, chw, f32;
   uint64_t sample_bytes;
@@ -217,6 +219,7 @@ static PyTypeObject LoaderType, BatchType, ArrayType;
  * pipeline's threads are joined here, without the GIL. */
 static void loader_finish(LoaderObject *self) {
   if (!self->l && !self->ds) return;
+  if (self->busy) return; /* the last call in flight finishes it */
   struct stk_loader *l = self->l;
   struct stk_dataset *ds = self->ds;
   self->l = NULL;
@@ -467,6 +470,11 @@ static void compact_fixed(LoaderObject *self, struct stk_batch *b) {
 
 static PyObject *Loader_next(LoaderObject *self) {
   if (loader_check_open(self)) return NULL;
+  if (self->in_next) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "another thread is waiting for a batch of this loader (one consumer per loader)");
+    return NULL;
+  }
   /* Every batch held by Python keeps a ring slot: when all the ring's slots
    * are held, waiting would never end. Say so instead of hanging. */
   if (self->live >= 2) {
@@ -483,12 +491,24 @@ static PyObject *Loader_next(LoaderObject *self) {
   }
   struct stk_batch *b = NULL;
   int rc;
-  int armed = sigint_arm(self->l);
+  struct stk_loader *l = self->l;
+  int armed = sigint_arm(l);
+  self->busy++;
+  self->in_next = 1;
   Py_BEGIN_ALLOW_THREADS
-  rc = stk_loader_next(self->l, &b);
+  rc = stk_loader_next(l, &b);
   Py_END_ALLOW_THREADS
+  self->in_next = 0;
+  self->busy--;
   sigint_disarm(armed);
   log_drain();
+  if (self->closed) { /* close() from another thread while we waited */
+    if (rc == 0) stk_batch_release(l, b);
+    if (self->live == 0) loader_finish(self);
+    if (armed && sig_hit && PyErr_CheckSignals()) return NULL;
+    PyErr_SetString(PyExc_ValueError, "operation on a closed loader");
+    return NULL;
+  }
   if (armed && sig_hit) {
     if (rc == 0) stk_batch_release(self->l, b);
     self->interrupted = 1;
@@ -559,13 +579,17 @@ static PyObject *Loader_stats_json(LoaderObject *self, PyObject *unused) {
   FILE *f = open_memstream(&buf, &len);
   if (!f) return PyErr_NoMemory();
   struct stk_loader_stats st;
+  struct stk_loader *l = self->l;
+  self->busy++;
   Py_BEGIN_ALLOW_THREADS
-  stk_loader_stats(self->l, &st);
+  stk_loader_stats(l, &st);
   struct stk_json j;
   stk_json_init(&j, f, 0);
   stk_loader_stats_json(&st, &j);
   fclose(f);
   Py_END_ALLOW_THREADS
+  self->busy--;
+  if (self->closed && self->live == 0) loader_finish(self);
   log_drain();
   PyObject *s = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)len);
   free(buf);

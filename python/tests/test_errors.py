@@ -195,3 +195,39 @@ def test_error_classes_cover_the_c_table():
         assert len(cls) == 1, name
         e = cls[0](code, "detail here")
         assert e.name == name and str(e) == "detail here"
+
+
+def test_close_from_another_thread_while_waiting(tmp_path):
+    """close() while another thread waits in next(): that thread gets a
+    ValueError, a second consumer is refused, and nothing is freed under
+    the waiting thread."""
+    import threading
+    src = str(tmp_path / "slow")
+    stoker.gen(src, 8, format="tfrecord", jpeg=(1000, 1000, 1000, 1000), samples_per_shard=4, seed=2)
+    for _ in range(3):
+        ld = stoker.Loader(src, 8, decode="jpeg", eval=True, threads=1, epochs=1000, prefetch=1,
+                           prefetch_max=1)
+        errors, started = [], threading.Event()
+
+        def consume():
+            started.set()
+            try:
+                for b in ld:
+                    del b
+            except Exception as e:  # noqa: BLE001 (the test inspects it)
+                errors.append(e)
+
+        t = threading.Thread(target=consume)
+        t.start()
+        started.wait()
+        try:
+            next(ld)  # a second consumer, if the first is waiting now
+        except RuntimeError as e:
+            assert "another thread" in str(e)
+        except ValueError:
+            pass
+        ld.close()
+        t.join(60)
+        assert not t.is_alive()
+        assert len(errors) == 1 and isinstance(errors[0], ValueError), errors
+        assert "closed" in str(errors[0])
