@@ -81,27 +81,32 @@ static void log_cb(void *ctx, enum stk_log_level lvl, const char *msg) {
 static void log_drain(void) {
   if (!__atomic_load_n(&logq_pending, __ATOMIC_ACQUIRE)) return;
   static const char *names[] = {"error", "warning", "info", "debug"};
-  int n, dropped, lvl[LOGQ];
-  static char msg[LOGQ][480];
+  /* A private copy: the sink (logging's handlers) may release the GIL, and
+   * another thread may drain meanwhile. */
+  int n, dropped;
+  struct entry {
+    int lvl;
+    char msg[480];
+  } *q = malloc(sizeof(struct entry) * LOGQ);
+  if (!q) return;
   pthread_mutex_lock(&logq_mu);
   n = logq_n;
   dropped = logq_dropped;
   for (int i = 0; i < n; i++) {
-    lvl[i] = logq[i].lvl;
-    memcpy(msg[i], logq[i].msg, sizeof msg[i]);
+    q[i].lvl = logq[i].lvl;
+    memcpy(q[i].msg, logq[i].msg, sizeof q[i].msg);
   }
   logq_n = logq_dropped = 0;
   logq_pending = 0;
   pthread_mutex_unlock(&logq_mu);
-  if (!log_sink) return;
   PyObject *et, *ev, *tb;
   PyErr_Fetch(&et, &ev, &tb);
-  for (int i = 0; i < n; i++) {
-    PyObject *r = PyObject_CallFunction(log_sink, "ss", names[lvl[i] & 3], msg[i]);
+  for (int i = 0; log_sink && i < n; i++) {
+    PyObject *r = PyObject_CallFunction(log_sink, "ss", names[q[i].lvl & 3], q[i].msg);
     if (!r) PyErr_WriteUnraisable(log_sink);
     Py_XDECREF(r);
   }
-  if (dropped) {
+  if (log_sink && dropped) {
     char m[96];
     snprintf(m, sizeof m, "%d log messages were dropped (the queue was full)", dropped);
     PyObject *r = PyObject_CallFunction(log_sink, "ss", "warning", m);
@@ -109,6 +114,7 @@ static void log_drain(void) {
     Py_XDECREF(r);
   }
   PyErr_Restore(et, ev, tb);
+  free(q);
 }
 
 /* ---- Ctrl-C while waiting -------------------------------------------------- */
