@@ -217,6 +217,7 @@ class Loader(_stoker.Loader):
       mean, std           per-channel, in 0..255 units (default ImageNet's)
     I/O and memory:
       format=None         "tfrecord", "wds", "npy", "npz", "mds", "files" (None: detect)
+      index_threads=0     threads building shard indexes at open (0: number of cores)
       engine="auto"       "auto", "io_uring" or "pread"
       direct=False        O_DIRECT reads
       verify=True         check stored checksums
@@ -382,6 +383,10 @@ def _options(source, batch_size=64, *, shuffle=True, seed=0, epochs=1,
         "fetchers", "cache_no_fsync", "s3_endpoint", "s3_region", "s3_profile",
         "s3_addressing", "connect_timeout_s", "retry_max_s")))
     return src, {k: v for k, v in o.items() if v is not None}
+
+
+# help(stoker.Loader) and inspect show every option, not **options.
+Loader.__signature__ = __import__("inspect").signature(_options)
 
 
 def _resume_tuple(resume):
