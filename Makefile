@@ -52,7 +52,7 @@ SHARED   := $(BUILD)/libstoker.so
 CLI      := $(BUILD)/stoker
 TESTBIN  := $(BUILD)/stoker-test
 
-.PHONY: FORCE bench-build all deps test test-c test-python test-asan test-tsan check fuzz fuzz-build bench clean format install python
+.PHONY: FORCE bench-build all deps test test-c test-python test-python-asan test-asan test-tsan check fuzz fuzz-build bench clean format install python
 
 all: $(STATIC) $(SHARED) $(CLI)
 
@@ -158,6 +158,21 @@ $(VENV)/.stoker-installed: $(STATIC) $(PYTHON_SRC)
 	    --no-build-isolation --no-index ./python
 	@touch $@
 python: $(VENV)/.stoker-installed
+
+# The Python tests against an AddressSanitizer+UBSan build of the extension
+# and the library (build/asan), with the sanitizer runtime preloaded into
+# Debian's python3 (leak checks off: the interpreter keeps memory at exit).
+test-python-asan:
+	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 SAN=address,undefined build/asan/libstoker.a build/asan/stoker
+	rm -rf build/asan/python && mkdir -p build/asan/python
+	cp -r python/setup.py python/pyproject.toml python/src python/stoker build/asan/python/
+	cd build/asan/python && STOKER_ROOT=$(abspath .) STOKER_LIB=$(abspath build/asan/libstoker.a) \
+	    CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -O1" LDFLAGS="-fsanitize=address,undefined" \
+	    /usr/bin/python3 setup.py -q build_ext --inplace
+	cd python/tests && LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	    ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 PYTHONPATH=$(abspath build/asan/python) \
+	    STOKER_BIN=$(abspath build/asan/stoker) STOKER_ROOT=$(abspath .) \
+	    /usr/bin/python3 -m pytest -q -p no:cacheprovider -k 'not install and not gloo$(if $(K), and ($(K)))'
 
 test-python: python $(CLI)
 	cd python/tests && STOKER_BIN=$(abspath $(CLI)) STOKER_ROOT=$(abspath .) \
