@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dlpack.h"
 #include "stoker/stoker.h"
@@ -185,6 +186,7 @@ typedef struct {
   int interrupted;      /* canceled by Ctrl-C */
   int busy;             /* calls using l without the GIL (next, stats) */
   int in_next;          /* a thread is waiting in next() */
+  pid_t pid;            /* the process whose threads run the pipeline */
   /* Fixed-size output (JPEG): per-sample shape and dtype. */
   int fixed, h, w, c, chw, f32;
   uint64_t sample_bytes;
@@ -226,6 +228,14 @@ static PyTypeObject LoaderType, BatchType, ArrayType;
 static void loader_finish(LoaderObject *self) {
   if (!self->l && !self->ds) return;
   if (self->busy) return; /* the last call in flight finishes it */
+  if (self->pid != getpid()) {
+    /* A copy inherited through fork (DataLoader workers): the pipeline's
+     * threads live in the parent only, so there is nothing here to join
+     * and nothing that may be freed; the child leaves it alone. */
+    self->l = NULL;
+    self->ds = NULL;
+    return;
+  }
   struct stk_loader *l = self->l;
   struct stk_dataset *ds = self->ds;
   self->l = NULL;
@@ -433,6 +443,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw) {
   }
   self->ds = ds;
   self->l = l;
+  self->pid = getpid();
   self->closed = 0;
   self->live = 0;
   const struct stk_decode_cfg *dc = &self->o.decode;
@@ -456,6 +467,12 @@ static void Loader_dealloc(LoaderObject *self) {
 }
 
 static int loader_check_open(LoaderObject *self) {
+  if (self->l && self->pid != getpid()) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "this loader was opened in another process (inherited through fork); "
+                    "open a loader in each process");
+    return -1;
+  }
   if (self->closed || !self->l) {
     PyErr_SetString(PyExc_ValueError,
                     self->interrupted ? "the loader was interrupted (Ctrl-C) and is closed"
@@ -545,7 +562,7 @@ static PyObject *Loader_close(LoaderObject *self, PyObject *unused) {
   (void)unused;
   if (!self->closed) {
     self->closed = 1;
-    if (self->l) stk_loader_cancel(self->l);
+    if (self->l && self->pid == getpid()) stk_loader_cancel(self->l);
   }
   if (self->live == 0) loader_finish(self);
   Py_RETURN_NONE;
@@ -568,7 +585,10 @@ static PyObject *Loader_exit(LoaderObject *self, PyObject *args) {
 
 static PyObject *Loader_state(LoaderObject *self, PyObject *unused) {
   (void)unused;
-  if (!self->l) return loader_check_open(self) ? NULL : NULL;
+  if (!self->l || self->pid != getpid()) {
+    loader_check_open(self); /* sets the reason */
+    return NULL;
+  }
   struct stk_sampler_state st;
   stk_loader_state(self->l, &st);
   return Py_BuildValue("(KKK)", (unsigned long long)st.seed, (unsigned long long)st.epoch,
@@ -579,7 +599,10 @@ static PyObject *Loader_state(LoaderObject *self, PyObject *unused) {
  * the Python side, so the keys are the C ones). */
 static PyObject *Loader_stats_json(LoaderObject *self, PyObject *unused) {
   (void)unused;
-  if (!self->l) return loader_check_open(self) ? NULL : NULL;
+  if (!self->l || self->pid != getpid()) {
+    loader_check_open(self); /* sets the reason */
+    return NULL;
+  }
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -604,7 +627,10 @@ static PyObject *Loader_stats_json(LoaderObject *self, PyObject *unused) {
 
 static PyObject *Loader_engine(LoaderObject *self, void *closure) {
   (void)closure;
-  if (!self->l) return loader_check_open(self) ? NULL : NULL;
+  if (!self->l || self->pid != getpid()) {
+    loader_check_open(self); /* sets the reason */
+    return NULL;
+  }
   return PyUnicode_FromString(stk_loader_engine(self->l));
 }
 
@@ -631,7 +657,10 @@ static PyObject *Loader_get_pinned(LoaderObject *self, void *closure) {
 
 static PyObject *Loader_dataset_info(LoaderObject *self, PyObject *unused) {
   (void)unused;
-  if (!self->ds) return loader_check_open(self) ? NULL : NULL;
+  if (!self->ds || self->pid != getpid()) {
+    loader_check_open(self);
+    return NULL;
+  }
   return Py_BuildValue("{s:K,s:n,s:s}", "samples",
                        (unsigned long long)stk_dataset_num_samples(self->ds), "shards",
                        (Py_ssize_t)stk_dataset_num_shards(self->ds), "format",
@@ -684,7 +713,7 @@ static PyTypeObject LoaderType = {
 static void Batch_dealloc(BatchObject *self) {
   LoaderObject *o = self->owner;
   if (o) {
-    if (self->b && o->l) stk_batch_release(o->l, self->b);
+    if (self->b && o->l && o->pid == getpid()) stk_batch_release(o->l, self->b);
     self->b = NULL;
     o->live--;
     if (o->closed && o->live == 0) loader_finish(o);

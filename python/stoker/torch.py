@@ -83,6 +83,10 @@ class StokerDataset(IterableDataset):
         self._resume = None      # (seed, epoch, position) for the next pass
         self._state = {"seed": self.seed, "epoch": epoch, "position": 0}
         self._loader = None
+        self._ld = None
+        self._ld_key = None
+        self._ld_epoch = None
+        self._pending = None
         self._last_stats = None
         self._in_workers = False
         # Bad options fail here (TypeError/ValueError naming them), not in the first pass.
@@ -157,21 +161,71 @@ class StokerDataset(IterableDataset):
                 return data.as_strided((n, lens[0]), (stride, 1), offs[0])
         return [data[o:o + ln] for o, ln in zip(offs, lens)]
 
+    # One loader serves pass after pass: opened at the first pass with every
+    # epoch ahead of it, it keeps reading across the epoch boundary (the
+    # first batch of the next epoch waits in _pending), so a new epoch
+    # neither re-opens the dataset (re-reading its indexes) nor starts with
+    # an empty pipeline. It is re-opened when the pass asks for another
+    # place (set_epoch, load_state_dict, a pass left early) or another
+    # rank/world, and in each process that iterates (DataLoader workers).
+    _MAX_EPOCHS = 1 << 31
+
+    def _open(self, rank, world, resume):
+        self.close()
+        self._ld = stoker.Loader(self.source, self.batch_size, rank=rank, world=world,
+                                 epochs=self._MAX_EPOCHS, resume=resume, **self.options)
+        self._ld_key = (rank, world, os.getpid())
+        self._ld_epoch = resume[1]
+        self._loader = self._ld
+
+    def close(self):
+        """Stop the loader kept between passes (threads and buffers); the
+        next pass opens a new one where the state says."""
+        self._pending = None
+        ld, self._ld = getattr(self, "_ld", None), None
+        self._loader = None
+        if ld is not None and self._ld_key[2] == os.getpid():
+            try:
+                self._last_stats = ld.stats()
+            except (stoker.Error, ValueError, RuntimeError):
+                pass
+            ld.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (interpreter shutdown)
+            pass
+
+    def __getstate__(self):  # DataLoader workers (spawn): the loader stays here
+        d = dict(self.__dict__)
+        d["_ld"] = d["_loader"] = d["_pending"] = None
+        return d
+
     def __iter__(self):
         rank, world = self.rank_world()
-        info = get_worker_info()
-        if info is not None:
+        if get_worker_info() is not None:
             self._in_workers = True
         epoch = self._epoch
-        resume = self._resume or (self.seed, epoch, 0)
-        opts = dict(self.options)
-        ld = stoker.Loader(self.source, self.batch_size, rank=rank, world=world,
-                           epochs=epoch + 1, resume=resume, **opts)
-        self._loader = ld
+        reuse = (self._resume is None and getattr(self, "_ld", None) is not None
+                 and not self._ld.closed and self._ld_key == (rank, world, os.getpid())
+                 and self._ld_epoch == epoch)
+        if not reuse:
+            self._open(rank, world, self._resume or (self.seed, epoch, 0))
         self._resume = None
+        ld = self._ld
         finished = False
         try:
-            for batch in ld:
+            while True:
+                batch, self._pending = self._pending, None
+                if batch is None:
+                    try:
+                        batch = next(ld)
+                    except StopIteration:
+                        break
+                if batch.epoch != epoch:  # the next epoch's first batch: keep it
+                    self._pending = batch
+                    break
                 x = self._inputs(batch)
                 y = torch.from_dlpack(batch.labels).long()
                 self._state = ld.state()
@@ -184,18 +238,15 @@ class StokerDataset(IterableDataset):
                     yield x, y
             finished = True
         finally:
-            try:
-                self._last_stats = ld.stats()
-            except (stoker.Error, ValueError):
-                pass
-            ld.close()
-            self._loader = None
-        if finished:
-            self._epoch = epoch + 1
-            self._state = {"seed": self.seed, "epoch": epoch + 1, "position": 0}
+            if not finished:  # left early (break, exception): re-open next time
+                self.close()
+        self._epoch = epoch + 1
+        self._ld_epoch = epoch + 1
+        self._state = {"seed": self.seed, "epoch": epoch + 1, "position": 0}
 
     def stats(self):
-        """stoker.Loader.stats() of the pass in progress, or of the last one."""
+        """stoker.Loader.stats() of the loader serving the passes (counted
+        since it opened), or of the last one closed."""
         if self._loader is not None and not self._loader.closed:
             return self._loader.stats()
         return self._last_stats

@@ -110,3 +110,48 @@ def test_torch_epochs_differ_and_cover(datasets):
     e1 = [i.tolist() for _, _, i in ds]
     assert sorted(sum(e0, [])) == sorted(sum(e1, [])) == list(range(200))
     assert e0 != e1  # a new shuffle each epoch
+
+
+@needs_torch
+def test_torch_one_loader_across_epochs(datasets):
+    """Passes share one loader (no re-open at each epoch); the order of
+    each epoch is the same as a fresh open at that epoch gives."""
+    import stoker.torch as st
+    src = datasets["tfrecord"]
+    ds = st.StokerDataset(src, 32, seed=8, return_indices=True, rank=0, world_size=1)
+    e0 = [i.tolist() for _, _, i in ds]
+    first = ds._ld
+    e1 = [i.tolist() for _, _, i in ds]
+    assert ds._ld is first and not first.closed  # the same loader served both
+    e2 = [i.tolist() for _, _, i in ds]
+    for e, got in enumerate((e0, e1, e2)):
+        fresh = st.StokerDataset(src, 32, seed=8, return_indices=True, rank=0, world_size=1, epoch=e)
+        assert [i.tolist() for _, _, i in fresh] == got
+        fresh.close()
+    ds.set_epoch(1)  # back to epoch 1: a new loader, the same order
+    assert [i.tolist() for _, _, i in ds] == e1
+    ds.close()
+    assert ds._ld is None
+
+
+def test_loader_inherited_through_fork_is_refused(datasets):
+    import os
+    ld = stoker.Loader(datasets["tfrecord"], 8)
+    b = next(ld)
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's pipeline threads are not here
+        code = 1
+        try:
+            next(ld)
+        except RuntimeError as e:
+            code = 0 if "another process" in str(e) else 2
+        try:
+            del b
+            ld.close()
+            del ld
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert len(b) == 8 and sum(len(x) for x in ld) == 192  # the parent's loader is intact
+    ld.close()
