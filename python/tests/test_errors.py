@@ -231,3 +231,14 @@ def test_close_from_another_thread_while_waiting(tmp_path):
         assert not t.is_alive()
         assert len(errors) == 1 and isinstance(errors[0], ValueError), errors
         assert "closed" in str(errors[0])
+
+
+def test_cache_dir_and_a_real_library_message_in_logging(datasets, tmp_path, caplog):
+    """A path read through a disk cache tier: the library's own warning
+    (no manifest) arrives in logging, and the cache's figures in stats()."""
+    with caplog.at_level(logging.WARNING, logger="stoker"):
+        with stoker.Loader(datasets["tfrecord"], 50, cache_dir=str(tmp_path / "cache")) as ld:
+            assert sum(len(b) for b in ld) == 200
+            st = ld.stats()
+    assert any("stoker-manifest.json" in r.getMessage() for r in caplog.records if r.name == "stoker")
+    assert st["cache"]["fetches"] == 4 and (tmp_path / "cache" / "STOKER-CACHE").exists()
