@@ -40,8 +40,12 @@ TEST(api_log_callback) {
 
 TEST(api_opts_older_struct) {
   char dir[] = "ds", err[STK_ERRMSG_MAX] = "";
-  struct stk_gen_opts g = {.dir = dir, .format = "tfrecord", .samples = 40, .size_mean = 256,
-                           .samples_per_shard = 10, .seed = 3};
+  struct stk_gen_opts g = {.dir = dir,
+                           .format = "tfrecord",
+                           .samples = 40,
+                           .size_mean = 256,
+                           .samples_per_shard = 10,
+                           .seed = 3};
   CHECK_OK(stk_gen(&g, NULL, NULL, err));
   struct stk_dataset *ds;
   CHECK_OK(stk_dataset_open(&ds, dir, NULL, err));

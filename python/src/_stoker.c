@@ -171,8 +171,7 @@ static void sigint_disarm(int armed) {
 /* ---- Loader ---------------------------------------------------------------- */
 
 typedef struct {
-  PyObject_HEAD
-  struct stk_dataset *ds;
+  PyObject_HEAD struct stk_dataset *ds;
   struct stk_loader *l;
   struct stk_loader_opts o;
   struct stk_cache_opts cache;
@@ -180,13 +179,13 @@ typedef struct {
   struct stk_sampler_state resume;
   struct stk_allocator pinned;
   int pinned_on;
-  PyObject *keep;       /* the option strings, alive as long as the loader */
-  Py_ssize_t live;      /* Batch objects not yet released */
-  int closed;           /* close() called (or the loader was canceled) */
-  int interrupted;      /* canceled by Ctrl-C */
-  int busy;             /* calls using l without the GIL (next, stats) */
-  int in_next;          /* a thread is waiting in next() */
-  pid_t pid;            /* the process whose threads run the pipeline */
+  PyObject *keep;  /* the option strings, alive as long as the loader */
+  Py_ssize_t live; /* Batch objects not yet released */
+  int closed;      /* close() called (or the loader was canceled) */
+  int interrupted; /* canceled by Ctrl-C */
+  int busy;        /* calls using l without the GIL (next, stats) */
+  int in_next;     /* a thread is waiting in next() */
+  pid_t pid;       /* the process whose threads run the pipeline */
   /* Fixed-size output (JPEG): per-sample shape and dtype. */
   int fixed, h, w, c, chw, f32;
   uint64_t sample_bytes;
@@ -195,8 +194,7 @@ typedef struct {
 } LoaderObject;
 
 typedef struct {
-  PyObject_HEAD
-  LoaderObject *owner; /* strong reference: the loader outlives its batches */
+  PyObject_HEAD LoaderObject *owner; /* strong reference: the loader outlives its batches */
   struct stk_batch *b;
 } BatchObject;
 
@@ -213,8 +211,7 @@ static const struct {
 };
 
 typedef struct {
-  PyObject_HEAD
-  PyObject *base; /* the Batch whose memory this views */
+  PyObject_HEAD PyObject *base; /* the Batch whose memory this views */
   void *ptr;
   int ndim, dt;
   Py_ssize_t shape[4], strides[4];
@@ -240,11 +237,9 @@ static void loader_finish(LoaderObject *self) {
   struct stk_dataset *ds = self->ds;
   self->l = NULL;
   self->ds = NULL;
-  Py_BEGIN_ALLOW_THREADS
-  if (l) stk_loader_close(l);
+  Py_BEGIN_ALLOW_THREADS if (l) stk_loader_close(l);
   if (ds) stk_dataset_close(ds);
-  Py_END_ALLOW_THREADS
-  if (self->pinned_on) {
+  Py_END_ALLOW_THREADS if (self->pinned_on) {
     stk_pinned_allocator_close(&self->pinned);
     self->pinned_on = 0;
   }
@@ -409,13 +404,12 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw) {
   if (pin) {
     self->pin_err[0] = 0;
     int prc;
-    Py_BEGIN_ALLOW_THREADS
-    prc = stk_pinned_allocator_open(&self->pinned, self->pin_err);
-    Py_END_ALLOW_THREADS
-    if (prc == 0) {
+    Py_BEGIN_ALLOW_THREADS prc = stk_pinned_allocator_open(&self->pinned, self->pin_err);
+    Py_END_ALLOW_THREADS if (prc == 0) {
       self->pinned_on = 1;
       self->o.alloc = &self->pinned;
-    } else if (!self->pin_err[0]) { /* no GPU or no CUDA runtime: Python warns once */
+    }
+    else if (!self->pin_err[0]) { /* no GPU or no CUDA runtime: Python warns once */
       snprintf(self->pin_err, sizeof self->pin_err, "%s", stk_strerror(prc));
     }
   }
@@ -424,8 +418,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw) {
   int rc;
   struct stk_dataset *ds = NULL;
   struct stk_loader *l = NULL;
-  Py_BEGIN_ALLOW_THREADS
-  rc = stk_dataset_open(&ds, source, &self->dso, err);
+  Py_BEGIN_ALLOW_THREADS rc = stk_dataset_open(&ds, source, &self->dso, err);
   if (!rc) {
     rc = stk_loader_open(&l, ds, &self->o, err);
     if (rc) {
@@ -433,8 +426,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw) {
       ds = NULL;
     }
   }
-  Py_END_ALLOW_THREADS
-  log_drain();
+  Py_END_ALLOW_THREADS log_drain();
   if (rc) {
     if (self->pinned_on) stk_pinned_allocator_close(&self->pinned);
     self->pinned_on = 0;
@@ -474,9 +466,9 @@ static int loader_check_open(LoaderObject *self) {
     return -1;
   }
   if (self->closed || !self->l) {
-    PyErr_SetString(PyExc_ValueError,
-                    self->interrupted ? "the loader was interrupted (Ctrl-C) and is closed"
-                                      : "operation on a closed loader");
+    PyErr_SetString(PyExc_ValueError, self->interrupted
+                                          ? "the loader was interrupted (Ctrl-C) and is closed"
+                                          : "operation on a closed loader");
     return -1;
   }
   return 0;
@@ -494,8 +486,9 @@ static void compact_fixed(LoaderObject *self, struct stk_batch *b) {
 static PyObject *Loader_next(LoaderObject *self) {
   if (loader_check_open(self)) return NULL;
   if (self->in_next) {
-    PyErr_SetString(PyExc_RuntimeError,
-                    "another thread is waiting for a batch of this loader (one consumer per loader)");
+    PyErr_SetString(
+        PyExc_RuntimeError,
+        "another thread is waiting for a batch of this loader (one consumer per loader)");
     return NULL;
   }
   /* Every batch held by Python keeps a ring slot: when all the ring's slots
@@ -503,14 +496,17 @@ static PyObject *Loader_next(LoaderObject *self) {
   if (self->live >= 2) {
     struct stk_loader_stats st;
     stk_loader_stats(self->l, &st);
-    if ((uint64_t)self->live >= (uint64_t)st.ring_depth + 2 && st.ring_depth >= self->o.prefetch_max)
-      return raise_stk(STK_EBUSY, "every batch buffer of the loader is held by a live batch "
-                                  "(arrays or tensors still point at it): release batches, copy the "
-                                  "ones to keep, or raise prefetch_max");
+    if ((uint64_t)self->live >= (uint64_t)st.ring_depth + 2 &&
+        st.ring_depth >= self->o.prefetch_max)
+      return raise_stk(STK_EBUSY,
+                       "every batch buffer of the loader is held by a live batch "
+                       "(arrays or tensors still point at it): release batches, copy the "
+                       "ones to keep, or raise prefetch_max");
     if ((uint64_t)self->live >= (uint64_t)st.ring_depth + 2)
-      return raise_stk(STK_EBUSY, "every batch buffer of the loader is held by a live batch "
-                                  "(arrays or tensors still point at it): release batches or copy the "
-                                  "ones to keep");
+      return raise_stk(STK_EBUSY,
+                       "every batch buffer of the loader is held by a live batch "
+                       "(arrays or tensors still point at it): release batches or copy the "
+                       "ones to keep");
   }
   struct stk_batch *b = NULL;
   int rc;
@@ -518,10 +514,8 @@ static PyObject *Loader_next(LoaderObject *self) {
   int armed = sigint_arm(l);
   self->busy++;
   self->in_next = 1;
-  Py_BEGIN_ALLOW_THREADS
-  rc = stk_loader_next(l, &b);
-  Py_END_ALLOW_THREADS
-  self->in_next = 0;
+  Py_BEGIN_ALLOW_THREADS rc = stk_loader_next(l, &b);
+  Py_END_ALLOW_THREADS self->in_next = 0;
   self->busy--;
   sigint_disarm(armed);
   log_drain();
@@ -610,14 +604,12 @@ static PyObject *Loader_stats_json(LoaderObject *self, PyObject *unused) {
   struct stk_loader_stats st;
   struct stk_loader *l = self->l;
   self->busy++;
-  Py_BEGIN_ALLOW_THREADS
-  stk_loader_stats(l, &st);
+  Py_BEGIN_ALLOW_THREADS stk_loader_stats(l, &st);
   struct stk_json j;
   stk_json_init(&j, f, 0);
   stk_loader_stats_json(&st, &j);
   fclose(f);
-  Py_END_ALLOW_THREADS
-  self->busy--;
+  Py_END_ALLOW_THREADS self->busy--;
   if (self->closed && self->live == 0) loader_finish(self);
   log_drain();
   PyObject *s = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)len);
@@ -661,10 +653,9 @@ static PyObject *Loader_dataset_info(LoaderObject *self, PyObject *unused) {
     loader_check_open(self);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:n,s:s}", "samples",
-                       (unsigned long long)stk_dataset_num_samples(self->ds), "shards",
-                       (Py_ssize_t)stk_dataset_num_shards(self->ds), "format",
-                       stk_dataset_format(self->ds));
+  return Py_BuildValue(
+      "{s:K,s:n,s:s}", "samples", (unsigned long long)stk_dataset_num_samples(self->ds), "shards",
+      (Py_ssize_t)stk_dataset_num_shards(self->ds), "format", stk_dataset_format(self->ds));
 }
 
 static PyMethodDef Loader_methods[] = {
@@ -680,7 +671,8 @@ static PyMethodDef Loader_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Loader_getset[] = {
-    {"engine", (getter)Loader_engine, NULL, "The I/O engine in use (\"io_uring\" or \"pread\").", NULL},
+    {"engine", (getter)Loader_engine, NULL, "The I/O engine in use (\"io_uring\" or \"pread\").",
+     NULL},
     {"closed", (getter)Loader_get_closed, NULL, "True after close().", NULL},
     {"live_batches", (getter)Loader_get_live, NULL,
      "Batches handed out and not yet released (each still holds a batch buffer).", NULL},
@@ -789,10 +781,10 @@ static PyObject *Batch_lengths(BatchObject *self, void *closure) {
   return make_array((PyObject *)self, (void *)self->b->len, DT_U64, 1, shape);
 }
 
-#define BATCH_U64(name, expr)                                        \
-  static PyObject *Batch_##name(BatchObject *self, void *closure) {  \
-    (void)closure;                                                   \
-    return PyLong_FromUnsignedLongLong((unsigned long long)(expr));  \
+#define BATCH_U64(name, expr)                                       \
+  static PyObject *Batch_##name(BatchObject *self, void *closure) { \
+    (void)closure;                                                  \
+    return PyLong_FromUnsignedLongLong((unsigned long long)(expr)); \
   }
 BATCH_U64(epoch, self->b->epoch)
 BATCH_U64(seq, self->b->seq)
@@ -848,8 +840,9 @@ static PyTypeObject BatchType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stoker.Batch",
     .tp_basicsize = sizeof(BatchObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "One batch, zero-copy. Its memory returns to the loader's pool when the batch and "
-              "every view of it (arrays, memoryviews, numpy arrays, torch tensors) are gone.",
+    .tp_doc =
+        "One batch, zero-copy. Its memory returns to the loader's pool when the batch and "
+        "every view of it (arrays, memoryviews, numpy arrays, torch tensors) are gone.",
     .tp_dealloc = (destructor)Batch_dealloc,
     .tp_getset = Batch_getset,
     .tp_as_sequence = &Batch_seq_methods,
@@ -962,7 +955,8 @@ static PyObject *Array_tobytes(ArrayObject *self, PyObject *unused) {
 static PyObject *Array_get_shape(ArrayObject *self, void *closure) {
   (void)closure;
   PyObject *t = PyTuple_New(self->ndim);
-  for (int i = 0; t && i < self->ndim; i++) PyTuple_SET_ITEM(t, i, PyLong_FromSsize_t(self->shape[i]));
+  for (int i = 0; t && i < self->ndim; i++)
+    PyTuple_SET_ITEM(t, i, PyLong_FromSsize_t(self->shape[i]));
   return t;
 }
 
@@ -990,7 +984,8 @@ static PyObject *Array_get_base(ArrayObject *self, void *closure) {
 /* numpy's fast path (no buffer round trip): version 3 array interface. */
 static PyObject *Array_get_array_interface(ArrayObject *self, void *closure) {
   (void)closure;
-  static const char *typestr[] = {[DT_U8] = "|u1", [DT_I32] = "<i4", [DT_U64] = "<u8", [DT_F32] = "<f4"};
+  static const char *typestr[] = {
+      [DT_U8] = "|u1", [DT_I32] = "<i4", [DT_U64] = "<u8", [DT_F32] = "<f4"};
   PyObject *shape = Array_get_shape(self, NULL);
   if (!shape) return NULL;
   PyObject *r = Py_BuildValue("{s:N,s:s,s:(NO),s:i}", "shape", shape, "typestr", typestr[self->dt],
@@ -1003,7 +998,8 @@ static Py_ssize_t Array_len(ArrayObject *self) { return self->ndim ? self->shape
 static PyObject *Array_repr(ArrayObject *self) {
   PyObject *shape = Array_get_shape(self, NULL);
   if (!shape) return NULL;
-  PyObject *r = PyUnicode_FromFormat("<stoker.Array shape=%R dtype=%s>", shape, dtypes[self->dt].name);
+  PyObject *r =
+      PyUnicode_FromFormat("<stoker.Array shape=%R dtype=%s>", shape, dtypes[self->dt].name);
   Py_DECREF(shape);
   return r;
 }
@@ -1031,9 +1027,10 @@ static PyTypeObject ArrayType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stoker.Array",
     .tp_basicsize = sizeof(ArrayObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A typed view of a batch's memory: buffer protocol, __array_interface__ and "
-              "DLPack (numpy.asarray, memoryview, torch.from_dlpack share it, no copy). "
-              "It keeps its batch alive.",
+    .tp_doc =
+        "A typed view of a batch's memory: buffer protocol, __array_interface__ and "
+        "DLPack (numpy.asarray, memoryview, torch.from_dlpack share it, no copy). "
+        "It keeps its batch alive.",
     .tp_dealloc = (destructor)Array_dealloc,
     .tp_as_buffer = &Array_buffer,
     .tp_methods = Array_methods,
@@ -1109,8 +1106,8 @@ static PyObject *mod_log(PyObject *m, PyObject *args) {
 
 static PyObject *mod_gen(PyObject *m, PyObject *args, PyObject *kw) {
   (void)m;
-  static char *kwlist[] = {"dir", "samples", "format", "size", "stdev", "jpeg", "classes",
-                           "samples_per_shard", "seed", "force", "quality", NULL};
+  static char *kwlist[] = {"dir",     "samples",           "format", "size",  "stdev",   "jpeg",
+                           "classes", "samples_per_shard", "seed",   "force", "quality", NULL};
   const char *dir, *format = "tfrecord";
   unsigned long long samples, size = 0, stdev = 0, per = 0, seed = 0;
   unsigned int classes = 0;
@@ -1119,19 +1116,24 @@ static PyObject *mod_gen(PyObject *m, PyObject *args, PyObject *kw) {
   if (!PyArg_ParseTupleAndKeywords(args, kw, "sK|$sKKOIKKpi:gen", kwlist, &dir, &samples, &format,
                                    &size, &stdev, &jpeg, &classes, &per, &seed, &force, &quality))
     return NULL;
-  struct stk_gen_opts g = {.dir = dir, .format = format, .samples = samples, .size_mean = size,
-                           .size_stdev = stdev, .classes = classes, .samples_per_shard = per,
-                           .seed = seed, .force = force, .quality = quality};
+  struct stk_gen_opts g = {.dir = dir,
+                           .format = format,
+                           .samples = samples,
+                           .size_mean = size,
+                           .size_stdev = stdev,
+                           .classes = classes,
+                           .samples_per_shard = per,
+                           .seed = seed,
+                           .force = force,
+                           .quality = quality};
   if (jpeg != Py_None &&
       !PyArg_ParseTuple(jpeg, "iiii;jpeg: expected (min_w, min_h, max_w, max_h)", &g.jpeg_min_w,
                         &g.jpeg_min_h, &g.jpeg_max_w, &g.jpeg_max_h))
     return NULL;
   char err[STK_ERRMSG_MAX] = "";
   int rc;
-  Py_BEGIN_ALLOW_THREADS
-  rc = stk_gen(&g, NULL, NULL, err);
-  Py_END_ALLOW_THREADS
-  log_drain();
+  Py_BEGIN_ALLOW_THREADS rc = stk_gen(&g, NULL, NULL, err);
+  Py_END_ALLOW_THREADS log_drain();
   if (rc) return raise_stk(rc, err);
   Py_RETURN_NONE;
 }
@@ -1148,9 +1150,15 @@ static PyMethodDef mod_methods[] = {
      "sides are drawn from jpeg=(min_w, min_h, max_w, max_h)."},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "stoker._stoker",
-                                    "libstoker's loader for Python (see the stoker package).", -1,
-                                    mod_methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT,
+                                    "stoker._stoker",
+                                    "libstoker's loader for Python (see the stoker package).",
+                                    -1,
+                                    mod_methods,
+                                    NULL,
+                                    NULL,
+                                    NULL,
+                                    NULL};
 
 PyMODINIT_FUNC PyInit__stoker(void) {
   if (PyType_Ready(&LoaderType) < 0 || PyType_Ready(&BatchType) < 0 || PyType_Ready(&ArrayType) < 0)
