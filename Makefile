@@ -16,7 +16,10 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # MPI (`stoker bench` across processes and hosts) is optional: found through
 # Open MPI's pkg-config file (Debian's libopenmpi-dev, which `make test`
 # installs); MPI=0 builds without it. Only src/bench/mpi.c sees mpi.h; the
-# flags are recorded so that a change (MPI installed) rebuilds it.
+# flags are recorded so that a change (MPI installed) rebuilds it. mpi.c is
+# not part of libstoker: it is its own small archive (libstoker-mpi.a) that
+# only the CLI and the test program link, so a program (or the Python
+# extension) linking libstoker never pulls in Open MPI.
 MPI ?= $(if $(shell pkg-config --exists ompi-c 2>/dev/null && echo 1),1,0)
 ifeq ($(MPI),1)
 MPI_CFLAGS := -DSTK_HAVE_MPI $(patsubst -I%,-isystem %,$(shell pkg-config --cflags ompi-c))
@@ -29,9 +32,10 @@ ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SAN)
 endif
-LDLIBS  += $(PKG_LIBS) $(MPI_LIBS) -lm -ldl -pthread
+LDLIBS  += $(PKG_LIBS) -lm -ldl -pthread
 
-LIB_SRC  := $(sort $(wildcard src/*/*.c))
+MPI_SRC  := src/bench/mpi.c
+LIB_SRC  := $(filter-out $(MPI_SRC),$(sort $(wildcard src/*/*.c)))
 CLI_SRC  := $(sort $(wildcard cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
@@ -40,12 +44,15 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
+MPI_OBJ  := $(MPI_SRC:%.c=$(BUILD)/obj/%.o)
 STATIC   := $(BUILD)/libstoker.a
+MPILIB   := $(BUILD)/libstoker-mpi.a
+SOVER    := 0
 SHARED   := $(BUILD)/libstoker.so
 CLI      := $(BUILD)/stoker
 TESTBIN  := $(BUILD)/stoker-test
 
-.PHONY: FORCE bench-build all deps test test-asan test-tsan check fuzz fuzz-build bench clean format
+.PHONY: FORCE bench-build all deps test test-c test-python test-python-asan test-asan test-tsan check fuzz fuzz-build bench clean format install python
 
 all: $(STATIC) $(SHARED) $(CLI)
 
@@ -68,15 +75,23 @@ $(BUILD)/obj/src/bench/mpi.o: $(MPI_STAMP)
 $(BUILD)/obj/src/bench/mpi.o: CFLAGS += $(MPI_CFLAGS)
 FORCE:
 
+# The library exports only its public API: everything under src/ is hidden
+# unless include/stoker/ marks it STK_EXPORT (include/stoker/export.h).
+$(BUILD)/obj/src/%.o: CFLAGS += -fvisibility=hidden
+
 $(STATIC): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(SHARED): $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(MPILIB): $(MPI_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
-$(CLI): $(CLI_OBJ) $(STATIC)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS)
+$(SHARED): $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libstoker.so.$(SOVER) -o $@ $^ $(LDLIBS)
+
+$(CLI): $(CLI_OBJ) $(MPILIB) $(STATIC)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(MPILIB) $(STATIC) $(LDLIBS) $(MPI_LIBS)
 
 # The test registry is generated from the TEST(name) lines of tests/*.c.
 $(BUILD)/tests_list.h: $(TEST_SRC)
@@ -86,8 +101,8 @@ $(BUILD)/tests_list.h: $(TEST_SRC)
 $(BUILD)/obj/tests/runner.o: $(BUILD)/tests_list.h
 $(BUILD)/obj/tests/runner.o: CFLAGS += -I$(BUILD)
 
-$(TESTBIN): $(TEST_OBJ) $(STATIC)
-	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(STATIC) $(LDLIBS)
+$(TESTBIN): $(TEST_OBJ) $(MPILIB) $(STATIC)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(MPILIB) $(STATIC) $(LDLIBS) $(MPI_LIBS)
 
 # The fake NVML the watch tests load in place of libnvidia-ml.so.1 (a
 # scenario file drives it: tests/tools/fakenvml/README.md).
@@ -97,13 +112,78 @@ $(FAKENVML): tests/tools/fakenvml/fakenvml.c
 	$(CC) -shared -fPIC -g -O1 $(WARN) -o $@ $<
 
 # Each test runs in its own process with a timeout; the last line is
-# "N passed, N failed[, N skipped]". T=pattern runs a subset.
+# "N passed, N failed[, N skipped]". T=pattern runs a subset; T=python runs
+# only the Python tests (pytest, python/tests), which a plain `make test`
+# runs after the C ones (not in sanitizer builds: the interpreter is not
+# instrumented). K=expr passes -k expr to pytest.
 # The test packages (Open MPI among them) go in before the build, which a
 # second make then sees.
 test:
 	@./scripts/install-deps test
-	@$(MAKE) --no-print-directory $(TESTBIN) $(CLI) $(FAKENVML)
+	@$(if $(filter python,$(T)),,$(MAKE) --no-print-directory test-c)
+	@$(if $(SAN),,$(if $(or $(filter python,$(T)),$(if $(T),,1)),$(MAKE) --no-print-directory test-python))
+
+test-c: $(TESTBIN) $(CLI) $(FAKENVML)
 	STOKER_BIN=$(abspath $(CLI)) STOKER_FAKE_NVML=$(abspath $(FAKENVML)) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 $(TESTBIN) $(T)
+
+# ---- installing ------------------------------------------------------------
+
+# make install PREFIX=/opt/stoker [DESTDIR=staging]: the library (static and
+# shared, with its soname link), the public headers, stoker.pc and the CLI.
+PREFIX  ?= /usr/local
+LIBDIR  ?= $(PREFIX)/lib
+INCDIR  ?= $(PREFIX)/include
+BINDIR  ?= $(PREFIX)/bin
+$(BUILD)/stoker.pc: stoker.pc.in Makefile
+	@mkdir -p $(BUILD)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' \
+	    -e 's|@VERSION@|$(shell sed -n 's/^#define STOKER_VERSION "\(.*\)"/\1/p' include/stoker/util.h)|g' \
+	    -e 's|@REQUIRES@|$(PKGS)|g' stoker.pc.in > $@
+$(BUILD)/stoker.pc: FORCE
+
+install: all $(BUILD)/stoker.pc
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/stoker $(DESTDIR)$(BINDIR)
+	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libstoker.a
+	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/libstoker.so.$(SOVER)
+	ln -sf libstoker.so.$(SOVER) $(DESTDIR)$(LIBDIR)/libstoker.so
+	install -m 644 include/stoker/*.h $(DESTDIR)$(INCDIR)/stoker/
+	install -m 644 $(BUILD)/stoker.pc $(DESTDIR)$(LIBDIR)/pkgconfig/stoker.pc
+	install -m 755 $(CLI) $(DESTDIR)$(BINDIR)/stoker
+
+# ---- the Python package ------------------------------------------------------
+
+# make python: a virtual environment (.venv) over Debian's python3 and its
+# packages (torch, numpy), with the stoker package built from python/
+# against build/libstoker.a, offline (no PyPI).
+VENV ?= .venv
+PYTHON_SRC := $(wildcard python/stoker/*.py python/stoker/*.pyi python/src/*.c python/src/*.h) \
+              python/setup.py python/pyproject.toml
+$(VENV)/.stoker-installed: $(STATIC) $(PYTHON_SRC)
+	@./scripts/install-deps python
+	test -x $(VENV)/bin/python || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	STOKER_ROOT=$(abspath .) STOKER_LIB=$(abspath $(STATIC)) $(VENV)/bin/pip install -q \
+	    --no-build-isolation --no-index ./python
+	@touch $@
+python: $(VENV)/.stoker-installed
+
+# The Python tests against an AddressSanitizer+UBSan build of the extension
+# and the library (build/asan), with the sanitizer runtime preloaded into
+# Debian's python3 (leak checks off: the interpreter keeps memory at exit).
+test-python-asan:
+	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 SAN=address,undefined build/asan/libstoker.a build/asan/stoker
+	rm -rf build/asan/python && mkdir -p build/asan/python
+	cp -r python/setup.py python/pyproject.toml python/src python/stoker build/asan/python/
+	cd build/asan/python && STOKER_ROOT=$(abspath .) STOKER_LIB=$(abspath build/asan/libstoker.a) \
+	    CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -O1" LDFLAGS="-fsanitize=address,undefined" \
+	    /usr/bin/python3 setup.py -q build_ext --inplace
+	cd python/tests && LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	    ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 PYTHONPATH=$(abspath build/asan/python) \
+	    STOKER_BIN=$(abspath build/asan/stoker) STOKER_ROOT=$(abspath .) \
+	    /usr/bin/python3 -m pytest -q -p no:cacheprovider -k 'not install and not gloo$(if $(K), and ($(K)))'
+
+test-python: python $(CLI)
+	cd python/tests && STOKER_BIN=$(abspath $(CLI)) STOKER_ROOT=$(abspath .) \
+	    $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider $(if $(K),-k '$(K)')
 
 # Sanitizer builds of the whole suite (address+undefined) and of the
 # concurrent tests (thread).

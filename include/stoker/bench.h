@@ -26,7 +26,7 @@ extern "C" {
  * cap bytes); keys it knows but does not emulate (checkpoint, ...) go to
  * `ignored` the same way. Returns 0, or STK_EFORMAT / STK_ENOENT / STK_ERANGE
  * with err naming the file, line and key. */
-int stk_workload_load_yaml(const char *path, struct stk_workload *w, char *unknown,
+STK_EXPORT int stk_workload_load_yaml(const char *path, struct stk_workload *w, char *unknown,
                            size_t unknown_cap, char *ignored, size_t ignored_cap, char *err);
 
 /* ---- the all-reduce model ----------------------------------------------- */
@@ -39,8 +39,8 @@ struct stk_network {
   double alpha_s;
 };
 /* Presets "nvlink4", "ib400", "roce100"; STK_ENOENT otherwise. */
-int stk_network_preset(const char *name, struct stk_network *out);
-double stk_allreduce_seconds(const struct stk_network *n, uint32_t p, double bytes);
+STK_EXPORT int stk_network_preset(const char *name, struct stk_network *out);
+STK_EXPORT double stk_allreduce_seconds(const struct stk_network *n, uint32_t p, double bytes);
 
 /* ---- a run ---------------------------------------------------------------- */
 
@@ -129,8 +129,8 @@ struct stk_bench_result {
  * a code with err set (invalid values, dataset too small for one batch per
  * accelerator, a loader failure naming file and offset). Free r with
  * stk_bench_result_free(). */
-int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, char *err);
-void stk_bench_result_free(struct stk_bench_result *r);
+STK_EXPORT int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, char *err);
+STK_EXPORT void stk_bench_result_free(struct stk_bench_result *r);
 
 /* ---- across processes and hosts (MPI) ------------------------------------ */
 
@@ -142,24 +142,24 @@ void stk_bench_result_free(struct stk_bench_result *r);
 struct stk_bench_mpi;
 
 /* Whether this build has MPI. */
-int stk_bench_mpi_built(void);
+STK_EXPORT int stk_bench_mpi_built(void);
 /* Whether mpirun started this process as one of several (Open MPI sets
  * OMPI_COMM_WORLD_SIZE); true in builds without MPI too, so they can refuse. */
-int stk_bench_mpi_launched(void);
+STK_EXPORT int stk_bench_mpi_launched(void);
 /* Join the job (MPI_Init). One per process; free with
  * stk_bench_mpi_finalize(). STK_ENOTSUP with err set in a build without MPI. */
-int stk_bench_mpi_init(struct stk_bench_mpi **out, char *err);
-void stk_bench_mpi_finalize(struct stk_bench_mpi *m);
-uint32_t stk_bench_mpi_rank(const struct stk_bench_mpi *m);
-uint32_t stk_bench_mpi_size(const struct stk_bench_mpi *m);
+STK_EXPORT int stk_bench_mpi_init(struct stk_bench_mpi **out, char *err);
+STK_EXPORT void stk_bench_mpi_finalize(struct stk_bench_mpi *m);
+STK_EXPORT uint32_t stk_bench_mpi_rank(const struct stk_bench_mpi *m);
+STK_EXPORT uint32_t stk_bench_mpi_size(const struct stk_bench_mpi *m);
 /* Whether this is the lowest rank on its host (it prepares node-local data). */
-int stk_bench_mpi_host_leader(const struct stk_bench_mpi *m);
+STK_EXPORT int stk_bench_mpi_host_leader(const struct stk_bench_mpi *m);
 /* The rank whose failure stopped the job, or -1: this process's own rank
  * when it failed itself, else the highest that failed. */
-int stk_bench_mpi_failed_rank(const struct stk_bench_mpi *m);
+STK_EXPORT int stk_bench_mpi_failed_rank(const struct stk_bench_mpi *m);
 
 /* Set o->rank, o->world and the global barrier for this job. */
-void stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o);
+STK_EXPORT void stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o);
 
 /* A check point: every process passes its status (0, STK_ECANCELED, or an
  * error code) and a fingerprint of what must be the same everywhere (the
@@ -167,7 +167,7 @@ void stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o);
  * code on every process, with err naming the rank: STK_EIO (a process
  * failed), STK_ECANCELED (one was interrupted), STK_EINVAL (fingerprints
  * differ). */
-int stk_bench_mpi_agree(struct stk_bench_mpi *m, int status, uint64_t fingerprint, char *err);
+STK_EXPORT int stk_bench_mpi_agree(struct stk_bench_mpi *m, int status, uint64_t fingerprint, char *err);
 
 /* After every process's stk_bench_run succeeded (check with
  * stk_bench_mpi_agree first): on rank 0, r becomes the job's result:
@@ -177,13 +177,13 @@ int stk_bench_mpi_agree(struct stk_bench_mpi *m, int status, uint64_t fingerprin
  * the longest; then AU, time split and verdict are recomputed. Other ranks'
  * r is left as it was. Returns 0, or the same code on every process with err
  * set (shapes differ, out of memory on rank 0). */
-int stk_bench_mpi_gather(struct stk_bench_mpi *m, const struct stk_bench_opts *o,
+STK_EXPORT int stk_bench_mpi_gather(struct stk_bench_mpi *m, const struct stk_bench_opts *o,
                          struct stk_bench_result *r, char *err);
 
 /* Reports. A gathered result (r->processes > 1) covers the whole job; one
  * process's own result is reported as its share (o->rank of o->world). */
-void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_result *r, FILE *f);
-void stk_bench_svg(const struct stk_bench_opts *o, const struct stk_bench_result *r, FILE *f);
+STK_EXPORT void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_result *r, FILE *f);
+STK_EXPORT void stk_bench_svg(const struct stk_bench_opts *o, const struct stk_bench_result *r, FILE *f);
 
 #ifdef __cplusplus
 }

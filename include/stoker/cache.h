@@ -68,7 +68,7 @@ struct stk_cache_stats {
 };
 
 /* Write the stats as a JSON object. */
-void stk_cache_stats_json(const struct stk_cache_stats *st, struct stk_json *j);
+STK_EXPORT void stk_cache_stats_json(const struct stk_cache_stats *st, struct stk_json *j);
 
 /* ---- managing a cache directory (stoker cache) ---------------------- */
 
@@ -84,16 +84,16 @@ struct stk_cache_dir_entry {
  * temporaries, free space, and the counters every process added. Refuses
  * (STK_ENOTSUP, with a sentence) a directory of a newer or foreign
  * format, and (STK_ENOENT) one that is not a stoker cache. */
-int stk_cache_dir_scan(const char *dir,
+STK_EXPORT int stk_cache_dir_scan(const char *dir,
                        int (*cb)(void *arg, const struct stk_cache_dir_entry *e), void *arg,
                        struct stk_cache_stats *totals, char *errmsg);
 /* Check every entry's size and checksum; corrupt or unreadable entries are
  * removed (they are re-staged on next use). *checked and *removed count. */
-int stk_cache_dir_verify(const char *dir, uint64_t *checked, uint64_t *removed,
+STK_EXPORT int stk_cache_dir_verify(const char *dir, uint64_t *checked, uint64_t *removed,
                          char *errmsg);
 /* Evict entries not in use, least recently used first, until the directory
  * holds at most keep_bytes (0 = remove all). *evicted counts entries. */
-int stk_cache_dir_evict(const char *dir, uint64_t keep_bytes, uint64_t *evicted,
+STK_EXPORT int stk_cache_dir_evict(const char *dir, uint64_t keep_bytes, uint64_t *evicted,
                         char *errmsg);
 
 /* ---- manifests ------------------------------------------------------ */
@@ -101,7 +101,7 @@ int stk_cache_dir_evict(const char *dir, uint64_t keep_bytes, uint64_t *evicted,
 /* Write DIR/stoker-manifest.json for the local dataset in dir (format NULL
  * = detect): per shard its name, bytes, samples, CRC32C and label, so that
  * a remote copy opens with one request. Written atomically. */
-int stk_manifest_write(const char *dir, const char *format, uint64_t *shards, char *errmsg);
+STK_EXPORT int stk_manifest_write(const char *dir, const char *format, uint64_t *shards, char *errmsg);
 
 #ifdef __cplusplus
 }

@@ -39,9 +39,9 @@ enum stk_doctor_fig {
 
 /* JSON key ("seq_read"), unit ("bytes/s") and title of figure i; static
  * strings, NULL for i out of range. */
-const char *stk_doctor_fig_key(int i);
-const char *stk_doctor_fig_unit(int i);
-const char *stk_doctor_fig_title(int i);
+STK_EXPORT const char *stk_doctor_fig_key(int i);
+STK_EXPORT const char *stk_doctor_fig_unit(int i);
+STK_EXPORT const char *stk_doctor_fig_title(int i);
 
 /* Bit of figure i in stk_doctor_opts.only. */
 #define STK_DOCTOR_BIT(i) (1u << (i))
@@ -117,22 +117,22 @@ struct stk_doctor_result {
  * STK_ENOENT when the directory does not exist, STK_ENOSPC when the file
  * does not fit, STK_EINVAL for a bad size or engine name, STK_ECANCELED when o->cancel
  * was set, or an I/O code when the scratch file cannot be written. */
-int stk_doctor_run(const struct stk_doctor_opts *o, struct stk_doctor_result *r, char *errmsg);
+STK_EXPORT int stk_doctor_run(const struct stk_doctor_opts *o, struct stk_doctor_result *r, char *errmsg);
 
 /* Fill *out with what the figures in r say about workload w: jpeg = 1
  * adds the JPEG-decode limit (cores * per-core rate over samples_per_s).
  * Pure arithmetic on r->fig and r->cores; used by stk_doctor_run and
  * usable on a result filled by hand. */
-void stk_doctor_feed(const struct stk_doctor_result *r, const struct stk_workload *w, int jpeg,
+STK_EXPORT void stk_doctor_feed(const struct stk_doctor_result *r, const struct stk_workload *w, int jpeg,
                      struct stk_doctor_feed *out);
 
 /* Print the figures and the feed table for people, in MiB/s and GiB/s. */
-void stk_doctor_print(const struct stk_doctor_result *r, FILE *f);
+STK_EXPORT void stk_doctor_print(const struct stk_doctor_result *r, FILE *f);
 
 /* Write every figure (invalid ones as null with their reason) and the feed
  * table as one JSON object to f. Returns 0, or STK_EIO when f reports a
  * write error. */
-int stk_doctor_write_json(const struct stk_doctor_result *r, FILE *f);
+STK_EXPORT int stk_doctor_write_json(const struct stk_doctor_result *r, FILE *f);
 
 #ifdef __cplusplus
 }

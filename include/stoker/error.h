@@ -4,6 +4,8 @@
 #ifndef STOKER_ERROR_H
 #define STOKER_ERROR_H
 
+#include "stoker/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -42,10 +44,10 @@ enum stk_errno {
 
 /* Message of an error code ("checksum mismatch"); never NULL, a static
  * string. Unknown codes give "unknown error". */
-const char *stk_strerror(int err);
+STK_EXPORT const char *stk_strerror(int err);
 
 /* Name of an error code ("STK_ECRC"); never NULL, a static string. */
-const char *stk_err_name(int err);
+STK_EXPORT const char *stk_err_name(int err);
 
 /* Size of the detail-string buffer that every handle keeps for its last
  * error (file, offset, cause). */

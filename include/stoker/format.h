@@ -55,11 +55,11 @@ struct stk_writer;
 /* One format backend. Hooks are documented in src/format/format_impl.h;
  * the table stk_formats[] lists them all, NULL-terminated. */
 struct stk_format_ops;
-extern const struct stk_format_ops *const stk_formats[];
+extern STK_EXPORT STK_EXPORT const struct stk_format_ops *const stk_formats[];
 
 /* Name, capability flags and description of a format by position in
  * stk_formats[]; returns STK_ENOENT past the end. */
-int stk_format_info(int i, const char **name, unsigned *caps, const char **desc);
+STK_EXPORT int stk_format_info(int i, const char **name, unsigned *caps, const char **desc);
 
 /* ---- reading --------------------------------------------------------- */
 
@@ -80,14 +80,14 @@ struct stk_dataset_opts {
  * On failure returns a code and, when errmsg is given, a sentence naming the
  * file and offset into errmsg (STK_ERRMSG_MAX bytes). *out is set only on
  * success; close it with stk_dataset_close(). */
-int stk_dataset_open(struct stk_dataset **out, const char *path,
+STK_EXPORT int stk_dataset_open(struct stk_dataset **out, const char *path,
                      const struct stk_dataset_opts *opts, char *errmsg);
-void stk_dataset_close(struct stk_dataset *ds);
+STK_EXPORT void stk_dataset_close(struct stk_dataset *ds);
 
-uint64_t stk_dataset_num_samples(const struct stk_dataset *ds);
-size_t stk_dataset_num_shards(const struct stk_dataset *ds);
-const char *stk_dataset_format(const struct stk_dataset *ds);
-unsigned stk_dataset_caps(const struct stk_dataset *ds);
+STK_EXPORT uint64_t stk_dataset_num_samples(const struct stk_dataset *ds);
+STK_EXPORT size_t stk_dataset_num_shards(const struct stk_dataset *ds);
+STK_EXPORT const char *stk_dataset_format(const struct stk_dataset *ds);
+STK_EXPORT unsigned stk_dataset_caps(const struct stk_dataset *ds);
 
 struct stk_shard_info {
   const char *path;    /* owned by the dataset */
@@ -95,30 +95,30 @@ struct stk_shard_info {
   uint64_t count;      /* samples in the shard */
   uint64_t bytes;      /* sum of the samples' byte ranges */
 };
-int stk_dataset_shard_info(const struct stk_dataset *ds, size_t i, struct stk_shard_info *out);
+STK_EXPORT int stk_dataset_shard_info(const struct stk_dataset *ds, size_t i, struct stk_shard_info *out);
 
 /* Stored bytes of sample n (its byte range in the shard) without reading
  * it; plain files are stat'ed. STK_ERANGE past the end. */
-int stk_dataset_sample_bytes(struct stk_dataset *ds, uint64_t n, uint64_t *bytes);
+STK_EXPORT int stk_dataset_sample_bytes(struct stk_dataset *ds, uint64_t n, uint64_t *bytes);
 
 /* Read sample n into *buf (grown with realloc as needed; the caller owns it
  * and frees it) and split it into *out, whose fields point into *buf.
  * verify != 0 checks every stored checksum. Errors name file and offset. */
-int stk_dataset_read(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **buf,
+STK_EXPORT int stk_dataset_read(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **buf,
                      size_t *cap, struct stk_sample *out);
 
 /* Datasets read through a cache (a URL, or a path with a cache directory):
  * stage every shard (`stoker cache warm`), calling progress after each;
  * STK_EINVAL for a dataset without a cache. */
-int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
+STK_EXPORT int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
                      void (*progress)(void *arg, size_t done, size_t total), void *arg,
                      char *errmsg);
 /* The cache's figures so far; STK_ENOENT when the dataset has no cache. */
 struct stk_cache_stats;
-int stk_dataset_cache_stats(const struct stk_dataset *ds, struct stk_cache_stats *st);
+STK_EXPORT int stk_dataset_cache_stats(const struct stk_dataset *ds, struct stk_cache_stats *st);
 
 /* Detail string of the dataset's last error; never NULL. */
-const char *stk_dataset_errmsg(const struct stk_dataset *ds);
+STK_EXPORT const char *stk_dataset_errmsg(const struct stk_dataset *ds);
 
 /* ---- writing --------------------------------------------------------- */
 
@@ -136,14 +136,14 @@ struct stk_writer_opts {
  * valid. Close with stk_writer_close(), which finishes the last shard and
  * any dataset-level index (MDS index.json); stk_writer_abort() removes
  * what was written instead. */
-int stk_writer_open(struct stk_writer **out, const struct stk_writer_opts *opts, char *errmsg);
+STK_EXPORT int stk_writer_open(struct stk_writer **out, const struct stk_writer_opts *opts, char *errmsg);
 /* Append one sample; the writer copies what it needs. */
-int stk_writer_add(struct stk_writer *w, const struct stk_sample *s);
-int stk_writer_close(struct stk_writer *w);
-void stk_writer_abort(struct stk_writer *w);
-const char *stk_writer_errmsg(const struct stk_writer *w);
+STK_EXPORT int stk_writer_add(struct stk_writer *w, const struct stk_sample *s);
+STK_EXPORT int stk_writer_close(struct stk_writer *w);
+STK_EXPORT void stk_writer_abort(struct stk_writer *w);
+STK_EXPORT const char *stk_writer_errmsg(const struct stk_writer *w);
 /* Bytes written so far (for progress and write-rate figures). */
-uint64_t stk_writer_bytes(const struct stk_writer *w);
+STK_EXPORT uint64_t stk_writer_bytes(const struct stk_writer *w);
 
 #ifdef __cplusplus
 }

@@ -47,7 +47,7 @@ typedef int (*stk_gen_progress_fn)(void *ctx, uint64_t done, uint64_t total, uin
 /* Write the dataset described by o into o->dir (created if missing). On
  * failure nothing is left behind and errmsg (STK_ERRMSG_MAX bytes, may be
  * NULL) holds a sentence; STK_EEXIST when dir holds files and force is 0. */
-int stk_gen(const struct stk_gen_opts *o, stk_gen_progress_fn progress, void *ctx,
+STK_EXPORT int stk_gen(const struct stk_gen_opts *o, stk_gen_progress_fn progress, void *ctx,
             char *errmsg);
 
 #ifdef __cplusplus

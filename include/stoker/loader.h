@@ -55,22 +55,22 @@ struct stk_sampler_opts {
 
 /* The sampler is usable on its own (tests, other loaders). It reads only
  * shard sample counts from ds. */
-int stk_sampler_open(struct stk_sampler **out, const struct stk_dataset *ds,
+STK_EXPORT int stk_sampler_open(struct stk_sampler **out, const struct stk_dataset *ds,
                      const struct stk_sampler_opts *opts);
-void stk_sampler_close(struct stk_sampler *s);
+STK_EXPORT void stk_sampler_close(struct stk_sampler *s);
 /* Next global sample number for this rank, or STK_EOF at the end of the
  * epoch. Advances the shared position by one round (world samples) each
  * time every rank would have taken one. */
-int stk_sampler_next(struct stk_sampler *s, uint64_t *sample);
+STK_EXPORT int stk_sampler_next(struct stk_sampler *s, uint64_t *sample);
 /* Start epoch e (position 0). */
-void stk_sampler_set_epoch(struct stk_sampler *s, uint64_t e);
+STK_EXPORT void stk_sampler_set_epoch(struct stk_sampler *s, uint64_t e);
 /* Samples this rank gets in the current epoch. */
-uint64_t stk_sampler_epoch_len(const struct stk_sampler *s);
+STK_EXPORT uint64_t stk_sampler_epoch_len(const struct stk_sampler *s);
 /* Save the state at a round boundary (after a whole batch of every rank). */
-void stk_sampler_save(const struct stk_sampler *s, struct stk_sampler_state *st);
+STK_EXPORT void stk_sampler_save(const struct stk_sampler *s, struct stk_sampler_state *st);
 /* Restore a saved state, possibly into a sampler of another world size;
  * STK_EINVAL if the seed differs or the position is past the epoch. */
-int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st);
+STK_EXPORT int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st);
 
 /* ---- decode ---------------------------------------------------------- */
 
@@ -105,7 +105,13 @@ struct stk_allocator {
 
 enum stk_on_error { STK_ON_ERROR_FAIL = 0, STK_ON_ERROR_SKIP };
 
+/* Programs built against this header and linked with a newer libstoker
+ * keep working: set the options with stk_loader_opts_init(), which records
+ * the size of the caller's struct in struct_size, and the library reads only
+ * that many bytes (fields added later take their defaults). A struct left
+ * zeroed (struct_size 0) is taken to be this header's. See docs/python.md. */
 struct stk_loader_opts {
+  size_t struct_size;     /* set by stk_loader_opts_init(); 0 = this header's */
   uint32_t batch_size;    /* samples per batch; 0 = 32 */
   uint32_t threads;       /* decode workers; 0 = number of cores */
   uint32_t epochs;        /* 0 = 1 */
@@ -146,28 +152,41 @@ struct stk_batch {
 
 struct stk_loader;
 
+/* Zero *o (every option its default) and record sizeof *o, so that a newer
+ * library knows which fields this program has. Use the macro. */
+#define stk_loader_opts_init(o) stk_loader_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_loader_opts_init_sized(struct stk_loader_opts *o, size_t size);
+
+/* Pinned (page-locked) batch buffers through the CUDA runtime, loaded at
+ * run time: fills *a with hooks over cudaHostAlloc/cudaFreeHost. Fails
+ * with STK_ENOTSUP and a sentence in errmsg when no libcudart or no device
+ * is found; the caller then goes on with ordinary memory. Release with
+ * stk_pinned_allocator_close() after the last loader using it is closed. */
+STK_EXPORT int stk_pinned_allocator_open(struct stk_allocator *a, char *errmsg);
+STK_EXPORT void stk_pinned_allocator_close(struct stk_allocator *a);
+
 /* Start the pipeline's threads on an open dataset (which must outlive the
  * loader). Returns 0, or a code with errmsg (if given) set. */
-int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
+STK_EXPORT int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
                     const struct stk_loader_opts *opts, char *errmsg);
 /* Block until the next batch is ready and hand it out. Returns 0, STK_EOF
  * after the last epoch, or the first pipeline error (with errmsg set; the
  * loader is then stopped). The batch stays valid until released. */
-int stk_loader_next(struct stk_loader *l, struct stk_batch **out);
+STK_EXPORT int stk_loader_next(struct stk_loader *l, struct stk_batch **out);
 /* Like stk_loader_next() but never blocks: STK_EAGAIN when the next batch
  * is not ready yet (nothing is counted then). */
-int stk_loader_try_next(struct stk_loader *l, struct stk_batch **out);
-void stk_batch_release(struct stk_loader *l, struct stk_batch *b);
+STK_EXPORT int stk_loader_try_next(struct stk_loader *l, struct stk_batch **out);
+STK_EXPORT void stk_batch_release(struct stk_loader *l, struct stk_batch *b);
 /* Stop the threads and free everything; unreleased batches die with it. */
-void stk_loader_close(struct stk_loader *l);
+STK_EXPORT void stk_loader_close(struct stk_loader *l);
 /* Ask the pipeline to stop soon; next() then returns STK_ECANCELED.
  * Safe from a signal handler's thread (only sets a flag). */
-void stk_loader_cancel(struct stk_loader *l);
-const char *stk_loader_errmsg(const struct stk_loader *l);
+STK_EXPORT void stk_loader_cancel(struct stk_loader *l);
+STK_EXPORT const char *stk_loader_errmsg(const struct stk_loader *l);
 /* Sampler state after the last batch handed out: save it to resume. */
-void stk_loader_state(const struct stk_loader *l, struct stk_sampler_state *st);
+STK_EXPORT void stk_loader_state(const struct stk_loader *l, struct stk_sampler_state *st);
 /* Name of the I/O engine in use ("io_uring" or "pread"). */
-const char *stk_loader_engine(const struct stk_loader *l);
+STK_EXPORT const char *stk_loader_engine(const struct stk_loader *l);
 
 /* ---- stats ----------------------------------------------------------- */
 
@@ -197,9 +216,9 @@ struct stk_loader_stats {
 };
 
 /* Snapshot the stats; safe while the pipeline runs. */
-void stk_loader_stats(struct stk_loader *l, struct stk_loader_stats *st);
+STK_EXPORT void stk_loader_stats(struct stk_loader *l, struct stk_loader_stats *st);
 /* Write the stats as a JSON object (the keys of struct stk_loader_stats). */
-void stk_loader_stats_json(const struct stk_loader_stats *st, struct stk_json *j);
+STK_EXPORT void stk_loader_stats_json(const struct stk_loader_stats *st, struct stk_json *j);
 
 #ifdef __cplusplus
 }

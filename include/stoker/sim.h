@@ -40,9 +40,9 @@ struct stk_sim_cluster_info {
 
 /* Load a node list; path "-" reads stdin. Malformed rows fail with
  * STK_EFORMAT and "FILE:LINE: cause"; an empty list with STK_EEMPTY. */
-int stk_sim_cluster_load(struct stk_sim_cluster **out, const char *path, char *errmsg);
-void stk_sim_cluster_free(struct stk_sim_cluster *c);
-void stk_sim_cluster_info(const struct stk_sim_cluster *c, struct stk_sim_cluster_info *info);
+STK_EXPORT int stk_sim_cluster_load(struct stk_sim_cluster **out, const char *path, char *errmsg);
+STK_EXPORT void stk_sim_cluster_free(struct stk_sim_cluster *c);
+STK_EXPORT void stk_sim_cluster_info(const struct stk_sim_cluster *c, struct stk_sim_cluster_info *info);
 
 /* ---- workload -------------------------------------------------------- */
 
@@ -67,20 +67,20 @@ struct stk_sim_workload_info {
 /* Stream a pod list in; the cluster resolves GPU-model constraints and
  * decides which pods could never fit, so the workload runs on that cluster
  * only, which must outlive it. */
-int stk_sim_workload_load(struct stk_sim_workload **out, const struct stk_sim_cluster *c,
+STK_EXPORT int stk_sim_workload_load(struct stk_sim_workload **out, const struct stk_sim_cluster *c,
                           const char *path, char *errmsg);
-void stk_sim_workload_free(struct stk_sim_workload *w);
-void stk_sim_workload_info(const struct stk_sim_workload *w, struct stk_sim_workload_info *info);
+STK_EXPORT void stk_sim_workload_free(struct stk_sim_workload *w);
+STK_EXPORT void stk_sim_workload_info(const struct stk_sim_workload *w, struct stk_sim_workload_info *info);
 
 /* ---- policies -------------------------------------------------------- */
 
 /* The placement policies, in table order: Random, DotProd, GpuClustering,
  * GpuPacking, BestFit, FGD. Index i < stk_sim_policy_count(). */
-size_t stk_sim_policy_count(void);
-const char *stk_sim_policy_name(size_t i);
-const char *stk_sim_policy_summary(size_t i);
+STK_EXPORT size_t stk_sim_policy_count(void);
+STK_EXPORT const char *stk_sim_policy_name(size_t i);
+STK_EXPORT const char *stk_sim_policy_summary(size_t i);
 /* Index of a policy by case-insensitive name, or STK_EINVAL. */
-int stk_sim_policy_find(const char *name);
+STK_EXPORT int stk_sim_policy_find(const char *name);
 
 /* ---- experiment mode ------------------------------------------------- */
 
@@ -110,12 +110,12 @@ struct stk_sim_result {
   double cpu_s;  /* CPU time of the simulating thread */
 };
 
-int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *w,
+STK_EXPORT int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *w,
                 const struct stk_sim_run_opts *opts, struct stk_sim_result *res, char *errmsg);
-void stk_sim_result_free(struct stk_sim_result *r);
+STK_EXPORT void stk_sim_result_free(struct stk_sim_result *r);
 /* Allocation at an arrived percentage (linear between whole percents, NAN
  * outside the curve). */
-double stk_sim_result_at(const struct stk_sim_result *r, double pct);
+STK_EXPORT double stk_sim_result_at(const struct stk_sim_result *r, double pct);
 
 /* Policies x seeds, run by a pool of threads. results receives a malloc'ed
  * array of npolicies * seeds results, policy-major, which the caller frees
@@ -132,10 +132,10 @@ struct stk_sim_experiment_opts {
   void *ctx;
   volatile int *cancel; /* set non-zero to stop after the runs in flight */
 };
-int stk_sim_experiment(const struct stk_sim_cluster *c, const struct stk_sim_workload *w,
+STK_EXPORT int stk_sim_experiment(const struct stk_sim_cluster *c, const struct stk_sim_workload *w,
                        const struct stk_sim_experiment_opts *opts, struct stk_sim_result **results,
                        size_t *nresults, char *errmsg);
-void stk_sim_results_free(struct stk_sim_result *r, size_t n);
+STK_EXPORT void stk_sim_results_free(struct stk_sim_result *r, size_t n);
 
 /* ---- replay mode ----------------------------------------------------- */
 
@@ -181,7 +181,7 @@ struct stk_sim_replay_result {
  * arrives at its creation time, waits in a FIFO queue while it fits
  * nowhere, and then runs for deletion - creation seconds. Rows need not be
  * sorted. */
-int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
+STK_EXPORT int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
                    const struct stk_sim_replay_opts *opts, struct stk_sim_replay_result *res,
                    char *errmsg);
 
@@ -190,19 +190,19 @@ int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
 /* Published allocation (% of GPUs) for a trace and policy at 100 or 130%
  * arrived, from the paper's artifact; NAN when unknown. trace is the pod
  * list's file name (a path is reduced to its base name). */
-double stk_sim_published(const char *trace, const char *policy, int at_pct);
+STK_EXPORT double stk_sim_published(const char *trace, const char *policy, int at_pct);
 
 /* The policy x seed table: mean allocation at 100% and 130% (or the run's
  * end when inflate is smaller), seeds, failures, and the published figure
  * where one is known for trace (may be NULL). */
-void stk_sim_write_table(FILE *f, const struct stk_sim_result *r, size_t n, const char *trace);
+STK_EXPORT void stk_sim_write_table(FILE *f, const struct stk_sim_result *r, size_t n, const char *trace);
 /* Everything in JSON: per policy means and per run curves. */
-void stk_sim_write_json(FILE *f, const struct stk_sim_result *r, size_t n, const char *trace);
+STK_EXPORT void stk_sim_write_json(FILE *f, const struct stk_sim_result *r, size_t n, const char *trace);
 /* One row per policy, seed and arrived percentage (seed "mean" for the
  * mean over seeds): policy,seed,arrived_pct,alloc_pct,frag_gpus,frag_ratio_pct. */
-void stk_sim_write_csv(FILE *f, const struct stk_sim_result *r, size_t n);
+STK_EXPORT void stk_sim_write_csv(FILE *f, const struct stk_sim_result *r, size_t n);
 /* Allocation curves, mean over seeds, one line per policy. */
-void stk_sim_write_svg(FILE *f, const struct stk_sim_result *r, size_t n, const char *title);
+STK_EXPORT void stk_sim_write_svg(FILE *f, const struct stk_sim_result *r, size_t n, const char *title);
 
 /* ---- jobs mode ------------------------------------------------------- */
 

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "stoker/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -16,16 +18,16 @@ extern "C" {
 #define STOKER_VERSION "0.1.0"
 
 /* Version string of the library ("0.1.0"); static. */
-const char *stk_version(void);
+STK_EXPORT const char *stk_version(void);
 
 /* ---- clocks ---------------------------------------------------------- */
 
 /* Monotonic time in nanoseconds (CLOCK_MONOTONIC). */
-uint64_t stk_now_ns(void);
+STK_EXPORT uint64_t stk_now_ns(void);
 /* CPU time consumed by the whole process, in nanoseconds. */
-uint64_t stk_cpu_ns(void);
+STK_EXPORT uint64_t stk_cpu_ns(void);
 /* Sleep for ns nanoseconds; resumes after signals. */
-void stk_sleep_ns(uint64_t ns);
+STK_EXPORT void stk_sleep_ns(uint64_t ns);
 
 /* ---- parsing and printing -------------------------------------------- */
 
@@ -33,13 +35,13 @@ void stk_sleep_ns(uint64_t ns);
  * 1024 for K/M/G/T with or without "iB"; powers of 1000 for "kB"/"MB"/"GB").
  * Returns 0 and sets *out, or STK_EINVAL for text that is not a size and
  * STK_ERANGE for one that does not fit in 64 bits. */
-int stk_parse_size(const char *s, uint64_t *out);
+STK_EXPORT int stk_parse_size(const char *s, uint64_t *out);
 /* Parse a whole decimal unsigned integer; same returns as stk_parse_size. */
-int stk_parse_u64(const char *s, uint64_t *out);
+STK_EXPORT int stk_parse_u64(const char *s, uint64_t *out);
 /* Parse a whole finite floating-point number; STK_EINVAL otherwise. */
-int stk_parse_double(const char *s, double *out);
+STK_EXPORT int stk_parse_double(const char *s, double *out);
 /* Print a byte count as "1.50 GiB" into buf (at least 16 bytes); returns buf. */
-char *stk_fmt_bytes(uint64_t bytes, char *buf, size_t n);
+STK_EXPORT char *stk_fmt_bytes(uint64_t bytes, char *buf, size_t n);
 
 /* ---- random numbers -------------------------------------------------- */
 
@@ -48,29 +50,29 @@ char *stk_fmt_bytes(uint64_t bytes, char *buf, size_t n);
 struct stk_rng {
   uint64_t s[4];
 };
-void stk_rng_seed(struct stk_rng *r, uint64_t seed);
-uint64_t stk_rng_next(struct stk_rng *r);
+STK_EXPORT void stk_rng_seed(struct stk_rng *r, uint64_t seed);
+STK_EXPORT uint64_t stk_rng_next(struct stk_rng *r);
 /* Fill buf with n bytes of the stream: exactly the bytes of repeated
  * stk_rng_next() calls, each stored little-endian (8 bytes a draw), the
  * last n % 8 bytes being the low bytes of one more draw. Much faster than
  * the calls (the state stays in registers). n may be 0; buf any alignment. */
-void stk_rng_fill(struct stk_rng *r, void *buf, size_t n);
+STK_EXPORT void stk_rng_fill(struct stk_rng *r, void *buf, size_t n);
 /* Uniform integer in [0, bound) without modulo bias; bound > 0. */
-uint64_t stk_rng_below(struct stk_rng *r, uint64_t bound);
+STK_EXPORT uint64_t stk_rng_below(struct stk_rng *r, uint64_t bound);
 /* Uniform double in [0, 1). */
-double stk_rng_double(struct stk_rng *r);
+STK_EXPORT double stk_rng_double(struct stk_rng *r);
 /* Standard normal deviate (Box-Muller). */
-double stk_rng_normal(struct stk_rng *r);
+STK_EXPORT double stk_rng_normal(struct stk_rng *r);
 /* Mix two 64-bit values into one well-spread seed (for per-epoch streams). */
-uint64_t stk_mix64(uint64_t a, uint64_t b);
+STK_EXPORT uint64_t stk_mix64(uint64_t a, uint64_t b);
 
 /* ---- CRC32C (Castagnoli) --------------------------------------------- */
 
 /* Extend crc over len bytes (start with crc = 0). Uses the SSE4.2 crc32
  * instruction when the CPU has it, a table otherwise; same result. */
-uint32_t stk_crc32c(uint32_t crc, const void *data, size_t len);
+STK_EXPORT uint32_t stk_crc32c(uint32_t crc, const void *data, size_t len);
 /* TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8. */
-uint32_t stk_crc32c_mask(uint32_t crc);
+STK_EXPORT uint32_t stk_crc32c_mask(uint32_t crc);
 
 /* ---- JSON writer ----------------------------------------------------- */
 
@@ -85,31 +87,39 @@ struct stk_json {
   unsigned char first[STK_JSON_MAX_DEPTH]; /* no member written yet at depth */
   int after_key;
 };
-void stk_json_init(struct stk_json *j, FILE *f, int indent);
-void stk_json_obj_begin(struct stk_json *j);
-void stk_json_obj_end(struct stk_json *j);
-void stk_json_arr_begin(struct stk_json *j);
-void stk_json_arr_end(struct stk_json *j);
-void stk_json_key(struct stk_json *j, const char *key);
-void stk_json_str(struct stk_json *j, const char *s);
-void stk_json_u64(struct stk_json *j, uint64_t v);
-void stk_json_i64(struct stk_json *j, int64_t v);
-void stk_json_dbl(struct stk_json *j, double v);
-void stk_json_bool(struct stk_json *j, int v);
-void stk_json_null(struct stk_json *j);
+STK_EXPORT void stk_json_init(struct stk_json *j, FILE *f, int indent);
+STK_EXPORT void stk_json_obj_begin(struct stk_json *j);
+STK_EXPORT void stk_json_obj_end(struct stk_json *j);
+STK_EXPORT void stk_json_arr_begin(struct stk_json *j);
+STK_EXPORT void stk_json_arr_end(struct stk_json *j);
+STK_EXPORT void stk_json_key(struct stk_json *j, const char *key);
+STK_EXPORT void stk_json_str(struct stk_json *j, const char *s);
+STK_EXPORT void stk_json_u64(struct stk_json *j, uint64_t v);
+STK_EXPORT void stk_json_i64(struct stk_json *j, int64_t v);
+STK_EXPORT void stk_json_dbl(struct stk_json *j, double v);
+STK_EXPORT void stk_json_bool(struct stk_json *j, int v);
+STK_EXPORT void stk_json_null(struct stk_json *j);
 /* Convenience: key followed by a value. */
-void stk_json_kstr(struct stk_json *j, const char *k, const char *s);
-void stk_json_ku64(struct stk_json *j, const char *k, uint64_t v);
-void stk_json_kdbl(struct stk_json *j, const char *k, double v);
+STK_EXPORT void stk_json_kstr(struct stk_json *j, const char *k, const char *s);
+STK_EXPORT void stk_json_ku64(struct stk_json *j, const char *k, uint64_t v);
+STK_EXPORT void stk_json_kdbl(struct stk_json *j, const char *k, double v);
 
 /* ---- logging --------------------------------------------------------- */
 
 enum stk_log_level { STK_LOG_ERROR, STK_LOG_WARN, STK_LOG_INFO, STK_LOG_DEBUG };
 /* The process-wide log level registry; initial level is WARN, or the value
  * of STOKER_LOG (error|warn|info|debug) at first use. */
-void stk_log_set_level(enum stk_log_level lvl);
-enum stk_log_level stk_log_get_level(void);
-void stk_log(enum stk_log_level lvl, const char *fmt, ...)
+STK_EXPORT void stk_log_set_level(enum stk_log_level lvl);
+STK_EXPORT enum stk_log_level stk_log_get_level(void);
+/* A host program's log sink in place of stderr (the Python binding routes
+ * it to the logging module). fn gets the level and the message (one line,
+ * without the "stoker: level: " prefix or a newline) for every message at
+ * or above the level; it may be called from any of the library's threads,
+ * several at once, so it must be thread-safe and must not call back into
+ * the loader. fn NULL restores stderr. Set it before opening loaders. */
+typedef void (*stk_log_fn)(void *ctx, enum stk_log_level lvl, const char *msg);
+STK_EXPORT void stk_log_set_callback(stk_log_fn fn, void *ctx);
+STK_EXPORT void stk_log(enum stk_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 #ifdef __cplusplus

@@ -34,10 +34,10 @@ struct stk_workload {
 /* Fill *out with a built-in preset: name "unet3d", "resnet50" or
  * "cosmoflow"; accel "a100", "h100" (and "b200" for unet3d); NULL accel
  * means h100. STK_ENOENT for an unknown pair. */
-int stk_workload_preset(const char *name, const char *accel, struct stk_workload *out);
+STK_EXPORT int stk_workload_preset(const char *name, const char *accel, struct stk_workload *out);
 
 /* Preset by position, for listings: STK_ENOENT past the end. */
-int stk_workload_preset_at(int i, struct stk_workload *out);
+STK_EXPORT int stk_workload_preset_at(int i, struct stk_workload *out);
 
 #ifdef __cplusplus
 }

@@ -28,4 +28,8 @@ int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
 /* Stop the thread and unpin every shard in the window; NULL is a no-op. */
 void stk__lookahead_stop(struct stk__lookahead *la);
 
+/* Copy a caller's options into the library's struct (opts.c): only the
+ * caller's struct_size bytes (0 = all), the rest zero (defaults). */
+void stk__loader_opts_copy(struct stk_loader_opts *dst, const struct stk_loader_opts *src);
+
 #endif

@@ -924,7 +924,7 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
   struct stk_loader *l = calloc(1, sizeof *l);
   if (!l) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
   l->ds = ds;
-  if (opts) l->o = *opts;
+  if (opts) stk__loader_opts_copy(&l->o, opts); /* an older caller's struct may be shorter */
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->cv_free, NULL);
   pthread_cond_init(&l->cv_ready, NULL);

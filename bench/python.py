@@ -1,0 +1,218 @@
+#!/usr/bin/python3
+"""Python binding benchmarks, each a ratio measured in one run:
+
+P1  the ResNet-50 input pipeline: labelled JPEGs in class folders,
+    RandomResizedCrop 224 + flip, u8 CHW tensors and labels, batch 64.
+    stoker.torch against torch's DataLoader with torchvision's ImageFolder
+    and transforms at num_workers 0, 1, 2, 4, 8. samples/s and CPU-seconds
+    per 1000 samples (this process and its worker processes).
+P2  binding overhead: raw 128 KiB records through Python (each batch
+    touched) against `stoker feed` (the C loader) on the same data.
+P3  a real loop: a small CNN on CPU fed by each loader; the share of step
+    time spent waiting for input, from the loader's own stats (stoker) and
+    a wall-clock split (both).
+
+Prints a table and writes bench/results/python.json. Figures taken on a
+shared machine are preliminary: the load average is recorded beside them."""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import NCORES, STK, warm, files_of  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import stoker  # noqa: E402
+import stoker.torch as st  # noqa: E402
+
+
+def cpu_s(children=True):
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    t = s.ru_utime + s.ru_stime
+    if children:
+        c = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t += c.ru_utime + c.ru_stime
+    return t
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def dataset(dirname, **kw):
+    d = os.path.join(tempfile.gettempdir(), dirname)
+    if not os.path.exists(os.path.join(d, ".done")):
+        stoker.gen(d, force=True, **kw)
+        open(os.path.join(d, ".done"), "w").close()
+    return d
+
+
+# ---- P1 ---------------------------------------------------------------------
+
+def p1_torch(root, workers, samples):
+    import torchvision.datasets as tvd
+    import torchvision.transforms as T
+    tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
+    ds = tvd.ImageFolder(root, transform=tf)
+    dl = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers,
+                                     drop_last=True)
+    c0, t0, n = cpu_s(), time.perf_counter(), 0
+    it = iter(dl)
+    while n < samples:
+        try:
+            x, y = next(it)
+        except StopIteration:
+            it = iter(dl)
+            continue
+        assert x.dtype == torch.uint8 and x.shape[1:] == (3, 224, 224)
+        n += x.shape[0]
+    del it  # workers exit (and are reaped) before the CPU is read
+    wall = time.perf_counter() - t0
+    return {"samples": n, "samples_per_s": n / wall, "cpu_s_per_1000": (cpu_s() - c0) / n * 1000}
+
+
+def p1_stoker(root, samples):
+    ds = st.loader(root, 64, decode="jpeg", layout="chw", format="files", seed=1,
+                   drop_last=True, rank=0, world_size=1)
+    c0, t0, n = cpu_s(), time.perf_counter(), 0
+    while n < samples:
+        for x, y in ds:
+            assert x.dtype == torch.uint8 and x.shape[1:] == (3, 224, 224)
+            n += x.shape[0]
+            if n >= samples:
+                break
+    wall = time.perf_counter() - t0
+    return {"samples": n, "samples_per_s": n / wall, "cpu_s_per_1000": (cpu_s() - c0) / n * 1000}
+
+
+# ---- P2 ---------------------------------------------------------------------
+
+def p2(src, epochs, rounds=3):
+    """Best of `rounds` interleaved runs of each (the machine is shared)."""
+    warm(files_of(src))
+    c_rates, py_rates, n = [], [], 0
+    for _ in range(rounds):
+        out = subprocess.run([STK, "feed", src, "--batch", "64", "--epochs", str(epochs), "--json",
+                              "-q"], check=True, capture_output=True, text=True).stdout
+        c_rates.append(json.loads(out)["stats"]["samples_per_s"])
+        t0, n, touched = time.perf_counter(), 0, 0
+        with stoker.Loader(src, 64, epochs=epochs) as ld:
+            for b in ld:
+                t = torch.from_dlpack(b.data)
+                touched += int(t[::4096].sum())  # one byte of every page
+                n += len(b)
+                del t, b
+        py_rates.append(n / (time.perf_counter() - t0))
+    return {"c_samples_per_s": max(c_rates), "py_samples_per_s": max(py_rates),
+            "ratio": max(py_rates) / max(c_rates), "samples": n, "c_runs": c_rates,
+            "py_runs": py_rates}
+
+
+# ---- P3 ---------------------------------------------------------------------
+
+def small_cnn():
+    import torch.nn as nn
+    return nn.Sequential(nn.Conv2d(3, 16, 7, stride=4, padding=3), nn.ReLU(),
+                         nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+
+
+def train_loop(batches, steps):
+    torch.manual_seed(0)
+    model = small_cnn()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    wait = step = 0.0
+    it = iter(batches)
+    x, y = next(it)  # the first batch (start-up) is not counted
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        try:
+            x, y = next(it)
+        except StopIteration:
+            it = iter(batches)
+            x, y = next(it)
+        t1 = time.perf_counter()
+        loss = torch.nn.functional.cross_entropy(model(x.float().div_(255)), y.long() % 10)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        wait += t1 - t0
+        step += time.perf_counter() - t1
+    del it
+    return {"steps": steps, "wait_share": wait / (wait + step), "step_s": (wait + step) / steps}
+
+
+def p3(root, steps, workers):
+    import torchvision.datasets as tvd
+    import torchvision.transforms as T
+    tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
+    dl = torch.utils.data.DataLoader(tvd.ImageFolder(root, transform=tf), batch_size=64,
+                                     shuffle=True, num_workers=workers, drop_last=True)
+    out = {"dataloader": train_loop(dl, steps)}
+    out["dataloader"]["num_workers"] = workers
+    ds = st.loader(root, 64, decode="jpeg", layout="chw", format="files", seed=1, drop_last=True,
+                   rank=0, world_size=1)
+    r = train_loop(ds, steps)
+    s = ds.stats()
+    r["stoker_stats_wait_share"] = s["consumer_wait_s"] / max(s["wall_s"], 1e-9)
+    r["verdict"] = stoker.format_report(s)[1]
+    out["stoker"] = r
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=int(os.environ.get("SAMPLES", "768")))
+    ap.add_argument("--workers", default="0,1,2,4,8")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--only", default="P1,P2,P3")
+    a = ap.parse_args()
+    res = {"load_before": loadavg(), "cores": NCORES, "torch": torch.__version__}
+    jpegs = dataset("stoker-bench-p1", samples=2048, format="files", jpeg=(400, 300, 500, 400),
+                    classes=10, seed=1)
+    warm(files_of(jpegs))
+    if "P1" in a.only:
+        rows = {}
+        for w in [int(x) for x in a.workers.split(",")]:
+            rows[f"dataloader_w{w}"] = p1_torch(jpegs, w, a.samples)
+            print(f"P1 DataLoader num_workers={w}: {rows[f'dataloader_w{w}']['samples_per_s']:.0f} samples/s, "
+                  f"{rows[f'dataloader_w{w}']['cpu_s_per_1000']:.1f} CPU-s/1000", flush=True)
+        rows["stoker"] = p1_stoker(jpegs, a.samples)
+        best = max((v for k, v in rows.items() if k.startswith("dataloader")),
+                   key=lambda v: v["samples_per_s"])
+        rows["speedup_vs_best"] = rows["stoker"]["samples_per_s"] / best["samples_per_s"]
+        rows["cpu_ratio_vs_best"] = rows["stoker"]["cpu_s_per_1000"] / best["cpu_s_per_1000"]
+        print(f"P1 stoker.torch: {rows['stoker']['samples_per_s']:.0f} samples/s, "
+              f"{rows['stoker']['cpu_s_per_1000']:.1f} CPU-s/1000; {rows['speedup_vs_best']:.2f}x the "
+              f"best DataLoader, {rows['cpu_ratio_vs_best']:.2f}x its CPU per sample", flush=True)
+        res["P1"] = rows
+    if "P2" in a.only:
+        raw = dataset("stoker-bench-p2", samples=1536, format="tfrecord", size=128 << 10,
+                      samples_per_shard=256, seed=2)
+        res["P2"] = p2(raw, 3)
+        print(f"P2 raw 128 KiB: C loader {res['P2']['c_samples_per_s']:.0f} samples/s, Python "
+              f"{res['P2']['py_samples_per_s']:.0f} samples/s: ratio {res['P2']['ratio']:.2f}", flush=True)
+    if "P3" in a.only:
+        res["P3"] = p3(jpegs, a.steps, 2)
+        for k, v in res["P3"].items():
+            extra = (f", stoker's own stats: {v['stoker_stats_wait_share'] * 100:.1f}% waiting"
+                     if k == "stoker" else f" (num_workers={v['num_workers']})")
+            print(f"P3 {k}: {v['step_s'] * 1000:.0f} ms/step, wall-clock split: "
+                  f"{v['wait_share'] * 100:.1f}% waiting for input{extra}", flush=True)
+        print(f"P3 stoker verdict: {res['P3']['stoker']['verdict']}")
+    res["load_after"] = loadavg()
+    print(f"load average before/after: {res['load_before']} / {res['load_after']} on {NCORES} cores")
+    os.makedirs("bench/results", exist_ok=True)
+    with open("bench/results/python.json", "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,432 @@
+"""stoker: libstoker's data loader for Python.
+
+    import stoker
+    with stoker.Loader("data/train", batch_size=256, decode="jpeg", layout="chw",
+                       shuffle=True, seed=1, epochs=90) as loader:
+        for batch in loader:
+            x = torch.from_dlpack(batch.data)      # no copy: the loader's memory
+            y = torch.from_dlpack(batch.labels)
+            ...
+        loader.report()                            # stage table and what the loop waited for
+
+Batches are zero-copy: a batch's memory goes back to the loader's pool only
+when the batch and every view of it (numpy arrays, memoryviews, torch
+tensors) are gone, so a tensor kept after the loop moved on still holds its
+data. stoker.torch wraps the loader as a torch IterableDataset with
+rank/world-size sharding and state_dict() resume. docs/python.md is the
+full reference.
+"""
+import json
+import logging
+import threading
+import warnings
+
+from . import _stoker
+from ._stoker import Array, Batch, gen
+
+__all__ = ["Loader", "Batch", "Array", "Error", "gen", "version", "set_log_level"]
+__version__ = _stoker.version
+version = _stoker.version
+
+_log = logging.getLogger("stoker")
+
+# ---- errors -------------------------------------------------------------------
+
+
+class Error(Exception):
+    """A libstoker error. code is the C code (e.g. -7), name its C name
+    ("STK_ECRC"), detail the library's sentence (file, offset, cause)."""
+
+    code = 0
+    name = "STK_ERROR"
+
+    def __init__(self, code=None, detail=""):
+        if code is not None:
+            self.code = code
+        self.detail = detail
+        super().__init__(detail or self.__class__.__doc__)
+
+    def __reduce__(self):
+        return (self.__class__, (self.code, self.detail))
+
+
+# Python names of the C codes (the table is libstoker's own: _errors()).
+_CLASS_NAMES = {
+    "STK_EINVAL": "InvalidArgumentError", "STK_ENOMEM": "OutOfMemoryError",
+    "STK_EIO": "InputOutputError", "STK_ENOENT": "NotFoundError",
+    "STK_EACCES": "PermissionDeniedError", "STK_EFORMAT": "FormatError",
+    "STK_ECRC": "ChecksumError", "STK_ETRUNC": "TruncatedError", "STK_ERANGE": "RangeError",
+    "STK_EEMPTY": "EmptyDatasetError", "STK_ENOTSUP": "NotSupportedError",
+    "STK_EOF": "EndOfDataError", "STK_ECANCELED": "CanceledError",
+    "STK_ETIMEDOUT": "TimedOutError", "STK_EDECODE": "DecodeError",
+    "STK_ENOSPC": "NoSpaceError", "STK_EEXIST": "ExistsError", "STK_EUSAGE": "UsageError",
+    "STK_EBUSY": "BusyError", "STK_ESYS": "SystemCallError", "STK_EAGAIN": "NotReadyError",
+    "STK_ENET": "NetworkError",
+}
+_classes = {}
+for _code, (_cname, _msg) in sorted(_stoker._errors().items(), reverse=True):
+    _pyname = _CLASS_NAMES.get(_cname) or (_cname[5:].capitalize() + "Error")
+    _cls = type(_pyname, (Error,), {"__doc__": f"{_cname}: {_msg}.", "code": _code,
+                                    "name": _cname, "__module__": __name__})
+    globals()[_pyname] = _cls
+    __all__.append(_pyname)
+    _classes[_code] = _cls
+del _code, _cname, _msg, _pyname, _cls
+
+_LEVELS = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO,
+           "debug": logging.DEBUG}
+
+
+def _log_sink(level, msg):
+    _log.log(_LEVELS.get(level, logging.WARNING), "%s", msg)
+
+
+_stoker._register(Error, _classes, _log_sink, threading.main_thread().ident)
+
+
+def set_log_level(level):
+    """Level of libstoker's own messages ("error", "warning", "info", "debug", or a
+    logging level number); they go to the logging module's "stoker" logger."""
+    if isinstance(level, int) and not isinstance(level, bool):
+        lv = 0 if level >= logging.ERROR else 1 if level >= logging.WARNING else \
+            2 if level >= logging.INFO else 3
+    elif isinstance(level, str) and level.lower() in ("error", "warning", "warn", "info", "debug"):
+        lv = {"error": 0, "warning": 1, "warn": 1, "info": 2, "debug": 3}[level.lower()]
+    else:
+        raise ValueError(f"level: expected error, warning, info, debug or a logging level, not {level!r}")
+    _stoker._set_log_level(lv)
+
+
+# ---- argument checking ----------------------------------------------------------
+
+_SIZE_UNITS = {"": 1, "k": 1024, "kib": 1024, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30,
+               "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40, "kb": 1000, "mb": 10**6,
+               "gb": 10**9, "tb": 10**12}
+
+
+def _int(name, v, lo=0, hi=(1 << 64) - 1, none_ok=True):
+    if v is None and none_ok:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name}: expected an int, not {type(v).__name__}")
+    if v < lo or v > hi:
+        raise ValueError(f"{name}: {v} is out of range [{lo}, {hi}]")
+    return v
+
+
+def _bool(name, v):
+    if not isinstance(v, bool) and v not in (0, 1):
+        raise TypeError(f"{name}: expected a bool, not {type(v).__name__}")
+    return int(bool(v))
+
+
+def _size(name, v):
+    """Bytes: an int, or a string like "64MiB" (the CLI's sizes)."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        s = v.strip().lower()
+        num = s.rstrip("abcdefghijklmnopqrstuvwxyz")
+        unit = s[len(num):].strip()
+        try:
+            x = float(num)
+        except ValueError:
+            raise ValueError(f"{name}: {v!r} is not a size (e.g. 4096, 64MiB, 1GiB)") from None
+        if unit not in _SIZE_UNITS or x < 0:
+            raise ValueError(f"{name}: {v!r} is not a size (e.g. 4096, 64MiB, 1GiB)")
+        return int(x * _SIZE_UNITS[unit])
+    return _int(name, v)
+
+
+def _choice(name, v, choices):
+    if not isinstance(v, str):
+        raise TypeError(f"{name}: expected one of {', '.join(choices)}, not {type(v).__name__}")
+    if v not in choices:
+        raise ValueError(f"{name}: expected one of {', '.join(choices)}, not {v!r}")
+    return choices.index(v)
+
+
+def _pair(name, v, kind=float):
+    if not isinstance(v, (tuple, list)) or len(v) != 2:
+        raise TypeError(f"{name}: expected a pair (a, b)")
+    try:
+        return kind(v[0]), kind(v[1])
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected two numbers") from None
+
+
+def _str(name, v):
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise TypeError(f"{name}: expected a str, not {type(v).__name__}")
+    if "\0" in v:
+        raise ValueError(f"{name}: embedded NUL character")
+    return v
+
+
+def _source(v):
+    import os
+    if isinstance(v, os.PathLike):
+        v = os.fspath(v)
+    if isinstance(v, bytes):
+        v = os.fsdecode(v)
+    if not isinstance(v, str):
+        raise TypeError(f"source: expected a path, URL or pattern (str or os.PathLike), "
+                        f"not {type(v).__name__}")
+    if not v or "\0" in v:
+        raise ValueError("source: empty or contains a NUL character")
+    return v
+
+
+_pin_warned = False
+
+
+class Loader(_stoker.Loader):
+    """Loader(source, batch_size=64, *, shuffle=True, seed=0, epochs=1, ...)
+
+    Stream batches of the dataset at source through libstoker's pipeline
+    (sampler -> reads -> decode workers -> batches -> prefetch ring).
+
+    source: a directory of shards, one shard file, an MDS directory, a URL
+      (file://, http(s)://, s3://bucket/prefix; read through the shard
+      cache) or a WebDataset-style pattern, exactly as `stoker feed` takes it.
+
+    Pipeline:
+      batch_size=64       samples per batch
+      threads=0           decode workers (0: number of cores)
+      epochs=1            epochs to run
+      drop_last=False     drop the final partial batch of each epoch
+      epoch_samples=0     use only this many of this rank's samples per epoch (0: all)
+    Sampling:
+      shuffle=True        True/"auto" (global for random-access formats, else block),
+                          False/"none", "global", "block"
+      seed=0              shuffle and augmentation seed
+      window=4096         block-shuffle window in samples
+      rank=0, world=1     read rank's share of world ranks
+      resume=None         a state from state() / state_dict() to continue from
+    Decode:
+      decode="raw"        "raw", "jpeg" or "npy"
+      field=None          field to decode (default: the first of each sample)
+      size=224            JPEG output size: int or (height, width)
+      dtype="u8"          "u8" or "f32" (normalized by mean/std)
+      layout="hwc"        "hwc" or "chw"
+      eval=False          center crop instead of random resized crop + flip
+      scale=(0.08, 1.0)   random-resized-crop area range
+      ratio=(3/4, 4/3)    random-resized-crop aspect range
+      mean, std           per-channel, in 0..255 units (default ImageNet's)
+    I/O and memory:
+      format=None         "tfrecord", "wds", "npy", "npz", "mds", "files" (None: detect)
+      index_threads=0     threads building shard indexes at open (0: number of cores)
+      engine="auto"       "auto", "io_uring" or "pread"
+      direct=False        O_DIRECT reads
+      verify=True         check stored checksums
+      on_error="fail"     "fail" or "skip" bad samples (skipped ones are counted)
+      prefetch=2          initial ring depth in batches
+      prefetch_max=16     depth the ring may grow to
+      mem_cap="1GiB"      cap on batch-buffer bytes
+      inflight="64MiB"    bytes of reads in flight
+      io_depth=64         read requests in flight
+      pin_memory=False    page-locked batch buffers (CUDA runtime, loaded at run
+                          time); without a GPU it warns once and goes on
+    Cache (URLs, or a path staged through a disk tier):
+      cache_dir, cache_size, ram_cache_size, cache_min_free, cache_prefetch
+      (size, or "off"), fetchers, cache_no_fsync, s3_endpoint, s3_region,
+      s3_profile, s3_addressing ("auto", "path", "virtual"), connect_timeout_s,
+      retry_max_s
+
+    Iterate it for Batch objects (or use next()); it is a context manager;
+    close() stops it. stats() gives the per-stage figures, report() prints
+    them with a verdict on what the loop waited for. Errors raise subclasses
+    of stoker.Error carrying the library's message (file, offset, cause).
+    """
+
+    def __init__(self, source, batch_size=64, **options):
+        src, opts = _options(source, batch_size, **options)
+        self.source = src
+        self.batch_size = opts["batch_size"]
+        self.options = opts
+        super().__init__(src, opts)
+        if self._pin_error:
+            global _pin_warned
+            if not _pin_warned:
+                _pin_warned = True
+                warnings.warn(f"stoker: pin_memory=True but batches stay in pageable memory: "
+                              f"{self._pin_error}", RuntimeWarning, stacklevel=2)
+
+    def __repr__(self):
+        state = "closed" if self.closed else "open"
+        return f"<stoker.Loader {self.source!r} batch_size={self.batch_size} {state}>"
+
+    def state(self):
+        """Where the loader stands after the last batch handed out, as
+        {"seed", "epoch", "position"}: pass it as resume= to continue with
+        exactly the remaining samples (any world size)."""
+        seed, epoch, position = self._state()
+        return {"seed": seed, "epoch": epoch, "position": position}
+
+    def dataset_info(self):
+        """{"samples", "shards", "format"} of the open dataset."""
+        return self._dataset_info()
+
+    def stats(self):
+        """The per-stage stats as a dict, with the keys of the C JSON
+        (stoker feed --json): wall_ns, batches, samples, consumer_wait_ns,
+        stages (read, decode, batch, ring: busy/wait_in/wait_out ns, items,
+        bytes, threads), ring depth, memory, cache figures."""
+        return json.loads(self._stats_json())
+
+    def report(self, file=None):
+        """Print the stage table and a one-line verdict on what the loop
+        waited for (to file, default stdout); returns the verdict."""
+        import sys
+        text, verdict = format_report(self.stats())
+        print(text, file=file or sys.stdout)
+        return verdict
+
+
+def _options(source, batch_size=64, *, shuffle=True, seed=0, epochs=1,
+             drop_last=False, epoch_samples=0, threads=0, window=0, rank=0, world=1,
+             resume=None, decode="raw", field=None, size=224, dtype="u8", layout="hwc",
+             eval=False, scale=None, ratio=None, mean=None, std=None, format=None,
+             engine="auto", direct=False, verify=True, on_error="fail", prefetch=0,
+             prefetch_max=0, mem_cap=0, inflight=0, io_depth=0, pin_memory=False,
+             index_threads=0, cache_dir=None, cache_size=None, ram_cache_size=None,
+             cache_min_free=None, cache_prefetch=None, fetchers=None, cache_no_fsync=False,
+             s3_endpoint=None, s3_region=None, s3_profile=None, s3_addressing="auto",
+             connect_timeout_s=None, retry_max_s=None):
+    src = _source(source)
+    o = {}
+    o["batch_size"] = _int("batch_size", batch_size, 1, 1 << 24, none_ok=False)
+    o["threads"] = _int("threads", threads, 0, 4096)
+    o["epochs"] = _int("epochs", epochs, 1, 1 << 31)
+    o["drop_last"] = _bool("drop_last", drop_last)
+    o["epoch_samples"] = _int("epoch_samples", epoch_samples)
+    if isinstance(shuffle, bool):
+        o["shuffle"] = 0 if shuffle else 1
+    else:
+        o["shuffle"] = _choice("shuffle", shuffle, ["auto", "none", "global", "block"])
+    o["seed"] = _int("seed", seed)
+    o["window"] = _int("window", window)
+    o["rank"] = _int("rank", rank, 0, (1 << 32) - 1)
+    o["world"] = _int("world", world, 1, (1 << 32) - 1)
+    if o["rank"] >= o["world"]:
+        raise ValueError(f"rank: {rank} is not below world ({world})")
+    if resume is not None:
+        o["resume"] = _resume_tuple(resume)
+    o["decode"] = _choice("decode", decode, ["raw", "jpeg", "npy"])
+    o["field"] = _str("field", field)
+    if isinstance(size, (tuple, list)):
+        h, w = _pair("size", size, int)
+    else:
+        h = w = _int("size", size, 1, 1 << 14, none_ok=False)
+    if not (0 < h <= 1 << 14 and 0 < w <= 1 << 14):
+        raise ValueError(f"size: {size!r} is out of range")
+    o["out_h"], o["out_w"] = h, w
+    o["dtype"] = _choice("dtype", dtype, ["u8", "f32"])
+    o["layout"] = _choice("layout", layout, ["hwc", "chw"])
+    o["train"] = 0 if _bool("eval", eval) else 1
+    if scale is not None:
+        o["scale_min"], o["scale_max"] = _pair("scale", scale)
+        if not 0 < o["scale_min"] <= o["scale_max"] <= 1:
+            raise ValueError(f"scale: {scale!r} is not 0 < min <= max <= 1")
+    if ratio is not None:
+        o["ratio_min"], o["ratio_max"] = _pair("ratio", ratio)
+        if not 0 < o["ratio_min"] <= o["ratio_max"]:
+            raise ValueError(f"ratio: {ratio!r} is not 0 < min <= max")
+    for nm, v in (("mean", mean), ("std", std)):
+        if v is None:
+            continue
+        if not isinstance(v, (tuple, list)) or len(v) != 3:
+            raise TypeError(f"{nm}: expected three numbers (one per channel)")
+        for i, x in enumerate(v):
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise TypeError(f"{nm}: expected three numbers (one per channel)")
+            if nm == "std" and x <= 0:
+                raise ValueError("std: every value must be > 0")
+            o[f"{nm}{i}"] = float(x)
+    o["format"] = _str("format", format)
+    _choice("engine", engine, ["auto", "io_uring", "pread"])
+    o["engine"] = engine
+    o["direct"] = _bool("direct", direct)
+    o["skip_verify"] = 0 if _bool("verify", verify) else 1
+    o["on_error"] = _choice("on_error", on_error, ["fail", "skip"])
+    o["prefetch"] = _int("prefetch", prefetch, 0, 1 << 16)
+    o["prefetch_max"] = _int("prefetch_max", prefetch_max, 0, 1 << 16)
+    if o["prefetch_max"] and o["prefetch"] > o["prefetch_max"]:
+        raise ValueError("prefetch: larger than prefetch_max")
+    o["mem_cap"] = _size("mem_cap", mem_cap)
+    o["inflight"] = _size("inflight", inflight)
+    o["io_depth"] = _int("io_depth", io_depth, 0, 1 << 16)
+    o["pin_memory"] = _bool("pin_memory", pin_memory)
+    o["index_threads"] = _int("index_threads", index_threads, 0, 4096)
+    o["cache_dir"] = _str("cache_dir", cache_dir)
+    o["cache_size"] = _size("cache_size", cache_size)
+    o["ram_cache_size"] = _size("ram_cache_size", ram_cache_size)
+    o["cache_min_free"] = _size("cache_min_free", cache_min_free)
+    if cache_prefetch is not None:
+        o["cache_prefetch"] = -1 if cache_prefetch in ("off", False) else \
+            _size("cache_prefetch", cache_prefetch)
+    o["fetchers"] = _int("fetchers", fetchers, 0, 4096)
+    o["cache_no_fsync"] = _bool("cache_no_fsync", cache_no_fsync)
+    o["s3_endpoint"] = _str("s3_endpoint", s3_endpoint)
+    o["s3_region"] = _str("s3_region", s3_region)
+    o["s3_profile"] = _str("s3_profile", s3_profile)
+    o["s3_addressing"] = _choice("s3_addressing", s3_addressing, ["auto", "path", "virtual"])
+    for nm, v in (("connect_timeout_s", connect_timeout_s), ("retry_max_s", retry_max_s)):
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                raise ValueError(f"{nm}: expected a number of seconds > 0")
+            o[nm] = float(v)
+    o["want_cache"] = int(any(o.get(k) not in (None, 0) for k in (
+        "cache_dir", "cache_size", "ram_cache_size", "cache_min_free", "cache_prefetch",
+        "fetchers", "cache_no_fsync", "s3_endpoint", "s3_region", "s3_profile",
+        "s3_addressing", "connect_timeout_s", "retry_max_s")))
+    return src, {k: v for k, v in o.items() if v is not None}
+
+
+# help(stoker.Loader) and inspect show every option, not **options.
+Loader.__signature__ = __import__("inspect").signature(_options)
+
+
+def _resume_tuple(resume):
+    if isinstance(resume, dict):
+        try:
+            return (_int("resume['seed']", resume["seed"], none_ok=False),
+                    _int("resume['epoch']", resume["epoch"], none_ok=False),
+                    _int("resume['position']", resume["position"], none_ok=False))
+        except KeyError as e:
+            raise ValueError(f"resume: missing key {e}") from None
+    if isinstance(resume, (tuple, list)) and len(resume) == 3:
+        return tuple(_int("resume", x, none_ok=False) for x in resume)
+    raise TypeError("resume: expected a state dict {'seed', 'epoch', 'position'} from state()")
+
+
+def format_report(st):
+    """(table text, verdict line) for a stats() dict."""
+    wall = max(st.get("wall_s", 0.0), 1e-9)
+    wait = st.get("consumer_wait_s", 0.0)
+    lines = [f"{'stage':<8} {'threads':>7} {'busy %':>8} {'wait in %':>10} {'wait out %':>11} "
+             f"{'items':>9} {'MB':>9}"]
+    busiest, busiest_share = None, -1.0
+    for s in st.get("stages", []):
+        thr = max(s.get("threads", 1), 1)
+        busy = s.get("busy_s", 0) / (wall * thr) * 100
+        win = s.get("wait_in_s", 0) / (wall * thr) * 100
+        wout = s.get("wait_out_s", 0) / (wall * thr) * 100
+        lines.append(f"{s.get('name', '?'):<8} {thr:>7} {busy:>8.1f} {win:>10.1f} {wout:>11.1f} "
+                     f"{s.get('items', 0):>9} {s.get('bytes', 0) / 1e6:>9.1f}")
+        if s.get("name") in ("read", "decode", "batch") and busy > busiest_share:
+            busiest, busiest_share = s.get("name"), busy
+    share = wait / wall * 100
+    n = st.get("samples", 0)
+    lines.append(f"{st.get('batches', 0)} batches, {n} samples in {wall:.2f} s "
+                 f"({n / wall:.0f} samples/s); the loop waited {wait:.2f} s ({share:.1f}%)")
+    if share < 5:
+        verdict = (f"input kept up: the loop waited {share:.1f}% of the time for batches; "
+                   f"the loop's own work is the limit")
+    else:
+        verdict = (f"input-bound: the loop waited {share:.1f}% of the time for batches; "
+                   f"the busiest stage is {busiest} ({busiest_share:.0f}% busy per thread)")
+    lines.append("verdict: " + verdict)
+    return "\n".join(lines), verdict

@@ -1,0 +1,269 @@
+"""stoker.torch: stoker's loader as a PyTorch IterableDataset.
+
+    import stoker.torch
+    data = stoker.torch.loader("data/train", batch_size=256, decode="jpeg",
+                               layout="chw", dtype="f32", shuffle=True, seed=1)
+    for epoch in range(90):
+        for x, y in data:                  # x: (256, 3, 224, 224) float32, y: int64
+            loss = F.cross_entropy(model(x), y)
+            ...
+        torch.save(data.state_dict(), "ckpt.pt")   # any time: mid-epoch too
+
+The dataset yields whole batches (stoker batches them in C), so inside a
+torch DataLoader use batch_size=None. Rank and world size come from
+torch.distributed when it is initialized, else from RANK / WORLD_SIZE, else
+0 of 1; inside DataLoader workers each worker reads a disjoint share
+(rank * num_workers + worker id of world * num_workers). stoker already
+runs its own threads, so num_workers=0 is the recommended setting, and the
+only one under which state_dict() can see where the loop is.
+"""
+import os
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+import stoker
+
+__all__ = ["StokerDataset", "loader", "dist_rank_world"]
+
+
+def dist_rank_world():
+    """(rank, world size): torch.distributed when initialized, else the
+    RANK / WORLD_SIZE environment variables (torchrun sets them), else (0, 1)."""
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except ImportError:
+        pass
+    try:
+        rank = int(os.environ.get("RANK", "0"))
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise ValueError("RANK and WORLD_SIZE must be integers") from None
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"RANK={rank} is not in [0, WORLD_SIZE={world})")
+    return rank, world
+
+
+class StokerDataset(IterableDataset):
+    """StokerDataset(source, batch_size=64, *, rank=None, world_size=None, **options)
+
+    An IterableDataset of (inputs, labels) batches read by stoker.Loader
+    (every Loader option is accepted: decode, size, dtype, layout, shuffle,
+    seed, drop_last, cache_dir, pin_memory, ...).
+
+    inputs: for decode="jpeg" a (batch, 3, H, W) or (batch, H, W, 3) tensor,
+      uint8 or normalized float32 as dtype says, sharing the loader's memory;
+      for other decodes a (batch, record_bytes) uint8 tensor when records
+      have equal sizes, else a list of 1-D uint8 tensors. labels: int64.
+    Each pass (iter) is one epoch; the epoch advances by itself after a
+    full pass, or set_epoch(e) picks it (as with DistributedSampler).
+    return_indices=True yields (inputs, labels, global sample numbers).
+    state_dict() / load_state_dict() resume mid-epoch with exactly the
+    remaining samples, also under another world size.
+    """
+
+    def __init__(self, source, batch_size=64, *, rank=None, world_size=None, epoch=0,
+                 return_indices=False, **options):
+        super().__init__()
+        for bad in ("epochs", "resume", "world"):
+            if bad in options:
+                raise TypeError(f"{bad}: not an option of StokerDataset (each pass is one "
+                                f"epoch; use load_state_dict() to resume, world_size= for the world)")
+        self.source = source
+        self.batch_size = batch_size
+        self.return_indices = bool(return_indices)
+        self.options = dict(options)
+        self.seed = options.get("seed", 0)
+        self._rank, self._world = rank, world_size
+        if epoch < 0:
+            raise ValueError("epoch: must be >= 0")
+        self._epoch = epoch
+        self._resume = None      # (seed, epoch, position) for the next pass
+        self._state = {"seed": self.seed, "epoch": epoch, "position": 0}
+        self._loader = None
+        self._ld = None
+        self._ld_key = None
+        self._ld_epoch = None
+        self._pending = None
+        self._last_stats = None
+        self._in_workers = False
+        # Bad options fail here (TypeError/ValueError naming them), not in the first pass.
+        stoker._options(source, batch_size, **options)
+
+    # -- sharding --------------------------------------------------------------
+
+    def rank_world(self):
+        """(rank, world) this dataset reads as, DataLoader workers included."""
+        if self._rank is None or self._world is None:
+            r, w = dist_rank_world()
+            rank = r if self._rank is None else self._rank
+            world = w if self._world is None else self._world
+        else:
+            rank, world = self._rank, self._world
+        if not 0 <= rank < world:
+            raise ValueError(f"rank {rank} is not in [0, world_size={world})")
+        info = get_worker_info()
+        if info is not None and info.num_workers > 1:
+            rank, world = rank * info.num_workers + info.id, world * info.num_workers
+        return rank, world
+
+    # -- epochs and resume -----------------------------------------------------
+
+    def set_epoch(self, epoch):
+        """Make the next pass epoch `epoch` (from its start)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError("epoch: expected an int >= 0")
+        self._epoch = epoch
+        self._resume = None
+        self._state = {"seed": self.seed, "epoch": epoch, "position": 0}
+
+    def state_dict(self):
+        """Where the loop stands: {"seed", "epoch", "position"} (position
+        counts the epoch's samples that all ranks together have consumed).
+        Save it with the model; load_state_dict() resumes from it."""
+        if self._in_workers:
+            raise RuntimeError("state_dict(): the dataset was iterated in DataLoader worker "
+                               "processes, whose position this process cannot see; use "
+                               "num_workers=0 (stoker runs its own threads)")
+        return dict(self._state)
+
+    def load_state_dict(self, state):
+        """Continue from a state_dict() at the next pass, with exactly the
+        samples that remained (the world size may differ)."""
+        if not isinstance(state, dict):
+            raise TypeError("state: expected the dict state_dict() returned")
+        try:
+            seed, epoch, pos = int(state["seed"]), int(state["epoch"]), int(state["position"])
+        except KeyError as e:
+            raise ValueError(f"state: missing key {e}") from None
+        if seed != self.seed:
+            raise ValueError(f"state: saved with seed {seed}, this dataset has seed {self.seed}")
+        self._epoch = epoch
+        self._resume = (seed, epoch, pos)
+        self._state = {"seed": seed, "epoch": epoch, "position": pos}
+
+    # -- iteration ---------------------------------------------------------------
+
+    def _inputs(self, batch):
+        data = torch.from_dlpack(batch.data)
+        if data.dim() > 1:  # fixed-size decode: (n, ...) already
+            return data
+        n = len(batch)
+        if n == 0:
+            return data[:0].reshape(0, 0)
+        lens = memoryview(batch.lengths).cast("B").cast("Q").tolist()
+        offs = memoryview(batch.offsets).cast("B").cast("Q").tolist()
+        if all(ln == lens[0] for ln in lens):
+            stride = offs[1] - offs[0] if n > 1 else lens[0]
+            if all(o == offs[0] + i * stride for i, o in enumerate(offs)):
+                return data.as_strided((n, lens[0]), (stride, 1), offs[0])
+        return [data[o:o + ln] for o, ln in zip(offs, lens)]
+
+    # One loader serves pass after pass: opened at the first pass with every
+    # epoch ahead of it, it keeps reading across the epoch boundary (the
+    # first batch of the next epoch waits in _pending), so a new epoch
+    # neither re-opens the dataset (re-reading its indexes) nor starts with
+    # an empty pipeline. It is re-opened when the pass asks for another
+    # place (set_epoch, load_state_dict, a pass left early) or another
+    # rank/world, and in each process that iterates (DataLoader workers).
+    _MAX_EPOCHS = 1 << 31
+
+    def _open(self, rank, world, resume):
+        self.close()
+        self._ld = stoker.Loader(self.source, self.batch_size, rank=rank, world=world,
+                                 epochs=self._MAX_EPOCHS, resume=resume, **self.options)
+        self._ld_key = (rank, world, os.getpid())
+        self._ld_epoch = resume[1]
+        self._loader = self._ld
+
+    def close(self):
+        """Stop the loader kept between passes (threads and buffers); the
+        next pass opens a new one where the state says."""
+        self._pending = None
+        ld, self._ld = getattr(self, "_ld", None), None
+        self._loader = None
+        if ld is not None and self._ld_key[2] == os.getpid():
+            try:
+                self._last_stats = ld.stats()
+            except (stoker.Error, ValueError, RuntimeError):
+                pass
+            ld.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (interpreter shutdown)
+            pass
+
+    def __getstate__(self):  # DataLoader workers (spawn): the loader stays here
+        d = dict(self.__dict__)
+        d["_ld"] = d["_loader"] = d["_pending"] = None
+        return d
+
+    def __iter__(self):
+        rank, world = self.rank_world()
+        if get_worker_info() is not None:
+            self._in_workers = True
+        epoch = self._epoch
+        reuse = (self._resume is None and getattr(self, "_ld", None) is not None
+                 and not self._ld.closed and self._ld_key == (rank, world, os.getpid())
+                 and self._ld_epoch == epoch)
+        if not reuse:
+            self._open(rank, world, self._resume or (self.seed, epoch, 0))
+        self._resume = None
+        ld = self._ld
+        finished = False
+        try:
+            while True:
+                batch, self._pending = self._pending, None
+                if batch is None:
+                    try:
+                        batch = next(ld)
+                    except StopIteration:
+                        break
+                if batch.epoch != epoch:  # the next epoch's first batch: keep it
+                    self._pending = batch
+                    break
+                x = self._inputs(batch)
+                y = torch.from_dlpack(batch.labels).long()
+                self._state = ld.state()
+                if self.return_indices:
+                    idx = torch.tensor(memoryview(batch.indices).cast("B").cast("q"))  # u64 -> i64
+                    del batch
+                    yield x, y, idx
+                else:
+                    del batch
+                    yield x, y
+            finished = True
+        finally:
+            if not finished:  # left early (break, exception): re-open next time
+                self.close()
+        self._epoch = epoch + 1
+        self._ld_epoch = epoch + 1
+        self._state = {"seed": self.seed, "epoch": epoch + 1, "position": 0}
+
+    def stats(self):
+        """stoker.Loader.stats() of the loader serving the passes (counted
+        since it opened), or of the last one closed."""
+        if self._loader is not None and not self._loader.closed:
+            return self._loader.stats()
+        return self._last_stats
+
+    def report(self, file=None):
+        """Stage table and verdict of the pass in progress or the last one."""
+        import sys
+        st = self.stats()
+        if st is None:
+            raise RuntimeError("report(): no pass has run yet")
+        text, verdict = stoker.format_report(st)
+        print(text, file=file or sys.stdout)
+        return verdict
+
+
+def loader(source, batch_size=64, **options):
+    """The dataset to iterate directly (for x, y in loader(...)): stoker's
+    own threads read and decode, so no torch DataLoader is needed. Takes
+    every StokerDataset / stoker.Loader option."""
+    return StokerDataset(source, batch_size, **options)

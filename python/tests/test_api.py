@@ -1,0 +1,58 @@
+"""The Python API as a user discovers it: help(stoker.Loader) documents
+every option of the signature; stats() has the C JSON's keys; report()
+prints the stage table and a verdict; the option names are the CLI's."""
+import inspect
+import io
+import re
+import subprocess
+
+import stoker
+from conftest import STOKER_BIN
+
+
+def test_help_documents_every_option():
+    sig = inspect.signature(stoker.Loader)
+    names = [p for p in sig.parameters if p != "self"]
+    assert names[:2] == ["source", "batch_size"] and len(names) > 40
+    doc = stoker.Loader.__doc__
+    missing = [n for n in names if not re.search(r"\b%s\b" % n, doc)]
+    assert missing == [], f"options missing from the docstring: {missing}"
+
+
+def test_option_names_follow_the_cli():
+    """Every `stoker feed` option has a Loader option of the same name
+    (dashes as underscores), except those that only the CLI has."""
+    usage = subprocess.run([STOKER_BIN, "help", "feed"], capture_output=True, text=True).stdout
+    cli = set(re.findall(r"--([a-z0-9-]+)", usage))
+    only_cli = {"consumer-ms", "limit", "save-state", "json", "quiet", "no-verify", "s3-path-style",
+                "s3-virtual-host", "batch"}
+    params = set(inspect.signature(stoker.Loader).parameters)
+    renamed = {"no-verify": "verify"}
+    missing = [o for o in cli - only_cli if o.replace("-", "_") not in params and renamed.get(o) not in params]
+    assert missing == [], missing
+
+
+def test_stats_and_report(datasets):
+    with stoker.Loader(datasets["tfrecord"], 32, threads=2) as ld:
+        n = sum(len(b) for b in ld)
+        st = ld.stats()
+        out = io.StringIO()
+        verdict = ld.report(file=out)
+    assert n == 200 and st["samples"] == 200 and st["batches"] == 7
+    for k in ("wall_s", "consumer_wait_s", "ring_depth", "mem_bytes", "stages"):
+        assert k in st, k
+    assert [s["name"] for s in st["stages"]] == ["read", "decode", "batch", "ring"]
+    assert st["stages"][1]["threads"] == 2
+    text = out.getvalue()
+    assert "decode" in text and "verdict: " + verdict in text
+    assert verdict.startswith(("input-bound", "input kept up"))
+
+
+def test_repr_and_info(datasets):
+    with stoker.Loader(datasets["mds"], 16) as ld:
+        assert "stoker.Loader" in repr(ld)
+        info = ld.dataset_info()
+        assert info == {"samples": 200, "shards": 4, "format": "mds"}
+        assert ld.engine in ("io_uring", "pread")
+        b = next(ld)
+        assert "n=16" in repr(b) and "uint8" in repr(b.data)

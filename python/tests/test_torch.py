@@ -1,0 +1,132 @@
+"""stoker.torch in a training setting: two processes under torch.distributed
+(gloo, loopback) read disjoint shares that together cover the epoch; a
+DataLoader with workers shards across them; a small CNN trained through
+stoker.torch on generated labelled JPEGs lowers its loss."""
+import os
+import socket
+import textwrap
+
+import pytest
+
+from conftest import needs_torch, run_py
+
+pytestmark = needs_torch
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_gloo_disjoint_cover(datasets, tmp_path):
+    port = free_port()
+    code = textwrap.dedent(f"""
+        import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
+        import stoker.torch as st
+
+        def work(rank):
+            os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{port}")
+            dist.init_process_group("gloo", rank=rank, world_size=2)
+            ds = st.StokerDataset({datasets['npz']!r}, 16, seed=5, return_indices=True)
+            assert ds.rank_world() == (rank, 2)
+            mine = [int(i) for _, _, idx in ds for i in idx]
+            got = [None, None]
+            dist.all_gather_object(got, mine)
+            if rank == 0:
+                a, b = set(got[0]), set(got[1])
+                assert len(a) == len(got[0]) and len(b) == len(got[1]), "duplicates"
+                assert not (a & b), "shares overlap"
+                assert a | b == set(range(200)), "shares do not cover the epoch"
+                print("OK", len(a), len(b))
+            dist.destroy_process_group()
+
+        if __name__ == "__main__":
+            mp.spawn(work, nprocs=2)
+    """)
+    script = tmp_path / "ddp.py"
+    script.write_text(code)
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK 100 100" in r.stdout
+
+
+def test_rank_world_from_environment(datasets):
+    import numpy as np
+    import stoker
+    r = run_py(textwrap.dedent(f"""
+        import stoker.torch as st
+        ds = st.StokerDataset({datasets['tfrecord']!r}, 10, seed=4, return_indices=True)
+        print(ds.rank_world())
+        print(sorted(int(i) for _, _, idx in ds for i in idx))
+    """), env={"RANK": "1", "WORLD_SIZE": "3"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "(1, 3)"
+    with stoker.Loader(datasets["tfrecord"], 10, seed=4, rank=1, world=3) as ld:
+        want = sorted(int(i) for b in ld for i in np.asarray(b.indices))
+    assert lines[1] == str(want) and 60 <= len(want) <= 70
+
+
+def test_dataloader_workers_shard(datasets):
+    import torch
+    import stoker.torch as st
+    ds = st.StokerDataset(datasets["tfrecord"], 10, seed=2, rank=0, world_size=1, return_indices=True,
+                          threads=1)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+    seen = [int(i) for _, _, idx in dl for i in idx]
+    assert sorted(seen) == list(range(200))  # disjoint, and together the epoch
+    with pytest.raises(RuntimeError, match="num_workers=0"):
+        # The main process's copy never saw the workers' position.
+        ds._in_workers = True
+        ds.state_dict()
+
+
+def make_jpeg_classes(root, n_per_class=48, size=48):
+    """Four classes of JPEGs whose label is visible in the pixels: the
+    colour channel that dominates (class 3: dark), with noise."""
+    import numpy as np
+    from PIL import Image
+    rng = np.random.default_rng(0)
+    for c in range(4):
+        d = os.path.join(root, f"class{c}")
+        os.makedirs(d, exist_ok=True)
+        for i in range(n_per_class):
+            img = rng.integers(0, 90, (size, size, 3), dtype=np.uint8)
+            if c < 3:
+                img[..., c] = rng.integers(150, 255, (size, size), dtype=np.uint8)
+            Image.fromarray(img).save(os.path.join(d, f"{i:04d}.jpg"), quality=90)
+
+
+def test_small_model_learns_through_stoker(tmp_path):
+    import torch
+    import torch.nn as nn
+    import stoker.torch as st
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    root = str(tmp_path / "imgs")
+    make_jpeg_classes(root)
+    data = st.loader(root, 32, decode="jpeg", size=24, layout="chw", dtype="f32", seed=1,
+                     format="files", rank=0, world_size=1, threads=2)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4),
+                          nn.Flatten(), nn.Linear(8 * 16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses, steps, labels_seen = [], 0, set()
+    while steps < 240:
+        for x, y in data:
+            assert x.shape == (32, 3, 24, 24) or x.shape[0] < 32
+            assert x.dtype == torch.float32 and y.dtype == torch.int64
+            labels_seen |= set(y.tolist())
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            steps += 1
+    assert labels_seen == {0, 1, 2, 3}
+    first, last = sum(losses[:20]) / 20, sum(losses[-20:]) / 20
+    assert last < 0.5 * first, (first, last)
+    st_ = data.stats()
+    assert st_["samples"] > 0 and st_["stages"][1]["name"] == "decode"
