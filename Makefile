@@ -6,7 +6,7 @@ BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2
 SAN     ?=
-PKGS    := liburing libturbojpeg zlib libcurl
+PKGS    := liburing libturbojpeg zlib libcurl libdeflate
 V       ?= 0
 
 DEPS_OK := $(BUILD)/.deps-ok

@@ -2,9 +2,12 @@
  * unet3d write them), one sample per file whose fields are the members.
  * The index reads the central directory; parse re-reads it from the
  * sample's bytes (the whole file) and points fields at the member data:
- * deflated members are left for the decode stage to inflate. */
+ * deflated members are left for the decode stage to inflate. CRC-32 is
+ * libdeflate's (carry-less multiply; several times zlib's rate), inflate
+ * for checking stays zlib's streaming one (no output buffer to keep). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <libdeflate.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -158,7 +161,7 @@ static int inflate_check(const uint8_t *p, uint64_t n, uint64_t usize, uint32_t 
   if (inflateInit2(&zs, -15) != Z_OK) return STK_ENOMEM;
   uint8_t out[16384];
   uint64_t total = 0, left = n;
-  uLong c = crc32(0, NULL, 0);
+  uint32_t c = 0;
   int zr = Z_OK;
   zs.next_in = (Bytef *)(uintptr_t)p;
   while (zr == Z_OK) {
@@ -171,25 +174,16 @@ static int inflate_check(const uint8_t *p, uint64_t n, uint64_t usize, uint32_t 
     zr = inflate(&zs, Z_NO_FLUSH);
     size_t got = sizeof out - zs.avail_out;
     total += got;
-    c = crc32(c, out, (uInt)got);
+    c = libdeflate_crc32(c, out, got);
     if (zr == Z_BUF_ERROR && zs.avail_in == 0 && !left) break;
     if (total > usize) break;
   }
   inflateEnd(&zs);
   if (zr != Z_STREAM_END) return STK_EFORMAT;
-  return total == usize && (uint32_t)c == crc ? 0 : STK_ECRC;
+  return total == usize && c == crc ? 0 : STK_ECRC;
 }
 
-static uint32_t crc32_big(const uint8_t *p, uint64_t n) {
-  uLong c = crc32(0, NULL, 0);
-  while (n) {
-    uInt k = (uInt)STK__MIN(n, (uint64_t)(1u << 30));
-    c = crc32(c, p, k);
-    p += k;
-    n -= k;
-  }
-  return (uint32_t)c;
-}
+static uint32_t crc32_big(const uint8_t *p, uint64_t n) { return libdeflate_crc32(0, p, (size_t)n); }
 
 /* A label from a stored one-element int64 .npy member ("y", "label"). */
 static void member_label(const struct zent *z, const uint8_t *d, struct stk_sample *out) {
@@ -325,14 +319,7 @@ static void plan_member(const struct stk_field *f, struct zmem *m) {
   if (f->encoding != STK_ENC_NONE || stk__npy_check(f->data, f->len, &doff, &why))
     m->hlen = stk__npy_header(m->hdr, sizeof m->hdr, "|u1", &f->len, 1);
   m->size = m->hlen + f->len;
-  m->crc = (uint32_t)crc32(0, m->hdr, (uInt)m->hlen);
-  const uint8_t *p = f->data;
-  for (uint64_t n = f->len; n;) {
-    uInt k = (uInt)STK__MIN(n, (uint64_t)(1u << 30));
-    m->crc = (uint32_t)crc32(m->crc, p, k);
-    p += k;
-    n -= k;
-  }
+  m->crc = libdeflate_crc32(libdeflate_crc32(0, m->hdr, m->hlen), f->data, (size_t)f->len);
 }
 
 /* One file per sample, members stored (method 0) as np.savez writes them. */
