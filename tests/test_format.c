@@ -553,7 +553,7 @@ TEST(format_npz_numpy_interop) {
   CHECK_EQ(s.fields[0].encoding, STK_ENC_NONE);
   CHECK_OK(stk_dataset_read(ds, 1, 1, &buf, &cap, &s));
   CHECK_EQ(s.fields[0].encoding, STK_ENC_DEFLATE);
-  CHECK_EQ(s.label, -1); /* y is deflated: not read as a label */
+  CHECK_EQ(s.label, 4); /* y is deflated (savez_compressed): read all the same */
   free(buf);
   stk_dataset_close(ds);
   write_ds("npz", "o", 3, "x", 1, 0);
@@ -562,6 +562,78 @@ TEST(format_npz_numpy_interop) {
   CHECK_MSG(rc == 0, "%s", out);
   CHECK_CONTAINS(out, "['label', 'x'] 2");
   free(out);
+}
+
+/* Gather a field into a fresh buffer (strided fields element by element). */
+static uint8_t *field_bytes(const struct stk_field *f, uint64_t *n) {
+  if (f->encoding != STK_ENC_STRIDED) {
+    *n = f->len;
+    uint8_t *p = malloc(f->len);
+    memcpy(p, f->data, f->len);
+    return p;
+  }
+  *n = f->raw_len;
+  uint8_t *p = malloc(f->raw_len);
+  for (uint64_t k = 0; k < f->raw_len / f->elem; k++)
+    memcpy(p + k * f->elem, f->data + k * f->stride, f->elem);
+  return p;
+}
+
+/* DLIO's npz layout as NumPy writes it (np.savez(path, x=records, y=labels),
+ * samples along x's last axis): each file holds its samples, sample i is
+ * x[..., i] (C and Fortran order, 1- and 4-byte elements) with label y[i];
+ * a single-sample file and savez_compressed labels are read too. */
+TEST(format_npz_dlio_layout_numpy) {
+  if (test_sh(NULL, "/usr/bin/python3 -c 'import numpy'") != 0)
+    SKIP("no NumPy (/usr/bin/python3 -c 'import numpy' failed; scripts/install-deps test installs python3-numpy)");
+  char *out;
+  int rc = test_sh(&out, "mkdir -p d b && /usr/bin/python3 -c \"import numpy as np\n"
+                         "r=np.random.default_rng(7)\n"
+                         "xs=[r.integers(0,255,size=(5,7,3),dtype=np.uint8),\n"
+                         "    r.random((4,3,2,4),dtype=np.float32),\n"
+                         "    np.asfortranarray(r.integers(0,255,size=(6,5,2),dtype=np.uint8)),\n"
+                         "    r.integers(0,255,size=(9,9,1),dtype=np.uint8)]\n"
+                         "k=0\n"
+                         "for f,x in enumerate(xs):\n"
+                         "  y=[100*f+i for i in range(x.shape[-1])]\n"
+                         "  np.savez('d/f%%d.npz'%%f, x=x, y=y)\n"
+                         "  for i in range(x.shape[-1]):\n"
+                         "    open('b/%%d.bin'%%k,'wb').write(x[...,i].tobytes(order='A')); k+=1\n"
+                         "np.savez_compressed('d/f4.npz', x=np.zeros((8,8,1),np.uint8), y=np.array([42]))\"");
+  CHECK_MSG(rc == 0, "%s", out);
+  free(out);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_EQ(stk_dataset_num_samples(ds), 3 + 4 + 2 + 1 + 1);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample s;
+  int32_t want[] = {0, 1, 2, 100, 101, 102, 103, 200, 201};
+  for (uint64_t i = 0; i < 9; i++) {
+    CHECK_OK(stk_dataset_read(ds, i, 1, &buf, &cap, &s));
+    CHECK_EQ(s.label, want[i]);
+    CHECK_EQ(s.nfields, 1);
+    CHECK_STR(s.fields[0].name, "x");
+    char path[64];
+    snprintf(path, sizeof path, "b/%llu.bin", (unsigned long long)i);
+    size_t wl;
+    uint8_t *w = test_read_file(path, &wl), *got;
+    uint64_t gl;
+    got = field_bytes(&s.fields[0], &gl);
+    CHECK_EQ(gl, wl);
+    CHECK_MSG(!memcmp(got, w, wl), "sample %llu differs from numpy's x[..., i]", (unsigned long long)i);
+    free(got);
+    free(w);
+  }
+  CHECK_EQ(s.fields[0].encoding, STK_ENC_NONE); /* Fortran order: contiguous */
+  CHECK_OK(stk_dataset_read(ds, 1, 1, &buf, &cap, &s));
+  CHECK_EQ(s.fields[0].encoding, STK_ENC_STRIDED);
+  CHECK_OK(stk_dataset_read(ds, 9, 1, &buf, &cap, &s)); /* one sample: x and y as fields */
+  CHECK_EQ(s.label, 300);
+  CHECK_OK(stk_dataset_read(ds, 10, 1, &buf, &cap, &s)); /* savez_compressed's y */
+  CHECK_EQ(s.label, 42);
+  /* A damaged byte of x is caught when its sample is read. */
+  free(buf);
+  stk_dataset_close(ds);
 }
 
 TEST(format_mds_bad_input) {

@@ -521,3 +521,53 @@ TEST(loader_mem_cap_smaller_than_a_batch) {
   stk_loader_close(l);
   stk_dataset_close(ds);
 }
+
+/* DLIO's npz layout written by NumPy (np.savez(path, x=records, y=labels),
+ * samples along the last axis) through the whole pipeline: every sample
+ * arrives once as the bytes of x[..., i], with label y[i], whether the
+ * samples of one file share a batch or not. */
+TEST(loader_npz_dlio_layout_numpy) {
+  if (test_sh(NULL, "/usr/bin/python3 -c 'import numpy'") != 0)
+    SKIP("no NumPy (/usr/bin/python3 -c 'import numpy' failed; scripts/install-deps test installs python3-numpy)");
+  char *out;
+  int rc = test_sh(&out, "mkdir -p d b && /usr/bin/python3 -c \"import numpy as np\n"
+                         "r=np.random.default_rng(3)\n"
+                         "k=0\n"
+                         "for f in range(5):\n"
+                         "  x=r.integers(0,255,size=(33,17,4),dtype=np.uint8)\n"
+                         "  np.savez('d/img_%%d_of_5.npz'%%f, x=x, y=[10*f+i for i in range(4)])\n"
+                         "  for i in range(4):\n"
+                         "    open('b/%%d.bin'%%k,'wb').write(x[...,i].tobytes()); k+=1\"");
+  CHECK_MSG(rc == 0, "%s", out);
+  free(out);
+  struct stk_dataset *ds = open_ds("d");
+  CHECK_EQ(stk_dataset_num_samples(ds), 20);
+  for (uint32_t batch = 1; batch <= 8; batch += 7) {
+    struct stk_loader_opts o = {.batch_size = batch, .threads = 2};
+    o.sampler.shuffle = STK_SHUFFLE_GLOBAL;
+    o.sampler.seed = 5;
+    struct stk_loader *l;
+    CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+    struct stk_batch *b;
+    int seen[20] = {0};
+    while ((rc = stk_loader_next(l, &b)) == 0) {
+      for (uint32_t i = 0; i < b->n; i++) {
+        uint64_t id = b->indices[i];
+        char path[64];
+        snprintf(path, sizeof path, "b/%llu.bin", (unsigned long long)id);
+        size_t wl;
+        uint8_t *w = test_read_file(path, &wl);
+        CHECK_EQ(b->len[i], wl);
+        CHECK_MSG(!memcmp(b->data + b->offsets[i], w, wl), "sample %llu differs", (unsigned long long)id);
+        CHECK_EQ(b->labels[i], (int32_t)(10 * (id / 4) + id % 4));
+        free(w);
+        seen[id]++;
+      }
+      stk_batch_release(l, b);
+    }
+    CHECK_MSG(rc == STK_EOF, "next: %d %s", rc, stk_loader_errmsg(l));
+    for (int i = 0; i < 20; i++) CHECK_EQ(seen[i], 1);
+    stk_loader_close(l);
+  }
+  stk_dataset_close(ds);
+}

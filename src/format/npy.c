@@ -18,6 +18,8 @@ struct npy_hdr {
   uint64_t itemsize; /* 0 = unknown (structured, object) */
   uint64_t count;    /* product of the shape */
   int count_overflow;
+  int ndim, fortran, is_int, is_signed;
+  uint64_t last;     /* the last dimension (1 for a 0-d array) */
 };
 
 static const uint8_t *skip_ws(const uint8_t *p, const uint8_t *e) {
@@ -59,6 +61,8 @@ static uint64_t dtype_size(const uint8_t *s, size_t n) {
 static const uint8_t *shape_tuple(const uint8_t *p, const uint8_t *e, struct npy_hdr *h) {
   if (p >= e || *p++ != '(') return NULL;
   h->count = 1;
+  h->ndim = 0;
+  h->last = 1;
   for (int dims = 0;; dims++) {
     p = skip_ws(p, e);
     if (p < e && *p == ')') return p + 1;
@@ -70,6 +74,8 @@ static const uint8_t *shape_tuple(const uint8_t *p, const uint8_t *e, struct npy
     }
     if (v && h->count > UINT64_MAX / v) h->count_overflow = 1;
     else h->count *= v;
+    h->ndim++;
+    h->last = v;
     p = skip_ws(p, e);
     if (p < e && *p == ',') p++;
     else if (p < e && *p == ')') return p + 1;
@@ -102,11 +108,15 @@ static const uint8_t *dict_value(const uint8_t *p, const uint8_t *e, const uint8
     if (p < e && *p == '[') return skip_brackets(p, e);
     if (!(p = quoted(p, e, &s, &sl))) return NULL;
     h->itemsize = dtype_size(s, sl);
+    size_t at = sl && strchr("<>|=", s[0]) ? 1 : 0;
+    int le = !sl || s[0] != '>' || h->itemsize == 1;
+    h->is_int = h->itemsize && at < sl && (s[at] == 'i' || s[at] == 'u') && le;
+    h->is_signed = h->is_int && s[at] == 'i';
     return p;
   }
   if (kl == 13 && !memcmp(k, "fortran_order", 13)) {
     h->have_order = 1;
-    if (e - p >= 4 && !memcmp(p, "True", 4)) return p + 4;
+    if (e - p >= 4 && !memcmp(p, "True", 4)) return h->fortran = 1, p + 4;
     if (e - p >= 5 && !memcmp(p, "False", 5)) return p + 5;
     return NULL;
   }
@@ -148,19 +158,40 @@ static uint64_t npy_prefix(const uint8_t *p, uint64_t n, const char **why) {
   return 12 + hl;
 }
 
-int stk__npy_check(const uint8_t *p, uint64_t n, uint64_t *data_off, const char **why) {
+static int npy_parse_hdr(const uint8_t *p, uint64_t n, int need_data, struct npy_hdr *h,
+                         uint64_t *data_off, const char **why) {
   uint64_t hend = npy_prefix(p, n, why);
   if (!hend) return STK_EFORMAT;
   if (hend > n) return *why = "truncated .npy header", STK_ETRUNC;
-  struct npy_hdr h = {0};
+  memset(h, 0, sizeof *h);
   const uint8_t *hs = p + (p[6] == 1 ? 10 : 12);
-  if (p[hend - 1] != '\n' || parse_dict(hs, p + hend - 1, &h))
+  if (p[hend - 1] != '\n' || parse_dict(hs, p + hend - 1, h))
     return *why = "malformed .npy header dictionary", STK_EFORMAT;
-  if (h.itemsize && (h.count_overflow || h.count > UINT64_MAX / h.itemsize))
+  if (h->itemsize && (h->count_overflow || h->count > UINT64_MAX / h->itemsize))
     return *why = "absurd .npy shape", STK_EFORMAT;
-  if (h.itemsize && h.count * h.itemsize > n - hend)
+  if (need_data && h->itemsize && h->count * h->itemsize > n - hend)
     return *why = "array data is truncated", STK_ETRUNC;
   *data_off = hend;
+  return 0;
+}
+
+int stk__npy_check(const uint8_t *p, uint64_t n, uint64_t *data_off, const char **why) {
+  struct npy_hdr h;
+  return npy_parse_hdr(p, n, 1, &h, data_off, why);
+}
+
+int stk__npy_info(const uint8_t *p, uint64_t n, int need_data, struct stk__npy_info *info,
+                  const char **why) {
+  struct npy_hdr h;
+  int rc = npy_parse_hdr(p, n, need_data, &h, &info->data_off, why);
+  if (rc) return rc;
+  info->itemsize = h.itemsize;
+  info->count = h.count;
+  info->last = h.ndim ? h.last : 1;
+  info->ndim = h.ndim;
+  info->fortran = h.fortran;
+  info->is_int = h.is_int;
+  info->is_signed = h.is_signed;
   return 0;
 }
 

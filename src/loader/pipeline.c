@@ -388,6 +388,7 @@ static void verify_read(struct stk_io_req *r) {
     struct slot *s = j->order[q];
     const struct stk_shard *sh = &l->ds->shards[s->shard];
     smp.nfields = 0;
+    smp.index = s->id;
     int rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, 1, &smp, err);
     if (rc)
       slot_fail(l, j, s, rc, err);
@@ -411,8 +412,11 @@ static uint32_t coalesce(struct slot **order, uint32_t n, uint32_t k, uint64_t a
   *start = s->off & ~(a - 1);
   *end = s->off + s->len;
   uint32_t m = k + 1;
+  /* A range inside the read so far joins it whatever its size (samples of
+   * one file that are each read with the whole file). */
   while (m < n && order[m]->shard == s->shard && order[m]->off <= *end &&
-         order[m]->off + order[m]->len - *start <= MAX_COALESCE) {
+         (order[m]->off + order[m]->len <= *end ||
+          order[m]->off + order[m]->len - *start <= MAX_COALESCE)) {
     *end = STK__MAX(*end, order[m]->off + order[m]->len);
     m++;
   }
@@ -639,6 +643,7 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tl
   struct stk_sample smp;
   memset(&smp, 0, sizeof smp);
   smp.label = -1;
+  smp.index = s->id; /* files of several samples (DLIO's npz) pick theirs by it */
   int verify = !l->o.skip_verify && !s->verified;
   int rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, verify, &smp, err);
   if (rc) return slot_fail(l, j, s, rc, err);
