@@ -817,7 +817,9 @@ TEST(format_gen_deterministic) {
     CHECK_MSG(test_sh(NULL, "diff -r %s %s", a, b) == 0, "%s differs for one seed", fmts[i]);
     CHECK_MSG(test_sh(NULL, "diff -rq %s %s >/dev/null", a, c) != 0, "%s same for two seeds",
               fmts[i]);
-    struct stk_dataset *ds = open_ds(a, NULL);
+    /* npy keeps labels in class folders, which detection takes for plain
+     * files: named, it is read as npy. */
+    struct stk_dataset *ds = open_ds(a, i == 2 ? "npy" : NULL);
     CHECK_STR(stk_dataset_format(ds), fmts[i]);
     CHECK_EQ(stk_dataset_num_samples(ds), 40);
     uint8_t *buf = NULL;
@@ -825,7 +827,7 @@ TEST(format_gen_deterministic) {
     for (uint64_t k = 0; k < 40; k++) {
       struct stk_sample s;
       CHECK_MSG(stk_dataset_read(ds, k, 1, &buf, &cap, &s) == 0, "%s", stk_dataset_errmsg(ds));
-      if (i != 2) CHECK_MSG(s.label >= 0 && s.label < 7, "%s label %d", fmts[i], s.label);
+      CHECK_MSG(s.label >= 0 && s.label < 7, "%s label %d", fmts[i], s.label);
     }
     free(buf);
     stk_dataset_close(ds);
@@ -838,6 +840,101 @@ TEST(format_gen_deterministic) {
   CHECK_OK(stk_gen(&g, NULL, NULL, err));
   struct stk_dataset *ds = open_ds("a_wds", NULL);
   CHECK_EQ(stk_dataset_num_samples(ds), 3);
+  stk_dataset_close(ds);
+}
+
+/* Labels of gen --classes are the same sample for sample in npy (class
+ * folders), npz (DLIO's y) and TFRecord: each sample draws its own. */
+TEST(format_gen_labels_npy_npz) {
+  struct stk_gen_opts g = {.dir = "t", .format = "tfrecord", .samples = 30, .size_mean = 500,
+                           .classes = 4, .seed = 9};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  g.dir = "n", g.format = "npy";
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  g.dir = "z", g.format = "npz", g.samples_per_shard = 8;
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  struct stk_dataset *t = open_ds("t", NULL), *n = open_ds("n", "npy"), *z = open_ds("z", NULL),
+                     *f = open_ds("n", NULL);
+  CHECK_EQ(stk_dataset_num_samples(n), 30);
+  CHECK_EQ(stk_dataset_num_samples(z), 30);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  int32_t want[30];
+  int classes_seen = 0;
+  for (uint64_t k = 0; k < 30; k++) {
+    struct stk_sample s;
+    CHECK_OK(stk_dataset_read(t, k, 1, &buf, &cap, &s));
+    want[k] = s.label;
+    classes_seen |= 1 << s.label;
+    CHECK_OK(stk_dataset_read(z, k, 1, &buf, &cap, &s));
+    CHECK_EQ(s.label, want[k]);
+  }
+  CHECK(classes_seen > 1);
+  for (uint64_t k = 0; k < 30; k++) {
+    struct stk_sample s;
+    for (int d = 0; d < 2; d++) { /* as npy, and as plain files */
+      CHECK_OK(stk_dataset_read(d ? f : n, k, 1, &buf, &cap, &s));
+      const char *num = strrchr(s.key, '-');
+      CHECK(num != NULL);
+      uint64_t id = strtoull(num + 1, NULL, 10);
+      CHECK(id < 30);
+      CHECK_EQ(s.label, want[id]);
+    }
+  }
+  free(buf);
+  stk_dataset_close(t);
+  stk_dataset_close(n);
+  stk_dataset_close(z);
+  stk_dataset_close(f);
+}
+
+/* gen writes DLIO's npz layout, which NumPy loads as DLIO does: x of shape
+ * (H, W, N) holding N samples along its last axis, y their int64 labels;
+ * stoker reads sample i as x[..., i]. */
+TEST(format_gen_npz_dlio_layout_numpy) {
+  if (test_sh(NULL, "/usr/bin/python3 -c 'import numpy'") != 0)
+    SKIP("no NumPy (/usr/bin/python3 -c 'import numpy' failed; scripts/install-deps test installs python3-numpy)");
+  struct stk_gen_opts g = {.dir = "z", .format = "npz", .samples = 10, .size_mean = 700,
+                           .classes = 5, .samples_per_shard = 4, .seed = 2};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  char *out;
+  int rc = test_sh(&out, "mkdir -p b && /usr/bin/python3 -c \"import numpy as np, glob\n"
+                         "k=0\n"
+                         "for p in sorted(glob.glob('z/*.npz')):\n"
+                         "  z=np.load(p); x=z['x']; y=z['y']\n"
+                         "  assert x.dtype==np.uint8 and x.ndim==3 and y.dtype==np.int64 and y.shape==(x.shape[2],)\n"
+                         "  for i in range(x.shape[2]):\n"
+                         "    open('b/%%d.bin'%%k,'wb').write(x[...,i].tobytes()); open('b/%%d.y'%%k,'w').write(str(y[i])); k+=1\n"
+                         "print(k, 'samples')\"");
+  CHECK_MSG(rc == 0, "%s", out);
+  CHECK_CONTAINS(out, "10 samples");
+  free(out);
+  struct stk_dataset *ds = open_ds("z", NULL);
+  CHECK_EQ(stk_dataset_num_shards(ds), 3);
+  CHECK_EQ(stk_dataset_num_samples(ds), 10);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  for (uint64_t i = 0; i < 10; i++) {
+    struct stk_sample s;
+    CHECK_OK(stk_dataset_read(ds, i, 1, &buf, &cap, &s));
+    char p[64];
+    size_t wl, yl;
+    snprintf(p, sizeof p, "b/%llu.bin", (unsigned long long)i);
+    uint8_t *w = test_read_file(p, &wl);
+    snprintf(p, sizeof p, "b/%llu.y", (unsigned long long)i);
+    char *y = (char *)test_read_file(p, &yl);
+    uint64_t gl;
+    uint8_t *got = field_bytes(&s.fields[0], &gl);
+    CHECK_EQ(gl, wl);
+    CHECK(!memcmp(got, w, wl));
+    CHECK_EQ(s.label, atoi(y));
+    free(got);
+    free(w);
+    free(y);
+  }
+  free(buf);
   stk_dataset_close(ds);
 }
 

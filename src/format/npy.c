@@ -1,9 +1,14 @@
 /* NumPy .npy files, one sample per file (field "npy", the whole file, which
- * the decode stage's npy op turns into an array). Also the .npy header
- * checker and writer that npz.c and gen share. */
+ * the decode stage's npy op turns into an array), labelled by first-level
+ * subfolder as torchvision's DatasetFolder reads them (a .npy file has no
+ * place for a label). Also the .npy header checker and writer that npz.c
+ * and gen share. */
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "format_impl.h"
 
@@ -264,7 +269,89 @@ static int npy_parse(const struct stk_dataset *ds, const struct stk_shard *sh, c
   return 0;
 }
 
+/* ---- listing ----------------------------------------------------------- */
+
+static int npy_name(const struct dirent *d) { return stk__has_ext(d->d_name, ".npy"); }
+static int sub_dir(const struct dirent *d) { return d->d_name[0] != '.'; }
+
+/* The .npy files of dir (sorted) as shards of the given label. */
+static int add_files(struct stk_dataset *ds, const char *dir, int32_t label) {
+  struct dirent **v;
+  int n = scandir(dir, &v, npy_name, alphasort), rc = 0;
+  if (n < 0) {
+    int e = errno;
+    return stk__errf(ds->err, stk__from_errno(e), "%s: cannot list: %s", dir, strerror(e));
+  }
+  for (int i = 0; i < n; i++) {
+    char p[4096];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, v[i]->d_name);
+    if (!rc && stat(p, &st) == 0 && S_ISREG(st.st_mode) && stk__dataset_add_shard(ds, p, label))
+      rc = stk__errf(ds->err, STK_ENOMEM, "out of memory listing %s", dir);
+    free(v[i]);
+  }
+  free(v);
+  return rc;
+}
+
+/* A file, or a directory's .npy files (label -1) and those of its
+ * first-level subfolders (labels 0, 1, ... in name order). */
+static int npy_list(struct stk_dataset *ds, const char *root) {
+  struct stat st;
+  if (stat(root, &st) != 0) {
+    int e = errno;
+    return stk__errf(ds->err, stk__from_errno(e), "%s: %s", root, strerror(e));
+  }
+  if (!S_ISDIR(st.st_mode)) return stk__dataset_add_shard(ds, root, -1);
+  int rc = add_files(ds, root, -1);
+  struct dirent **v;
+  int n = rc ? 0 : scandir(root, &v, sub_dir, alphasort);
+  if (n < 0) return 0;
+  /* Folders named by number (as stoker gen writes them: 00000, 00003, ...)
+   * give that number, so a class with no sample shifts no other label;
+   * otherwise labels follow name order, as DatasetFolder gives them. */
+  int numeric = 1;
+  for (int i = 0; i < n; i++) {
+    size_t l = strlen(v[i]->d_name);
+    numeric &= l > 0 && l <= 9 && strspn(v[i]->d_name, "0123456789") == l;
+  }
+  int32_t label = 0;
+  for (int i = 0; i < n; i++) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", root, v[i]->d_name);
+    if (!rc && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+      int32_t k = numeric ? (int32_t)atol(v[i]->d_name) : label;
+      label++;
+      rc = add_files(ds, p, k);
+    }
+    free(v[i]);
+  }
+  if (n) free(v);
+  return rc;
+}
+
 /* ---- writing ----------------------------------------------------------- */
+
+/* A labelled sample goes to DIR/LLLLL/ (created here, removed on abort). */
+static int class_path(struct stk_writer *w, int32_t label) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/%05d", w->dir, (int)label);
+  if (mkdir(dir, 0777) == 0) {
+    if (stk__wr_track_dir(w, dir)) return stk__errf(w->err, STK_ENOMEM, "out of memory");
+  } else if (errno != EEXIST) {
+    int e = errno;
+    return stk__errf(w->err, stk__from_errno(e), "%s: cannot create directory: %s", dir, strerror(e));
+  }
+  char *def = stk__wr_name(w, w->shard_no, ".npy");
+  if (!def) return stk__errf(w->err, STK_ENOMEM, "out of memory");
+  const char *base = strrchr(def, '/') ? strrchr(def, '/') + 1 : def;
+  size_t n = strlen(dir) + strlen(base) + 2;
+  free(w->path);
+  w->path = malloc(n);
+  if (w->path) snprintf(w->path, n, "%s/%s", dir, base);
+  free(def);
+  return w->path ? 0 : stk__errf(w->err, STK_ENOMEM, "out of memory");
+}
 
 /* A field that is already a .npy image is written as is; anything else is
  * wrapped as a 1-d uint8 array. One file per sample. */
@@ -275,6 +362,10 @@ static int npy_wr_sample(struct stk_writer *w, const struct stk_sample *s) {
       f = &s->fields[i];
   if (!f) return stk__errf(w->err, STK_EINVAL, "sample %llu has no data field",
                            (unsigned long long)w->samples);
+  if (s->label >= 0) {
+    int rc = class_path(w, s->label);
+    if (rc) return rc;
+  }
   uint64_t doff;
   const char *why;
   if (f->encoding == STK_ENC_NONE && stk__npy_check(f->data, f->len, &doff, &why) == 0)
@@ -290,6 +381,7 @@ const struct stk_format_ops stk__fmt_npy = {
     .desc = "NumPy .npy arrays, one sample per file (field \"npy\")",
     .exts = ".npy",
     .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_WRITE,
+    .list = npy_list,
     .index = npy_index,
     .parse = npy_parse,
     .wr_sample = npy_wr_sample,
