@@ -51,8 +51,10 @@ const char cmd_feed_usage[] =
     "  --on-error MODE     fail or skip bad samples (default fail)\n"
     "  --prefetch N        initial ring depth in batches (default 2)\n"
     "  --prefetch-max N    depth the ring may grow to (default 16)\n"
-    "  --mem-cap SIZE      cap on batch buffers (default 1GiB)\n"
-    "  --inflight SIZE     bytes of reads in flight (default 64MiB)\n"
+    "  --mem-cap SIZE      cap on batch buffers (default: four batches of the mean\n"
+    "                      sample, at least 1GiB, at most half the RAM)\n"
+    "  --inflight SIZE     bytes of reads in flight (default: two mean samples, at\n"
+    "                      least 64MiB, at most half the memory cap)\n"
     CLI_CACHE_USAGE
     "output:\n"
     "  --json              print the report as JSON on stdout\n"
@@ -294,8 +296,13 @@ static void print_report(const struct feed_args *a, struct stk_dataset *ds, stru
   printf("  consumer wait  %.1f%% of wall time; per batch p50 %.0f us, p99 %.0f us, max %.0f us\n",
          st->wall_ns ? 100.0 * (double)st->consumer_wait_ns / (double)st->wall_ns : 0,
          (double)st->wait_p50_ns / 1e3, (double)st->wait_p99_ns / 1e3, (double)st->wait_max_ns / 1e3);
-  printf("  ring           depth %u now, %u at most; batch buffers %s\n", st->ring_depth,
-         st->ring_depth_max, stk_fmt_bytes(st->mem_bytes, mem, sizeof mem));
+  char peak[32], cap[32];
+  printf("  ring           depth %u now, %u at most; batch buffers %s (peak %s, cap %s)\n",
+         st->ring_depth, st->ring_depth_max, stk_fmt_bytes(st->mem_bytes, mem, sizeof mem),
+         stk_fmt_bytes(st->mem_peak, peak, sizeof peak), stk_fmt_bytes(st->mem_cap, cap, sizeof cap));
+  if (st->mem_over_cap)
+    printf("  memory cap     exceeded %" PRIu64 " time(s): the consumer held every other batch\n",
+           st->mem_over_cap);
   printf("  reads          %" PRIu64 " requests, %.1f MiB (engine %s)\n", st->read_ops,
          (double)st->read_bytes / 1048576.0, stk_loader_engine(l));
   if (st->skipped) printf("  skipped        %" PRIu64 " bad samples\n", st->skipped);

@@ -553,7 +553,7 @@ TEST(format_npz_numpy_interop) {
   CHECK_EQ(s.fields[0].encoding, STK_ENC_NONE);
   CHECK_OK(stk_dataset_read(ds, 1, 1, &buf, &cap, &s));
   CHECK_EQ(s.fields[0].encoding, STK_ENC_DEFLATE);
-  CHECK_EQ(s.label, -1); /* y is deflated: not read as a label */
+  CHECK_EQ(s.label, 4); /* y is deflated (savez_compressed): read all the same */
   free(buf);
   stk_dataset_close(ds);
   write_ds("npz", "o", 3, "x", 1, 0);
@@ -562,6 +562,78 @@ TEST(format_npz_numpy_interop) {
   CHECK_MSG(rc == 0, "%s", out);
   CHECK_CONTAINS(out, "['label', 'x'] 2");
   free(out);
+}
+
+/* Gather a field into a fresh buffer (strided fields element by element). */
+static uint8_t *field_bytes(const struct stk_field *f, uint64_t *n) {
+  if (f->encoding != STK_ENC_STRIDED) {
+    *n = f->len;
+    uint8_t *p = malloc(f->len);
+    memcpy(p, f->data, f->len);
+    return p;
+  }
+  *n = f->raw_len;
+  uint8_t *p = malloc(f->raw_len);
+  for (uint64_t k = 0; k < f->raw_len / f->elem; k++)
+    memcpy(p + k * f->elem, f->data + k * f->stride, f->elem);
+  return p;
+}
+
+/* DLIO's npz layout as NumPy writes it (np.savez(path, x=records, y=labels),
+ * samples along x's last axis): each file holds its samples, sample i is
+ * x[..., i] (C and Fortran order, 1- and 4-byte elements) with label y[i];
+ * a single-sample file and savez_compressed labels are read too. */
+TEST(format_npz_dlio_layout_numpy) {
+  if (test_sh(NULL, "/usr/bin/python3 -c 'import numpy'") != 0)
+    SKIP("no NumPy (/usr/bin/python3 -c 'import numpy' failed; scripts/install-deps test installs python3-numpy)");
+  char *out;
+  int rc = test_sh(&out, "mkdir -p d b && /usr/bin/python3 -c \"import numpy as np\n"
+                         "r=np.random.default_rng(7)\n"
+                         "xs=[r.integers(0,255,size=(5,7,3),dtype=np.uint8),\n"
+                         "    r.random((4,3,2,4),dtype=np.float32),\n"
+                         "    np.asfortranarray(r.integers(0,255,size=(6,5,2),dtype=np.uint8)),\n"
+                         "    r.integers(0,255,size=(9,9,1),dtype=np.uint8)]\n"
+                         "k=0\n"
+                         "for f,x in enumerate(xs):\n"
+                         "  y=[100*f+i for i in range(x.shape[-1])]\n"
+                         "  np.savez('d/f%%d.npz'%%f, x=x, y=y)\n"
+                         "  for i in range(x.shape[-1]):\n"
+                         "    open('b/%%d.bin'%%k,'wb').write(x[...,i].tobytes(order='A')); k+=1\n"
+                         "np.savez_compressed('d/f4.npz', x=np.zeros((8,8,1),np.uint8), y=np.array([42]))\"");
+  CHECK_MSG(rc == 0, "%s", out);
+  free(out);
+  struct stk_dataset *ds = open_ds("d", NULL);
+  CHECK_EQ(stk_dataset_num_samples(ds), 3 + 4 + 2 + 1 + 1);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample s;
+  int32_t want[] = {0, 1, 2, 100, 101, 102, 103, 200, 201};
+  for (uint64_t i = 0; i < 9; i++) {
+    CHECK_OK(stk_dataset_read(ds, i, 1, &buf, &cap, &s));
+    CHECK_EQ(s.label, want[i]);
+    CHECK_EQ(s.nfields, 1);
+    CHECK_STR(s.fields[0].name, "x");
+    char path[64];
+    snprintf(path, sizeof path, "b/%llu.bin", (unsigned long long)i);
+    size_t wl;
+    uint8_t *w = test_read_file(path, &wl), *got;
+    uint64_t gl;
+    got = field_bytes(&s.fields[0], &gl);
+    CHECK_EQ(gl, wl);
+    CHECK_MSG(!memcmp(got, w, wl), "sample %llu differs from numpy's x[..., i]", (unsigned long long)i);
+    free(got);
+    free(w);
+  }
+  CHECK_EQ(s.fields[0].encoding, STK_ENC_NONE); /* Fortran order: contiguous */
+  CHECK_OK(stk_dataset_read(ds, 1, 1, &buf, &cap, &s));
+  CHECK_EQ(s.fields[0].encoding, STK_ENC_STRIDED);
+  CHECK_OK(stk_dataset_read(ds, 9, 1, &buf, &cap, &s)); /* one sample: x and y as fields */
+  CHECK_EQ(s.label, 300);
+  CHECK_OK(stk_dataset_read(ds, 10, 1, &buf, &cap, &s)); /* savez_compressed's y */
+  CHECK_EQ(s.label, 42);
+  /* A damaged byte of x is caught when its sample is read. */
+  free(buf);
+  stk_dataset_close(ds);
 }
 
 TEST(format_mds_bad_input) {
@@ -745,7 +817,9 @@ TEST(format_gen_deterministic) {
     CHECK_MSG(test_sh(NULL, "diff -r %s %s", a, b) == 0, "%s differs for one seed", fmts[i]);
     CHECK_MSG(test_sh(NULL, "diff -rq %s %s >/dev/null", a, c) != 0, "%s same for two seeds",
               fmts[i]);
-    struct stk_dataset *ds = open_ds(a, NULL);
+    /* npy keeps labels in class folders, which detection takes for plain
+     * files: named, it is read as npy. */
+    struct stk_dataset *ds = open_ds(a, i == 2 ? "npy" : NULL);
     CHECK_STR(stk_dataset_format(ds), fmts[i]);
     CHECK_EQ(stk_dataset_num_samples(ds), 40);
     uint8_t *buf = NULL;
@@ -753,7 +827,7 @@ TEST(format_gen_deterministic) {
     for (uint64_t k = 0; k < 40; k++) {
       struct stk_sample s;
       CHECK_MSG(stk_dataset_read(ds, k, 1, &buf, &cap, &s) == 0, "%s", stk_dataset_errmsg(ds));
-      if (i != 2) CHECK_MSG(s.label >= 0 && s.label < 7, "%s label %d", fmts[i], s.label);
+      CHECK_MSG(s.label >= 0 && s.label < 7, "%s label %d", fmts[i], s.label);
     }
     free(buf);
     stk_dataset_close(ds);
@@ -766,6 +840,101 @@ TEST(format_gen_deterministic) {
   CHECK_OK(stk_gen(&g, NULL, NULL, err));
   struct stk_dataset *ds = open_ds("a_wds", NULL);
   CHECK_EQ(stk_dataset_num_samples(ds), 3);
+  stk_dataset_close(ds);
+}
+
+/* Labels of gen --classes are the same sample for sample in npy (class
+ * folders), npz (DLIO's y) and TFRecord: each sample draws its own. */
+TEST(format_gen_labels_npy_npz) {
+  struct stk_gen_opts g = {.dir = "t", .format = "tfrecord", .samples = 30, .size_mean = 500,
+                           .classes = 4, .seed = 9};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  g.dir = "n", g.format = "npy";
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  g.dir = "z", g.format = "npz", g.samples_per_shard = 8;
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  struct stk_dataset *t = open_ds("t", NULL), *n = open_ds("n", "npy"), *z = open_ds("z", NULL),
+                     *f = open_ds("n", NULL);
+  CHECK_EQ(stk_dataset_num_samples(n), 30);
+  CHECK_EQ(stk_dataset_num_samples(z), 30);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  int32_t want[30];
+  int classes_seen = 0;
+  for (uint64_t k = 0; k < 30; k++) {
+    struct stk_sample s;
+    CHECK_OK(stk_dataset_read(t, k, 1, &buf, &cap, &s));
+    want[k] = s.label;
+    classes_seen |= 1 << s.label;
+    CHECK_OK(stk_dataset_read(z, k, 1, &buf, &cap, &s));
+    CHECK_EQ(s.label, want[k]);
+  }
+  CHECK(classes_seen > 1);
+  for (uint64_t k = 0; k < 30; k++) {
+    struct stk_sample s;
+    for (int d = 0; d < 2; d++) { /* as npy, and as plain files */
+      CHECK_OK(stk_dataset_read(d ? f : n, k, 1, &buf, &cap, &s));
+      const char *num = strrchr(s.key, '-');
+      CHECK(num != NULL);
+      uint64_t id = strtoull(num + 1, NULL, 10);
+      CHECK(id < 30);
+      CHECK_EQ(s.label, want[id]);
+    }
+  }
+  free(buf);
+  stk_dataset_close(t);
+  stk_dataset_close(n);
+  stk_dataset_close(z);
+  stk_dataset_close(f);
+}
+
+/* gen writes DLIO's npz layout, which NumPy loads as DLIO does: x of shape
+ * (H, W, N) holding N samples along its last axis, y their int64 labels;
+ * stoker reads sample i as x[..., i]. */
+TEST(format_gen_npz_dlio_layout_numpy) {
+  if (test_sh(NULL, "/usr/bin/python3 -c 'import numpy'") != 0)
+    SKIP("no NumPy (/usr/bin/python3 -c 'import numpy' failed; scripts/install-deps test installs python3-numpy)");
+  struct stk_gen_opts g = {.dir = "z", .format = "npz", .samples = 10, .size_mean = 700,
+                           .classes = 5, .samples_per_shard = 4, .seed = 2};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  char *out;
+  int rc = test_sh(&out, "mkdir -p b && /usr/bin/python3 -c \"import numpy as np, glob\n"
+                         "k=0\n"
+                         "for p in sorted(glob.glob('z/*.npz')):\n"
+                         "  z=np.load(p); x=z['x']; y=z['y']\n"
+                         "  assert x.dtype==np.uint8 and x.ndim==3 and y.dtype==np.int64 and y.shape==(x.shape[2],)\n"
+                         "  for i in range(x.shape[2]):\n"
+                         "    open('b/%%d.bin'%%k,'wb').write(x[...,i].tobytes()); open('b/%%d.y'%%k,'w').write(str(y[i])); k+=1\n"
+                         "print(k, 'samples')\"");
+  CHECK_MSG(rc == 0, "%s", out);
+  CHECK_CONTAINS(out, "10 samples");
+  free(out);
+  struct stk_dataset *ds = open_ds("z", NULL);
+  CHECK_EQ(stk_dataset_num_shards(ds), 3);
+  CHECK_EQ(stk_dataset_num_samples(ds), 10);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  for (uint64_t i = 0; i < 10; i++) {
+    struct stk_sample s;
+    CHECK_OK(stk_dataset_read(ds, i, 1, &buf, &cap, &s));
+    char p[64];
+    size_t wl, yl;
+    snprintf(p, sizeof p, "b/%llu.bin", (unsigned long long)i);
+    uint8_t *w = test_read_file(p, &wl);
+    snprintf(p, sizeof p, "b/%llu.y", (unsigned long long)i);
+    char *y = (char *)test_read_file(p, &yl);
+    uint64_t gl;
+    uint8_t *got = field_bytes(&s.fields[0], &gl);
+    CHECK_EQ(gl, wl);
+    CHECK(!memcmp(got, w, wl));
+    CHECK_EQ(s.label, atoi(y));
+    free(got);
+    free(w);
+    free(y);
+  }
+  free(buf);
   stk_dataset_close(ds);
 }
 

@@ -19,8 +19,12 @@ extern "C" {
 #define STK_MAX_FIELDS 16
 
 /* How a field's bytes are stored. Deflated fields (npz members) are
- * inflated by the decode stage, never by the parser. */
-enum stk_encoding { STK_ENC_NONE = 0, STK_ENC_DEFLATE = 1 };
+ * inflated by the decode stage, never by the parser. A strided field is
+ * one sample of an array that holds its samples along the last axis (DLIO's
+ * npz files: x[..., i]): raw_len / elem elements of elem bytes, the k-th at
+ * data + k * stride; len covers the span from the first to the last. The
+ * decode stage gathers it into consecutive bytes. */
+enum stk_encoding { STK_ENC_NONE = 0, STK_ENC_DEFLATE = 1, STK_ENC_STRIDED = 2 };
 
 /* One named part of a sample: "jpg" and "cls" of a WebDataset sample, a
  * column of an MDS sample, an array of an npz file. data points into the
@@ -31,6 +35,8 @@ struct stk_field {
   uint64_t len;     /* stored bytes at data */
   uint64_t raw_len; /* bytes after decoding the encoding (== len for NONE) */
   int encoding;     /* enum stk_encoding */
+  uint32_t elem;    /* STK_ENC_STRIDED: bytes per element */
+  uint64_t stride;  /* STK_ENC_STRIDED: bytes from one element to the next */
 };
 
 /* A sample split into fields. label is the class (plain-file datasets: the

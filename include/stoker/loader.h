@@ -124,11 +124,16 @@ struct stk_loader_opts {
                              where available; see docs/internals/loader.md) */
   int direct;             /* O_DIRECT reads into aligned buffers */
   int skip_verify;        /* do not check stored checksums (on by default) */
-  uint64_t max_inflight;  /* bytes in flight in the I/O engine; 0 = 64 MiB */
+  uint64_t max_inflight;  /* bytes in flight in the I/O engine; 0 = two mean
+                             samples, at least 64 MiB, at most mem_cap / 2 */
   uint32_t io_depth;      /* requests in flight; 0 = 64 */
   uint32_t prefetch;      /* initial ring depth in batches; 0 = 2 */
   uint32_t prefetch_max;  /* depth the ring may grow to; 0 = 16 */
-  uint64_t mem_cap;       /* cap on batch-buffer bytes (ring + in flight); 0 = 1 GiB */
+  uint64_t mem_cap;       /* cap on batch-buffer bytes (ring + in flight + held
+                             by the consumer); 0 = room for four batches of
+                             the mean sample size, at least 1 GiB, at most
+                             half the RAM. A batch that alone needs more
+                             fails with STK_ENOMEM. */
   int on_error;           /* enum stk_on_error */
   const struct stk_allocator *alloc; /* NULL = aligned malloc */
   const struct stk_sampler_state *resume; /* NULL = start at epoch 0 */
@@ -209,7 +214,11 @@ struct stk_loader_stats {
   uint64_t consumer_wait_ns; /* total time next() blocked */
   uint64_t wait_p50_ns, wait_p99_ns, wait_max_ns; /* per batch */
   uint32_t ring_depth, ring_depth_max;
-  uint64_t mem_bytes;      /* batch-buffer bytes allocated */
+  uint64_t mem_bytes;      /* batch-buffer bytes allocated now */
+  uint64_t mem_peak;       /* the most ever allocated at once */
+  uint64_t mem_cap;        /* the cap in force (opts.mem_cap or its default) */
+  uint64_t mem_over_cap;   /* times a batch exceeded the cap because the
+                              consumer held every other batch (else 0) */
   uint64_t read_ops, read_bytes; /* I/O requests after coalescing */
   int has_cache;           /* the dataset is read through a cache: */
   struct stk_cache_stats cache;

@@ -214,6 +214,17 @@ int32_t stk__parse_label(const uint8_t *p, uint64_t n);
  * that the array's bytes fit. Sets *data_off to the array data's offset;
  * on failure returns STK_EFORMAT/STK_ETRUNC with *why a static reason. */
 int stk__npy_check(const uint8_t *p, uint64_t n, uint64_t *data_off, const char **why);
+/* What a .npy header says (npz.c reads DLIO's layout with it): where the
+ * data starts, the item size (0 if not a simple dtype), the element count,
+ * the number of dimensions and the last one, the order, and whether the
+ * dtype is a little-endian or single-byte integer. With need_data, the
+ * data must lie within the n bytes too. 0, or a code with *why set. */
+struct stk__npy_info {
+  uint64_t data_off, itemsize, count, last;
+  int ndim, fortran, is_int, is_signed;
+};
+int stk__npy_info(const uint8_t *p, uint64_t n, int need_data, struct stk__npy_info *info,
+                  const char **why);
 /* Write a version 1.0 header for a C-order array of dtype descr ("|u1",
  * "<i8") into out; returns its length (a multiple of 64), 0 if cap is too
  * small. */

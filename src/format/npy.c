@@ -1,9 +1,14 @@
 /* NumPy .npy files, one sample per file (field "npy", the whole file, which
- * the decode stage's npy op turns into an array). Also the .npy header
- * checker and writer that npz.c and gen share. */
+ * the decode stage's npy op turns into an array), labelled by first-level
+ * subfolder as torchvision's DatasetFolder reads them (a .npy file has no
+ * place for a label). Also the .npy header checker and writer that npz.c
+ * and gen share. */
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "format_impl.h"
 
@@ -18,6 +23,8 @@ struct npy_hdr {
   uint64_t itemsize; /* 0 = unknown (structured, object) */
   uint64_t count;    /* product of the shape */
   int count_overflow;
+  int ndim, fortran, is_int, is_signed;
+  uint64_t last;     /* the last dimension (1 for a 0-d array) */
 };
 
 static const uint8_t *skip_ws(const uint8_t *p, const uint8_t *e) {
@@ -59,6 +66,8 @@ static uint64_t dtype_size(const uint8_t *s, size_t n) {
 static const uint8_t *shape_tuple(const uint8_t *p, const uint8_t *e, struct npy_hdr *h) {
   if (p >= e || *p++ != '(') return NULL;
   h->count = 1;
+  h->ndim = 0;
+  h->last = 1;
   for (int dims = 0;; dims++) {
     p = skip_ws(p, e);
     if (p < e && *p == ')') return p + 1;
@@ -70,6 +79,8 @@ static const uint8_t *shape_tuple(const uint8_t *p, const uint8_t *e, struct npy
     }
     if (v && h->count > UINT64_MAX / v) h->count_overflow = 1;
     else h->count *= v;
+    h->ndim++;
+    h->last = v;
     p = skip_ws(p, e);
     if (p < e && *p == ',') p++;
     else if (p < e && *p == ')') return p + 1;
@@ -102,11 +113,15 @@ static const uint8_t *dict_value(const uint8_t *p, const uint8_t *e, const uint8
     if (p < e && *p == '[') return skip_brackets(p, e);
     if (!(p = quoted(p, e, &s, &sl))) return NULL;
     h->itemsize = dtype_size(s, sl);
+    size_t at = sl && strchr("<>|=", s[0]) ? 1 : 0;
+    int le = !sl || s[0] != '>' || h->itemsize == 1;
+    h->is_int = h->itemsize && at < sl && (s[at] == 'i' || s[at] == 'u') && le;
+    h->is_signed = h->is_int && s[at] == 'i';
     return p;
   }
   if (kl == 13 && !memcmp(k, "fortran_order", 13)) {
     h->have_order = 1;
-    if (e - p >= 4 && !memcmp(p, "True", 4)) return p + 4;
+    if (e - p >= 4 && !memcmp(p, "True", 4)) return h->fortran = 1, p + 4;
     if (e - p >= 5 && !memcmp(p, "False", 5)) return p + 5;
     return NULL;
   }
@@ -148,19 +163,40 @@ static uint64_t npy_prefix(const uint8_t *p, uint64_t n, const char **why) {
   return 12 + hl;
 }
 
-int stk__npy_check(const uint8_t *p, uint64_t n, uint64_t *data_off, const char **why) {
+static int npy_parse_hdr(const uint8_t *p, uint64_t n, int need_data, struct npy_hdr *h,
+                         uint64_t *data_off, const char **why) {
   uint64_t hend = npy_prefix(p, n, why);
   if (!hend) return STK_EFORMAT;
   if (hend > n) return *why = "truncated .npy header", STK_ETRUNC;
-  struct npy_hdr h = {0};
+  memset(h, 0, sizeof *h);
   const uint8_t *hs = p + (p[6] == 1 ? 10 : 12);
-  if (p[hend - 1] != '\n' || parse_dict(hs, p + hend - 1, &h))
+  if (p[hend - 1] != '\n' || parse_dict(hs, p + hend - 1, h))
     return *why = "malformed .npy header dictionary", STK_EFORMAT;
-  if (h.itemsize && (h.count_overflow || h.count > UINT64_MAX / h.itemsize))
+  if (h->itemsize && (h->count_overflow || h->count > UINT64_MAX / h->itemsize))
     return *why = "absurd .npy shape", STK_EFORMAT;
-  if (h.itemsize && h.count * h.itemsize > n - hend)
+  if (need_data && h->itemsize && h->count * h->itemsize > n - hend)
     return *why = "array data is truncated", STK_ETRUNC;
   *data_off = hend;
+  return 0;
+}
+
+int stk__npy_check(const uint8_t *p, uint64_t n, uint64_t *data_off, const char **why) {
+  struct npy_hdr h;
+  return npy_parse_hdr(p, n, 1, &h, data_off, why);
+}
+
+int stk__npy_info(const uint8_t *p, uint64_t n, int need_data, struct stk__npy_info *info,
+                  const char **why) {
+  struct npy_hdr h;
+  int rc = npy_parse_hdr(p, n, need_data, &h, &info->data_off, why);
+  if (rc) return rc;
+  info->itemsize = h.itemsize;
+  info->count = h.count;
+  info->last = h.ndim ? h.last : 1;
+  info->ndim = h.ndim;
+  info->fortran = h.fortran;
+  info->is_int = h.is_int;
+  info->is_signed = h.is_signed;
   return 0;
 }
 
@@ -233,7 +269,89 @@ static int npy_parse(const struct stk_dataset *ds, const struct stk_shard *sh, c
   return 0;
 }
 
+/* ---- listing ----------------------------------------------------------- */
+
+static int npy_name(const struct dirent *d) { return stk__has_ext(d->d_name, ".npy"); }
+static int sub_dir(const struct dirent *d) { return d->d_name[0] != '.'; }
+
+/* The .npy files of dir (sorted) as shards of the given label. */
+static int add_files(struct stk_dataset *ds, const char *dir, int32_t label) {
+  struct dirent **v;
+  int n = scandir(dir, &v, npy_name, alphasort), rc = 0;
+  if (n < 0) {
+    int e = errno;
+    return stk__errf(ds->err, stk__from_errno(e), "%s: cannot list: %s", dir, strerror(e));
+  }
+  for (int i = 0; i < n; i++) {
+    char p[4096];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, v[i]->d_name);
+    if (!rc && stat(p, &st) == 0 && S_ISREG(st.st_mode) && stk__dataset_add_shard(ds, p, label))
+      rc = stk__errf(ds->err, STK_ENOMEM, "out of memory listing %s", dir);
+    free(v[i]);
+  }
+  free(v);
+  return rc;
+}
+
+/* A file, or a directory's .npy files (label -1) and those of its
+ * first-level subfolders (labels 0, 1, ... in name order). */
+static int npy_list(struct stk_dataset *ds, const char *root) {
+  struct stat st;
+  if (stat(root, &st) != 0) {
+    int e = errno;
+    return stk__errf(ds->err, stk__from_errno(e), "%s: %s", root, strerror(e));
+  }
+  if (!S_ISDIR(st.st_mode)) return stk__dataset_add_shard(ds, root, -1);
+  int rc = add_files(ds, root, -1);
+  struct dirent **v;
+  int n = rc ? 0 : scandir(root, &v, sub_dir, alphasort);
+  if (n < 0) return 0;
+  /* Folders named by number (as stoker gen writes them: 00000, 00003, ...)
+   * give that number, so a class with no sample shifts no other label;
+   * otherwise labels follow name order, as DatasetFolder gives them. */
+  int numeric = 1;
+  for (int i = 0; i < n; i++) {
+    size_t l = strlen(v[i]->d_name);
+    numeric &= l > 0 && l <= 9 && strspn(v[i]->d_name, "0123456789") == l;
+  }
+  int32_t label = 0;
+  for (int i = 0; i < n; i++) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", root, v[i]->d_name);
+    if (!rc && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+      int32_t k = numeric ? (int32_t)atol(v[i]->d_name) : label;
+      label++;
+      rc = add_files(ds, p, k);
+    }
+    free(v[i]);
+  }
+  if (n) free(v);
+  return rc;
+}
+
 /* ---- writing ----------------------------------------------------------- */
+
+/* A labelled sample goes to DIR/LLLLL/ (created here, removed on abort). */
+static int class_path(struct stk_writer *w, int32_t label) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/%05d", w->dir, (int)label);
+  if (mkdir(dir, 0777) == 0) {
+    if (stk__wr_track_dir(w, dir)) return stk__errf(w->err, STK_ENOMEM, "out of memory");
+  } else if (errno != EEXIST) {
+    int e = errno;
+    return stk__errf(w->err, stk__from_errno(e), "%s: cannot create directory: %s", dir, strerror(e));
+  }
+  char *def = stk__wr_name(w, w->shard_no, ".npy");
+  if (!def) return stk__errf(w->err, STK_ENOMEM, "out of memory");
+  const char *base = strrchr(def, '/') ? strrchr(def, '/') + 1 : def;
+  size_t n = strlen(dir) + strlen(base) + 2;
+  free(w->path);
+  w->path = malloc(n);
+  if (w->path) snprintf(w->path, n, "%s/%s", dir, base);
+  free(def);
+  return w->path ? 0 : stk__errf(w->err, STK_ENOMEM, "out of memory");
+}
 
 /* A field that is already a .npy image is written as is; anything else is
  * wrapped as a 1-d uint8 array. One file per sample. */
@@ -244,6 +362,10 @@ static int npy_wr_sample(struct stk_writer *w, const struct stk_sample *s) {
       f = &s->fields[i];
   if (!f) return stk__errf(w->err, STK_EINVAL, "sample %llu has no data field",
                            (unsigned long long)w->samples);
+  if (s->label >= 0) {
+    int rc = class_path(w, s->label);
+    if (rc) return rc;
+  }
   uint64_t doff;
   const char *why;
   if (f->encoding == STK_ENC_NONE && stk__npy_check(f->data, f->len, &doff, &why) == 0)
@@ -259,6 +381,7 @@ const struct stk_format_ops stk__fmt_npy = {
     .desc = "NumPy .npy arrays, one sample per file (field \"npy\")",
     .exts = ".npy",
     .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_WRITE,
+    .list = npy_list,
     .index = npy_index,
     .parse = npy_parse,
     .wr_sample = npy_wr_sample,

@@ -1,10 +1,16 @@
 /* NumPy .npz files (zip archives of .npy members, as np.savez and DLIO's
- * unet3d write them), one sample per file whose fields are the members.
+ * unet3d write them), one sample per file whose fields are the members,
+ * or DLIO's layout of several samples per file: np.savez(path, x=records,
+ * y=labels) with the samples along x's last axis (sample i is x[..., i],
+ * a strided field the decode stage gathers) and their labels in y.
  * The index reads the central directory; parse re-reads it from the
  * sample's bytes (the whole file) and points fields at the member data:
- * deflated members are left for the decode stage to inflate. */
+ * deflated members are left for the decode stage to inflate. CRC-32 is
+ * libdeflate's (carry-less multiply; several times zlib's rate), inflate
+ * for checking stays zlib's streaming one (no output buffer to keep). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <libdeflate.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -104,7 +110,125 @@ static const char *cen_entry(const uint8_t **p, const uint8_t *end, struct zent 
   return NULL;
 }
 
+static int is_member(const struct zent *z, const char *name) {
+  size_t n = strlen(name);
+  return (z->nlen == n && !memcmp(z->name, name, n)) ||
+         (z->nlen == n + 4 && !memcmp(z->name, name, n) && !memcmp(z->name + n, ".npy", 4));
+}
+
+/* A small member's bytes (y: labels), inflated into a malloc'ed buffer if
+ * deflated, else copied. */
+#define SMALL_MAX (64u << 20)
+static const char *small_member(const uint8_t *d, const struct zent *z, uint8_t **out) {
+  if (z->usize > SMALL_MAX) return "label member too large";
+  if (!(*out = malloc(z->usize ? (size_t)z->usize : 1))) return "out of memory";
+  if (z->method == 0) {
+    memcpy(*out, d, (size_t)z->usize);
+    return NULL;
+  }
+  struct libdeflate_decompressor *dc = libdeflate_alloc_decompressor();
+  size_t got = 0;
+  int ok = dc && libdeflate_deflate_decompress(dc, d, (size_t)z->csize, *out, (size_t)z->usize,
+                                               &got) == LIBDEFLATE_SUCCESS && got == z->usize;
+  if (dc) libdeflate_free_decompressor(dc);
+  if (ok) return NULL;
+  free(*out);
+  *out = NULL;
+  return "label member does not inflate";
+}
+
+/* Label i of an integer .npy array (y), or -1 when it is not one or the
+ * value does not fit an int32 label. */
+static int32_t label_at(const uint8_t *p, uint64_t n, uint64_t i) {
+  struct stk__npy_info h;
+  const char *why;
+  if (stk__npy_info(p, n, 1, &h, &why) || !h.is_int || i >= h.count) return -1;
+  const uint8_t *v = p + h.data_off + i * h.itemsize;
+  int64_t x;
+  switch (h.itemsize) {
+  case 1: x = h.is_signed ? (int8_t)v[0] : v[0]; break;
+  case 2: x = h.is_signed ? (int16_t)stk__ld16(v) : stk__ld16(v); break;
+  case 4: x = h.is_signed ? (int32_t)stk__ld32(v) : (int64_t)stk__ld32(v); break;
+  case 8: x = (int64_t)stk__ld64(v); break;
+  default: return -1;
+  }
+  return x >= 0 && x <= INT32_MAX ? (int32_t)x : -1;
+}
+
 /* ---- index ------------------------------------------------------------- */
+
+/* The first bytes of a member's data (its .npy header), inflated when the
+ * member is deflated; *got of them in buf. */
+static const char *member_head(int fd, const struct zent *z, uint64_t size, uint8_t *buf,
+                               size_t cap, size_t *got) {
+  uint8_t loc[LOC_LEN];
+  if (z->lho > size || size - z->lho < LOC_LEN || stk__pread_full(fd, loc, LOC_LEN, z->lho) ||
+      stk__ld32(loc) != LOC_SIG)
+    return "bad zip local header";
+  uint64_t data = z->lho + LOC_LEN + stk__ld16(loc + 26) + stk__ld16(loc + 28);
+  if (data > size || z->csize > size - data) return "zip member data truncated";
+  if (z->method == 0) {
+    *got = (size_t)STK__MIN((uint64_t)cap, z->csize);
+    return stk__pread_full(fd, buf, *got, data) ? "read failed" : NULL;
+  }
+  size_t in_len = (size_t)STK__MIN(z->csize, (uint64_t)(256u << 10));
+  uint8_t *in = malloc(in_len ? in_len : 1);
+  if (!in) return "out of memory";
+  const char *why = stk__pread_full(fd, in, in_len, data) ? "read failed" : NULL;
+  z_stream zs;
+  memset(&zs, 0, sizeof zs);
+  if (!why && inflateInit2(&zs, -15) != Z_OK) why = "out of memory";
+  else if (!why) {
+    zs.next_in = in;
+    zs.avail_in = (uInt)in_len;
+    zs.next_out = buf;
+    zs.avail_out = (uInt)cap;
+    int zr = inflate(&zs, Z_SYNC_FLUSH);
+    if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) why = "zip member does not inflate";
+    *got = cap - zs.avail_out;
+    inflateEnd(&zs);
+  }
+  free(in);
+  return why;
+}
+
+/* Samples in a file of DLIO's layout (x with its samples along the last
+ * axis, y one integer label per sample), else 1. */
+static const char *dlio_samples(int fd, uint64_t size, const struct zent *x, const struct zent *y,
+                                uint64_t *n) {
+  *n = 1;
+  if (!x || !y) return NULL;
+  uint8_t head[4096];
+  size_t got = 0;
+  const char *why = member_head(fd, x, size, head, sizeof head, &got);
+  if (why) return why;
+  struct stk__npy_info h;
+  if (stk__npy_info(head, got, 0, &h, &why) || h.ndim < 2 || h.last < 2) return NULL;
+  uint8_t loc[LOC_LEN];
+  if (y->lho > size || size - y->lho < LOC_LEN || stk__pread_full(fd, loc, LOC_LEN, y->lho))
+    return "bad zip local header";
+  uint64_t data = y->lho + LOC_LEN + stk__ld16(loc + 26) + stk__ld16(loc + 28);
+  if (data > size || y->csize > size - data || y->csize > SMALL_MAX) return NULL;
+  uint8_t *raw = malloc(y->csize ? (size_t)y->csize : 1), *img = NULL;
+  if (!raw) return "out of memory";
+  if (stk__pread_full(fd, raw, (size_t)y->csize, data)) why = "read failed";
+  else if (!small_member(raw, y, &img)) {
+    struct stk__npy_info yh;
+    const char *w2;
+    if (!stk__npy_info(img, y->usize, 1, &yh, &w2) && yh.is_int && yh.count == h.last) {
+      if (x->method != 0)
+        why = "x is compressed and holds several samples (DLIO's layout); stoker reads that "
+              "layout from np.savez files (stored members)";
+      else if (!h.itemsize)
+        why = "x has a structured dtype; DLIO's layout needs a simple one";
+      else
+        *n = h.last;
+    }
+  }
+  free(raw);
+  free(img);
+  return why;
+}
 
 static int npz_err(const char *path, uint64_t off, int rc, const char *why, char *err) {
   return stk__errf(err, rc, "%s: offset %llu: %s", path, (unsigned long long)off, why);
@@ -131,20 +255,30 @@ static int npz_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char 
   else if (!(cd = malloc((size_t)d.cd_size + 1))) why = "out of memory", rc = STK_ENOMEM;
   else if ((rc = stk__pread_full(fd, cd, (size_t)d.cd_size, d.cd_off)) != 0) why = "read failed";
   const uint8_t *p = cd, *end = cd + (cd && !rc ? d.cd_size : 0);
+  struct zent zx = {0}, zy = {0};
+  int hx = 0, hy = 0;
   for (uint64_t i = 0; !rc && i < d.count; i++) {
     struct zent z;
     at = d.cd_off + (uint64_t)(p - cd);
     if ((why = cen_entry(&p, end, &z)) != NULL) rc = STK_EFORMAT;
     else if (z.lho > size || z.csize > size - z.lho)
       why = "member data outside the file", rc = STK_ETRUNC;
+    else if (is_member(&z, "x")) zx = z, hx = 1;
+    else if (is_member(&z, "y")) zy = z, hy = 1;
   }
+  uint64_t n = 1;
+  if (!rc && (why = dlio_samples(fd, size, hx ? &zx : NULL, hy ? &zy : NULL, &n)) != NULL)
+    rc = STK_EFORMAT, at = hx ? zx.lho : 0;
   free(t);
   free(cd);
   if (rc) return npz_err(sh->path, at, rc, why ? why : "bad zip file", err);
-  if (!(sh->idx = malloc(sizeof *sh->idx))) return stk__errf(err, STK_ENOMEM, "out of memory");
-  sh->idx[0].off = 0;
-  sh->idx[0].len = size;
-  sh->count = 1;
+  /* Every sample of a file is read with the whole file (the labels and the
+   * directory are at its two ends); ranges that coincide are read once per
+   * batch. */
+  if (n > size || !(sh->idx = malloc(n * sizeof *sh->idx)))
+    return stk__errf(err, STK_ENOMEM, "out of memory");
+  for (uint64_t i = 0; i < n; i++) sh->idx[i] = (struct stk_index_entry){0, size};
+  sh->count = n;
   return 0;
 }
 
@@ -158,7 +292,7 @@ static int inflate_check(const uint8_t *p, uint64_t n, uint64_t usize, uint32_t 
   if (inflateInit2(&zs, -15) != Z_OK) return STK_ENOMEM;
   uint8_t out[16384];
   uint64_t total = 0, left = n;
-  uLong c = crc32(0, NULL, 0);
+  uint32_t c = 0;
   int zr = Z_OK;
   zs.next_in = (Bytef *)(uintptr_t)p;
   while (zr == Z_OK) {
@@ -171,39 +305,28 @@ static int inflate_check(const uint8_t *p, uint64_t n, uint64_t usize, uint32_t 
     zr = inflate(&zs, Z_NO_FLUSH);
     size_t got = sizeof out - zs.avail_out;
     total += got;
-    c = crc32(c, out, (uInt)got);
+    c = libdeflate_crc32(c, out, got);
     if (zr == Z_BUF_ERROR && zs.avail_in == 0 && !left) break;
     if (total > usize) break;
   }
   inflateEnd(&zs);
   if (zr != Z_STREAM_END) return STK_EFORMAT;
-  return total == usize && (uint32_t)c == crc ? 0 : STK_ECRC;
+  return total == usize && c == crc ? 0 : STK_ECRC;
 }
 
-static uint32_t crc32_big(const uint8_t *p, uint64_t n) {
-  uLong c = crc32(0, NULL, 0);
-  while (n) {
-    uInt k = (uInt)STK__MIN(n, (uint64_t)(1u << 30));
-    c = crc32(c, p, k);
-    p += k;
-    n -= k;
-  }
-  return (uint32_t)c;
-}
+static uint32_t crc32_big(const uint8_t *p, uint64_t n) { return libdeflate_crc32(0, p, (size_t)n); }
 
-/* A label from a stored one-element int64 .npy member ("y", "label"). */
+/* A label from a one-element integer .npy member ("y", "label", "cls"),
+ * stored or deflated (np.savez_compressed). */
 static void member_label(const struct zent *z, const uint8_t *d, struct stk_sample *out) {
-  size_t nl = z->nlen;
-  if (nl > 4 && !memcmp(z->name + nl - 4, ".npy", 4)) nl -= 4;
-  int named = (nl == 1 && z->name[0] == 'y') || (nl == 5 && !memcmp(z->name, "label", 5)) ||
-              (nl == 3 && !memcmp(z->name, "cls", 3));
-  uint64_t doff;
+  int named = is_member(z, "y") || is_member(z, "label") || is_member(z, "cls");
+  if (!named || out->label >= 0 || z->usize > 4096) return;
+  uint8_t *img = NULL;
+  if (small_member(d, z, &img)) return;
+  struct stk__npy_info h;
   const char *why;
-  if (!named || z->method || out->label >= 0 || stk__npy_check(d, z->csize, &doff, &why) ||
-      z->csize - doff != 8 || !memmem(d, (size_t)doff, "<i8", 3))
-    return;
-  int64_t v = (int64_t)stk__ld64(d + doff);
-  if (v >= 0 && v <= INT32_MAX) out->label = (int32_t)v;
+  if (!stk__npy_info(img, z->usize, 1, &h, &why) && h.count == 1) out->label = label_at(img, z->usize, 0);
+  free(img);
 }
 
 /* One member: the local header gives where the data starts. */
@@ -231,9 +354,69 @@ static const char *member(const uint8_t *buf, uint64_t len, const struct zent *z
   return NULL;
 }
 
+/* Where a member's data starts in buf; NULL with *why. */
+static const uint8_t *member_data(const uint8_t *buf, uint64_t len, const struct zent *z,
+                                  const char **why, int *rc) {
+  *rc = STK_EFORMAT;
+  if (z->lho > len || len - z->lho < LOC_LEN || stk__ld32(buf + z->lho) != LOC_SIG)
+    return *why = "bad zip local header", NULL;
+  uint64_t data = z->lho + LOC_LEN + stk__ld16(buf + z->lho + 26) + stk__ld16(buf + z->lho + 28);
+  if (data > len || z->csize > len - data) return *rc = STK_ETRUNC, *why = "zip member data truncated", NULL;
+  return buf + data;
+}
+
+/* Sample i of a file of DLIO's layout: x[..., i] (a strided field, or a
+ * contiguous one for Fortran order) and its label y[i]. */
+static const char *dlio_sample(const struct stk_shard *sh, const uint8_t *buf, uint64_t len,
+                               const struct zdir *d, uint64_t i, int verify, struct stk_sample *out,
+                               int *rc, uint64_t *at) {
+  const uint8_t *p = buf + d->cd_off, *end = p + d->cd_size, *xd = NULL, *yd = NULL;
+  struct zent z, zx = {0}, zy = {0};
+  const char *why;
+  for (uint64_t k = 0; k < d->count; k++) {
+    *at = (uint64_t)(p - buf);
+    if ((why = cen_entry(&p, end, &z)) != NULL) return *rc = STK_EFORMAT, why;
+    *at = z.lho;
+    const uint8_t *md = member_data(buf, len, &z, &why, rc);
+    if (!md) return why;
+    if (is_member(&z, "x")) xd = md, zx = z;
+    else if (is_member(&z, "y")) yd = md, zy = z;
+    else continue;
+    if (verify && z.method == 0 && crc32_big(md, z.csize) != z.crc)
+      return *rc = STK_ECRC, "zip member CRC32 mismatch";
+    if (verify && z.method == 8 && (*rc = inflate_check(md, z.csize, z.usize, z.crc)) != 0)
+      return *rc == STK_ECRC ? "zip member CRC32 or size mismatch" : "zip member does not inflate";
+  }
+  *rc = STK_EFORMAT;
+  if (!xd || !yd || zx.method) return "not DLIO's layout any more (x or y changed)";
+  *at = zx.lho;
+  struct stk__npy_info h;
+  if ((*rc = stk__npy_info(xd, zx.csize, 1, &h, &why)) != 0) return why;
+  *rc = STK_EFORMAT;
+  if (h.last != sh->count || !h.itemsize) return "x's shape changed since the dataset was opened";
+  uint64_t per = h.count / h.last;
+  if (stk__sample_add(out, "x", 1, xd + h.data_off, per * h.itemsize)) return "too many fields";
+  struct stk_field *f = &out->fields[out->nfields - 1];
+  if (h.fortran || per == 1) {
+    f->data = xd + h.data_off + (h.fortran ? i * per * h.itemsize : i * h.itemsize);
+  } else {
+    f->data = xd + h.data_off + i * h.itemsize;
+    f->encoding = STK_ENC_STRIDED;
+    f->elem = (uint32_t)h.itemsize;
+    f->stride = h.last * h.itemsize;
+    f->len = (per - 1) * f->stride + h.itemsize;
+  }
+  uint8_t *img = NULL;
+  if (!small_member(yd, &zy, &img)) out->label = label_at(img, zy.usize, i);
+  free(img);
+  *rc = 0;
+  return NULL;
+}
+
 static int npz_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
                      uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
   (void)ds;
+  uint64_t index = out->index;
   stk__sample_reset(out, sh);
   const char *b = strrchr(sh->path, '/') ? strrchr(sh->path, '/') + 1 : sh->path;
   size_t bl = strlen(b);
@@ -245,6 +428,19 @@ static int npz_parse(const struct stk_dataset *ds, const struct stk_shard *sh, c
     return npz_err(sh->path, off, STK_ETRUNC, "central directory outside the sample", err);
   if (d.count == 0 || d.count > STK_MAX_FIELDS)
     return npz_err(sh->path, off, STK_EFORMAT, "bad member count", err);
+  if (sh->count > 1) {
+    if (index < sh->first || index - sh->first >= sh->count)
+      return npz_err(sh->path, off, STK_EINVAL, "sample number outside the file", err);
+    uint64_t i = index - sh->first, at = 0;
+    char k[sizeof out->key];
+    size_t kl = bl > 4 && !strcmp(b + bl - 4, ".npz") ? bl - 4 : bl;
+    snprintf(k, sizeof k, "%.*s/%llu", (int)STK__MIN(kl, sizeof k - 24), b, (unsigned long long)i);
+    stk__sample_key(out, k, strlen(k));
+    int rc;
+    if ((why = dlio_sample(sh, buf, len, &d, i, verify, out, &rc, &at)) != NULL)
+      return npz_err(sh->path, off + at, rc, why, err);
+    return 0;
+  }
   const uint8_t *p = buf + d.cd_off, *end = p + d.cd_size;
   for (uint64_t i = 0; i < d.count; i++) {
     struct zent z;
@@ -325,14 +521,7 @@ static void plan_member(const struct stk_field *f, struct zmem *m) {
   if (f->encoding != STK_ENC_NONE || stk__npy_check(f->data, f->len, &doff, &why))
     m->hlen = stk__npy_header(m->hdr, sizeof m->hdr, "|u1", &f->len, 1);
   m->size = m->hlen + f->len;
-  m->crc = (uint32_t)crc32(0, m->hdr, (uInt)m->hlen);
-  const uint8_t *p = f->data;
-  for (uint64_t n = f->len; n;) {
-    uInt k = (uInt)STK__MIN(n, (uint64_t)(1u << 30));
-    m->crc = (uint32_t)crc32(m->crc, p, k);
-    p += k;
-    n -= k;
-  }
+  m->crc = libdeflate_crc32(libdeflate_crc32(0, m->hdr, m->hlen), f->data, (size_t)f->len);
 }
 
 /* One file per sample, members stored (method 0) as np.savez writes them. */

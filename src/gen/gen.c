@@ -3,7 +3,13 @@
  * seed). Generator threads run for the whole job, making chunks of
  * consecutive samples into a bounded ring of reused buffers, while the
  * calling thread writes the finished chunks in order through the generic
- * writer, so making and writing overlap. */
+ * writer, so making and writing overlap.
+ *
+ * npz files of random bytes take DLIO's layout, np.savez(path, x=records,
+ * y=labels): x is a uint8 array of shape (H, W, N) holding the file's N
+ * samples along its last axis (N = samples per shard), y their N labels
+ * (int64; 0 without classes, as DLIO writes them). The writer's unit is
+ * then a file, not a sample. */
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
 #include <errno.h>
@@ -82,6 +88,15 @@ static int is_jpeg(const struct stk_gen_opts *o) { return o->jpeg_max_w > 0 && o
 static int is_arrays(const struct stk_gen_opts *o) {
   return !strcmp(o->format, "npy") || !strcmp(o->format, "npz");
 }
+static int is_dlio(const struct stk_gen_opts *o) { return !strcmp(o->format, "npz") && !is_jpeg(o); }
+/* Samples per unit the writer gets (a DLIO npz file), else 1. */
+static uint64_t per_unit(const struct stk_gen_opts *o) {
+  return is_dlio(o) && o->samples_per_shard > 1 ? o->samples_per_shard : 1;
+}
+static uint64_t units(const struct stk_gen_opts *o) {
+  uint64_t k = per_unit(o);
+  return o->samples / k + (o->samples % k != 0);
+}
 
 static uint64_t draw_size(const struct stk_gen_opts *o, struct stk_rng *r) {
   double mean = o->size_mean ? (double)o->size_mean : GEN_DEFAULT_SIZE;
@@ -120,6 +135,45 @@ static int make_label_npy(struct buf *b, int32_t label, uint64_t *len) {
   memcpy(b->p, h, hl);
   stk__st64(b->p + hl, (uint64_t)(int64_t)(label < 0 ? 0 : label));
   *len = hl + 8;
+  return 0;
+}
+
+/* Sample i's label, from its own stream (the first draw, as make_sample
+ * does), so a sample has the same label whatever file holds it. */
+static int32_t draw_label(const struct stk_gen_opts *o, uint64_t i) {
+  struct stk_rng r;
+  stk_rng_seed(&r, stk_mix64(o->seed, i));
+  return o->classes ? (int32_t)stk_rng_below(&r, o->classes) : -1;
+}
+
+/* File k of DLIO's npz layout: samples [k*N, k*N + n) as x of shape
+ * (H, W, n), H*W near the drawn size, and y of their n labels. */
+static int make_dlio(const struct stk_gen_opts *o, uint64_t k, struct stk_sample *s,
+                     struct buf *b) {
+  uint64_t first = k * per_unit(o), n = STK__MIN(per_unit(o), o->samples - first);
+  struct stk_rng r;
+  stk_rng_seed(&r, stk_mix64(o->seed, first));
+  if (o->classes) (void)stk_rng_below(&r, o->classes); /* as make_sample draws */
+  uint64_t size = draw_size(o, &r), h = (uint64_t)sqrt((double)size);
+  if (h < 1) h = 1;
+  uint64_t shape[3] = {h, (size + h / 2) / h, n}, xl, yl;
+  if (!shape[1]) shape[1] = 1;
+  if (make_npy(&b[0], &r, shape, 3, &xl)) return STK_ENOMEM;
+  uint8_t hd[256];
+  size_t hl = stk__npy_header(hd, sizeof hd, "<i8", &n, 1);
+  if (reserve(&b[1], hl + 8 * n)) return STK_ENOMEM;
+  memcpy(b[1].p, hd, hl);
+  for (uint64_t i = 0; i < n; i++) {
+    int32_t lab = draw_label(o, first + i);
+    stk__st64(b[1].p + hl + 8 * i, (uint64_t)(int64_t)(lab < 0 ? 0 : lab));
+  }
+  yl = hl + 8 * n;
+  memset(s, 0, sizeof *s);
+  s->index = first;
+  s->label = -1;
+  snprintf(s->key, sizeof s->key, "%08llu", (unsigned long long)k);
+  stk__sample_add(s, "x", 1, b[0].p, xl);
+  stk__sample_add(s, "y", 1, b[1].p, yl);
   return 0;
 }
 
@@ -172,6 +226,11 @@ static int make_payload(const struct stk_gen_opts *o, struct stk_sample *s, stru
  * payload. 0 or a code with err set. */
 static int make_sample(const struct stk_gen_opts *o, uint64_t i, struct stk_sample *s,
                        struct buf *b, char *err) {
+  if (is_dlio(o)) {
+    int rc = make_dlio(o, i, s, b);
+    if (rc) stk__errf(err, rc, "out of memory making file %llu", (unsigned long long)i);
+    return rc;
+  }
   struct stk_rng r;
   stk_rng_seed(&r, stk_mix64(o->seed, i));
   memset(s, 0, sizeof *s);
@@ -186,7 +245,7 @@ static int make_sample(const struct stk_gen_opts *o, uint64_t i, struct stk_samp
 
 static void make_chunk(const struct ring *g, uint64_t k, struct chunk *c) {
   c->first = k * g->per_chunk;
-  c->n = STK__MIN(g->per_chunk, g->o->samples - c->first);
+  c->n = STK__MIN(g->per_chunk, units(g->o) - c->first);
   c->rc = 0;
   for (uint64_t i = 0; i < c->n && !c->rc; i++) {
     c->rc = make_sample(g->o, c->first + i, &c->s[i], c->b[i], c->err);
@@ -259,7 +318,7 @@ static uint64_t size_guess(const struct stk_gen_opts *o) {
   }
   uint64_t mean = STK__MIN(o->size_mean ? o->size_mean : GEN_DEFAULT_SIZE, GEN_MAX_SIZE);
   uint64_t sd = STK__MIN(o->size_stdev, GEN_MAX_SIZE);
-  return STK__MIN(mean + sd, GEN_MAX_SIZE);
+  return STK__MIN(mean + sd, GEN_MAX_SIZE) * per_unit(o);
 }
 
 static int ring_init(struct ring *g, const struct stk_gen_opts *o, int threads, int want_crc) {
@@ -269,7 +328,7 @@ static int ring_init(struct ring *g, const struct stk_gen_opts *o, int threads, 
   uint64_t est = size_guess(o);
   g->per_chunk = STK__MIN((uint64_t)GEN_MAX_CHUNK, GEN_CHUNK_BYTES / est);
   if (!g->per_chunk) g->per_chunk = 1;
-  g->nchunks = (o->samples + g->per_chunk - 1) / g->per_chunk;
+  g->nchunks = (units(o) + g->per_chunk - 1) / g->per_chunk;
   /* Enough slots that every generator can work ahead while the writer is
    * in a long write, and few enough that huge samples stay bounded. */
   uint64_t n = 4 * (uint64_t)threads + 4, chunk_bytes = g->per_chunk * est;
@@ -373,7 +432,8 @@ static int gen_loop(const struct stk_gen_opts *o, struct stk_writer *w,
     if (c->rc) rc = stk__errf(err, c->rc, "%s", c->err);
     else if ((rc = stk__writer_add_batch(w, c->s, g.want_crc ? c->crc : NULL, (size_t)c->n)) != 0)
       stk__errf(err, rc, "%s", stk_writer_errmsg(w));
-    else if (progress && progress(ctx, c->first + c->n, o->samples, stk_writer_bytes(w)))
+    else if (progress && progress(ctx, STK__MIN(o->samples, (c->first + c->n) * per_unit(o)),
+                                  o->samples, stk_writer_bytes(w)))
       rc = stk__errf(err, STK_ECANCELED, "gen: interrupted");
     release_chunk(&g, c);
   }
@@ -384,6 +444,23 @@ static int gen_loop(const struct stk_gen_opts *o, struct stk_writer *w,
   for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
   ring_free(&g);
   return rc;
+}
+
+/* npy keeps labels in class folders (DIR/00003/...): all of them exist, so
+ * a reader that numbers folders in name order (DatasetFolder, the files
+ * format) gets the same labels even when a class drew no sample. */
+static int class_dirs(const struct stk_gen_opts *o, struct stk_writer *w, char *err) {
+  if (strcmp(o->format, "npy") || !o->classes) return 0;
+  for (uint32_t c = 0; c < o->classes; c++) {
+    char d[PATH_MAX];
+    snprintf(d, sizeof d, "%s/%05u", o->dir, c);
+    if (mkdir(d, 0777) != 0 && errno != EEXIST) {
+      int e = errno;
+      return stk__errf(err, stk__from_errno(e), "%s: cannot create directory: %s", d, strerror(e));
+    }
+    if (stk__wr_track_dir(w, d)) return stk__errf(err, STK_ENOMEM, "out of memory");
+  }
+  return 0;
 }
 
 int stk_gen(const struct stk_gen_opts *o, stk_gen_progress_fn progress, void *ctx,
@@ -399,6 +476,7 @@ int stk_gen(const struct stk_gen_opts *o, stk_gen_progress_fn progress, void *ct
                                .samples_per_shard = o ? o->samples_per_shard : 0,
                                .write_index = o ? !o->no_index : 0};
   if (!rc) rc = stk_writer_open(&w, &wo, err);
+  if (!rc) rc = class_dirs(o, w, err);
   if (!rc) rc = gen_loop(o, w, progress, ctx, err);
   if (!rc && (rc = stk__writer_finish(w)) != 0) stk__errf(err, rc, "%s", w->err);
   uint64_t shards = w ? w->shard_no : 0, bytes = w ? w->bytes : 0;

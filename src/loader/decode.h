@@ -43,5 +43,9 @@ extern const struct stk_decode_ops stk__dec_npy;
 
 /* Inflate a raw-deflate (zip method 8) field into out; exact size expected. */
 int stk__inflate(const uint8_t *in, uint64_t in_len, uint8_t *out, uint64_t out_len, char *err);
+/* Gather a strided field (STK_ENC_STRIDED: one sample of an array holding
+ * its samples along the last axis) into raw_len consecutive bytes. */
+int stk__gather(const struct stk_field *in, uint8_t *out, uint64_t cap, uint64_t *out_len,
+                char *err);
 
 #endif

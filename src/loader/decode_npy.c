@@ -273,6 +273,10 @@ static int npy_out_size(const struct stk_decode_cfg *cfg, const struct stk_field
                         uint64_t *size, char *err) {
   (void)cfg;
   struct npy_info h;
+  if (in->encoding == STK_ENC_STRIDED) { /* array data already: x[..., i] */
+    *size = in->raw_len;
+    return 0;
+  }
   if (in->encoding == STK_ENC_NONE) {
     int rc = parse_header(in->data, in->len, &h, err);
     if (!rc) *size = h.bytes;
@@ -307,6 +311,7 @@ static int npy_decode(const struct stk_decode_cfg *cfg, void **tls, const struct
     *out_len = h.bytes;
     return 0;
   }
+  if (in->encoding == STK_ENC_STRIDED) return stk__gather(in, out, cap, out_len, err);
   if (in->encoding != STK_ENC_DEFLATE)
     return stk__errf(err, STK_ENOTSUP, "npy: unknown field encoding %d", in->encoding);
   if (!*tls && !(*tls = calloc(1, sizeof(struct npy_tls))))

@@ -25,6 +25,9 @@ void stk_loader_stats_json(const struct stk_loader_stats *st, struct stk_json *j
   stk_json_ku64(j, "ring_depth", st->ring_depth);
   stk_json_ku64(j, "ring_depth_max", st->ring_depth_max);
   stk_json_ku64(j, "mem_bytes", st->mem_bytes);
+  stk_json_ku64(j, "mem_peak", st->mem_peak);
+  stk_json_ku64(j, "mem_cap", st->mem_cap);
+  stk_json_ku64(j, "mem_over_cap", st->mem_over_cap);
   stk_json_ku64(j, "read_ops", st->read_ops);
   stk_json_ku64(j, "read_bytes", st->read_bytes);
   stk_json_key(j, "stages");
