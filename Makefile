@@ -45,7 +45,7 @@ SHARED   := $(BUILD)/libstoker.so
 CLI      := $(BUILD)/stoker
 TESTBIN  := $(BUILD)/stoker-test
 
-.PHONY: FORCE bench-build all deps test test-asan test-tsan check fuzz fuzz-build bench clean format
+.PHONY: FORCE bench-build all deps test test-asan test-tsan check fuzz fuzz-build bench clean format layers
 
 all: $(STATIC) $(SHARED) $(CLI)
 
@@ -106,6 +106,11 @@ test-tsan:
 	$(MAKE) BUILD=build/tsan OPT=-O1 SAN=thread test T='$(or $(T),loader sampler concurrent cache_ origin_)'
 
 check: test test-asan test-tsan
+
+# The include rule between the layers (docs/internals/layers.md); the test
+# dataset_layers_include_rule runs the same check.
+layers:
+	@tests/tools/check-layers .
 
 # libFuzzer targets, one per parser, built with clang; FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 20

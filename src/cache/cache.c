@@ -1059,6 +1059,7 @@ void stk__cache_stats(struct stk_cache *c, struct stk_cache_stats *st) {
   st->requests = os.requests;
   st->retries += os.retries;
   st->errors = os.errors;
+  st->missing = os.missing;
   st->fetch_bytes = os.bytes;
 }
 
@@ -1184,7 +1185,8 @@ void stk__cache_close(struct stk_cache *c) {
   X(disk_hits, disk.hits) X(disk_misses, disk.misses) X(disk_evictions, disk.evictions)  \
   X(fetches, fetches) X(fetch_bytes, fetch_bytes) X(shared_waits, shared_waits)          \
   X(prefetched, prefetched) X(stalls, stalls) X(restages, restages) X(retries, retries)  \
-  X(errors, errors) X(requests, requests) X(disk_full, disk_full) X(stall_ns, stall_ns)
+  X(errors, errors) X(requests, requests) X(disk_full, disk_full) X(stall_ns, stall_ns)  \
+  X(missing, missing)
 
 /* Read the counters of DIR/stats into *sum (zeros when absent). */
 static void stats_file_read(const char *path, struct stk_cache_stats *sum) {
@@ -1246,6 +1248,7 @@ void stk_cache_stats_json(const struct stk_cache_stats *st, struct stk_json *j) 
   stk_json_ku64(j, "requests", st->requests);
   stk_json_ku64(j, "retries", st->retries);
   stk_json_ku64(j, "errors", st->errors);
+  stk_json_ku64(j, "missing", st->missing);
   stk_json_ku64(j, "restages", st->restages);
   stk_json_ku64(j, "disk_full", st->disk_full);
   stk_json_ku64(j, "shared_waits", st->shared_waits);

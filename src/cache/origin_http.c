@@ -56,7 +56,7 @@ struct stk__http {
   char **secrets;
   size_t nsecrets;
 
-  uint64_t n_requests, n_retries, n_errors, n_bytes; /* atomic */
+  uint64_t n_requests, n_retries, n_errors, n_missing, n_bytes; /* atomic */
 };
 
 enum sink { SINK_UNDECIDED, SINK_NONE, SINK_FD, SINK_MEM, SINK_ERRBODY };
@@ -141,7 +141,7 @@ static void finish(struct stk__http *h, struct job *j, int rc, const char *what)
   if (rc == STK_ECANCELED) {
     snprintf(j->msg, sizeof j->msg, "%s: canceled", j->r->display);
   } else if (rc) {
-    count(&h->n_errors, 1);
+    count(rc == STK_ENOENT ? &h->n_missing : &h->n_errors, 1);
     if (j->attempts > 1)
       snprintf(j->msg, sizeof j->msg, "%s: %s (after %u attempts over %.1f s)", j->r->display, what,
                j->attempts, (double)(stk_now_ns() - j->first_ns) / 1e9);
@@ -810,6 +810,7 @@ void stk__http_stats(struct stk__http *h, struct stk_origin_stats *st) {
   st->requests = __atomic_load_n(&h->n_requests, __ATOMIC_RELAXED);
   st->retries = __atomic_load_n(&h->n_retries, __ATOMIC_RELAXED);
   st->errors = __atomic_load_n(&h->n_errors, __ATOMIC_RELAXED);
+  st->missing = __atomic_load_n(&h->n_missing, __ATOMIC_RELAXED);
   st->bytes = __atomic_load_n(&h->n_bytes, __ATOMIC_RELAXED);
 }
 
