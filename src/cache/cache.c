@@ -59,6 +59,7 @@ struct stk_cache {
   char *dir;                    /* disk tier root, or NULL */
   char *tmpdir;                 /* dir/tmp */
   int dir_ok;                   /* dir checked and in use (stats go there at close) */
+  int ro;                       /* dir is read-only here: hits served, misses kept in RAM */
   struct stk_cache_shard *tab;  /* names owned (one block) */
   struct entry *e;
   size_t n;
@@ -313,8 +314,11 @@ static int ours(const char *name) {
 
 /* Check dir is a cache directory this stoker reads; with create, make it
  * when absent or empty (never adopt a directory holding other files, since
- * eviction deletes). */
-static int dir_prepare(const char *dir, int create, char *err) {
+ * eviction deletes). With ro given, a cache this process may read but not
+ * write (a read-only mount, another user's directory) is accepted and *ro
+ * set: its entries are served, nothing is added, swept or evicted. */
+static int dir_prepare(const char *dir, int create, int *ro, char *err) {
+  if (ro) *ro = 0;
   int rc = dir_check_version(dir, err);
   if (rc == STK_ENOENT && !create)
     return stk__errf(err, STK_ENOENT, "%s: not a stoker cache directory (no STOKER-CACHE file)", dir);
@@ -342,6 +346,19 @@ static int dir_prepare(const char *dir, int create, char *err) {
       return rc == STK_ENOENT ? stk__errf(err, rc, "%s: cache directory vanished", dir) : rc;
   }
   if (rc) return rc;
+  if (ro) {
+    /* Readable but not writable: serve it read-only. */
+    char *p = pathf(dir, "", "data", "");
+    if (!p) return stk__errf(err, STK_ENOMEM, "out of memory");
+    int readable = access(p, R_OK | X_OK) == 0;
+    int writable = access(p, W_OK) == 0 && access(dir, W_OK) == 0;
+    int e = errno;
+    free(p);
+    if (readable && !writable && (e == EROFS || e == EACCES || e == EPERM)) {
+      *ro = 1;
+      return 0;
+    }
+  }
   for (size_t i = 0; i < 3; i++) {
     char *p = pathf(dir, "", subdirs[i], "");
     if (!p) return stk__errf(err, STK_ENOMEM, "out of memory");
@@ -836,6 +853,12 @@ static int stage(struct stk_cache *c, size_t i, int *disk_fd, int *ram_fd, const
       pthread_mutex_lock(&c->mu);
       c->st.disk.hits++;
       pthread_mutex_unlock(&c->mu);
+    } else if (c->ro) {
+      /* Nothing can be added: fetched into memory below. */
+      pthread_mutex_lock(&c->mu);
+      c->st.disk.misses++;
+      pthread_mutex_unlock(&c->mu);
+      rc = 0;
     } else {
       rc = disk_fill(c, i, key, disk_fd, cancel, err);
       if (rc == STK_ENOSPC) {
@@ -1107,11 +1130,14 @@ int stk__cache_open(struct stk_cache **out, struct stk_origin *origin,
   int rc = 0;
   if (o.dir) {
     if (!(c->dir = strdup(o.dir))) rc = stk__errf(err, STK_ENOMEM, "out of memory");
-    else rc = dir_prepare(c->dir, 1, err);
+    else rc = dir_prepare(c->dir, 1, &c->ro, err);
     if (!rc && !(c->tmpdir = pathf(c->dir, "", "tmp", ""))) rc = stk__errf(err, STK_ENOMEM, "out of memory");
+    if (!rc && c->ro)
+      stk_log(STK_LOG_INFO, "cache: %s is read-only here: serving the shards it holds, the "
+              "others from memory", c->dir);
     if (!rc) {
       c->dir_ok = 1;
-      uint64_t swept = dir_sweep(c->dir);
+      uint64_t swept = c->ro ? 0 : dir_sweep(c->dir);
       if (swept) stk_log(STK_LOG_INFO, "cache: %s: removed %llu files that interrupted fills left",
                          c->dir, (unsigned long long)swept);
       struct statvfs v;
@@ -1126,11 +1152,11 @@ int stk__cache_open(struct stk_cache **out, struct stk_origin *origin,
       }
     }
   }
-  c->ram_budget = o.ram_bytes ? o.ram_bytes
-                  : c->dir    ? 0
-                              : STK__MIN(mem_total() / 4, 8ull << 30);
+  c->ram_budget = o.ram_bytes           ? o.ram_bytes
+                  : c->dir && !c->ro    ? 0
+                                        : STK__MIN(mem_total() / 4, 8ull << 30);
   if (!c->o.prefetch_bytes) {
-    uint64_t cap = c->dir ? c->disk_budget / 2 : c->ram_budget / 2;
+    uint64_t cap = c->dir && !c->ro ? c->disk_budget / 2 : c->ram_budget / 2;
     c->o.prefetch_bytes = (int64_t)STK__MIN(1ull << 30, cap);
   }
   uint32_t want = c->o.prefetch_bytes < 0 ? 0 : (o.fetchers ? o.fetchers : 8);
@@ -1157,7 +1183,7 @@ void stk__cache_close(struct stk_cache *c) {
   pthread_mutex_unlock(&c->mu);
   for (uint32_t t = 0; t < c->nfetchers; t++) pthread_join(c->fetchers[t], NULL);
   free(c->fetchers);
-  if (c->dir_ok) {
+  if (c->dir_ok && !c->ro) {
     struct stk_cache_stats st;
     stk__cache_stats(c, &st);
     dir_add_stats(c->dir, &st);
@@ -1260,12 +1286,15 @@ void stk_cache_stats_json(const struct stk_cache_stats *st, struct stk_json *j) 
 
 /* ---- managing a directory (stoker cache) ----------------------------------------- */
 
-int stk__cache_dir_check(const char *dir, char *err) { return dir_prepare(dir, 1, err); }
+int stk__cache_dir_check(const char *dir, char *err) {
+  int ro;
+  return dir_prepare(dir, 1, &ro, err);
+}
 
 int stk_cache_dir_scan(const char *dir,
                        int (*cb)(void *arg, const struct stk_cache_dir_entry *e), void *arg,
                        struct stk_cache_stats *totals, char *errmsg) {
-  int rc = dir_prepare(dir, 0, errmsg);
+  int ro, rc = dir_prepare(dir, 0, &ro, errmsg);
   if (rc) return rc;
   struct dent *v;
   size_t n;
@@ -1304,7 +1333,7 @@ int stk_cache_dir_scan(const char *dir,
 
 int stk_cache_dir_verify(const char *dir, uint64_t *checked, uint64_t *removed, char *errmsg) {
   *checked = *removed = 0;
-  int rc = dir_prepare(dir, 0, errmsg);
+  int rc = dir_prepare(dir, 0, NULL, errmsg);
   if (rc) return rc;
   dir_sweep(dir);
   struct dent *v;
@@ -1336,7 +1365,7 @@ int stk_cache_dir_verify(const char *dir, uint64_t *checked, uint64_t *removed, 
 }
 
 int stk_cache_dir_evict(const char *dir, uint64_t keep_bytes, uint64_t *evicted, char *errmsg) {
-  int rc = dir_prepare(dir, 0, errmsg);
+  int rc = dir_prepare(dir, 0, NULL, errmsg);
   if (rc) return rc;
   dir_sweep(dir);
   *evicted = dir_evict_lru(dir, keep_bytes, 0, NULL);

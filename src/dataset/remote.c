@@ -273,10 +273,14 @@ static int open_listed(struct stk_dataset *ds, struct stk_origin *o, const char 
   if (!f) {
     size_t count[FMT_MAX] = {0};
     rc = stk__origin_list(o, ext_count_cb, count, err);
-    if (rc == STK_ENOTSUP)
-      return stk__errf(err, rc, "%s: no %s or dataset index there, and this origin cannot be "
-                       "listed; write one with `stoker cache manifest DIR` next to the shards, "
-                       "or name the shards (a pattern or a shard list)", url, MANIFEST_NAME);
+    if (rc == STK_ENOTSUP) {
+      char why[STK_ERRMSG_MAX];
+      memcpy(why, err, sizeof why);
+      return stk__errf(err, rc, "%s: no %s or dataset index there, and it cannot be listed "
+                       "(%s); write a manifest with `stoker cache manifest DIR` next to the "
+                       "shards, or name the shards (a pattern or a shard list)", url,
+                       MANIFEST_NAME, why);
+    }
     if (rc) return rc;
     if ((rc = format_of_counts(url, count, &f, err)) != 0) return rc;
     if (!f) f = tree_format();

@@ -278,8 +278,15 @@ int stk__names_common_root(struct stk__names *l, char **root, char *err) {
       return stk__errf(err, STK_EINVAL, "%.*s...: a shard URL with a query string (a presigned "
                        "URL) cannot share an origin; name shards by plain URLs",
                        (int)strcspn(l->v[i], "?"), l->v[i]);
-  /* The common prefix of the names' directories, cut at a '/'. */
   const char *first = l->v[0];
+  size_t auth = authority_len(first);
+  for (size_t i = 1; i < l->n; i++) {
+    size_t a = authority_len(l->v[i]);
+    if (a != auth || (a && strncmp(l->v[i], first, a)))
+      return stk__errf(err, STK_EINVAL, "%s and %s: shards on different origins (one dataset "
+                       "reads from one server, bucket or directory)", first, l->v[i]);
+  }
+  /* The common prefix of the names' directories, cut at a '/'. */
   size_t pre = strrchr(first, '/') ? (size_t)(strrchr(first, '/') - first) : 0;
   for (size_t i = 1; i < l->n && pre; i++) {
     const char *s = l->v[i];
@@ -290,13 +297,8 @@ int stk__names_common_root(struct stk__names *l, char **root, char *err) {
     while (cut > 0 && !(first[cut] == '/' && s[cut] == '/')) cut--;
     pre = cut;
   }
-  size_t auth = authority_len(first);
-  for (size_t i = 0; i < l->n; i++) {
-    size_t a = authority_len(l->v[i]);
-    if (a != auth || (a && strncmp(l->v[i], first, a)) || (auth && pre < auth))
-      return stk__errf(err, STK_EINVAL, "%s and %s: shards on different origins (one dataset "
-                       "reads from one server, bucket or directory)", first, l->v[i]);
-  }
+  if (auth && pre < auth)
+    return stk__errf(err, STK_EINVAL, "%s: not a URL of an object under a host or bucket", first);
   if (pre == 0 && first[0] != '/') { /* relative local names in the current directory */
     *root = strdup(".");
   } else {
