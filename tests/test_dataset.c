@@ -32,12 +32,15 @@ TEST(dataset_layers_include_rule) {
                 "printf '#include \"../format/format_impl.h\"\\n' > t/src/cache/y.c && "
                 "printf '#include \"../cache/cache_impl.h\"\\n' > t/src/loader/z.c && "
                 "printf '#include \"../src/base/base.h\"\\n' > t/cli/c.c && "
+                "mkdir -p t/src/dataset && "
+                "printf '#include \"../cache/cache_int.h\"\\n' > t/src/dataset/d.c && "
                 "$ROOT/tests/tools/check-layers t");
   CHECK_EQ(rc, 1);
   CHECK_CONTAINS(out, "src/format/x.c:1: src/format may not include src/cache");
   CHECK_CONTAINS(out, "src/cache/y.c:1: src/cache may not include src/format");
   CHECK_CONTAINS(out, "src/loader/z.c:1: src/loader may not include src/cache");
   CHECK_CONTAINS(out, "cli/c.c:1: cli/ uses the public headers only");
+  CHECK_CONTAINS(out, "src/dataset/d.c:1: only src/cache/cache_impl.h is the cache's interface");
   free(out);
 }
 

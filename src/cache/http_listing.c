@@ -190,8 +190,8 @@ static int parse_json(const char *body, size_t len,
 }
 
 int stk__listing_parse(const char *body, size_t len,
-                       int (*cb)(void *arg, const char *name, int is_dir, uint64_t size),
-                       void *arg, char *err) {
+                       int (*cb)(void *arg, const char *name, int is_dir, uint64_t size), void *arg,
+                       char *err) {
   size_t i = 0;
   while (i < len && (body[i] == ' ' || body[i] == '\n' || body[i] == '\r' || body[i] == '\t')) i++;
   if (i < len && body[i] == '[') return parse_json(body + i, len - i, cb, arg, err);

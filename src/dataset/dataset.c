@@ -130,15 +130,18 @@ static int is_list_name(const char *p) {
 #define NAMES_MAX 10000000u
 
 /* The text of a shard-list file, local or remote (fetched whole). */
-static int read_list(const char *loc, const struct stk_dataset_opts *opts, char **text,
-                     size_t *len, char *err) {
+static int read_list(const char *loc, const struct stk_dataset_opts *opts, char **text, size_t *len,
+                     char *err) {
   if (stk__origin_is_url(loc) && strncmp(loc, "file://", 7)) {
     struct stk_cache_opts co = opts && opts->cache ? *opts->cache : (struct stk_cache_opts){0};
     struct stk_origin_opts oo = {.connect_timeout_s = co.connect_timeout_s,
                                  .stall_timeout_s = co.stall_timeout_s,
-                                 .retry_max_s = co.retry_max_s, .max_attempts = co.max_attempts,
-                                 .s3_endpoint = co.s3_endpoint, .s3_region = co.s3_region,
-                                 .s3_addressing = co.s3_addressing, .s3_profile = co.s3_profile};
+                                 .retry_max_s = co.retry_max_s,
+                                 .max_attempts = co.max_attempts,
+                                 .s3_endpoint = co.s3_endpoint,
+                                 .s3_region = co.s3_region,
+                                 .s3_addressing = co.s3_addressing,
+                                 .s3_profile = co.s3_profile};
     /* The list's directory is the origin; the list is one object in it. */
     char *dir = strdup(loc);
     if (!dir) return stk__errf(err, STK_ENOMEM, "out of memory");
@@ -167,8 +170,8 @@ static int read_list(const char *loc, const struct stk_dataset_opts *opts, char 
   uint64_t size = 0;
   int rc = stk__fd_size(fd, &size);
   if (!rc && size > LIST_MAX)
-    rc = stk__errf(err, STK_ERANGE, "%s: a shard list of %llu bytes is too large (at most %u)",
-                   loc, (unsigned long long)size, LIST_MAX);
+    rc = stk__errf(err, STK_ERANGE, "%s: a shard list of %llu bytes is too large (at most %u)", loc,
+                   (unsigned long long)size, LIST_MAX);
   if (!rc && !(*text = malloc((size_t)size + 1))) rc = stk__errf(err, STK_ENOMEM, "out of memory");
   if (!rc && (rc = stk__pread_full(fd, *text, (size_t)size, 0)) != 0) {
     stk__errf(err, rc, "%s: cannot read: %s", loc, stk_strerror(rc));
@@ -190,8 +193,10 @@ static char *dir_of(const char *loc) {
   char *q = strchr(d, '?');
   if (q) *q = 0;
   char *s = strrchr(d, '/');
-  if (s) *s = 0;
-  else strcpy(d, ".");
+  if (s)
+    *s = 0;
+  else
+    strcpy(d, ".");
   return d;
 }
 
@@ -306,8 +311,8 @@ int stk_dataset_shard_info(const struct stk_dataset *ds, size_t i, struct stk_sh
 
 int stk_dataset_sample_bytes(struct stk_dataset *ds, uint64_t n, uint64_t *bytes) {
   if (n >= ds->nsamples)
-    return stk__errf(ds->err, STK_ERANGE, "%s: sample %llu out of range (%llu samples)",
-                     ds->root, (unsigned long long)n, (unsigned long long)ds->nsamples);
+    return stk__errf(ds->err, STK_ERANGE, "%s: sample %llu out of range (%llu samples)", ds->root,
+                     (unsigned long long)n, (unsigned long long)ds->nsamples);
   size_t si = stk__dataset_shard_of(ds, n);
   const struct stk_shard *sh = &ds->shards[si];
   if (stk__shard_pending(ds, si)) { /* open it to index it */
@@ -357,8 +362,8 @@ static int grow(uint8_t **buf, size_t *cap, uint64_t len) {
   return 0;
 }
 
-static int read_locked(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **buf,
-                       size_t *cap, struct stk_sample *out) {
+static int read_locked(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **buf, size_t *cap,
+                       struct stk_sample *out) {
   size_t si = stk__dataset_shard_of(ds, n);
   const struct stk_shard *sh = &ds->shards[si];
   int fd = cached_fd(ds, si);
@@ -387,11 +392,11 @@ static int read_locked(struct stk_dataset *ds, uint64_t n, int verify, uint8_t *
   return ds->fmt->parse(ds, sh, *buf, len, off, verify, out, ds->err);
 }
 
-int stk_dataset_read(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **buf,
-                     size_t *cap, struct stk_sample *out) {
+int stk_dataset_read(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **buf, size_t *cap,
+                     struct stk_sample *out) {
   if (n >= ds->nsamples)
-    return stk__errf(ds->err, STK_ERANGE, "%s: sample %llu out of range (%llu samples)",
-                     ds->root, (unsigned long long)n, (unsigned long long)ds->nsamples);
+    return stk__errf(ds->err, STK_ERANGE, "%s: sample %llu out of range (%llu samples)", ds->root,
+                     (unsigned long long)n, (unsigned long long)ds->nsamples);
   pthread_mutex_lock(&ds->x->rd_mu);
   int rc = read_locked(ds, n, verify, buf, cap, out);
   pthread_mutex_unlock(&ds->x->rd_mu);

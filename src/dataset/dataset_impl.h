@@ -36,8 +36,8 @@ struct stk__dsx {
  * stk__shard_close). A pending shard's sample index is built on first
  * open. cancel may be NULL; STK_ECANCELED when *cancel becomes nonzero.
  * Errors set err (file and cause). */
-int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd,
-                    const int *cancel, char *err);
+int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, const int *cancel,
+                    char *err);
 /* Close what stk__shard_open gave (fd < 0 allowed) and drop its pin. */
 void stk__shard_close(struct stk_dataset *ds, size_t si, int fd);
 /* Bytes of shard si's file when known without opening it (a manifest,
@@ -66,8 +66,8 @@ int stk__names_add(struct stk__names *l, const char *s);
 void stk__names_free(struct stk__names *l);
 
 int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
-                             const struct stk__names *names,
-                             const struct stk_dataset_opts *opts, char *err);
+                             const struct stk__names *names, const struct stk_dataset_opts *opts,
+                             char *err);
 int stk__dataset_open_local(struct stk_dataset *ds, const struct stk__names *names,
                             const struct stk_dataset_opts *opts, char *err);
 

@@ -253,8 +253,8 @@ static void describe_mix(const size_t *count, char *out, size_t n) {
 static int mix_error(const char *where, const size_t *count, char *err) {
   char mix[512];
   describe_mix(count, mix, sizeof mix);
-  return stk__errf(err, STK_EFORMAT,
-                   "%s: shards of several formats: %s; choose one with --format", where, mix);
+  return stk__errf(err, STK_EFORMAT, "%s: shards of several formats: %s; choose one with --format",
+                   where, mix);
 }
 
 /* A directory's format: the one whose dataset index is there (MDS
@@ -355,8 +355,10 @@ int stk__dataset_open_local(struct stk_dataset *ds, const struct stk__names *nam
       int dir;
       if ((rc = is_dir(names->v[i], &dir, err)) != 0) break;
       if (dir) {
-        rc = stk__errf(err, STK_EINVAL, "%s: a directory; a pattern or a shard list names "
-                       "shard files", names->v[i]);
+        rc = stk__errf(err, STK_EINVAL,
+                       "%s: a directory; a pattern or a shard list names "
+                       "shard files",
+                       names->v[i]);
         break;
       }
       if ((rc = stk__dataset_add_shard(ds, names->v[i], -1)) != 0) {

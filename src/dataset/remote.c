@@ -44,7 +44,8 @@ static int tab_add(struct tab *t, const char *name, uint64_t size, int has_crc, 
   }
   char *nm = strdup(name);
   if (!nm) return STK_ENOMEM;
-  t->v[t->n++] = (struct stk_cache_shard){.name = nm, .size = size, .crc32c = crc, .has_crc = has_crc};
+  t->v[t->n++] =
+      (struct stk_cache_shard){.name = nm, .size = size, .crc32c = crc, .has_crc = has_crc};
   return 0;
 }
 
@@ -90,13 +91,17 @@ static int parse_manifest(struct stk_dataset *ds, const char *url, const char *t
   if (stk__json_u64(root, "stoker_manifest", &ver) || ver < 1 || !fmt || !shards ||
       shards->type != STK_JARR) {
     stk__json_free(doc);
-    return stk__errf(err, STK_EFORMAT, "%s/%s: not a stoker manifest (version, format and shards "
-                     "are required)", url, MANIFEST_NAME);
+    return stk__errf(err, STK_EFORMAT,
+                     "%s/%s: not a stoker manifest (version, format and shards "
+                     "are required)",
+                     url, MANIFEST_NAME);
   }
   if (ver > 1) {
     stk__json_free(doc);
-    return stk__errf(err, STK_ENOTSUP, "%s/%s: manifest version %llu is newer than this stoker "
-                     "reads (1)", url, MANIFEST_NAME, (unsigned long long)ver);
+    return stk__errf(err, STK_ENOTSUP,
+                     "%s/%s: manifest version %llu is newer than this stoker "
+                     "reads (1)",
+                     url, MANIFEST_NAME, (unsigned long long)ver);
   }
   const char *want = opts && opts->format && *opts->format ? opts->format : fmt;
   if (strcmp(want, fmt))
@@ -113,8 +118,10 @@ static int parse_manifest(struct stk_dataset *ds, const char *url, const char *t
     uint64_t bytes, samples, label;
     if (!safe_rel(name) || stk__json_u64(s, "bytes", &bytes) ||
         stk__json_u64(s, "samples", &samples) || bytes > MANIFEST_SHARD_MAX) {
-      rc = stk__errf(err, STK_EFORMAT, "%s/%s: shard %zu needs a safe relative name, bytes "
-                     "(at most 2^50) and samples", url, MANIFEST_NAME, i);
+      rc = stk__errf(err, STK_EFORMAT,
+                     "%s/%s: shard %zu needs a safe relative name, bytes "
+                     "(at most 2^50) and samples",
+                     url, MANIFEST_NAME, i);
       break;
     }
     char *end = NULL;
@@ -159,7 +166,8 @@ static int open_dir_index(struct stk_dataset *ds, struct stk_origin *o, const ch
   free(text);
   if (rc) stk__errf(err, rc, "%s: %s", path, stk_strerror(rc));
   ds->fmt = f;
-  if (!rc) rc = f->list ? f->list(ds, dir) : stk__errf(err, STK_EINVAL, "%s: no list hook", f->name);
+  if (!rc)
+    rc = f->list ? f->list(ds, dir) : stk__errf(err, STK_EINVAL, "%s: no list hook", f->name);
   if (rc) memcpy(err, ds->err, STK_ERRMSG_MAX);
   unlink(path);
   rmdir(dir);
@@ -243,8 +251,10 @@ static int format_of_counts(const char *where, const size_t *count,
     if (count[k] > best) best = count[k], *out = stk_formats[k];
   }
   if (kinds > 1)
-    return stk__errf(err, STK_EFORMAT, "%s: shards of several formats: %s; choose one with "
-                     "--format", where, mix);
+    return stk__errf(err, STK_EFORMAT,
+                     "%s: shards of several formats: %s; choose one with "
+                     "--format",
+                     where, mix);
   return 0;
 }
 
@@ -276,10 +286,11 @@ static int open_listed(struct stk_dataset *ds, struct stk_origin *o, const char 
     if (rc == STK_ENOTSUP) {
       char why[STK_ERRMSG_MAX];
       memcpy(why, err, sizeof why);
-      return stk__errf(err, rc, "%s: no %s or dataset index there, and it cannot be listed "
+      return stk__errf(err, rc,
+                       "%s: no %s or dataset index there, and it cannot be listed "
                        "(%s); write a manifest with `stoker cache manifest DIR` next to the "
-                       "shards, or name the shards (a pattern or a shard list)", url,
-                       MANIFEST_NAME, why);
+                       "shards, or name the shards (a pattern or a shard list)",
+                       url, MANIFEST_NAME, why);
     }
     if (rc) return rc;
     if ((rc = format_of_counts(url, count, &f, err)) != 0) return rc;
@@ -289,11 +300,15 @@ static int open_listed(struct stk_dataset *ds, struct stk_origin *o, const char 
   struct listing L = {ds, url, t, f};
   rc = stk__origin_list(o, list_cb, &L, err);
   if (rc == STK_ENOTSUP)
-    return stk__errf(err, rc, "%s: no %s there, and this origin cannot be listed; write one "
-                     "with `stoker cache manifest DIR` next to the shards", url, MANIFEST_NAME);
+    return stk__errf(err, rc,
+                     "%s: no %s there, and this origin cannot be listed; write one "
+                     "with `stoker cache manifest DIR` next to the shards",
+                     url, MANIFEST_NAME);
   if (!rc && f->index && ds->nshards)
-    stk_log(STK_LOG_INFO, "%s: no %s: staging all %zu shards to count their samples "
-            "(`stoker cache manifest` makes this one request)", url, MANIFEST_NAME, ds->nshards);
+    stk_log(STK_LOG_INFO,
+            "%s: no %s: staging all %zu shards to count their samples "
+            "(`stoker cache manifest` makes this one request)",
+            url, MANIFEST_NAME, ds->nshards);
   return rc;
 }
 
@@ -307,8 +322,7 @@ static int open_named(struct stk_dataset *ds, const char *url, const struct stk_
   int rc = 0;
   for (size_t i = 0; i < names->n && !rc; i++)
     if (!safe_rel(names->v[i]))
-      rc = stk__errf(err, STK_EINVAL, "%s/%s: not a shard name under the origin", url,
-                     names->v[i]);
+      rc = stk__errf(err, STK_EINVAL, "%s/%s: not a shard name under the origin", url, names->v[i]);
   if (rc) return rc;
   if (have_manifest && !ds->fmt->dir_index) {
     /* Keep the manifest's entries the names ask for, in the names' order. */
@@ -321,8 +335,8 @@ static int open_named(struct stk_dataset *ds, const char *url, const struct stk_
       size_t tries = 0;
       while (tries < t->n && strcmp(t->v[k].name, names->v[i])) k = (k + 1) % t->n, tries++;
       if (tries == t->n) {
-        rc = stk__errf(err, STK_ENOENT, "%s/%s: not in %s/%s", url, names->v[i], url,
-                       MANIFEST_NAME);
+        rc =
+            stk__errf(err, STK_ENOENT, "%s/%s: not in %s/%s", url, names->v[i], url, MANIFEST_NAME);
         break;
       }
       rc = tab_add(&nt, t->v[k].name, t->v[k].size, t->v[k].has_crc, t->v[k].crc32c);
@@ -350,8 +364,10 @@ static int open_named(struct stk_dataset *ds, const char *url, const struct stk_
     for (size_t i = 0; i < names->n; i++) ext_count_cb(count, names->v[i], NULL);
     if ((rc = format_of_counts(url, count, &f, err)) != 0) return rc;
     if (!f)
-      return stk__errf(err, STK_EINVAL, "%s/%s: cannot tell the shards' format from their "
-                       "names; give it with --format", url, names->v[0]);
+      return stk__errf(err, STK_EINVAL,
+                       "%s/%s: cannot tell the shards' format from their "
+                       "names; give it with --format",
+                       url, names->v[0]);
   }
   ds->fmt = f;
   for (size_t i = 0; i < names->n && !rc; i++) {
@@ -397,14 +413,18 @@ static int find_dir_index(struct stk_origin *o, const struct stk_dataset_opts *o
 }
 
 int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
-                             const struct stk__names *names,
-                             const struct stk_dataset_opts *opts, char *err) {
+                             const struct stk__names *names, const struct stk_dataset_opts *opts,
+                             char *err) {
   struct stk_cache_opts co = opts && opts->cache ? *opts->cache : (struct stk_cache_opts){0};
-  struct stk_origin_opts oo = {
-      .connect_timeout_s = co.connect_timeout_s, .stall_timeout_s = co.stall_timeout_s,
-      .retry_max_s = co.retry_max_s, .max_attempts = co.max_attempts,
-      .max_conns = co.fetchers ? STK__MAX(co.fetchers, 4u) : 0, .s3_endpoint = co.s3_endpoint,
-      .s3_region = co.s3_region, .s3_addressing = co.s3_addressing, .s3_profile = co.s3_profile};
+  struct stk_origin_opts oo = {.connect_timeout_s = co.connect_timeout_s,
+                               .stall_timeout_s = co.stall_timeout_s,
+                               .retry_max_s = co.retry_max_s,
+                               .max_attempts = co.max_attempts,
+                               .max_conns = co.fetchers ? STK__MAX(co.fetchers, 4u) : 0,
+                               .s3_endpoint = co.s3_endpoint,
+                               .s3_region = co.s3_region,
+                               .s3_addressing = co.s3_addressing,
+                               .s3_profile = co.s3_profile};
   /* A bad cache directory is reported before any request is made. */
   int rc = co.dir ? stk__cache_dir_check(co.dir, err) : 0;
   if (rc) return rc;
@@ -429,9 +449,12 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
     if (!rc && ds->fmt->dir_index) rc = open_dir_index(ds, o, ds->root, ds->fmt, &t, err);
   } else if (mrc == STK_ENOENT) {
     int irc = names ? STK_ENOENT : find_dir_index(o, opts, &ixf, err);
-    if (irc == 0) rc = open_dir_index(ds, o, ds->root, ixf, &t, err);
-    else if (irc != STK_ENOENT) rc = irc;
-    else if (!names) rc = open_listed(ds, o, ds->root, opts, &t, err);
+    if (irc == 0)
+      rc = open_dir_index(ds, o, ds->root, ixf, &t, err);
+    else if (irc != STK_ENOENT)
+      rc = irc;
+    else if (!names)
+      rc = open_listed(ds, o, ds->root, opts, &t, err);
   } else {
     rc = stk__errf(err, mrc, "%s", merr);
   }
@@ -456,8 +479,7 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
 
 /* ---- writing a manifest -------------------------------------------------------------- */
 
-int stk_manifest_write(const char *dir, const char *format, uint64_t *shards_out,
-                       char *errmsg) {
+int stk_manifest_write(const char *dir, const char *format, uint64_t *shards_out, char *errmsg) {
   struct stk_dataset *ds = NULL;
   struct stk_dataset_opts o = {.format = format};
   int rc = stk_dataset_open(&ds, dir, &o, errmsg);
@@ -515,7 +537,8 @@ int stk_manifest_write(const char *dir, const char *format, uint64_t *shards_out
   stk_json_obj_end(&j);
   fputc('\n', f);
   if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-    if (!rc) rc = stk__errf(errmsg, stk__from_errno(errno), "%s: write failed: %s", tmp, strerror(errno));
+    if (!rc)
+      rc = stk__errf(errmsg, stk__from_errno(errno), "%s: write failed: %s", tmp, strerror(errno));
   }
   fclose(f);
   if (!rc && rename(tmp, final) != 0)
@@ -572,8 +595,10 @@ int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
                      void (*progress)(void *arg, size_t done, size_t total), void *arg,
                      char *errmsg) {
   if (!ds->x->cache)
-    return stk__errf(errmsg, STK_EINVAL, "%s: not read through a cache (give a URL or a cache "
-                     "directory)", ds->root);
+    return stk__errf(errmsg, STK_EINVAL,
+                     "%s: not read through a cache (give a URL or a cache "
+                     "directory)",
+                     ds->root);
   /* Staged only: sample indexes are built by whoever reads. */
   int rc = stage_in_order(ds, NULL, 0, cancel, progress, arg);
   if (rc && errmsg) memcpy(errmsg, ds->err, STK_ERRMSG_MAX);

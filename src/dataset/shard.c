@@ -29,8 +29,8 @@ static int index_pending(struct stk_dataset *ds, struct stk_shard *sh, int fd, c
   return rc;
 }
 
-int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd,
-                    const int *cancel, char *err) {
+int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, const int *cancel,
+                    char *err) {
   struct stk_shard *sh = &ds->shards[si];
   int rc;
   if (!ds->x->cache) {

@@ -10,9 +10,9 @@
 
 #include "dataset_impl.h"
 
-#define PATTERN_MAX 4096  /* bytes of one pattern */
-#define GROUPS_MAX 16     /* brace groups in one pattern */
-#define ALTS_MAX 4096     /* alternatives in one {a,b,...} group */
+#define PATTERN_MAX 4096 /* bytes of one pattern */
+#define GROUPS_MAX 16    /* brace groups in one pattern */
+#define ALTS_MAX 4096    /* alternatives in one {a,b,...} group */
 
 int stk__names_add(struct stk__names *l, const char *s) {
   if (l->n == l->cap) {
@@ -39,9 +39,9 @@ void stk__names_free(struct stk__names *l) {
  * of the pattern (the braces included). */
 struct group {
   size_t start, end;
-  int range;             /* 1: lo..hi (step), else alternatives */
+  int range; /* 1: lo..hi (step), else alternatives */
   long long lo, hi, step;
-  int width;             /* zero-padded width, 0 = none */
+  int width; /* zero-padded width, 0 = none */
   const char *alt[ALTS_MAX];
   size_t alt_len[ALTS_MAX];
   size_t nalt;
@@ -97,16 +97,18 @@ static int parse_group(const char *s, struct group *g, char *err) {
     if (parse_ll(in, (size_t)(dots - in), &g->lo, &z1) ||
         parse_ll(b, (size_t)((dots2 ? dots2 : end) - b), &g->hi, &z2) ||
         (dots2 && (parse_ll(dots2 + 2, (size_t)(end - dots2 - 2), &step, &z3) || step == 0)))
-      return stk__errf(err, STK_EINVAL, "%s: brace range {%.*s} needs whole numbers, as in "
-                       "{000..099} or {0..98..2}", s, (int)n, in);
+      return stk__errf(err, STK_EINVAL,
+                       "%s: brace range {%.*s} needs whole numbers, as in "
+                       "{000..099} or {0..98..2}",
+                       s, (int)n, in);
     g->range = 1;
     g->step = step < 0 ? -step : step;
     if (z1 || z2) {
       size_t w1 = (size_t)(dots - in), w2 = (size_t)((dots2 ? dots2 : end) - b);
       g->width = (int)(w1 > w2 ? w1 : w2);
     }
-    unsigned long long span = g->lo <= g->hi ? (unsigned long long)(g->hi - g->lo)
-                                             : (unsigned long long)(g->lo - g->hi);
+    unsigned long long span =
+        g->lo <= g->hi ? (unsigned long long)(g->hi - g->lo) : (unsigned long long)(g->lo - g->hi);
     g->count = span / (unsigned long long)g->step + 1;
     return 0;
   }
@@ -187,7 +189,8 @@ int stk__brace_expand(const char *s, size_t max, struct stk__names *out, char *e
     int bad = 0;
     for (size_t k = 0; k < ng && !bad; k++) {
       size_t lit = g[k].start - prev;
-      if (o + lit >= PATTERN_MAX * 4) bad = 1;
+      if (o + lit >= PATTERN_MAX * 4)
+        bad = 1;
       else {
         memcpy(buf + o, s + prev, lit);
         o += lit;
@@ -251,8 +254,10 @@ int stk__list_parse(const char *text, size_t len, const char *base_dir, struct s
     if (rel) o = (size_t)snprintf(buf, PATTERN_MAX * 2, "%s/", base_dir);
     memcpy(buf + o, text + a, l);
     buf[o + l] = 0;
-    if (stk__brace_has(buf)) rc = stk__brace_expand(buf, 10000000, out, err);
-    else if ((rc = stk__names_add(out, buf)) != 0) stk__errf(err, rc, "out of memory");
+    if (stk__brace_has(buf))
+      rc = stk__brace_expand(buf, 10000000, out, err);
+    else if ((rc = stk__names_add(out, buf)) != 0)
+      stk__errf(err, rc, "out of memory");
   }
   free(buf);
   return rc;
@@ -275,7 +280,8 @@ int stk__names_common_root(struct stk__names *l, char **root, char *err) {
   if (!l->n) return stk__errf(err, STK_EINVAL, "no shards named");
   for (size_t i = 0; i < l->n; i++)
     if (strchr(l->v[i], '?'))
-      return stk__errf(err, STK_EINVAL, "%.*s...: a shard URL with a query string (a presigned "
+      return stk__errf(err, STK_EINVAL,
+                       "%.*s...: a shard URL with a query string (a presigned "
                        "URL) cannot share an origin; name shards by plain URLs",
                        (int)strcspn(l->v[i], "?"), l->v[i]);
   const char *first = l->v[0];
@@ -283,8 +289,10 @@ int stk__names_common_root(struct stk__names *l, char **root, char *err) {
   for (size_t i = 1; i < l->n; i++) {
     size_t a = authority_len(l->v[i]);
     if (a != auth || (a && strncmp(l->v[i], first, a)))
-      return stk__errf(err, STK_EINVAL, "%s and %s: shards on different origins (one dataset "
-                       "reads from one server, bucket or directory)", first, l->v[i]);
+      return stk__errf(err, STK_EINVAL,
+                       "%s and %s: shards on different origins (one dataset "
+                       "reads from one server, bucket or directory)",
+                       first, l->v[i]);
   }
   /* The common prefix of the names' directories, cut at a '/'. */
   size_t pre = strrchr(first, '/') ? (size_t)(strrchr(first, '/') - first) : 0;
@@ -306,7 +314,6 @@ int stk__names_common_root(struct stk__names *l, char **root, char *err) {
   }
   if (!*root) return stk__errf(err, STK_ENOMEM, "out of memory");
   size_t skip = pre == 0 && first[0] != '/' ? 0 : pre + 1;
-  for (size_t i = 0; i < l->n; i++)
-    memmove(l->v[i], l->v[i] + skip, strlen(l->v[i] + skip) + 1);
+  for (size_t i = 0; i < l->n; i++) memmove(l->v[i], l->v[i] + skip, strlen(l->v[i] + skip) + 1);
   return 0;
 }
