@@ -126,7 +126,7 @@ TEST(dataset_shard_list_parse) {
                      "e-{0..1}.tar\n\t# indented comment\n";
   struct stk__names l = {0};
   char err[STK_ERRMSG_MAX];
-  CHECK_OK(stk__list_parse(text, strlen(text), "base", &l, err));
+  CHECK_OK(stk__list_parse(text, strlen(text), "base", 100, &l, err));
   CHECK_EQ(l.n, 6);
   CHECK_STR(l.v[0], "base/a.tar");
   CHECK_STR(l.v[1], "base/sub/b.tar");
@@ -135,8 +135,11 @@ TEST(dataset_shard_list_parse) {
   CHECK_STR(l.v[4], "base/e-0.tar");
   CHECK_STR(l.v[5], "base/e-1.tar");
   stk__names_free(&l);
-  CHECK_EQ(stk__list_parse("a.tar\0b.tar\n", 12, ".", &l, err), STK_EFORMAT);
+  CHECK_EQ(stk__list_parse("a.tar\0b.tar\n", 12, ".", 100, &l, err), STK_EFORMAT);
   CHECK_CONTAINS(err, "line 1");
+  stk__names_free(&l);
+  /* A list (from a server, perhaps) cannot make more names than allowed. */
+  CHECK_EQ(stk__list_parse("a.tar\nb-{0..99}.tar\n", 20, ".", 50, &l, err), STK_ERANGE);
   stk__names_free(&l);
 }
 

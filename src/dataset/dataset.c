@@ -211,7 +211,7 @@ static int expand_source(const char *path, const struct stk_dataset_opts *opts,
     size_t len = 0;
     int rc = read_list(path, opts, &text, &len, err);
     if (!rc && !(base = dir_of(path))) rc = stk__errf(err, STK_ENOMEM, "out of memory");
-    if (!rc) rc = stk__list_parse(text, len, base, names, err);
+    if (!rc) rc = stk__list_parse(text, len, base, NAMES_MAX, names, err);
     if (!rc && names->n == 0)
       rc = stk__errf(err, STK_EEMPTY, "%s: empty shard list (no lines naming a shard)", path);
     free(text);

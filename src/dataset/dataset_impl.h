@@ -78,10 +78,11 @@ int stk__dataset_open_local(struct stk_dataset *ds, const struct stk__names *nam
 int stk__brace_has(const char *s);
 int stk__brace_expand(const char *s, size_t max, struct stk__names *out, char *err);
 /* A shard-list file's text (one URL or path per line; blank lines and
- * lines starting with '#' skipped, surrounding blanks trimmed), relative
- * paths resolved against base_dir. */
-int stk__list_parse(const char *text, size_t len, const char *base_dir, struct stk__names *out,
-                    char *err);
+ * lines starting with '#' skipped, surrounding blanks trimmed; a line may
+ * be a brace pattern), relative paths resolved against base_dir. STK_ERANGE
+ * past max names in all. */
+int stk__list_parse(const char *text, size_t len, const char *base_dir, size_t max,
+                    struct stk__names *out, char *err);
 /* Split full shard locations (URLs or paths, all from one origin) into the
  * origin root they share (malloc'ed into *root) and names relative to it
  * (replacing the entries of l). STK_EINVAL when they span origins. */

@@ -41,10 +41,9 @@ struct group {
   size_t start, end;
   int range; /* 1: lo..hi (step), else alternatives */
   long long lo, hi, step;
-  int width; /* zero-padded width, 0 = none */
-  const char *alt[ALTS_MAX];
-  size_t alt_len[ALTS_MAX];
-  size_t nalt;
+  int width;      /* zero-padded width, 0 = none */
+  const char *in; /* the text between the braces (alternatives) */
+  size_t in_len;
   unsigned long long count;
 };
 
@@ -112,28 +111,26 @@ static int parse_group(const char *s, struct group *g, char *err) {
     g->count = span / (unsigned long long)g->step + 1;
     return 0;
   }
-  g->nalt = 0;
-  const char *p = in, *end = in + n;
-  for (;;) {
-    const char *c = memchr(p, ',', (size_t)(end - p));
-    if (g->nalt == ALTS_MAX)
-      return stk__errf(err, STK_ERANGE, "%s: more than %d alternatives in one brace", s, ALTS_MAX);
-    g->alt[g->nalt] = p;
-    g->alt_len[g->nalt++] = (size_t)((c ? c : end) - p);
-    if (!c) break;
-    p = c + 1;
-  }
-  g->count = g->nalt;
+  g->in = in;
+  g->in_len = n;
+  g->count = 1;
+  for (size_t i = 0; i < n; i++) g->count += in[i] == ',';
+  if (g->count > ALTS_MAX)
+    return stk__errf(err, STK_ERANGE, "%s: more than %d alternatives in one brace", s, ALTS_MAX);
   return 0;
 }
 
 /* Write alternative k of g into out at *o. */
 static int put_group(const struct group *g, unsigned long long k, char *out, size_t cap,
                      size_t *o) {
-  if (!g->range) {
-    if (*o + g->alt_len[k] >= cap) return -1;
-    memcpy(out + *o, g->alt[k], g->alt_len[k]);
-    *o += g->alt_len[k];
+  if (!g->range) { /* the k-th comma-separated alternative */
+    const char *p = g->in, *end = g->in + g->in_len;
+    for (; k > 0; k--) p = (const char *)memchr(p, ',', (size_t)(end - p)) + 1;
+    const char *c = memchr(p, ',', (size_t)(end - p));
+    size_t l = (size_t)((c ? c : end) - p);
+    if (*o + l >= cap) return -1;
+    memcpy(out + *o, p, l);
+    *o += l;
     return 0;
   }
   long long v = g->lo <= g->hi ? g->lo + (long long)k * g->step : g->lo - (long long)k * g->step;
@@ -148,9 +145,9 @@ int stk__brace_expand(const char *s, size_t max, struct stk__names *out, char *e
   if (n > PATTERN_MAX)
     return stk__errf(err, STK_EINVAL, "a pattern of %zu bytes is too long (at most %d)", n,
                      PATTERN_MAX);
-  struct group *g = calloc(GROUPS_MAX, sizeof *g);
+  struct group g[GROUPS_MAX];
   char *buf = malloc(PATTERN_MAX * 4);
-  int rc = g && buf ? 0 : stk__errf(err, STK_ENOMEM, "out of memory");
+  int rc = buf ? 0 : stk__errf(err, STK_ENOMEM, "out of memory");
   size_t ng = 0;
   for (size_t i = 0; !rc && i < n; i++) {
     if (s[i] == '}') {
@@ -169,6 +166,7 @@ int stk__brace_expand(const char *s, size_t max, struct stk__names *out, char *e
       rc = stk__errf(err, STK_EINVAL, "%s: more than %d braces", s, GROUPS_MAX);
       break;
     }
+    memset(&g[ng], 0, sizeof g[ng]);
     g[ng].start = i;
     g[ng].end = j;
     rc = parse_group(s, &g[ng], err);
@@ -215,15 +213,14 @@ int stk__brace_expand(const char *s, size_t max, struct stk__names *out, char *e
       idx[k] = 0;
     }
   }
-  free(g);
   free(buf);
   return rc;
 }
 
 /* ---- shard-list files ---------------------------------------------------- */
 
-int stk__list_parse(const char *text, size_t len, const char *base_dir, struct stk__names *out,
-                    char *err) {
+int stk__list_parse(const char *text, size_t len, const char *base_dir, size_t max,
+                    struct stk__names *out, char *err) {
   size_t line = 0;
   char *buf = malloc(PATTERN_MAX * 2);
   if (!buf) return stk__errf(err, STK_ENOMEM, "out of memory");
@@ -254,8 +251,12 @@ int stk__list_parse(const char *text, size_t len, const char *base_dir, struct s
     if (rel) o = (size_t)snprintf(buf, PATTERN_MAX * 2, "%s/", base_dir);
     memcpy(buf + o, text + a, l);
     buf[o + l] = 0;
+    if (out->n >= max) {
+      rc = stk__errf(err, STK_ERANGE, "shard list line %zu: more than %zu shards", line, max);
+      break;
+    }
     if (stk__brace_has(buf))
-      rc = stk__brace_expand(buf, 10000000, out, err);
+      rc = stk__brace_expand(buf, max - out->n, out, err);
     else if ((rc = stk__names_add(out, buf)) != 0)
       stk__errf(err, rc, "out of memory");
   }

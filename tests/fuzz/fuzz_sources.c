@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[STK_ERRMSG_MAX], *root = NULL;
   struct stk__names l = {0};
   /* The input as a list file ... */
-  if (stk__list_parse((const char *)data, size, "base", &l, err) == 0 && l.n &&
+  if (stk__list_parse((const char *)data, size, "base", 4096, &l, err) == 0 && l.n &&
       stk__names_common_root(&l, &root, err) == 0)
     free(root);
   stk__names_free(&l);
