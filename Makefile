@@ -52,7 +52,7 @@ SHARED   := $(BUILD)/libstoker.so
 CLI      := $(BUILD)/stoker
 TESTBIN  := $(BUILD)/stoker-test
 
-.PHONY: FORCE bench-build all deps test test-c test-python test-python-asan test-asan test-tsan check fuzz fuzz-build bench clean format install python
+.PHONY: FORCE bench-build all deps test test-c test-python test-python-asan test-asan test-tsan check fuzz fuzz-build bench clean format install python layers
 
 all: $(STATIC) $(SHARED) $(CLI)
 
@@ -193,6 +193,11 @@ test-tsan:
 	$(MAKE) BUILD=build/tsan OPT=-O1 SAN=thread test T='$(or $(T),loader sampler concurrent cache_ origin_)'
 
 check: test test-asan test-tsan
+
+# The include rule between the layers (docs/internals/layers.md); the test
+# dataset_layers_include_rule runs the same check.
+layers:
+	@tests/tools/check-layers .
 
 # libFuzzer targets, one per parser, built with clang; FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 20

@@ -251,3 +251,176 @@ TEST(remote_disk_full_falls_back_to_memory) {
   free(out);
   free(why);
 }
+
+/* ---- remote data in the forms people have (no manifest) ------------------- */
+
+/* A WebDataset dataset without a manifest in src/train/: n samples, per a
+ * shard. */
+static void plain_dataset(int n, int per) {
+  char cmd[512], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           "$STK gen src/train --format wds --samples %d --size 3000 --samples-per-shard %d -q",
+           n, per);
+  CHECK_MSG(sh(&out, cmd) == 0, "%s", out);
+  free(out);
+}
+
+/* Feed url (a listing, a pattern, a list) and check the samples, that no
+ * error was counted (the manifest and index.json lookups that found nothing
+ * are "missing", not errors), and that verify and inspect take it too. */
+static void check_form(const char *url, const char *extra, long samples) {
+  char cmd[2048], *out = NULL;
+  snprintf(cmd, sizeof cmd, "$STK feed '%s' %s --json -q", url, extra);
+  CHECK_MSG(sh(&out, cmd) == 0, "%s: %s", url, out);
+  CHECK_MSG(json_u64(out, "samples") == samples, "%s: %s", url, out);
+  CHECK_MSG(json_u64(out, "errors") == 0, "%s: %s", url, out);
+  free(out);
+  snprintf(cmd, sizeof cmd, "$STK verify '%s' %s && $STK inspect '%s' %s", url, extra, url, extra);
+  CHECK_MSG(sh(&out, cmd) == 0, "%s: %s", url, out);
+  char want[64];
+  snprintf(want, sizeof want, "samples:  %ld", samples);
+  CHECK_CONTAINS(out, want);
+  free(out);
+}
+
+TEST(remote_nginx_autoindex_html_and_json) {
+  plain_dataset(60, 10);
+  char url[256], u[512], cmd[1024], *out = NULL;
+  serve("nginx src", url, sizeof url);
+  snprintf(u, sizeof u, "%s/train", url);
+  check_form(u, "", 60);
+  snprintf(u, sizeof u, "%s/_json/train/", url); /* autoindex_format json */
+  check_form(u, "", 60);
+  /* Sizes came from the listing (exact in nginx's), checksums were
+   * recorded at fill time: cache verify finds a corrupted copy. */
+  snprintf(cmd, sizeof cmd,
+           "$STK cache warm %s/train --cache-dir c -q && $STK cache stats --cache-dir c --json && "
+           "grep -l crc32c= c/data/*.meta | wc -l && "
+           "f=$(ls c/data/*shard-00003.tar) && printf X | dd of=$f bs=1 seek=700 conv=notrunc "
+           "2>/dev/null && $STK cache verify --cache-dir c",
+           url);
+  CHECK_MSG(sh(&out, cmd) != 0, "%s", out); /* verify found a corrupt entry */
+  CHECK_CONTAINS(out, "\n6\n");
+  CHECK_CONTAINS(out, "6 entries checked, 1 corrupt");
+  free(out);
+  /* A directory without an autoindex page and without a manifest is a
+   * clear error naming what to do. */
+  snprintf(cmd, sizeof cmd, "$STK inspect %s/nope --retry-max-s 1", url);
+  CHECK_EQ(sh(&out, cmd), 1);
+  CHECK_CONTAINS(out, "no directory listing");
+  free(out);
+}
+
+TEST(remote_python_http_server_listing_and_pattern) {
+  plain_dataset(40, 10);
+  char url[256], u[512];
+  serve("http-server src", url, sizeof url);
+  snprintf(u, sizeof u, "%s/train/", url);
+  check_form(u, "", 40);
+  snprintf(u, sizeof u, "%s/train/shard-{00001..00003}.tar", url);
+  check_form(u, "", 30);
+  snprintf(u, sizeof u, "%s/train/shard-00002.tar", url); /* a single shard URL */
+  check_form(u, "", 10);
+}
+
+/* Apache's mod_autoindex page (fancy indexing: a table, icons, sort links,
+ * a parent link, rounded sizes), served as the folder's index page. */
+TEST(remote_apache_style_listing) {
+  plain_dataset(30, 10);
+  const char *page =
+      "<!DOCTYPE HTML PUBLIC \"-//W3C//DTD HTML 3.2 Final//EN\">\n<html>\n <head>\n"
+      "  <title>Index of /train</title>\n </head>\n <body>\n<h1>Index of /train</h1>\n"
+      "  <table>\n   <tr><th valign=\"top\"><img src=\"/icons/blank.gif\" alt=\"[ICO]\"></th>"
+      "<th><a href=\"?C=N;O=D\">Name</a></th><th><a href=\"?C=M;O=A\">Last modified</a></th>"
+      "<th><a href=\"?C=S;O=A\">Size</a></th></tr>\n   <tr><th colspan=\"5\"><hr></th></tr>\n"
+      "<tr><td valign=\"top\"><img src=\"/icons/back.gif\" alt=\"[PARENTDIR]\"></td><td><a "
+      "href=\"/\">Parent Directory</a></td><td>&nbsp;</td><td align=\"right\">  - </td></tr>\n"
+      "<tr><td valign=\"top\"><img src=\"/icons/unknown.gif\" alt=\"[   ]\"></td><td><a "
+      "href=\"shard-00000.tar\">shard-00000.tar</a></td><td align=\"right\">2026-11-24 00:00  "
+      "</td><td align=\"right\"> 31K</td></tr>\n"
+      "<tr><td valign=\"top\"><img src=\"/icons/unknown.gif\" alt=\"[   ]\"></td><td><a "
+      "href=\"shard-00001.tar\">shard-00001.tar</a></td><td align=\"right\">2026-11-24 00:00  "
+      "</td><td align=\"right\"> 31K</td></tr>\n"
+      "<tr><td valign=\"top\"><img src=\"/icons/unknown.gif\" alt=\"[   ]\"></td><td><a "
+      "href=\"shard-00002.tar\">shard-00002.tar</a></td><td align=\"right\">2026-11-24 00:00  "
+      "</td><td align=\"right\"> 31K</td></tr>\n"
+      "   <tr><th colspan=\"5\"><hr></th></tr>\n</table>\n</body></html>\n";
+  test_write_file("src/train/index.html", page, strlen(page));
+  char url[256], u[512];
+  serve("nginx src", url, sizeof url);
+  snprintf(u, sizeof u, "%s/train/", url);
+  check_form(u, "", 30);
+}
+
+/* A shard-list file (one URL or path per line), over HTTP and locally,
+ * and S3 objects by pattern and one by one. */
+TEST(remote_shard_list_and_s3_pattern) {
+  plain_dataset(40, 10);
+  char url[256], u[512], *out = NULL;
+  serve("nginx src", url, sizeof url);
+  char list[1024];
+  int n = snprintf(list, sizeof list, "# train shards\n%s/train/shard-00000.tar\n"
+                   "train/shard-00003.tar\n", url);
+  test_write_file("src/shards.txt", list, (size_t)n);
+  snprintf(u, sizeof u, "%s/shards.txt", url); /* relative lines: against the list's URL */
+  check_form(u, "", 20);
+  n = snprintf(list, sizeof list, "%s/train/shard-00000.tar\n%s/train/shard-00001.tar\n", url,
+               url);
+  test_write_file("local.txt", list, (size_t)n); /* a local list of URLs */
+  check_form("local.txt", "", 20);
+  /* URLs and local paths mixed: one dataset reads from one origin. */
+  n = snprintf(list, sizeof list, "%s/train/shard-00000.tar\nsrc/train/shard-00001.tar\n", url);
+  test_write_file("mixed.txt", list, (size_t)n);
+  CHECK(sh(&out, "$STK inspect mixed.txt") != 0);
+  CHECK_CONTAINS(out, "shard-00000.tar and src/train/shard-00001.tar: shards on different origins");
+  free(out);
+  int rc = sh(&out, "$SERVE s3 src/train bucket 2>serve.err");
+  if (rc != 0) {
+    free(out);
+    SKIP("cannot start the S3 server (npm s3rver) here");
+  }
+  char ep[256], key[128], secret[128], extra[1024];
+  CHECK(sscanf(out, "%255s %127s %127s", ep, key, secret) == 3);
+  free(out);
+  setenv("AWS_ACCESS_KEY_ID", key, 1);
+  setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
+  snprintf(extra, sizeof extra, "--s3-endpoint %s", ep);
+  check_form("s3://bucket/shard-{00000..00002}.tar", extra, 30);
+  check_form("s3://bucket/shard-00003.tar", extra, 10);
+  check_form("s3://bucket", extra, 40); /* listed, no manifest */
+}
+
+/* A cache directory this process cannot write (a read-only mount): its
+ * entries are served, the rest come from the origin into memory, and
+ * `cache stats` reads it. */
+TEST(remote_read_only_cache_dir) {
+  if (geteuid() != 0) SKIP("needs root to make a read-only bind mount");
+  dataset(40, 10);
+  char *out = NULL;
+  int rc = sh(&out, "$STK cache warm src --cache-dir c -q && mkdir -p ro && "
+                    "mount --bind c ro && mount -o remount,ro,bind ro");
+  if (rc != 0) {
+    free(out);
+    system("umount ro 2>/dev/null");
+    SKIP("cannot make a read-only bind mount here");
+  }
+  free(out);
+  rc = sh(&out, "touch ro/x 2>&1; $STK cache stats --cache-dir ro && "
+                "$STK feed src --cache-dir ro --json -q && "
+                "$STK gen other --format tfrecord --samples 20 --size 4000 --samples-per-shard 10 "
+                "-q && $STK feed other --cache-dir ro --json -q");
+  char *after = NULL;
+  sh(&after, "ls ro/data | wc -l");
+  umount2("ro", MNT_DETACH);
+  CHECK_MSG(rc == 0, "%s", out);
+  CHECK_CONTAINS(out, "Read-only file system");
+  CHECK_CONTAINS(out, "ro: 4 shards");
+  CHECK_EQ(json_u64(out, "samples"), 40);
+  CHECK_EQ(json_u64(out, "fetches"), 0); /* every shard a hit */
+  char *second = strstr(strstr(out, "\"samples\"") + 1, "\"samples\"");
+  CHECK(second != NULL);
+  CHECK_EQ(json_u64(second, "samples"), 20);
+  CHECK_STR(after, "8\n"); /* nothing added: 4 shards and their .meta */
+  free(out);
+  free(after);
+}

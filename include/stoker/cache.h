@@ -63,7 +63,9 @@ struct stk_cache_stats {
   uint64_t restages;        /* cached copies found missing or corrupt, refetched */
   uint64_t disk_full;       /* fills the disk tier had no room for (served from RAM) */
   uint64_t retries;         /* origin requests retried */
-  uint64_t errors;          /* origin requests failed for good */
+  uint64_t errors;          /* origin requests failed for good (not-found lookups excepted) */
+  uint64_t missing;         /* origin lookups that found no object (a manifest the
+                               dataset does not have): expected, not errors */
   uint64_t requests;        /* origin requests sent */
 };
 

@@ -53,6 +53,10 @@ struct stk_sample {
 #define STK_FMT_RANDOM_ACCESS 0x1u /* per-sample index: full-permutation shuffle */
 #define STK_FMT_CHECKSUM 0x2u      /* stores checksums that verify can check */
 #define STK_FMT_WRITE 0x4u         /* has a writer (gen, pack) */
+#define STK_FMT_LABELS 0x8u        /* samples can carry a class label */
+#define STK_FMT_TREE 0x10u         /* one sample per file in a directory tree, labelled by
+                                      first-level subfolder; no shard extension */
+#define STK_FMT_WRITE_PER_FILE 0x20u /* the writer writes one file per sample */
 
 struct stk_dataset;
 struct stk_shard;

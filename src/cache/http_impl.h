@@ -99,4 +99,15 @@ int stk__s3_parse_list(const char *xml, size_t len,
                        int (*cb)(void *arg, const char *key, const struct stk_obj_info *info),
                        void *arg, int *truncated, char **next_token, char *err);
 
+/* Parse a directory listing page (http_listing.c): nginx autoindex HTML
+ * or JSON, Apache mod_autoindex, Python's http.server, or plain relative
+ * links. cb(arg, name, is_dir, size) for each entry inside the folder
+ * (names decoded, directories without their trailing '/', size UINT64_MAX
+ * when the page does not give it exactly). Returns 0, cb's nonzero
+ * return, or STK_EFORMAT with err set for a page that is neither HTML nor
+ * a JSON listing. */
+int stk__listing_parse(const char *body, size_t len,
+                       int (*cb)(void *arg, const char *name, int is_dir, uint64_t size),
+                       void *arg, char *err);
+
 #endif

@@ -55,7 +55,11 @@ struct stk_obj_info {
 struct stk_origin_stats {
   uint64_t requests;  /* requests sent, retries included */
   uint64_t retries;   /* requests sent again after a retryable failure */
-  uint64_t errors;    /* requests that failed for good (after retries) */
+  uint64_t errors;    /* requests that failed for good (after retries), lookups of
+                         objects that do not exist excepted: */
+  uint64_t missing;   /* requests answered "no such object" (404, NoSuchKey, ENOENT):
+                         how a dataset without a manifest is recognised, so not
+                         errors; a shard that is missing fails its read anyway */
   uint64_t bytes;     /* body bytes received (all attempts) */
 };
 

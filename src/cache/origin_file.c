@@ -24,7 +24,7 @@ struct file_origin {
   struct stk_origin base;
   char *root; /* as given (decoded from a file URL), for messages */
   int dirfd;
-  uint64_t n_requests, n_errors, n_bytes; /* atomic */
+  uint64_t n_requests, n_errors, n_missing, n_bytes; /* atomic */
 };
 
 static void count(uint64_t *c, uint64_t v) { __atomic_fetch_add(c, v, __ATOMIC_RELAXED); }
@@ -122,7 +122,7 @@ static void fill_info(const struct stat *st, struct stk_obj_info *info) {
 }
 
 static int fail(struct file_origin *fo, char *err, int e, const char *name, const char *what) {
-  count(&fo->n_errors, 1);
+  count(e == ENOENT ? &fo->n_missing : &fo->n_errors, 1);
   return stk__errf(err, stk__from_errno(e), "%s/%s: %s%s%s", fo->root, name, what,
                    *what ? ": " : "", strerror(e));
 }
@@ -348,6 +348,7 @@ static void file_stats(struct stk_origin *o, struct stk_origin_stats *st) {
   st->requests = __atomic_load_n(&fo->n_requests, __ATOMIC_RELAXED);
   st->retries = 0;
   st->errors = __atomic_load_n(&fo->n_errors, __ATOMIC_RELAXED);
+  st->missing = __atomic_load_n(&fo->n_missing, __ATOMIC_RELAXED);
   st->bytes = __atomic_load_n(&fo->n_bytes, __ATOMIC_RELAXED);
 }
 

@@ -92,7 +92,8 @@ const struct stk_format_ops stk__fmt_files = {
     .name = "files",
     .desc = "plain files in a directory tree, labelled by first-level subfolder (ImageFolder)",
     .exts = "",
-    .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_WRITE,
+    .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_WRITE | STK_FMT_LABELS | STK_FMT_TREE |
+            STK_FMT_WRITE_PER_FILE,
     .parse = files_parse,
     .wr_sample = files_wr_sample,
 };

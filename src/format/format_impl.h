@@ -1,7 +1,8 @@
-/* The inside of a dataset, shared by the format backends and the loader:
- * shards with their sample index, and the hooks a format implements. The
- * loader reads byte ranges itself (through an I/O engine) and hands each
- * sample's bytes to the format's parse hook. */
+/* The format layer's side of a dataset: the shard table a format fills
+ * (shards with their sample index) and the hooks and capabilities a format
+ * declares. It knows nothing of where bytes come from: the dataset layer
+ * (src/dataset/) opens shards, locally or through the cache, and hands the
+ * hooks a descriptor or a sample's bytes. See docs/internals/layers.md. */
 #ifndef STOKER_FORMAT_IMPL_H
 #define STOKER_FORMAT_IMPL_H
 
@@ -26,13 +27,19 @@ struct stk_shard {
   uint64_t count;              /* samples */
   int32_t label;               /* class label for every sample, or -1 */
   struct stk_index_entry *idx; /* count entries, owned; NULL for plain files */
-  /* Behind a cache (remote datasets): the index is built when the shard is
-   * first staged (pending), and count may come from a manifest first. */
+  /* Shards opened lazily (remote datasets, shard lists): the dataset layer
+   * builds the index when the shard is first opened (pending), and count
+   * may come from a manifest first. */
   uint8_t pending;             /* read with __atomic_load_n */
   uint8_t count_known;
   uint64_t file_bytes;         /* the file's size as a dataset index records it
                                   (MDS index.json), else UINT64_MAX */
 };
+
+/* The dataset layer's private state (src/dataset/dataset_impl.h): where
+ * shards come from (a cache or the file system) and the reader's cached
+ * descriptor. Opaque here, so no format can reach it. */
+struct stk__dsx;
 
 struct stk_dataset {
   const struct stk_format_ops *fmt;
@@ -42,22 +49,29 @@ struct stk_dataset {
   uint64_t nsamples;
   void *fmt_state; /* backend-owned (MDS column layout, ...) */
   char err[STK_ERRMSG_MAX];
-  /* stk_dataset_read's cached descriptor of the last shard it read, so a
-   * sequential scan (inspect, verify, pack) opens each shard once. */
-  pthread_mutex_t rd_mu;
-  int rd_fd;
-  size_t rd_shard;
-  /* Remote datasets (and local ones given a cache directory): shards are
-   * staged through the cache; ix_mu serializes building pending indexes. */
-  struct stk_cache *cache;
-  pthread_mutex_t ix_mu;
+  struct stk__dsx *x; /* owned by the dataset layer */
 };
 
 struct stk_format_ops {
   const char *name;
   const char *desc;  /* one line for `stoker help formats` */
   const char *exts;  /* space-separated shard extensions, e.g. ".tfrecord .tfrec" */
-  unsigned caps;
+  unsigned caps;     /* STK_FMT_* of stoker/format.h */
+
+  /* What generic code (detection, listing) asks of a format instead of
+   * testing which backend it holds. A shard whose first bytes hold magic
+   * (magic_len bytes at magic_off) is this format's; sniff, when set,
+   * decides for formats without fixed magic bytes (TFRecord's checksummed
+   * length), given the first n bytes. side_exts: per-shard index files that
+   * live next to the shards and are never shards themselves (".idx").
+   * dir_index: a dataset-level index naming the shards ("index.json"),
+   * whose presence in a directory selects the format. */
+  const char *magic;
+  uint16_t magic_off;
+  uint8_t magic_len;
+  int (*sniff)(const uint8_t *buf, size_t n);
+  const char *side_exts;
+  const char *dir_index;
 
   /* Find the shards under root (a directory or one file) and fill
    * ds->shards/nshards (paths only). NULL: the generic walk of dataset.c
@@ -236,22 +250,18 @@ int stk__dataset_add_shard(struct stk_dataset *ds, const char *path, int32_t lab
 
 /* Look a backend up by name; NULL if unknown. */
 const struct stk_format_ops *stk__format_find(const char *name);
+/* The backend whose magic bytes (or sniff hook) match the first n bytes of
+ * a shard; NULL if none does. */
+const struct stk_format_ops *stk__format_sniff(const uint8_t *buf, size_t n);
+/* The first backend (in table order) that claims name by its extension;
+ * NULL if none. */
+const struct stk_format_ops *stk__format_by_ext(const char *name);
+/* The formats' names, comma-separated, for messages ("tfrecord, wds, ..."). */
+const char *stk__format_names(void);
 
 /* Global sample n -> shard position (binary search over first). */
 size_t stk__dataset_shard_of(const struct stk_dataset *ds, uint64_t n);
 
-/* Open a shard for reading with the dataset's error conventions. Returns a
- * file descriptor or a negative code, with ds->err set. */
-/* A readable descriptor of shard si: opened, or staged through the cache
- * (building its index on first use). Give it back with stk__shard_fd_done,
- * which closes it and unpins the cached copy. cancel may be NULL. */
-int stk__shard_fd(struct stk_dataset *ds, size_t si, int *fd, const int *cancel, char *err);
-void stk__shard_fd_done(struct stk_dataset *ds, size_t si, int fd);
-/* Bytes of shard si's file when a cache knows it, else UINT64_MAX. */
-uint64_t stk__shard_file_size(struct stk_dataset *ds, size_t si);
-/* Open url (or a path given a cache directory) into ds: src/cache/remote.c. */
-int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
-                             const struct stk_dataset_opts *opts, char *err);
 /* Whether name ends in one of the space-separated extensions. */
 int stk__has_ext(const char *name, const char *exts);
 

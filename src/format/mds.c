@@ -515,6 +515,7 @@ const struct stk_format_ops stk__fmt_mds = {
     .desc = "Mosaic Data Shard directories (index.json + shard.NNNNN.mds), uncompressed",
     .exts = ".mds",
     .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_WRITE,
+    .dir_index = "index.json",
     .list = mds_list,
     .free_state = mds_free_state,
     .index = mds_index,

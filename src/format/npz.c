@@ -559,7 +559,10 @@ const struct stk_format_ops stk__fmt_npz = {
     .name = "npz",
     .desc = "NumPy .npz zip archives, one sample per file, a field per member",
     .exts = ".npz",
-    .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_CHECKSUM | STK_FMT_WRITE,
+    .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_CHECKSUM | STK_FMT_WRITE | STK_FMT_LABELS |
+            STK_FMT_WRITE_PER_FILE,
+    .magic = "PK\x03\x04",
+    .magic_len = 4,
     .index = npz_index,
     .parse = npz_parse,
     .wr_sample = npz_wr_sample,

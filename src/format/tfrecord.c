@@ -478,11 +478,19 @@ static int tfr_wr_end(struct stk_writer *w) {
   return rc;
 }
 
+/* No fixed magic: a TFRecord starts with a length whose masked CRC32C
+ * follows it. */
+static int tfr_sniff(const uint8_t *b, size_t n) {
+  return n >= 16 && stk_crc32c_mask(stk_crc32c(0, b, 8)) == stk__ld32(b + 8);
+}
+
 const struct stk_format_ops stk__fmt_tfrecord = {
     .name = "tfrecord",
     .desc = "TFRecord files (length, CRC32C, data, CRC32C), optional DALI .idx index",
     .exts = ".tfrecord .tfrecords .tfrec",
-    .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_CHECKSUM | STK_FMT_WRITE,
+    .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_CHECKSUM | STK_FMT_WRITE | STK_FMT_LABELS,
+    .sniff = tfr_sniff,
+    .side_exts = ".idx",
     .index = tfr_index,
     .parse = tfr_parse,
     .wr_shard_begin = tfr_wr_begin,

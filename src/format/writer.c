@@ -35,7 +35,7 @@
 static _Thread_local char close_err[STK_ERRMSG_MAX];
 
 static int one_sample_per_file(const struct stk_format_ops *f) {
-  return f == &stk__fmt_npy || f == &stk__fmt_npz || f == &stk__fmt_files;
+  return (f->caps & STK_FMT_WRITE_PER_FILE) != 0;
 }
 
 int stk__wr_track(struct stk_writer *w, const char *path) {

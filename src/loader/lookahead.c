@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cache/cache_impl.h"
+#include "../dataset/dataset_impl.h"
 #include "loader_impl.h"
 
 #define MAX_VISITS 65536
@@ -24,7 +24,6 @@ struct visit {
 
 struct stk__lookahead {
   struct stk_dataset *ds;
-  struct stk_cache *cache;
   struct stk_sampler *sampler;
   struct stk_loader_opts o;
   atomic_uint_fast64_t *reader_taken;
@@ -67,7 +66,7 @@ static void leave(struct stk__lookahead *la) {
   la->len--;
   if (--la->inwin[v->shard] == 0) {
     la->win_bytes -= la->inbytes[v->shard];
-    stk__cache_release(la->cache, v->shard);
+    stk__shard_unpin(la->ds, v->shard);
   }
 }
 
@@ -94,7 +93,7 @@ static void *la_main(void *arg) {
       have = 0;
       continue;
     }
-    uint64_t size = stk__cache_shard_size(la->cache, sh);
+    uint64_t size = stk__shard_size(la->ds, sh);
     if (size == UINT64_MAX) size = la->budget / 8; /* unknown: assume a large one */
     int fits = la->inwin[sh] > 0 || la->win_bytes + size <= la->budget;
     if (la->len && (!fits || la->len == MAX_VISITS)) {
@@ -106,7 +105,7 @@ static void *la_main(void *arg) {
     if (la->inwin[sh]++ == 0) {
       la->inbytes[sh] = size;
       la->win_bytes += size;
-      stk__cache_prefetch(la->cache, sh);
+      stk__shard_prefetch(la->ds, sh);
     }
     have = 0;
   }
@@ -120,10 +119,9 @@ int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
   struct stk__lookahead *la = calloc(1, sizeof *la);
   if (!la) return stk__errf(err, STK_ENOMEM, "out of memory");
   la->ds = ds;
-  la->cache = ds->cache;
   la->o = *o;
   la->reader_taken = reader_taken;
-  la->budget = stk__cache_prefetch_budget(ds->cache);
+  la->budget = stk__dataset_prefetch_budget(ds);
   la->win = calloc(MAX_VISITS, sizeof *la->win);
   la->inwin = calloc(ds->nshards, sizeof *la->inwin);
   la->inbytes = calloc(ds->nshards, sizeof *la->inbytes);

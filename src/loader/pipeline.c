@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cache/cache_impl.h"
+#include "../dataset/dataset_impl.h"
 #include "loader_impl.h"
 #include "publish.h"
 
@@ -299,21 +299,14 @@ static struct fdent *fd_get(struct stk_loader *l, uint32_t shard, char *err) {
     stk__errf(err, STK_EBUSY, "too many shards with reads in flight");
     return NULL;
   }
-  if (victim->fd >= 0) stk__shard_fd_done(l->ds, victim->shard, victim->fd);
+  if (victim->fd >= 0) stk__shard_close(l->ds, victim->shard, victim->fd);
   victim->fd = -1;
   int fd;
-  if (l->ds->cache) {
-    /* Staged through the cache (blocking until fetched; counted there). */
-    if (stk__shard_fd(l->ds, shard, &fd, (const int *)&l->cancel, err) != 0) return NULL;
-  } else {
-    const char *path = l->ds->shards[shard].path;
-    fd = open(path, O_RDONLY | O_CLOEXEC | (l->o.direct ? O_DIRECT : 0));
-    if (fd < 0) {
-      int e = errno;
-      stk__errf(err, stk__from_errno(e), "%s: cannot open: %s", path, strerror(e));
-      return NULL;
-    }
-  }
+  /* In place, or staged through the cache (blocking until fetched; counted
+   * there): the dataset layer decides. */
+  if (stk__shard_open(l->ds, shard, l->o.direct ? STK_SHARD_DIRECT : 0, &fd,
+                      (const int *)&l->cancel, err) != 0)
+    return NULL;
   victim->fd = fd;
   victim->shard = shard;
   victim->inflight = 0;
@@ -354,10 +347,10 @@ static int locate(struct stk_loader *l, uint64_t id, struct slot *s, char *err) 
   s->label = shard->label;
   s->err = 0;
   s->verified = 0;
-  if (__atomic_load_n(&shard->pending, __ATOMIC_ACQUIRE) || (l->ds->cache && !shard->idx)) {
+  if (stk__shard_pending(ds, sh) || (stk__dataset_staged(ds) && !shard->idx)) {
     /* Behind a cache: staging the shard builds its index (and tells its size). */
     if (!fd_get(l, (uint32_t)sh, err)) return STK_EIO;
-    if (!shard->idx) l->file_size[sh] = stk__shard_file_size(ds, sh);
+    if (!shard->idx) l->file_size[sh] = stk__shard_size(ds, sh);
   }
   if (shard->idx) {
     s->off = shard->idx[id - shard->first].off;
@@ -1062,8 +1055,8 @@ static uint64_t mean_sample_bytes(struct stk_dataset *ds) {
     const struct stk_shard *sh = &ds->shards[i];
     if (sh->idx) {
       for (uint64_t k = 0; k < sh->count; k++) bytes += sh->idx[k].len;
-    } else if (ds->cache) {
-      uint64_t b = stk__shard_file_size(ds, i);
+    } else if (stk__dataset_staged(ds)) {
+      uint64_t b = stk__shard_size(ds, i);
       if (b == UINT64_MAX) continue;
       bytes += b;
     } else {
@@ -1095,7 +1088,7 @@ static int validate(struct stk_loader *l, char *err) {
   }
   if (!o->max_inflight)
     o->max_inflight = STK__MAX(64ull << 20, STK__MIN(2 * l->mean_sample, o->mem_cap / 2));
-  if (l->ds->cache) {
+  if (stk__dataset_staged(l->ds)) {
     /* Whole shards are staged: a bounded shuffle keeps the look-ahead
      * useful (a full permutation touches every shard at once), and staged
      * copies are read through the page cache or from memory. */
@@ -1121,7 +1114,7 @@ static int validate(struct stk_loader *l, char *err) {
 static void loader_free(struct stk_loader *l) {
   for (uint32_t i = 0; i < l->njobs; i++) job_free(l, l->jobs[i]);
   for (int i = 0; i < FD_CACHE; i++)
-    if (l->fds[i].fd >= 0) stk__shard_fd_done(l->ds, l->fds[i].shard, l->fds[i].fd);
+    if (l->fds[i].fd >= 0) stk__shard_close(l->ds, l->fds[i].shard, l->fds[i].fd);
   if (l->io) l->io_ops->close(l->io);
   stk_sampler_close(l->sampler);
   free(l->jobs);
@@ -1199,7 +1192,7 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
   l->st[STK_STAGE_DECODE].threads = l->nworkers;
   stk_sampler_save(l->sampler, &l->state);
   l->t_open = stk_now_ns();
-  if (ds->cache && stk__cache_prefetch_budget(ds->cache)) {
+  if (stk__dataset_prefetch_budget(ds)) {
     rc = stk__lookahead_start(&l->la, ds, &l->o, l->o.resume, &l->taken_total, err);
     if (rc) {
       loader_free(l);
@@ -1392,8 +1385,5 @@ void stk_loader_stats(struct stk_loader *l, struct stk_loader_stats *st) {
   st->mem_over_cap = atomic_load(&l->mem_over);
   st->read_ops = atomic_load(&l->read_ops);
   st->read_bytes = atomic_load(&l->read_bytes);
-  if (l->ds->cache) {
-    st->has_cache = 1;
-    stk__cache_stats(l->ds->cache, &st->cache);
-  }
+  st->has_cache = stk_dataset_cache_stats(l->ds, &st->cache) == 0;
 }

@@ -21,54 +21,11 @@
 #include <unistd.h>
 
 #include "../base/json_parse.h"
-#include "../format/format_impl.h"
-#include "cache_impl.h"
+#include "dataset_impl.h"
 
 #define MANIFEST_NAME "stoker-manifest.json"
 #define MANIFEST_MAX (256u << 20)
 #define MANIFEST_SHARD_MAX (1ull << 50) /* a sanity bound on one shard's bytes */
-
-/* ---- descriptors of shards ---------------------------------------------------- */
-
-int stk__shard_fd(struct stk_dataset *ds, size_t si, int *fd, const int *cancel, char *err) {
-  struct stk_shard *sh = &ds->shards[si];
-  if (!ds->cache) {
-    *fd = open(sh->path, O_RDONLY | O_CLOEXEC);
-    if (*fd < 0) {
-      int e = errno;
-      return stk__errf(err, stk__from_errno(e), "%s: cannot open: %s", sh->path, strerror(e));
-    }
-    return 0;
-  }
-  int rc = stk__cache_acquire(ds->cache, si, fd, cancel, err);
-  if (rc) return rc;
-  if (!__atomic_load_n(&sh->pending, __ATOMIC_ACQUIRE)) return 0;
-  /* First use of the shard: build its sample index from the staged copy. */
-  pthread_mutex_lock(&ds->ix_mu);
-  if (sh->pending) {
-    uint64_t want = sh->count;
-    int known = sh->count_known;
-    rc = ds->fmt->index ? ds->fmt->index(ds, sh, *fd, err) : 0;
-    if (!rc && known && sh->count != want) {
-      rc = stk__errf(err, STK_EFORMAT, "%s: %llu samples, but the manifest says %llu", sh->path,
-                     (unsigned long long)sh->count, (unsigned long long)want);
-      sh->count = want;
-    }
-    if (!rc) __atomic_store_n(&sh->pending, 0, __ATOMIC_RELEASE);
-  }
-  pthread_mutex_unlock(&ds->ix_mu);
-  if (rc) stk__shard_fd_done(ds, si, *fd);
-  return rc;
-}
-
-void stk__shard_fd_done(struct stk_dataset *ds, size_t si, int fd) {
-  if (fd >= 0) close(fd);
-  if (ds->cache) stk__cache_release(ds->cache, si);
-}
-
-uint64_t stk__shard_file_size(struct stk_dataset *ds, size_t si) {
-  return ds->cache ? stk__cache_shard_size(ds->cache, si) : UINT64_MAX;
-}
 
 /* ---- opening ------------------------------------------------------------------- */
 
@@ -87,7 +44,8 @@ static int tab_add(struct tab *t, const char *name, uint64_t size, int has_crc, 
   }
   char *nm = strdup(name);
   if (!nm) return STK_ENOMEM;
-  t->v[t->n++] = (struct stk_cache_shard){.name = nm, .size = size, .crc32c = crc, .has_crc = has_crc};
+  t->v[t->n++] =
+      (struct stk_cache_shard){.name = nm, .size = size, .crc32c = crc, .has_crc = has_crc};
   return 0;
 }
 
@@ -133,13 +91,17 @@ static int parse_manifest(struct stk_dataset *ds, const char *url, const char *t
   if (stk__json_u64(root, "stoker_manifest", &ver) || ver < 1 || !fmt || !shards ||
       shards->type != STK_JARR) {
     stk__json_free(doc);
-    return stk__errf(err, STK_EFORMAT, "%s/%s: not a stoker manifest (version, format and shards "
-                     "are required)", url, MANIFEST_NAME);
+    return stk__errf(err, STK_EFORMAT,
+                     "%s/%s: not a stoker manifest (version, format and shards "
+                     "are required)",
+                     url, MANIFEST_NAME);
   }
   if (ver > 1) {
     stk__json_free(doc);
-    return stk__errf(err, STK_ENOTSUP, "%s/%s: manifest version %llu is newer than this stoker "
-                     "reads (1)", url, MANIFEST_NAME, (unsigned long long)ver);
+    return stk__errf(err, STK_ENOTSUP,
+                     "%s/%s: manifest version %llu is newer than this stoker "
+                     "reads (1)",
+                     url, MANIFEST_NAME, (unsigned long long)ver);
   }
   const char *want = opts && opts->format && *opts->format ? opts->format : fmt;
   if (strcmp(want, fmt))
@@ -156,15 +118,17 @@ static int parse_manifest(struct stk_dataset *ds, const char *url, const char *t
     uint64_t bytes, samples, label;
     if (!safe_rel(name) || stk__json_u64(s, "bytes", &bytes) ||
         stk__json_u64(s, "samples", &samples) || bytes > MANIFEST_SHARD_MAX) {
-      rc = stk__errf(err, STK_EFORMAT, "%s/%s: shard %zu needs a safe relative name, bytes "
-                     "(at most 2^50) and samples", url, MANIFEST_NAME, i);
+      rc = stk__errf(err, STK_EFORMAT,
+                     "%s/%s: shard %zu needs a safe relative name, bytes "
+                     "(at most 2^50) and samples",
+                     url, MANIFEST_NAME, i);
       break;
     }
     char *end = NULL;
     unsigned long c = crc ? strtoul(crc, &end, 16) : 0;
     int has_crc = crc && end && !*end && strlen(crc) == 8;
     if ((rc = tab_add(t, name, bytes, has_crc, (uint32_t)c)) != 0) break;
-    if (ds->fmt == &stk__fmt_mds) continue;
+    if (ds->fmt->dir_index) continue; /* the shards come from the format's own index */
     int32_t lab = stk__json_u64(s, "label", &label) || label > INT32_MAX ? -1 : (int32_t)label;
     if ((rc = add_remote_shard(ds, url, name, lab)) != 0) break;
     struct stk_shard *sh = &ds->shards[ds->nshards - 1];
@@ -177,31 +141,33 @@ static int parse_manifest(struct stk_dataset *ds, const char *url, const char *t
   return rc;
 }
 
-/* Mosaic MDS: index.json has the column layout the format needs; it is
- * staged into a private directory and read by the MDS backend, whose
- * shard paths are then made remote. */
-static int open_mds_index(struct stk_dataset *ds, struct stk_origin *o, const char *url,
-                          struct tab *t, char *err) {
+/* A format with a dataset index (Mosaic MDS's index.json, which has the
+ * column layout the format needs): the index is staged into a private
+ * directory and read by the backend's list hook, whose shard paths are
+ * then made remote. */
+static int open_dir_index(struct stk_dataset *ds, struct stk_origin *o, const char *url,
+                          const struct stk_format_ops *f, struct tab *t, char *err) {
   char *text = NULL;
   size_t len = 0;
-  int rc = stk__origin_get_mem(o, "index.json", MANIFEST_MAX, &text, &len, err);
+  int rc = stk__origin_get_mem(o, f->dir_index, MANIFEST_MAX, &text, &len, err);
   if (rc) return rc;
   char tmpl[] = "/tmp/stoker-mds-XXXXXX";
   char *dir = mkdtemp(tmpl);
-  char path[64];
+  char path[512];
   if (!dir) {
     free(text);
     return stk__errf(err, stk__from_errno(errno), "cannot create a temporary directory: %s",
                      strerror(errno));
   }
-  snprintf(path, sizeof path, "%s/index.json", dir);
+  snprintf(path, sizeof path, "%s/%s", dir, f->dir_index);
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   rc = fd < 0 ? stk__from_errno(errno) : stk__write_full(fd, text, len);
   if (fd >= 0) close(fd);
   free(text);
   if (rc) stk__errf(err, rc, "%s: %s", path, stk_strerror(rc));
-  ds->fmt = &stk__fmt_mds;
-  if (!rc) rc = ds->fmt->list(ds, dir);
+  ds->fmt = f;
+  if (!rc)
+    rc = f->list ? f->list(ds, dir) : stk__errf(err, STK_EINVAL, "%s: no list hook", f->name);
   if (rc) memcpy(err, ds->err, STK_ERRMSG_MAX);
   unlink(path);
   rmdir(dir);
@@ -225,7 +191,7 @@ static int open_mds_index(struct stk_dataset *ds, struct stk_origin *o, const ch
     snprintf(p, n, "%s/%s", url, name);
     free(sh->path);
     sh->path = p;
-    sh->count_known = 1; /* index.json's count, checked again at indexing */
+    sh->count_known = 1; /* the index's count, checked again at indexing */
     sh->pending = 1;
   }
   tab_free(t);
@@ -244,53 +210,177 @@ static int list_cb(void *arg, const char *name, const struct stk_obj_info *info)
   struct listing *L = arg;
   if (!safe_rel(name) || !strcmp(name, MANIFEST_NAME)) return 0;
   const struct stk_format_ops *f = L->want;
-  if (f == &stk__fmt_files ? 0 : !(f->exts && *f->exts && stk__has_ext(name, f->exts))) return 0;
+  if ((f->caps & STK_FMT_TREE) ? 0 : !(f->exts && *f->exts && stk__has_ext(name, f->exts)))
+    return 0;
   int rc = tab_add(L->t, name, info ? info->size : UINT64_MAX, 0, 0);
   if (!rc) rc = add_remote_shard(L->ds, L->url, name, -1);
   if (!rc) {
     struct stk_shard *sh = &L->ds->shards[L->ds->nshards - 1];
-    sh->count = f == &stk__fmt_files ? 1 : 0;
+    sh->count = (f->caps & STK_FMT_TREE) ? 1 : 0;
     sh->pending = f->index != NULL;
   }
   return rc;
 }
 
+#define FMT_MAX 32
+
 static int ext_count_cb(void *arg, const char *name, const struct stk_obj_info *info) {
   (void)info;
   size_t *count = arg;
-  for (int k = 0; stk_formats[k] && k < 16; k++)
-    if (stk_formats[k]->exts && *stk_formats[k]->exts && stk__has_ext(name, stk_formats[k]->exts))
-      count[k]++;
+  const struct stk_format_ops *f = stk__format_by_ext(name);
+  for (int k = 0; f && stk_formats[k] && k < FMT_MAX; k++)
+    if (stk_formats[k] == f) count[k]++;
   return 0;
 }
 
-/* No manifest: list the origin, then stage every shard to count samples. */
+/* The format that names carry by extension: one, else an error naming
+ * the mix; NULL in *out when none is recognised. */
+static int format_of_counts(const char *where, const size_t *count,
+                            const struct stk_format_ops **out, char *err) {
+  int kinds = 0;
+  size_t best = 0;
+  *out = NULL;
+  char mix[512] = "";
+  size_t o = 0;
+  for (int k = 0; stk_formats[k] && k < FMT_MAX; k++) {
+    if (!count[k]) continue;
+    kinds++;
+    if (o < sizeof mix)
+      o += (size_t)snprintf(mix + o, sizeof mix - o, "%s%zu %s (%s)", o ? ", " : "", count[k],
+                            stk_formats[k]->name, stk_formats[k]->exts);
+    if (count[k] > best) best = count[k], *out = stk_formats[k];
+  }
+  if (kinds > 1)
+    return stk__errf(err, STK_EFORMAT,
+                     "%s: shards of several formats: %s; choose one with "
+                     "--format",
+                     where, mix);
+  return 0;
+}
+
+static const struct stk_format_ops *tree_format(void) {
+  for (int i = 0; stk_formats[i]; i++)
+    if (stk_formats[i]->caps & STK_FMT_TREE) return stk_formats[i];
+  return NULL;
+}
+
+static int chosen_format(const struct stk_dataset_opts *opts, const struct stk_format_ops **f,
+                         char *err) {
+  *f = NULL;
+  if (opts && opts->format && *opts->format && !(*f = stk__format_find(opts->format)))
+    return stk__errf(err, STK_EINVAL, "unknown format '%s' (known: %s)", opts->format,
+                     stk__format_names());
+  return 0;
+}
+
+/* No manifest: list the origin (a bucket, a directory, an HTTP server's
+ * directory listing), then stage every shard to count samples. */
 static int open_listed(struct stk_dataset *ds, struct stk_origin *o, const char *url,
                        const struct stk_dataset_opts *opts, struct tab *t, char *err) {
-  const struct stk_format_ops *f = NULL;
-  if (opts && opts->format && *opts->format && !(f = stk__format_find(opts->format)))
-    return stk__errf(err, STK_EINVAL, "unknown format '%s'", opts->format);
+  const struct stk_format_ops *f;
+  int rc = chosen_format(opts, &f, err);
+  if (rc) return rc;
   if (!f) {
-    size_t count[16] = {0}, best = 0;
-    int rc = stk__origin_list(o, ext_count_cb, count, err);
-    if (rc == STK_ENOTSUP)
-      return stk__errf(err, rc, "%s: no %s or index.json there, and this origin cannot be "
-                       "listed; write one with `stoker cache manifest DIR` next to the shards",
-                       url, MANIFEST_NAME);
+    size_t count[FMT_MAX] = {0};
+    rc = stk__origin_list(o, ext_count_cb, count, err);
+    if (rc == STK_ENOTSUP) {
+      char why[STK_ERRMSG_MAX];
+      memcpy(why, err, sizeof why);
+      return stk__errf(err, rc,
+                       "%s: no %s or dataset index there, and it cannot be listed "
+                       "(%s); write a manifest with `stoker cache manifest DIR` next to the "
+                       "shards, or name the shards (a pattern or a shard list)",
+                       url, MANIFEST_NAME, why);
+    }
     if (rc) return rc;
-    f = &stk__fmt_files;
-    for (int k = 0; stk_formats[k] && k < 16; k++)
-      if (count[k] > best) best = count[k], f = stk_formats[k];
+    if ((rc = format_of_counts(url, count, &f, err)) != 0) return rc;
+    if (!f) f = tree_format();
   }
   ds->fmt = f;
   struct listing L = {ds, url, t, f};
-  int rc = stk__origin_list(o, list_cb, &L, err);
+  rc = stk__origin_list(o, list_cb, &L, err);
   if (rc == STK_ENOTSUP)
-    return stk__errf(err, rc, "%s: no %s there, and this origin cannot be listed; write one "
-                     "with `stoker cache manifest DIR` next to the shards", url, MANIFEST_NAME);
+    return stk__errf(err, rc,
+                     "%s: no %s there, and this origin cannot be listed; write one "
+                     "with `stoker cache manifest DIR` next to the shards",
+                     url, MANIFEST_NAME);
   if (!rc && f->index && ds->nshards)
-    stk_log(STK_LOG_WARN, "%s: no %s: staging all %zu shards to count their samples "
-            "(`stoker cache manifest` makes this one request)", url, MANIFEST_NAME, ds->nshards);
+    stk_log(STK_LOG_INFO,
+            "%s: no %s: staging all %zu shards to count their samples "
+            "(`stoker cache manifest` makes this one request)",
+            url, MANIFEST_NAME, ds->nshards);
+  return rc;
+}
+
+/* Shards named one by one (a single URL, a pattern, a shard list), each
+ * name relative to the origin. With a manifest at the origin, its entries
+ * for those names (sizes, counts, checksums); without, the format from the
+ * names' extensions and sizes learned when staged. */
+static int open_named(struct stk_dataset *ds, const char *url, const struct stk__names *names,
+                      const struct stk_dataset_opts *opts, struct tab *t, int have_manifest,
+                      char *err) {
+  int rc = 0;
+  for (size_t i = 0; i < names->n && !rc; i++)
+    if (!safe_rel(names->v[i]))
+      rc = stk__errf(err, STK_EINVAL, "%s/%s: not a shard name under the origin", url, names->v[i]);
+  if (rc) return rc;
+  if (have_manifest && !ds->fmt->dir_index) {
+    /* Keep the manifest's entries the names ask for, in the names' order. */
+    struct tab nt = {0};
+    size_t n0 = ds->nshards, k = 0;
+    struct stk_shard *old = ds->shards;
+    ds->shards = NULL;
+    ds->nshards = 0;
+    for (size_t i = 0; i < names->n && !rc; i++) {
+      size_t tries = 0;
+      while (tries < t->n && strcmp(t->v[k].name, names->v[i])) k = (k + 1) % t->n, tries++;
+      if (tries == t->n) {
+        rc =
+            stk__errf(err, STK_ENOENT, "%s/%s: not in %s/%s", url, names->v[i], url, MANIFEST_NAME);
+        break;
+      }
+      rc = tab_add(&nt, t->v[k].name, t->v[k].size, t->v[k].has_crc, t->v[k].crc32c);
+      if (!rc) rc = add_remote_shard(ds, url, t->v[k].name, old[k].label);
+      if (rc) {
+        stk__errf(err, rc, "out of memory");
+        break;
+      }
+      struct stk_shard *sh = &ds->shards[ds->nshards - 1];
+      sh->count = old[k].count;
+      sh->count_known = old[k].count_known;
+      sh->pending = old[k].pending;
+    }
+    for (size_t i = 0; i < n0; i++) free(old[i].path);
+    free(old);
+    tab_free(t);
+    *t = nt;
+    return rc;
+  }
+  if (have_manifest) return 0; /* a dataset index lists the shards itself */
+  const struct stk_format_ops *f;
+  if ((rc = chosen_format(opts, &f, err)) != 0) return rc;
+  if (!f) {
+    size_t count[FMT_MAX] = {0};
+    for (size_t i = 0; i < names->n; i++) ext_count_cb(count, names->v[i], NULL);
+    if ((rc = format_of_counts(url, count, &f, err)) != 0) return rc;
+    if (!f)
+      return stk__errf(err, STK_EINVAL,
+                       "%s/%s: cannot tell the shards' format from their "
+                       "names; give it with --format",
+                       url, names->v[0]);
+  }
+  ds->fmt = f;
+  for (size_t i = 0; i < names->n && !rc; i++) {
+    rc = tab_add(t, names->v[i], UINT64_MAX, 0, 0);
+    if (!rc) rc = add_remote_shard(ds, url, names->v[i], -1);
+    if (rc) {
+      stk__errf(err, rc, "out of memory");
+      break;
+    }
+    struct stk_shard *sh = &ds->shards[ds->nshards - 1];
+    sh->count = (f->caps & STK_FMT_TREE) ? 1 : 0;
+    sh->pending = f->index != NULL;
+  }
   return rc;
 }
 
@@ -302,14 +392,39 @@ static int stage_in_order(struct stk_dataset *ds, int (*want)(struct stk_dataset
                           int index, const int *cancel,
                           void (*progress)(void *arg, size_t done, size_t total), void *arg);
 
+/* The format with a dataset index at the origin, if the user's choice
+ * allows one: STK_ENOENT when there is none. */
+static int find_dir_index(struct stk_origin *o, const struct stk_dataset_opts *opts,
+                          const struct stk_format_ops **out, char *err) {
+  for (int i = 0; stk_formats[i]; i++) {
+    const struct stk_format_ops *f = stk_formats[i];
+    if (!f->dir_index) continue;
+    if (opts && opts->format && *opts->format && strcmp(opts->format, f->name)) continue;
+    struct stk_obj_info info;
+    char ierr[STK_ERRMSG_MAX];
+    int rc = stk__origin_stat(o, f->dir_index, &info, ierr);
+    if (rc == 0) {
+      *out = f;
+      return 0;
+    }
+    if (rc != STK_ENOENT) return stk__errf(err, rc, "%s", ierr);
+  }
+  return STK_ENOENT;
+}
+
 int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
-                             const struct stk_dataset_opts *opts, char *err) {
+                             const struct stk__names *names, const struct stk_dataset_opts *opts,
+                             char *err) {
   struct stk_cache_opts co = opts && opts->cache ? *opts->cache : (struct stk_cache_opts){0};
-  struct stk_origin_opts oo = {
-      .connect_timeout_s = co.connect_timeout_s, .stall_timeout_s = co.stall_timeout_s,
-      .retry_max_s = co.retry_max_s, .max_attempts = co.max_attempts,
-      .max_conns = co.fetchers ? STK__MAX(co.fetchers, 4u) : 0, .s3_endpoint = co.s3_endpoint,
-      .s3_region = co.s3_region, .s3_addressing = co.s3_addressing, .s3_profile = co.s3_profile};
+  struct stk_origin_opts oo = {.connect_timeout_s = co.connect_timeout_s,
+                               .stall_timeout_s = co.stall_timeout_s,
+                               .retry_max_s = co.retry_max_s,
+                               .max_attempts = co.max_attempts,
+                               .max_conns = co.fetchers ? STK__MAX(co.fetchers, 4u) : 0,
+                               .s3_endpoint = co.s3_endpoint,
+                               .s3_region = co.s3_region,
+                               .s3_addressing = co.s3_addressing,
+                               .s3_profile = co.s3_profile};
   /* A bad cache directory is reported before any request is made. */
   int rc = co.dir ? stk__cache_dir_check(co.dir, err) : 0;
   if (rc) return rc;
@@ -325,28 +440,31 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   char *text = NULL;
   size_t len = 0;
   char merr[STK_ERRMSG_MAX];
+  /* Lookups that find nothing (404, NoSuchKey) are expected here: they are
+   * how a dataset without a manifest is recognised, not errors. */
   int mrc = stk__origin_get_mem(o, MANIFEST_NAME, MANIFEST_MAX, &text, &len, merr);
+  const struct stk_format_ops *ixf = NULL;
   if (mrc == 0) {
     rc = parse_manifest(ds, ds->root, text, len, opts, &t, err);
-    if (!rc && ds->fmt == &stk__fmt_mds) rc = open_mds_index(ds, o, ds->root, &t, err);
+    if (!rc && ds->fmt->dir_index) rc = open_dir_index(ds, o, ds->root, ds->fmt, &t, err);
   } else if (mrc == STK_ENOENT) {
-    char ierr[STK_ERRMSG_MAX];
-    struct stk_obj_info info;
-    int irc = (!opts || !opts->format || !strcmp(opts->format, "mds"))
-                  ? stk__origin_stat(o, "index.json", &info, ierr)
-                  : STK_ENOENT;
-    if (irc == 0) rc = open_mds_index(ds, o, ds->root, &t, err);
-    else if (irc != STK_ENOENT) rc = stk__errf(err, irc, "%s", ierr);
-    else rc = open_listed(ds, o, ds->root, opts, &t, err);
+    int irc = names ? STK_ENOENT : find_dir_index(o, opts, &ixf, err);
+    if (irc == 0)
+      rc = open_dir_index(ds, o, ds->root, ixf, &t, err);
+    else if (irc != STK_ENOENT)
+      rc = irc;
+    else if (!names)
+      rc = open_listed(ds, o, ds->root, opts, &t, err);
   } else {
     rc = stk__errf(err, mrc, "%s", merr);
   }
+  if (!rc && names) rc = open_named(ds, ds->root, names, opts, &t, mrc == 0, err);
   free(text);
   if (!rc && ds->nshards == 0)
     rc = stk__errf(err, STK_EEMPTY, "%s: empty dataset: no %s shards found", ds->root,
                    ds->fmt ? ds->fmt->name : "");
   if (!rc) {
-    rc = stk__cache_open(&ds->cache, o, t.v, t.n, &co, err);
+    rc = stk__cache_open(&ds->x->cache, o, t.v, t.n, &co, err);
     o = NULL; /* the cache owns it, failed or not */
   }
   if (o) stk__origin_close(o);
@@ -361,13 +479,12 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
 
 /* ---- writing a manifest -------------------------------------------------------------- */
 
-int stk_manifest_write(const char *dir, const char *format, uint64_t *shards_out,
-                       char *errmsg) {
+int stk_manifest_write(const char *dir, const char *format, uint64_t *shards_out, char *errmsg) {
   struct stk_dataset *ds = NULL;
   struct stk_dataset_opts o = {.format = format};
   int rc = stk_dataset_open(&ds, dir, &o, errmsg);
   if (rc) return rc;
-  if (ds->cache) {
+  if (ds->x->cache) {
     stk_dataset_close(ds);
     return stk__errf(errmsg, STK_EINVAL, "%s: a manifest is written next to local shards", dir);
   }
@@ -420,7 +537,8 @@ int stk_manifest_write(const char *dir, const char *format, uint64_t *shards_out
   stk_json_obj_end(&j);
   fputc('\n', f);
   if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-    if (!rc) rc = stk__errf(errmsg, stk__from_errno(errno), "%s: write failed: %s", tmp, strerror(errno));
+    if (!rc)
+      rc = stk__errf(errmsg, stk__from_errno(errno), "%s: write failed: %s", tmp, strerror(errno));
   }
   fclose(f);
   if (!rc && rename(tmp, final) != 0)
@@ -429,14 +547,6 @@ int stk_manifest_write(const char *dir, const char *format, uint64_t *shards_out
   if (!rc && shards_out) *shards_out = ds->nshards;
   stk_dataset_close(ds);
   return rc;
-}
-
-/* ---- public helpers ------------------------------------------------------------------ */
-
-int stk_dataset_cache_stats(const struct stk_dataset *ds, struct stk_cache_stats *st) {
-  if (!ds->cache) return STK_ENOENT;
-  stk__cache_stats(ds->cache, st);
-  return 0;
 }
 
 /* Stage shards in order, keeping the fetchers busy as far ahead as the
@@ -448,7 +558,7 @@ static int stage_in_order(struct stk_dataset *ds, int (*want)(struct stk_dataset
                           int index, const int *cancel,
                           void (*progress)(void *arg, size_t done, size_t total), void *arg) {
   size_t n = ds->nshards, queued = 0, i = 0;
-  uint64_t budget = stk__cache_prefetch_budget(ds->cache), ahead = 0;
+  uint64_t budget = stk__cache_prefetch_budget(ds->x->cache), ahead = 0;
   uint64_t *added = calloc(n ? n : 1, sizeof *added); /* what each queued shard counted */
   if (!added) return stk__errf(ds->err, STK_ENOMEM, "out of memory");
   int rc = 0;
@@ -460,23 +570,23 @@ static int stage_in_order(struct stk_dataset *ds, int (*want)(struct stk_dataset
         queued++;
         continue;
       }
-      uint64_t sz = stk__cache_shard_size(ds->cache, queued);
+      uint64_t sz = stk__cache_shard_size(ds->x->cache, queued);
       if (sz == UINT64_MAX || sz > budget) sz = budget; /* unknown or huge: alone */
       if (queued > i && ahead + sz > budget) break;
       added[queued] = sz;
       ahead += sz;
-      stk__cache_prefetch(ds->cache, queued++);
+      stk__cache_prefetch(ds->x->cache, queued++);
     }
     ahead -= added[i];
     int fd;
-    rc = index ? stk__shard_fd(ds, i, &fd, cancel, ds->err)
-               : stk__cache_acquire(ds->cache, i, &fd, cancel, ds->err);
-    stk__cache_release(ds->cache, i); /* its prefetch pin */
-    if (!rc) stk__shard_fd_done(ds, i, fd);
+    rc = index ? stk__shard_open(ds, i, 0, &fd, cancel, ds->err)
+               : stk__cache_acquire(ds->x->cache, i, &fd, cancel, ds->err);
+    stk__cache_release(ds->x->cache, i); /* its prefetch pin */
+    if (!rc) stk__shard_close(ds, i, fd);
     if (progress) progress(arg, i + 1, n);
   }
   for (; i < queued; i++) /* after a failure */
-    if (!want || want(ds, i)) stk__cache_release(ds->cache, i);
+    if (!want || want(ds, i)) stk__cache_release(ds->x->cache, i);
   free(added);
   return rc;
 }
@@ -484,9 +594,11 @@ static int stage_in_order(struct stk_dataset *ds, int (*want)(struct stk_dataset
 int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
                      void (*progress)(void *arg, size_t done, size_t total), void *arg,
                      char *errmsg) {
-  if (!ds->cache)
-    return stk__errf(errmsg, STK_EINVAL, "%s: not read through a cache (give a URL or a cache "
-                     "directory)", ds->root);
+  if (!ds->x->cache)
+    return stk__errf(errmsg, STK_EINVAL,
+                     "%s: not read through a cache (give a URL or a cache "
+                     "directory)",
+                     ds->root);
   /* Staged only: sample indexes are built by whoever reads. */
   int rc = stage_in_order(ds, NULL, 0, cancel, progress, arg);
   if (rc && errmsg) memcpy(errmsg, ds->err, STK_ERRMSG_MAX);

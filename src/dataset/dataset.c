@@ -1,0 +1,404 @@
+/* Datasets: the one opener (a path, a URL, a brace pattern or a shard-list
+ * file), parallel shard indexing, global sample numbers and synchronous
+ * sample reads. Where the shards' bytes come from (in place, or staged by
+ * the cache) is shard.c's business; formats only frame bytes. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dataset_impl.h"
+
+/* ---- indexing ---------------------------------------------------------- */
+
+static int open_err(const char *path, int e, char *err) {
+  return stk__errf(err, stk__from_errno(e), "%s: cannot open: %s", path, strerror(e));
+}
+
+static int index_one(struct stk_dataset *ds, struct stk_shard *sh, char *err) {
+  if (!ds->fmt->index || sh->pending) return 0;
+  int fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return open_err(sh->path, errno, err);
+  int rc = ds->fmt->index(ds, sh, fd, err);
+  close(fd);
+  return rc;
+}
+
+struct ixjob {
+  struct stk_dataset *ds;
+  atomic_size_t next;
+  atomic_int stop;
+  pthread_mutex_t mu;
+  size_t bad; /* lowest failing shard seen */
+  int rc;
+  char err[STK_ERRMSG_MAX];
+};
+
+static void *index_worker(void *arg) {
+  struct ixjob *j = arg;
+  char err[STK_ERRMSG_MAX];
+  for (;;) {
+    size_t i = atomic_fetch_add(&j->next, 1);
+    if (i >= j->ds->nshards || atomic_load(&j->stop)) break;
+    int rc = index_one(j->ds, &j->ds->shards[i], err);
+    if (!rc) continue;
+    pthread_mutex_lock(&j->mu);
+    if (!j->rc || i < j->bad) {
+      j->rc = rc;
+      j->bad = i;
+      memcpy(j->err, err, sizeof err);
+    }
+    pthread_mutex_unlock(&j->mu);
+    atomic_store(&j->stop, 1);
+  }
+  return NULL;
+}
+
+int stk__dataset_index_all(struct stk_dataset *ds, int threads, char *err) {
+  if (!ds->fmt->index) return 0;
+  if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (threads < 1) threads = 1;
+  if ((size_t)threads > ds->nshards) threads = (int)ds->nshards;
+  if (threads > 64) threads = 64;
+  struct ixjob j = {.ds = ds};
+  atomic_init(&j.next, 0);
+  atomic_init(&j.stop, 0);
+  pthread_mutex_init(&j.mu, NULL);
+  pthread_t tid[64];
+  int started = 0;
+  for (int t = 1; t < threads; t++)
+    if (pthread_create(&tid[started], NULL, index_worker, &j) == 0) started++;
+  index_worker(&j);
+  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+  pthread_mutex_destroy(&j.mu);
+  if (j.rc) memcpy(err, j.err, STK_ERRMSG_MAX);
+  return j.rc;
+}
+
+static int number_samples(struct stk_dataset *ds, const char *root, char *err) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < ds->nshards; i++) {
+    ds->shards[i].first = n;
+    if (ds->shards[i].count > UINT64_MAX - n)
+      return stk__errf(err, STK_ERANGE, "%s: too many samples", root);
+    n += ds->shards[i].count;
+  }
+  ds->nsamples = n;
+  if (n == 0)
+    return stk__errf(err, STK_EEMPTY, "%s: empty dataset: no samples in %zu %s shard%s", root,
+                     ds->nshards, ds->fmt->name, ds->nshards == 1 ? "" : "s");
+  return 0;
+}
+
+/* ---- open / close ------------------------------------------------------- */
+
+static struct stk_dataset *ds_new(const char *root) {
+  struct stk_dataset *ds = calloc(1, sizeof *ds);
+  struct stk__dsx *x = calloc(1, sizeof *x);
+  if (!ds || !x || !(ds->root = strdup(root))) {
+    free(x);
+    free(ds);
+    return NULL;
+  }
+  size_t l = strlen(ds->root);
+  while (l > 1 && ds->root[l - 1] == '/') ds->root[--l] = 0;
+  pthread_mutex_init(&x->rd_mu, NULL);
+  pthread_mutex_init(&x->ix_mu, NULL);
+  x->rd_fd = -1;
+  ds->x = x;
+  return ds;
+}
+
+/* A shard-list file is named by its extension (a path or a URL). */
+static int is_list_name(const char *p) {
+  const char *q = strchr(p, '?');
+  size_t n = q ? (size_t)(q - p) : strlen(p);
+  static const char *const ext[] = {".txt", ".list", ".lst", ".shards"};
+  for (size_t i = 0; i < STK__ARRAY_LEN(ext); i++) {
+    size_t l = strlen(ext[i]);
+    if (n > l && !strncmp(p + n - l, ext[i], l)) return 1;
+  }
+  return 0;
+}
+
+#define LIST_MAX (64u << 20)
+#define NAMES_MAX 10000000u
+
+/* The text of a shard-list file, local or remote (fetched whole). */
+static int read_list(const char *loc, const struct stk_dataset_opts *opts, char **text, size_t *len,
+                     char *err) {
+  if (stk__origin_is_url(loc) && strncmp(loc, "file://", 7)) {
+    struct stk_cache_opts co = opts && opts->cache ? *opts->cache : (struct stk_cache_opts){0};
+    struct stk_origin_opts oo = {.connect_timeout_s = co.connect_timeout_s,
+                                 .stall_timeout_s = co.stall_timeout_s,
+                                 .retry_max_s = co.retry_max_s,
+                                 .max_attempts = co.max_attempts,
+                                 .s3_endpoint = co.s3_endpoint,
+                                 .s3_region = co.s3_region,
+                                 .s3_addressing = co.s3_addressing,
+                                 .s3_profile = co.s3_profile};
+    /* The list's directory is the origin; the list is one object in it. */
+    char *dir = strdup(loc);
+    if (!dir) return stk__errf(err, STK_ENOMEM, "out of memory");
+    char *q = strchr(dir, '?');
+    if (q) *q = 0;
+    char *slash = strrchr(dir, '/');
+    int rc = slash && slash > strstr(dir, "://") + 2 ? 0 : STK_EINVAL;
+    if (rc) {
+      free(dir);
+      return stk__errf(err, rc, "%s: not a shard-list URL", loc);
+    }
+    *slash = 0;
+    struct stk_origin *o = NULL;
+    rc = stk__origin_open(&o, dir, &oo, err);
+    if (!rc) rc = stk__origin_get_mem(o, slash + 1, LIST_MAX, text, len, err);
+    if (o) stk__origin_close(o);
+    free(dir);
+    return rc;
+  }
+  if (!strncmp(loc, "file://", 7)) loc += 7;
+  int fd = open(loc, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return stk__errf(err, stk__from_errno(e), "%s: cannot open: %s", loc, strerror(e));
+  }
+  uint64_t size = 0;
+  int rc = stk__fd_size(fd, &size);
+  if (!rc && size > LIST_MAX)
+    rc = stk__errf(err, STK_ERANGE, "%s: a shard list of %llu bytes is too large (at most %u)", loc,
+                   (unsigned long long)size, LIST_MAX);
+  if (!rc && !(*text = malloc((size_t)size + 1))) rc = stk__errf(err, STK_ENOMEM, "out of memory");
+  if (!rc && (rc = stk__pread_full(fd, *text, (size_t)size, 0)) != 0) {
+    stk__errf(err, rc, "%s: cannot read: %s", loc, stk_strerror(rc));
+    free(*text);
+    *text = NULL;
+  }
+  close(fd);
+  if (!rc) {
+    (*text)[size] = 0;
+    *len = (size_t)size;
+  }
+  return rc;
+}
+
+/* The directory part of a path or URL (for relative list entries). */
+static char *dir_of(const char *loc) {
+  char *d = strdup(loc);
+  if (!d) return NULL;
+  char *q = strchr(d, '?');
+  if (q) *q = 0;
+  char *s = strrchr(d, '/');
+  if (s)
+    *s = 0;
+  else
+    strcpy(d, ".");
+  return d;
+}
+
+/* Expand the location into the shard locations it names: a brace pattern,
+ * a shard-list file, or a single shard URL. Leaves names empty for a
+ * dataset root (a directory, a URL prefix, a single local file). */
+static int expand_source(const char *path, const struct stk_dataset_opts *opts,
+                         struct stk__names *names, char *err) {
+  if (stk__brace_has(path)) return stk__brace_expand(path, NAMES_MAX, names, err);
+  if (is_list_name(path)) {
+    char *text = NULL, *base = NULL;
+    size_t len = 0;
+    int rc = read_list(path, opts, &text, &len, err);
+    if (!rc && !(base = dir_of(path))) rc = stk__errf(err, STK_ENOMEM, "out of memory");
+    if (!rc) rc = stk__list_parse(text, len, base, NAMES_MAX, names, err);
+    if (!rc && names->n == 0)
+      rc = stk__errf(err, STK_EEMPTY, "%s: empty shard list (no lines naming a shard)", path);
+    free(text);
+    free(base);
+    return rc;
+  }
+  /* A URL naming one shard (its name ends in a format's extension). */
+  if (stk__origin_is_url(path) && strncmp(path, "file://", 7)) {
+    const char *base = strrchr(path, '/');
+    if (base && stk__format_by_ext(base + 1)) return stk__names_add(names, path);
+  }
+  return 0;
+}
+
+static int all_local(const struct stk__names *n) {
+  for (size_t i = 0; i < n->n; i++)
+    if (stk__origin_is_url(n->v[i]) && strncmp(n->v[i], "file://", 7)) return 0;
+  return 1;
+}
+
+int stk_dataset_open(struct stk_dataset **out, const char *path,
+                     const struct stk_dataset_opts *opts, char *errmsg) {
+  if (!out || !path || !*path) return stk__errf(errmsg, STK_EINVAL, "no dataset path given");
+  /* file:// without cache tiers is just a path. */
+  const struct stk_cache_opts *co = opts ? opts->cache : NULL;
+  int tiers = co && (co->dir || co->ram_bytes);
+  if (!tiers && !strncmp(path, "file://", 7) && path[7]) path += 7;
+  struct stk_dataset *ds = ds_new(path);
+  if (!ds) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
+  struct stk__names names = {0};
+  int rc = expand_source(path, opts, &names, ds->err);
+  if (!rc && names.n) {
+    if (tiers || !all_local(&names)) {
+      char *root = NULL;
+      rc = stk__names_common_root(&names, &root, ds->err);
+      if (!rc) rc = stk__dataset_open_remote(ds, root, &names, opts, ds->err);
+      free(root);
+    } else {
+      for (size_t i = 0; i < names.n; i++) /* file:// entries are paths */
+        if (!strncmp(names.v[i], "file://", 7))
+          memmove(names.v[i], names.v[i] + 7, strlen(names.v[i] + 7) + 1);
+      rc = stk__dataset_open_local(ds, &names, opts, ds->err);
+    }
+  } else if (!rc) {
+    if ((co && co->dir) || stk__origin_is_url(path))
+      rc = stk__dataset_open_remote(ds, path, NULL, opts, ds->err);
+    else
+      rc = stk__dataset_open_local(ds, NULL, opts, ds->err);
+  }
+  stk__names_free(&names);
+  if (!rc) rc = number_samples(ds, ds->root, ds->err);
+  if (rc) {
+    if (errmsg) memcpy(errmsg, ds->err, STK_ERRMSG_MAX);
+    stk_dataset_close(ds);
+    return rc;
+  }
+  *out = ds;
+  return 0;
+}
+
+void stk_dataset_close(struct stk_dataset *ds) {
+  if (!ds) return;
+  struct stk__dsx *x = ds->x;
+  if (x->rd_fd >= 0) stk__shard_close(ds, x->rd_shard, x->rd_fd);
+  x->rd_fd = -1;
+  stk__cache_close(x->cache);
+  pthread_mutex_destroy(&x->ix_mu);
+  pthread_mutex_destroy(&x->rd_mu);
+  if (ds->fmt && ds->fmt->free_state) ds->fmt->free_state(ds);
+  for (size_t i = 0; i < ds->nshards; i++) {
+    free(ds->shards[i].path);
+    free(ds->shards[i].idx);
+  }
+  free(ds->shards);
+  free(ds->root);
+  free(x);
+  free(ds);
+}
+
+uint64_t stk_dataset_num_samples(const struct stk_dataset *ds) { return ds->nsamples; }
+size_t stk_dataset_num_shards(const struct stk_dataset *ds) { return ds->nshards; }
+const char *stk_dataset_format(const struct stk_dataset *ds) { return ds->fmt->name; }
+unsigned stk_dataset_caps(const struct stk_dataset *ds) { return ds->fmt->caps; }
+const char *stk_dataset_errmsg(const struct stk_dataset *ds) { return ds->err; }
+
+int stk_dataset_shard_info(const struct stk_dataset *ds, size_t i, struct stk_shard_info *out) {
+  if (i >= ds->nshards) return STK_ENOENT;
+  const struct stk_shard *sh = &ds->shards[i];
+  out->path = sh->path;
+  out->first = sh->first;
+  out->count = sh->count;
+  out->bytes = 0;
+  for (uint64_t k = 0; sh->idx && k < sh->count; k++) out->bytes += sh->idx[k].len;
+  if (!sh->idx && ds->x->cache) out->bytes = stk__shard_size((struct stk_dataset *)ds, i);
+  return 0;
+}
+
+int stk_dataset_sample_bytes(struct stk_dataset *ds, uint64_t n, uint64_t *bytes) {
+  if (n >= ds->nsamples)
+    return stk__errf(ds->err, STK_ERANGE, "%s: sample %llu out of range (%llu samples)", ds->root,
+                     (unsigned long long)n, (unsigned long long)ds->nsamples);
+  size_t si = stk__dataset_shard_of(ds, n);
+  const struct stk_shard *sh = &ds->shards[si];
+  if (stk__shard_pending(ds, si)) { /* open it to index it */
+    int fd, rc = stk__shard_open(ds, si, 0, &fd, NULL, ds->err);
+    if (rc) return rc;
+    stk__shard_close(ds, si, fd);
+  }
+  if (sh->idx) {
+    *bytes = sh->idx[n - sh->first].len;
+    return 0;
+  }
+  if (ds->x->cache) {
+    *bytes = stk__shard_size(ds, si);
+    return 0;
+  }
+  struct stat st;
+  if (stat(sh->path, &st) != 0) {
+    int e = errno;
+    return stk__errf(ds->err, stk__from_errno(e), "%s: %s", sh->path, strerror(e));
+  }
+  *bytes = (uint64_t)st.st_size;
+  return 0;
+}
+
+/* ---- synchronous reads ------------------------------------------------- */
+
+static int cached_fd(struct stk_dataset *ds, size_t si) {
+  struct stk__dsx *x = ds->x;
+  if (x->rd_fd >= 0 && x->rd_shard == si) return x->rd_fd;
+  if (x->rd_fd >= 0) stk__shard_close(ds, x->rd_shard, x->rd_fd);
+  x->rd_fd = -1;
+  int fd, rc = stk__shard_open(ds, si, 0, &fd, NULL, ds->err);
+  if (rc) return rc;
+  x->rd_fd = fd;
+  x->rd_shard = si;
+  return fd;
+}
+
+static int grow(uint8_t **buf, size_t *cap, uint64_t len) {
+  if (len > SIZE_MAX / 2) return STK_ENOMEM;
+  size_t want = len ? (size_t)len : 1;
+  if (*buf && *cap >= want) return 0;
+  uint8_t *p = realloc(*buf, want);
+  if (!p) return STK_ENOMEM;
+  *buf = p;
+  *cap = want;
+  return 0;
+}
+
+static int read_locked(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **buf, size_t *cap,
+                       struct stk_sample *out) {
+  size_t si = stk__dataset_shard_of(ds, n);
+  const struct stk_shard *sh = &ds->shards[si];
+  int fd = cached_fd(ds, si);
+  if (fd < 0) return fd;
+  uint64_t off = 0, len;
+  int rc;
+  if (sh->idx) {
+    off = sh->idx[n - sh->first].off;
+    len = sh->idx[n - sh->first].len;
+  } else if ((rc = stk__fd_size(fd, &len)) != 0) {
+    return stk__errf(ds->err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  }
+  if ((rc = grow(buf, cap, len)) != 0)
+    return stk__errf(ds->err, rc, "%s: offset %llu: cannot allocate %llu bytes for sample %llu",
+                     sh->path, (unsigned long long)off, (unsigned long long)len,
+                     (unsigned long long)n);
+  rc = stk__pread_full(fd, *buf, (size_t)len, off);
+  if (rc == STK_ETRUNC)
+    return stk__errf(ds->err, rc, "%s: offset %llu: file ends inside sample %llu (%llu bytes)",
+                     sh->path, (unsigned long long)off, (unsigned long long)n,
+                     (unsigned long long)len);
+  if (rc)
+    return stk__errf(ds->err, rc, "%s: offset %llu: read failed: %s", sh->path,
+                     (unsigned long long)off, stk_strerror(rc));
+  out->index = n;
+  return ds->fmt->parse(ds, sh, *buf, len, off, verify, out, ds->err);
+}
+
+int stk_dataset_read(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **buf, size_t *cap,
+                     struct stk_sample *out) {
+  if (n >= ds->nsamples)
+    return stk__errf(ds->err, STK_ERANGE, "%s: sample %llu out of range (%llu samples)", ds->root,
+                     (unsigned long long)n, (unsigned long long)ds->nsamples);
+  pthread_mutex_lock(&ds->x->rd_mu);
+  int rc = read_locked(ds, n, verify, buf, cap, out);
+  pthread_mutex_unlock(&ds->x->rd_mu);
+  return rc;
+}

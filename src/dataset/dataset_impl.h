@@ -1,0 +1,94 @@
+/* The dataset layer's internal interface: how the loader (and the CLI's
+ * readers, through the public calls) reach shards. A shard is opened,
+ * sized, prefetched and released here whether it is a local file or a copy
+ * staged by the cache; nobody above this layer includes the cache, and the
+ * formats below it never see where the bytes came from. The map of who may
+ * include whom is docs/internals/layers.md (checked by `make layers`). */
+#ifndef STOKER_DATASET_IMPL_H
+#define STOKER_DATASET_IMPL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../cache/cache_impl.h"
+#include "../format/format_impl.h"
+
+/* What the dataset layer keeps beside the format's shard table. */
+struct stk__dsx {
+  /* Shards staged through the cache (a URL, or a path with a cache
+   * directory); NULL for local shards read in place. */
+  struct stk_cache *cache;
+  /* Serializes building the indexes of pending shards. */
+  pthread_mutex_t ix_mu;
+  /* stk_dataset_read's descriptor of the last shard it read, so a
+   * sequential scan (inspect, verify, pack) opens each shard once. */
+  pthread_mutex_t rd_mu;
+  int rd_fd;
+  size_t rd_shard;
+};
+
+/* Flags of stk__shard_open. */
+#define STK_SHARD_DIRECT 0x1u /* O_DIRECT where the shard is a local file */
+
+/* A readable descriptor of shard si: the file opened in place, or the copy
+ * staged by the cache (blocking while it is fetched; pinned until
+ * stk__shard_close). A pending shard's sample index is built on first
+ * open. cancel may be NULL; STK_ECANCELED when *cancel becomes nonzero.
+ * Errors set err (file and cause). */
+int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, const int *cancel,
+                    char *err);
+/* Close what stk__shard_open gave (fd < 0 allowed) and drop its pin. */
+void stk__shard_close(struct stk_dataset *ds, size_t si, int fd);
+/* Bytes of shard si's file when known without opening it (a manifest,
+ * a listing, an earlier staging), else UINT64_MAX. */
+uint64_t stk__shard_size(struct stk_dataset *ds, size_t si);
+/* Whether shard si's sample index is still to be built (on first open). */
+int stk__shard_pending(const struct stk_dataset *ds, size_t si);
+/* Whether shards are staged (a cache) rather than read in place. */
+int stk__dataset_staged(const struct stk_dataset *ds);
+/* Stage shard si ahead of need and pin it (a look-ahead hint; never
+ * blocks); stk__shard_unpin drops that pin. No-ops for local shards. */
+void stk__shard_prefetch(struct stk_dataset *ds, size_t si);
+void stk__shard_unpin(struct stk_dataset *ds, size_t si);
+/* Bytes that may be staged ahead of the reader; 0 = no look-ahead. */
+uint64_t stk__dataset_prefetch_budget(const struct stk_dataset *ds);
+
+/* Opening, one file per source: remote.c (a URL, or a path with a cache
+ * directory, given the shard names or left to find them), local.c (a
+ * directory or a file, format detection). sources.c expands patterns and
+ * shard lists into names first. */
+struct stk__names {
+  char **v; /* owned */
+  size_t n, cap;
+};
+int stk__names_add(struct stk__names *l, const char *s);
+void stk__names_free(struct stk__names *l);
+
+int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
+                             const struct stk__names *names, const struct stk_dataset_opts *opts,
+                             char *err);
+int stk__dataset_open_local(struct stk_dataset *ds, const struct stk__names *names,
+                            const struct stk_dataset_opts *opts, char *err);
+
+/* Sources (sources.c). A WebDataset brace pattern ("a-{000..123}.tar",
+ * "{a,b}/x-{0..9}.tar"): 1 if s has one. Expands into out (in order,
+ * zero padding kept); STK_EINVAL with err for a malformed pattern,
+ * STK_ERANGE past max names. */
+int stk__brace_has(const char *s);
+int stk__brace_expand(const char *s, size_t max, struct stk__names *out, char *err);
+/* A shard-list file's text (one URL or path per line; blank lines and
+ * lines starting with '#' skipped, surrounding blanks trimmed; a line may
+ * be a brace pattern), relative paths resolved against base_dir. STK_ERANGE
+ * past max names in all. */
+int stk__list_parse(const char *text, size_t len, const char *base_dir, size_t max,
+                    struct stk__names *out, char *err);
+/* Split full shard locations (URLs or paths, all from one origin) into the
+ * origin root they share (malloc'ed into *root) and names relative to it
+ * (replacing the entries of l). STK_EINVAL when they span origins. */
+int stk__names_common_root(struct stk__names *l, char **root, char *err);
+
+/* The index building that local and remote opening share. */
+int stk__dataset_index_all(struct stk_dataset *ds, int threads, char *err);
+
+#endif

@@ -1,0 +1,83 @@
+/* Shard access: the one way to a shard's bytes, for the loader and for
+ * stk_dataset_read. A shard is a local file opened in place or a copy the
+ * cache stages (RAM tier, disk tier, origin); callers get a descriptor and
+ * never learn which. A shard whose sample index was left for later (listed
+ * remotely, or named by a manifest) is indexed here on first open. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dataset_impl.h"
+
+/* Build the index of a pending shard from its open descriptor, once. */
+static int index_pending(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+  int rc = 0;
+  pthread_mutex_lock(&ds->x->ix_mu);
+  if (sh->pending) {
+    uint64_t want = sh->count;
+    int known = sh->count_known;
+    rc = ds->fmt->index ? ds->fmt->index(ds, sh, fd, err) : 0;
+    if (!rc && known && sh->count != want) {
+      rc = stk__errf(err, STK_EFORMAT, "%s: %llu samples, but the manifest says %llu", sh->path,
+                     (unsigned long long)sh->count, (unsigned long long)want);
+      sh->count = want;
+    }
+    if (!rc) __atomic_store_n(&sh->pending, 0, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&ds->x->ix_mu);
+  return rc;
+}
+
+int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, const int *cancel,
+                    char *err) {
+  struct stk_shard *sh = &ds->shards[si];
+  int rc;
+  if (!ds->x->cache) {
+    *fd = open(sh->path, O_RDONLY | O_CLOEXEC | (flags & STK_SHARD_DIRECT ? O_DIRECT : 0));
+    if (*fd < 0) {
+      int e = errno;
+      return stk__errf(err, stk__from_errno(e), "%s: cannot open: %s", sh->path, strerror(e));
+    }
+  } else if ((rc = stk__cache_acquire(ds->x->cache, si, fd, cancel, err)) != 0) {
+    return rc;
+  }
+  if (!__atomic_load_n(&sh->pending, __ATOMIC_ACQUIRE)) return 0;
+  rc = index_pending(ds, sh, *fd, err);
+  if (rc) stk__shard_close(ds, si, *fd);
+  return rc;
+}
+
+void stk__shard_close(struct stk_dataset *ds, size_t si, int fd) {
+  if (fd >= 0) close(fd);
+  if (ds->x->cache) stk__cache_release(ds->x->cache, si);
+}
+
+uint64_t stk__shard_size(struct stk_dataset *ds, size_t si) {
+  if (ds->x->cache) return stk__cache_shard_size(ds->x->cache, si);
+  return ds->shards[si].file_bytes;
+}
+
+int stk__shard_pending(const struct stk_dataset *ds, size_t si) {
+  return __atomic_load_n(&ds->shards[si].pending, __ATOMIC_ACQUIRE) != 0;
+}
+
+int stk__dataset_staged(const struct stk_dataset *ds) { return ds->x->cache != NULL; }
+
+void stk__shard_prefetch(struct stk_dataset *ds, size_t si) {
+  if (ds->x->cache) stk__cache_prefetch(ds->x->cache, si);
+}
+
+void stk__shard_unpin(struct stk_dataset *ds, size_t si) {
+  if (ds->x->cache) stk__cache_release(ds->x->cache, si);
+}
+
+uint64_t stk__dataset_prefetch_budget(const struct stk_dataset *ds) {
+  return ds->x->cache ? stk__cache_prefetch_budget(ds->x->cache) : 0;
+}
+
+int stk_dataset_cache_stats(const struct stk_dataset *ds, struct stk_cache_stats *st) {
+  if (!ds->x->cache) return STK_ENOENT;
+  stk__cache_stats(ds->x->cache, st);
+  return 0;
+}
