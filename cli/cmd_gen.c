@@ -16,8 +16,9 @@ const char cmd_gen_usage[] =
     "  --format F              tfrecord, wds, npy, npz, mds, files\n"
     "  --samples N             number of samples\n"
     "payload (random bytes unless --jpeg):\n"
-    "  --size MEAN             mean payload size (default 112KiB)\n"
-    "  --size-stdev SD         normal spread of the size (default 0)\n"
+    "  --size MEAN             mean payload size, 1 B to 2GiB (default 112KiB)\n"
+    "  --size-stdev SD         normal spread of the size (default 0); each size\n"
+    "                          drawn is kept within 1 B..2GiB\n"
     "  --jpeg WxH[-WxH]        JPEG images of this size, or of a random size in\n"
     "                          the range (npy/npz: uint8 arrays of shape HxWx3)\n"
     "  --quality Q             JPEG quality 1..100 (default 90)\n"
@@ -79,7 +80,14 @@ static int parse_option(struct stk_gen_opts *g, int c, const char *v, int *quiet
   switch (c) {
     case O_FORMAT: g->format = v; return 0;
     case O_SAMPLES: return cli_u64("gen", "--samples", v, 1, UINT64_MAX / 2, &g->samples);
-    case O_SIZE: return cli_size("gen", "--size", v, &g->size_mean);
+    case O_SIZE:
+      if (cli_size("gen", "--size", v, &g->size_mean)) return -1;
+      if (g->size_mean == 0) { /* the library's 0 means the default: not what was typed */
+        cli_error("gen", "--size: a sample needs at least 1 byte (leave --size out for the "
+                         "default, 112KiB)");
+        return -1;
+      }
+      return 0;
     case O_SDEV: return cli_size("gen", "--size-stdev", v, &g->size_stdev);
     case O_JPEG: return parse_jpeg(v, g);
     case O_QUALITY:
