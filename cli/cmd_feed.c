@@ -211,20 +211,12 @@ static int read_state(const char *path, struct stk_sampler_state *st) {
 }
 
 static int write_state(const char *path, const struct stk_sampler_state *st) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) {
-    cli_error("feed", "--save-state: cannot write %s", path);
-    return -1;
-  }
-  fprintf(f, "{\"seed\": %" PRIu64 ", \"epoch\": %" PRIu64 ", \"position\": %" PRIu64 "}\n", st->seed,
+  struct stk_outfile *o;
+  if (cli_out_open("feed", "--save-state", path, &o)) return -1;
+  fprintf(stk_outfile_stream(o),
+          "{\"seed\": %" PRIu64 ", \"epoch\": %" PRIu64 ", \"position\": %" PRIu64 "}\n", st->seed,
           st->epoch, st->position);
-  if (fclose(f) != 0 || rename(tmp, path) != 0) {
-    cli_error("feed", "--save-state: cannot write %s", path);
-    return -1;
-  }
-  return 0;
+  return cli_out_commit("feed", "--save-state", o);
 }
 
 /* ---- the default dataset -------------------------------------------------- */
@@ -324,6 +316,7 @@ static int run(struct feed_args *a) {
     if (read_state(a->resume, &resume)) return CLI_USAGE;
     a->lo.resume = &resume;
   }
+  if (a->save_state && cli_out_check("feed", "--save-state", a->save_state)) return CLI_USAGE;
   struct stk_dataset *ds;
   struct stk_dataset_opts dopts = {.format = a->format, .cache = &a->cache};
   int rc = stk_dataset_open(&ds, a->path, &dopts, err);

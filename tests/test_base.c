@@ -1,5 +1,9 @@
-/* Tests of src/base: errors, parsing, RNG, CRC32C, JSON. */
+/* Tests of src/base: errors, parsing, RNG, CRC32C, JSON, output files. */
 #include <math.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../src/base/base.h"
 #include "test.h"
@@ -151,4 +155,86 @@ TEST(json_writer) {
   CHECK(fread(out, 1, sizeof out - 1, f) > 0);
   CHECK_STR(out, "{\"name\":\"a\\\"b\\n\",\"n\":3,\"nan\":null,\"arr\":[1,{}]}");
   fclose(f);
+}
+
+/* Names in the current directory other than . and .., joined by spaces. */
+static void dir_names(char *out, size_t n) {
+  char *o = NULL;
+  CHECK_EQ(test_sh(&o, "ls -A"), 0);
+  for (char *p = o; *p; p++)
+    if (*p == '\n') *p = ' ';
+  snprintf(out, n, "%s", o);
+  free(o);
+}
+
+TEST(outfile_commit_replaces_whole) {
+  char err[STK_ERRMSG_MAX], names[256];
+  test_write_file("out.json", "old", 3);
+  struct stk_outfile *o;
+  CHECK_OK(stk_outfile_open(&o, "out.json", err));
+  CHECK_STR(stk_outfile_path(o), "out.json");
+  fputs("{\"new\": 1}\n", stk_outfile_stream(o));
+  uint8_t *b = test_read_file("out.json", NULL); /* untouched until commit */
+  CHECK_STR((char *)b, "old");
+  free(b);
+  CHECK_OK(stk_outfile_commit(o, err));
+  b = test_read_file("out.json", NULL);
+  CHECK_STR((char *)b, "{\"new\": 1}\n");
+  free(b);
+  dir_names(names, sizeof names);
+  CHECK_STR(names, "out.json ");
+  /* abort leaves the old file and no temporary */
+  CHECK_OK(stk_outfile_open(&o, "out.json", err));
+  fputs("partial", stk_outfile_stream(o));
+  stk_outfile_abort(o);
+  b = test_read_file("out.json", NULL);
+  CHECK_STR((char *)b, "{\"new\": 1}\n");
+  free(b);
+  dir_names(names, sizeof names);
+  CHECK_STR(names, "out.json ");
+}
+
+/* A write that cannot complete (here the file-size limit, as a full disk
+ * would) fails at commit, naming the file, and leaves neither a partial
+ * file nor the temporary. */
+TEST(outfile_short_write_fails_and_leaves_nothing) {
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit rl = {4096, 4096};
+  CHECK_OK(setrlimit(RLIMIT_FSIZE, &rl));
+  char err[STK_ERRMSG_MAX], names[256];
+  test_write_file("keep.svg", "<svg/>", 6);
+  const char *paths[] = {"new.json", "keep.svg"};
+  for (int k = 0; k < 2; k++) {
+    struct stk_outfile *o;
+    CHECK_OK(stk_outfile_open(&o, paths[k], err));
+    for (int i = 0; i < 2000; i++) fprintf(stk_outfile_stream(o), "line %d of the report\n", i);
+    int rc = stk_outfile_commit(o, err);
+    CHECK(rc != 0);
+    CHECK_CONTAINS(err, paths[k]);
+    CHECK_CONTAINS(err, "File too large");
+  }
+  CHECK(access("new.json", F_OK) != 0);
+  uint8_t *b = test_read_file("keep.svg", NULL);
+  CHECK_STR((char *)b, "<svg/>");
+  free(b);
+  dir_names(names, sizeof names);
+  CHECK_STR(names, "keep.svg ");
+}
+
+TEST(outfile_check_before_run) {
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_outfile_check("fine.json", err));
+  CHECK_OK(stk_outfile_check("-", err));
+  CHECK_EQ(stk_outfile_check("nodir/out.json", err), STK_ENOENT);
+  CHECK_CONTAINS(err, "nodir/out.json: cannot write: directory nodir");
+  test_write_file("afile", "x", 1);
+  CHECK(stk_outfile_check("afile/out.json", err) != 0);
+  CHECK_CONTAINS(err, "afile/out.json");
+  mkdir("adir", 0755);
+  CHECK_EQ(stk_outfile_check("adir", err), STK_EINVAL);
+  CHECK_CONTAINS(err, "is a directory");
+  struct stk_outfile *o = (struct stk_outfile *)1;
+  CHECK(stk_outfile_open(&o, "nodir/x.svg", err) != 0);
+  CHECK(o == NULL);
+  CHECK(access("fine.json", F_OK) != 0); /* check creates nothing */
 }

@@ -102,6 +102,33 @@ void stk_json_kstr(struct stk_json *j, const char *k, const char *s);
 void stk_json_ku64(struct stk_json *j, const char *k, uint64_t v);
 void stk_json_kdbl(struct stk_json *j, const char *k, double v);
 
+/* ---- output files ---------------------------------------------------- */
+
+/* A report, JSON, SVG, CSV or state file that appears whole or not at all:
+ * writes go to a temporary file beside PATH (".NAME.PID-N.tmp"), which
+ * stk_outfile_commit flushes, fsyncs and renames over PATH only when every
+ * write succeeded. PATH "-" is stdout (commit then only checks that stdout
+ * took the bytes). Use one handle from one thread. */
+struct stk_outfile;
+/* Whether PATH can be written, without creating anything: its directory
+ * exists and is writable and PATH is not a directory ("-" always can).
+ * Call it before a long run so a typo fails at once. 0, or a code with a
+ * sentence naming PATH in err (STK_ERRMSG_MAX bytes, may be NULL). */
+int stk_outfile_check(const char *path, char *err);
+/* Start writing PATH: *out is the handle, or NULL on failure (err set). */
+int stk_outfile_open(struct stk_outfile **out, const char *path, char *err);
+/* The stream to write to; owned by the handle (do not fclose it). */
+FILE *stk_outfile_stream(struct stk_outfile *o);
+/* The PATH the handle was opened for. */
+const char *stk_outfile_path(const struct stk_outfile *o);
+/* Finish: 0 when PATH now holds everything written; otherwise a code with
+ * err naming PATH and the cause (a full disk, a size limit), the temporary
+ * removed and PATH left as it was. Frees o either way. */
+int stk_outfile_commit(struct stk_outfile *o, char *err);
+/* Give up: remove the temporary, leave PATH as it was, free o. NULL is a
+ * no-op. */
+void stk_outfile_abort(struct stk_outfile *o);
+
 /* ---- logging --------------------------------------------------------- */
 
 enum stk_log_level { STK_LOG_ERROR, STK_LOG_WARN, STK_LOG_INFO, STK_LOG_DEBUG };
