@@ -73,8 +73,13 @@ int cli_u64(const char *cmd, const char *opt, const char *val, uint64_t min, uin
 }
 
 int cli_size(const char *cmd, const char *opt, const char *val, uint64_t *out) {
-  if (stk_parse_size(val, out) != 0) {
-    cli_error(cmd, "%s: '%s' is not a size (examples: 4096, 128KiB, 1.5GiB)", opt, val);
+  int rc = stk_parse_size(val, out);
+  if (rc == STK_ERANGE) {
+    cli_error(cmd, "%s: '%s' is too large (at most 16 EiB, 2^64 - 1 bytes)", opt, val);
+    return -1;
+  }
+  if (rc != 0) {
+    cli_error(cmd, "%s: '%s' is not a size (examples: 4096, 128KiB, 1.5GiB, 2PiB)", opt, val);
     return -1;
   }
   return 0;

@@ -34,6 +34,50 @@ TEST(parse_size) {
   CHECK_EQ(stk_parse_size("1.3", &v), STK_EINVAL);
   CHECK_EQ(stk_parse_size("99999999999TiB", &v), STK_ERANGE);
   CHECK_EQ(stk_parse_u64("18446744073709551616", &v), STK_ERANGE);
+  CHECK_EQ(stk_parse_size("", &v), STK_EINVAL);
+  CHECK_EQ(stk_parse_size(".", &v), STK_EINVAL);
+  CHECK_EQ(stk_parse_size("1e3", &v), STK_EINVAL);
+  CHECK_EQ(stk_parse_size("GiB", &v), STK_EINVAL);
+}
+
+/* Every unit stoker prints is read back, up to the largest 64-bit size,
+ * exactly (no rounding through a double) and with overflow refused. */
+TEST(parse_size_pib_eib_exact) {
+  uint64_t v;
+  CHECK_OK(stk_parse_size("1PiB", &v));
+  CHECK_EQ(v, 1ull << 50);
+  CHECK_OK(stk_parse_size("1pb", &v));
+  CHECK_EQ(v, 1000000000000000ull);
+  CHECK_OK(stk_parse_size("2P", &v));
+  CHECK_EQ(v, 2ull << 50);
+  CHECK_OK(stk_parse_size("15EiB", &v));
+  CHECK_EQ(v, 15ull << 60);
+  CHECK_OK(stk_parse_size("15.5e", &v));
+  CHECK(v == (15ull << 60) + (1ull << 59));
+  CHECK_OK(stk_parse_size("18EB", &v));
+  CHECK(v == 18000000000000000000ull);
+  CHECK_EQ(stk_parse_size("16EiB", &v), STK_ERANGE);
+  CHECK_EQ(stk_parse_size("19EB", &v), STK_ERANGE);
+  CHECK_EQ(stk_parse_size("16384PiB", &v), STK_ERANGE);
+  CHECK_OK(stk_parse_size("18446744073709551615", &v));
+  CHECK(v == UINT64_MAX);
+  CHECK_EQ(stk_parse_size("18446744073709551616", &v), STK_ERANGE);
+  CHECK_EQ(stk_parse_size("99999999999999999999999", &v), STK_ERANGE);
+  CHECK_OK(stk_parse_size("9007199254740993", &v)); /* 2^53 + 1: a double rounds it */
+  CHECK(v == 9007199254740993ull);
+  CHECK_OK(stk_parse_size("0.5KiB", &v));
+  CHECK_EQ(v, 512);
+  CHECK_EQ(stk_parse_size("0.1KiB", &v), STK_EINVAL); /* 102.4 bytes */
+  /* What stk_fmt_bytes prints parses back (to its two decimals). */
+  const uint64_t sizes[] = {1000, 1536, 3ull << 30, 5ull << 40, 7ull << 50, 3ull << 60};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    char b[32];
+    stk_fmt_bytes(sizes[i], b, sizeof b);
+    CHECK_MSG(stk_parse_size(b, &v) == 0 && v == sizes[i], "'%s' read back as %llu", b,
+              (unsigned long long)v);
+  }
+  char b[32];
+  CHECK_STR(stk_fmt_bytes(3ull << 60, b, sizeof b), "3.00 EiB");
   CHECK_EQ(stk_parse_u64("12x", &v), STK_EINVAL);
   double d;
   CHECK_EQ(stk_parse_double("nan", &d), STK_EINVAL);

@@ -29,16 +29,20 @@ void stk_sleep_ns(uint64_t ns);
 
 /* ---- parsing and printing -------------------------------------------- */
 
-/* Parse a byte size: "4096", "128KiB", "128K", "1.5GiB", "2MB" (powers of
- * 1024 for K/M/G/T with or without "iB"; powers of 1000 for "kB"/"MB"/"GB").
- * Returns 0 and sets *out, or STK_EINVAL for text that is not a size and
- * STK_ERANGE for one that does not fit in 64 bits. */
+/* Parse a byte size: "4096", "128KiB", "128K", "1.5GiB", "2MB", "1PiB",
+ * "1.50 GiB" (powers of 1024 for K/M/G/T/P/E with or without "iB", as
+ * stk_fmt_bytes prints them; powers of 1000 for "kB" to "EB"; case does not
+ * matter; spaces may separate number and unit). Computed exactly: returns
+ * 0 and sets *out, STK_EINVAL for text that is not a whole number of bytes
+ * ("1.3", "12 apples", "-1", "1e3") and STK_ERANGE for a size past
+ * 2^64 - 1 bytes (16 EiB). */
 int stk_parse_size(const char *s, uint64_t *out);
 /* Parse a whole decimal unsigned integer; same returns as stk_parse_size. */
 int stk_parse_u64(const char *s, uint64_t *out);
 /* Parse a whole finite floating-point number; STK_EINVAL otherwise. */
 int stk_parse_double(const char *s, double *out);
-/* Print a byte count as "1.50 GiB" into buf (at least 16 bytes); returns buf. */
+/* Print a byte count as "1.50 GiB" (B, KiB .. EiB) into buf (at least 16
+ * bytes); returns buf. stk_parse_size reads what it prints. */
 char *stk_fmt_bytes(uint64_t bytes, char *buf, size_t n);
 
 /* ---- random numbers -------------------------------------------------- */
