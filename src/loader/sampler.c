@@ -223,7 +223,8 @@ static uint64_t shard_size(const struct stk_dataset *ds, size_t i) {
     return b == UINT64_MAX ? 0 : b;
   }
   struct stat st;
-  return stat(ds->shards[i].path, &st) == 0 ? (uint64_t)st.st_size : 0;
+  const char *p = ds->shards[i].path;
+  return p && stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
 uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds) {
