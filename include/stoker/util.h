@@ -109,7 +109,7 @@ void stk_json_kdbl(struct stk_json *j, const char *k, double v);
 /* ---- output files ---------------------------------------------------- */
 
 /* A report, JSON, SVG, CSV or state file that appears whole or not at all:
- * writes go to a temporary file beside PATH (".NAME.PID-N.tmp"), which
+ * writes go to a temporary file beside PATH (".NAME.PID-TAG.tmp"), which
  * stk_outfile_commit flushes, fsyncs and renames over PATH only when every
  * write succeeded. PATH "-" is stdout (commit then only checks that stdout
  * took the bytes). Use one handle from one thread. */

@@ -7,7 +7,6 @@
  * file with exit 0. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,19 +54,20 @@ int stk_outfile_check(const char *path, char *err) {
   return rc;
 }
 
-/* Make ".NAME.PID-N.tmp" beside path with O_EXCL (the umask applies, as for
- * any new file, which mkstemp's 0600 would not). */
-static int open_tmp(const char *path, char **tmp_out, int *fd_out) {
-  static atomic_uint seq;
+/* Make ".NAME.PID-TAG.tmp" beside path with O_EXCL (the umask applies, as
+ * for any new file, which mkstemp's 0600 would not). TAG comes from the
+ * handle's address, unique among the process's open handles, so no shared
+ * counter is needed; a clash with a stale file just tries the next. */
+static int open_tmp(const char *path, uintptr_t tag, char **tmp_out, int *fd_out) {
   const char *slash = strrchr(path, '/');
   size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
   const char *base = path + dl;
-  size_t cap = strlen(path) + 48;
+  size_t cap = strlen(path) + 64;
   char *tmp = malloc(cap);
   if (!tmp) return ENOMEM;
   for (int tries = 0; tries < 100; tries++) {
-    snprintf(tmp, cap, "%.*s.%s.%ld-%u.tmp", (int)dl, path, base, (long)getpid(),
-             atomic_fetch_add(&seq, 1));
+    snprintf(tmp, cap, "%.*s.%s.%ld-%llx.tmp", (int)dl, path, base, (long)getpid(),
+             (unsigned long long)(tag + (uintptr_t)tries));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) {
       *tmp_out = tmp;
@@ -98,7 +98,7 @@ int stk_outfile_open(struct stk_outfile **out, const char *path, char *err) {
     *out = o;
     return 0;
   }
-  int fd = -1, e = open_tmp(path, &o->tmp, &fd);
+  int fd = -1, e = open_tmp(path, (uintptr_t)o, &o->tmp, &fd);
   if (e == 0 && !(o->f = fdopen(fd, "w"))) {
     e = errno;
     close(fd);
