@@ -282,3 +282,31 @@ TEST(outfile_check_before_run) {
   CHECK(o == NULL);
   CHECK(access("fine.json", F_OK) != 0); /* check creates nothing */
 }
+
+/* Replacing a file keeps its permissions, and a symlink is written through
+ * (the link stays, its file gets the bytes). */
+TEST(outfile_keeps_mode_and_symlink) {
+  char err[STK_ERRMSG_MAX], names[256];
+  mkdir("sub", 0755);
+  test_write_file("sub/real.json", "old", 3);
+  CHECK_OK(chmod("sub/real.json", 0600));
+  CHECK_OK(symlink("sub/real.json", "link.json"));
+  struct stk_outfile *o;
+  CHECK_OK(stk_outfile_open(&o, "link.json", err));
+  fputs("new", stk_outfile_stream(o));
+  CHECK_OK(stk_outfile_commit(o, err));
+  struct stat st;
+  CHECK_OK(lstat("link.json", &st));
+  CHECK(S_ISLNK(st.st_mode));
+  CHECK_OK(stat("sub/real.json", &st));
+  CHECK_EQ(st.st_mode & 0777, 0600);
+  uint8_t *b = test_read_file("sub/real.json", NULL);
+  CHECK_STR((char *)b, "new");
+  free(b);
+  dir_names(names, sizeof names);
+  CHECK_STR(names, "link.json sub ");
+  char *ls = NULL;
+  CHECK_EQ(test_sh(&ls, "ls -A sub"), 0);
+  CHECK_STR(ls, "real.json\n");
+  free(ls);
+}

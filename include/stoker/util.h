@@ -111,8 +111,10 @@ void stk_json_kdbl(struct stk_json *j, const char *k, double v);
 /* A report, JSON, SVG, CSV or state file that appears whole or not at all:
  * writes go to a temporary file beside PATH (".NAME.PID-TAG.tmp"), which
  * stk_outfile_commit flushes, fsyncs and renames over PATH only when every
- * write succeeded. PATH "-" is stdout (commit then only checks that stdout
- * took the bytes). Use one handle from one thread. */
+ * write succeeded. A file replaced keeps its permissions; a symlink at PATH
+ * is written through (its file replaced, the link kept). PATH "-" is stdout
+ * (commit then only checks that stdout took the bytes). Use one handle from
+ * one thread. */
 struct stk_outfile;
 /* Whether PATH can be written, without creating anything: its directory
  * exists and is writable and PATH is not a directory ("-" always can).

@@ -17,8 +17,9 @@
 
 struct stk_outfile {
   FILE *f;
-  char *path; /* the target */
-  char *tmp;  /* NULL for stdout */
+  char *path;   /* as the caller named it, for messages */
+  char *target; /* what is replaced: path, or the file a symlink at path names */
+  char *tmp;    /* NULL for stdout */
 };
 
 /* The directory part of path ("." when there is none), malloc'ed. */
@@ -98,7 +99,14 @@ int stk_outfile_open(struct stk_outfile **out, const char *path, char *err) {
     *out = o;
     return 0;
   }
-  int fd = -1, e = open_tmp(path, (uintptr_t)o, &o->tmp, &fd);
+  /* Through a symlink to its file (replacing the link itself would cut
+   * it), keeping an existing file's permissions. */
+  struct stat st;
+  if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) o->target = realpath(path, NULL);
+  if (!o->target) o->target = strdup(path);
+  int fd = -1, e = o->target ? open_tmp(o->target, (uintptr_t)o, &o->tmp, &fd) : ENOMEM;
+  if (e == 0 && stat(o->target, &st) == 0 && S_ISREG(st.st_mode))
+    (void)!fchmod(fd, st.st_mode & 07777);
   if (e == 0 && !(o->f = fdopen(fd, "w"))) {
     e = errno;
     close(fd);
@@ -107,6 +115,7 @@ int stk_outfile_open(struct stk_outfile **out, const char *path, char *err) {
   if (e) {
     rc = fail(err, path, "cannot create a file beside it", e);
     free(o->tmp);
+    free(o->target);
     free(o->path);
     free(o);
     return rc;
@@ -121,6 +130,7 @@ const char *stk_outfile_path(const struct stk_outfile *o) { return o ? o->path :
 
 static void release(struct stk_outfile *o) {
   free(o->tmp);
+  free(o->target);
   free(o->path);
   free(o);
 }
@@ -143,7 +153,7 @@ int stk_outfile_commit(struct stk_outfile *o, char *err) {
   if (!bad && fsync(fileno(o->f)) != 0 && errno != EINVAL) bad = 1, e = errno;
   if (fclose(o->f) != 0 && !bad) bad = 1, e = errno;
   o->f = NULL;
-  if (!bad && rename(o->tmp, o->path) != 0) bad = 1, e = errno;
+  if (!bad && rename(o->tmp, o->target) != 0) bad = 1, e = errno;
   if (bad) {
     unlink(o->tmp);
     rc = fail(err, o->path, "cannot write it completely (left as it was)", e);
