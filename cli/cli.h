@@ -28,6 +28,14 @@ int cli_size(const char *cmd, const char *opt, const char *val, uint64_t *out);
 int cli_double(const char *cmd, const char *opt, const char *val, double min, double max,
                double *out);
 
+/* Output files through stk_outfile (whole or not at all), with one-line
+ * errors "stoker CMD: OPT: PATH: cause". check: before a long run, that
+ * PATH can be written; open: *o for writing, NULL on failure; commit:
+ * finish (o is freed either way). Each returns 0 or -1 (error printed). */
+int cli_out_check(const char *cmd, const char *opt, const char *path);
+int cli_out_open(const char *cmd, const char *opt, const char *path, struct stk_outfile **o);
+int cli_out_commit(const char *cmd, const char *opt, struct stk_outfile *o);
+
 /* Whether progress lines should be drawn: stderr is a terminal and CI is
  * not set. */
 int cli_progress_enabled(void);

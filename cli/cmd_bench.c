@@ -157,8 +157,8 @@ static int parse_option(struct bench_args *a, int c, const char *v) {
     case O_ENGINE: a->o.io_engine = v; return 0;
     case O_SEED: return cli_u64("bench", "--seed", v, 0, UINT64_MAX, &a->o.seed);
     case O_FINDMAX: a->find_max = 1; return 0;
-    case O_JSON: a->json = v; return 0;
-    case O_SVG: a->svg = v; return 0;
+    case O_JSON: a->json = v; return cli_out_check("bench", "--json", v); /* before the run */
+    case O_SVG: a->svg = v; return cli_out_check("bench", "--svg", v);
     case 'q': a->quiet = 1; return 0;
     case O_MPI: return 0; /* seen before parsing: see cmd_bench_run() */
     default: return -1;
@@ -364,23 +364,16 @@ static void summary(const struct bench_args *a, const struct stk_bench_result *r
 }
 
 static int write_reports(const struct bench_args *a, const struct stk_bench_result *r) {
+  struct stk_outfile *f;
   if (a->json) {
-    FILE *f = strcmp(a->json, "-") == 0 ? stdout : fopen(a->json, "w");
-    if (!f) {
-      cli_error("bench", "--json: cannot write %s: %s", a->json, strerror(errno));
-      return -1;
-    }
-    stk_bench_json(&a->o, r, f);
-    if (f != stdout) fclose(f);
+    if (cli_out_open("bench", "--json", a->json, &f)) return -1;
+    stk_bench_json(&a->o, r, stk_outfile_stream(f));
+    if (cli_out_commit("bench", "--json", f)) return -1;
   }
   if (a->svg) {
-    FILE *f = fopen(a->svg, "w");
-    if (!f) {
-      cli_error("bench", "--svg: cannot write %s: %s", a->svg, strerror(errno));
-      return -1;
-    }
-    stk_bench_svg(&a->o, r, f);
-    fclose(f);
+    if (cli_out_open("bench", "--svg", a->svg, &f)) return -1;
+    stk_bench_svg(&a->o, r, stk_outfile_stream(f));
+    if (cli_out_commit("bench", "--svg", f)) return -1;
   }
   return 0;
 }

@@ -112,18 +112,12 @@ static void on_phase(void *ctx, const char *phase) {
 }
 
 static int write_json(const struct stk_doctor_result *r, const char *path) {
-  if (!strcmp(path, "-")) return stk_doctor_write_json(r, stdout) ? CLI_FAIL : CLI_OK;
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    cli_error("doctor", "--json: cannot create %s", path);
-    return CLI_FAIL;
-  }
-  int rc = stk_doctor_write_json(r, f);
-  if (fclose(f) != 0 || rc) {
-    cli_error("doctor", "--json: cannot write %s", path);
-    return CLI_FAIL;
-  }
-  return CLI_OK;
+  struct stk_outfile *o;
+  if (cli_out_open("doctor", "--json", path, &o)) return CLI_FAIL;
+  /* A failed write shows in the stream's error flag, which commit turns
+   * into a message with its cause. */
+  stk_doctor_write_json(r, stk_outfile_stream(o));
+  return cli_out_commit("doctor", "--json", o) ? CLI_FAIL : CLI_OK;
 }
 
 int cmd_doctor_run(int argc, char **argv) {
@@ -140,6 +134,7 @@ int cmd_doctor_run(int argc, char **argv) {
     cli_error("doctor", "unexpected argument '%s'; see `stoker help doctor`", argv[optind]);
     return CLI_USAGE;
   }
+  if (o.json && cli_out_check("doctor", "--json", o.json)) return CLI_USAGE;
   int progress = cli_progress_enabled();
   if (progress) o.d.progress = on_phase;
   o.d.cancel = &cli_interrupted;

@@ -2,6 +2,7 @@
  * takes a fixed time per batch, and report throughput, the consumer's wait
  * and what each pipeline stage did. With no dataset it generates a small
  * JPEG dataset once (under $TMPDIR) and feeds that. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -35,7 +36,8 @@ const char cmd_feed_usage[] =
     "  --seed S            shuffle and augmentation seed (default 0)\n"
     "  --window N          block-shuffle window in samples (default 4096)\n"
     "  --rank R --world W  read rank R's share of W ranks (default 0 of 1)\n"
-    "  --resume FILE       continue from a state saved with --save-state\n"
+    "  --resume FILE       continue from a state saved with --save-state (on this\n"
+    "                      dataset: a state saved on another one is refused)\n"
     "  --save-state FILE   write the sampler state after the last batch\n"
     "decode:\n"
     "  --decode KIND       raw, jpeg, npy (default raw; jpeg for the default dataset)\n"
@@ -189,44 +191,94 @@ static int parse_option(struct feed_args *a, int c, const char *v) {
 
 /* ---- state files --------------------------------------------------------- */
 
-static int read_state(const char *path, struct stk_sampler_state *st) {
+/* A saved state: the sampler's position plus the dataset it was saved on
+ * (its fingerprint, shard and sample counts), so a resume on another
+ * dataset is refused instead of silently reading a different order. */
+struct saved_state {
+  struct stk_sampler_state st;
+  uint64_t shards, samples; /* 0 in a state from before fingerprints */
+};
+
+static int json_u64(const char *buf, const char *key, unsigned long long *v) {
+  const char *k = strstr(buf, key);
+  const char *colon = k ? strchr(k, ':') : NULL;
+  return colon && sscanf(colon + 1, "%llu", v) == 1 ? 0 : -1;
+}
+
+static int read_state(const char *path, struct saved_state *ss) {
   FILE *f = fopen(path, "r");
   if (!f) {
-    cli_error("feed", "--resume: cannot read %s", path);
+    cli_error("feed", "--resume: cannot read %s: %s", path, strerror(errno));
     return -1;
   }
-  char buf[512];
+  char buf[1024];
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[n] = 0;
-  unsigned long long seed, epoch, pos;
-  const char *a = strstr(buf, "\"seed\""), *b = strstr(buf, "\"epoch\""), *c = strstr(buf, "\"position\"");
-  if (!a || !b || !c || sscanf(strchr(a, ':') + 1, "%llu", &seed) != 1 ||
-      sscanf(strchr(b, ':') + 1, "%llu", &epoch) != 1 || sscanf(strchr(c, ':') + 1, "%llu", &pos) != 1) {
+  unsigned long long seed, epoch, pos, shards = 0, samples = 0, fp = 0;
+  if (json_u64(buf, "\"seed\"", &seed) || json_u64(buf, "\"epoch\"", &epoch) ||
+      json_u64(buf, "\"position\"", &pos)) {
     cli_error("feed", "--resume: %s is not a stoker sampler state (seed, epoch, position)", path);
     return -1;
   }
-  st->seed = seed;
-  st->epoch = epoch;
-  st->position = pos;
+  const char *k = strstr(buf, "\"dataset_fingerprint\"");
+  if (k) {
+    const char *q = strchr(k + 21, '"');
+    if (!q || sscanf(q + 1, "%16llx", &fp) != 1 || fp == 0 ||
+        json_u64(buf, "\"dataset_shards\"", &shards) ||
+        json_u64(buf, "\"dataset_samples\"", &samples)) {
+      cli_error("feed", "--resume: %s: unreadable dataset fingerprint", path);
+      return -1;
+    }
+  }
+  memset(ss, 0, sizeof *ss);
+  ss->st.seed = seed;
+  ss->st.epoch = epoch;
+  ss->st.position = pos;
+  ss->st.dataset_fp = fp;
+  ss->shards = shards;
+  ss->samples = samples;
   return 0;
 }
 
-static int write_state(const char *path, const struct stk_sampler_state *st) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) {
-    cli_error("feed", "--save-state: cannot write %s", path);
-    return -1;
+/* Whether the state belongs to ds: 0, or -1 with the reason printed. An
+ * older state without a fingerprint is accepted with a note. */
+static int check_state(const char *path, const struct saved_state *ss, struct stk_dataset *ds,
+                       const char *dpath) {
+  if (!ss->st.dataset_fp) {
+    fprintf(stderr,
+            "stoker feed: note: %s was saved by an older stoker and records no dataset "
+            "fingerprint; resuming without checking that it belongs to %s\n",
+            path, dpath);
+    return 0;
   }
-  fprintf(f, "{\"seed\": %" PRIu64 ", \"epoch\": %" PRIu64 ", \"position\": %" PRIu64 "}\n", st->seed,
-          st->epoch, st->position);
-  if (fclose(f) != 0 || rename(tmp, path) != 0) {
-    cli_error("feed", "--save-state: cannot write %s", path);
-    return -1;
-  }
-  return 0;
+  if (ss->st.dataset_fp == stk_sampler_fingerprint(ds)) return 0;
+  uint64_t shards = stk_dataset_num_shards(ds), samples = stk_dataset_num_samples(ds);
+  if (shards != ss->shards || samples != ss->samples)
+    cli_error("feed",
+              "--resume: %s was saved on another dataset (%llu shards, %llu samples; %s has "
+              "%llu shards, %llu samples)",
+              path, (unsigned long long)ss->shards, (unsigned long long)ss->samples, dpath,
+              (unsigned long long)shards, (unsigned long long)samples);
+  else
+    cli_error("feed",
+              "--resume: %s was saved on another dataset (same counts as %s, but other shard "
+              "names or sizes)",
+              path, dpath);
+  return -1;
+}
+
+static int write_state(const char *path, const struct stk_sampler_state *st,
+                       struct stk_dataset *ds) {
+  struct stk_outfile *o;
+  if (cli_out_open("feed", "--save-state", path, &o)) return -1;
+  fprintf(stk_outfile_stream(o),
+          "{\"seed\": %" PRIu64 ", \"epoch\": %" PRIu64 ", \"position\": %" PRIu64
+          ", \"dataset_fingerprint\": \"%016" PRIx64 "\", \"dataset_shards\": %zu"
+          ", \"dataset_samples\": %" PRIu64 "}\n",
+          st->seed, st->epoch, st->position, stk_sampler_fingerprint(ds),
+          stk_dataset_num_shards(ds), stk_dataset_num_samples(ds));
+  return cli_out_commit("feed", "--save-state", o);
 }
 
 /* ---- the default dataset -------------------------------------------------- */
@@ -326,17 +378,22 @@ static void progress(const struct stk_loader_stats *st, const struct stk_batch *
 
 static int run(struct feed_args *a) {
   char err[STK_ERRMSG_MAX];
-  struct stk_sampler_state resume;
+  struct saved_state resume;
   if (a->resume) {
     if (read_state(a->resume, &resume)) return CLI_USAGE;
-    a->lo.resume = &resume;
+    a->lo.resume = &resume.st;
   }
+  if (a->save_state && cli_out_check("feed", "--save-state", a->save_state)) return CLI_USAGE;
   struct stk_dataset *ds;
   struct stk_dataset_opts dopts = {.format = a->format, .cache = &a->cache};
   int rc = stk_dataset_open(&ds, a->path, &dopts, err);
   if (rc) {
     cli_error("feed", "%s", err);
     return CLI_FAIL;
+  }
+  if (a->resume && check_state(a->resume, &resume, ds, a->path)) {
+    stk_dataset_close(ds);
+    return CLI_USAGE;
   }
   struct stk_loader *l;
   rc = stk_loader_open(&l, ds, &a->lo, err);
@@ -374,7 +431,7 @@ static int run(struct feed_args *a) {
   if (a->save_state && result != CLI_FAIL) {
     struct stk_sampler_state s;
     stk_loader_state(l, &s);
-    if (write_state(a->save_state, &s)) result = CLI_FAIL;
+    if (write_state(a->save_state, &s, ds)) result = CLI_FAIL;
   }
   stk_loader_close(l);
   stk_dataset_close(ds);

@@ -1,9 +1,12 @@
 /* stoker gen: write a synthetic dataset in any format stoker reads, with
  * random-byte or JPEG payloads, deterministic by seed. */
+#include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -16,8 +19,9 @@ const char cmd_gen_usage[] =
     "  --format F              tfrecord, wds, npy, npz, mds, files\n"
     "  --samples N             number of samples\n"
     "payload (random bytes unless --jpeg):\n"
-    "  --size MEAN             mean payload size (default 112KiB)\n"
-    "  --size-stdev SD         normal spread of the size (default 0)\n"
+    "  --size MEAN             mean payload size, 1 B to 2GiB (default 112KiB)\n"
+    "  --size-stdev SD         normal spread of the size (default 0); each size\n"
+    "                          drawn is kept within 1 B..2GiB\n"
     "  --jpeg WxH[-WxH]        JPEG images of this size, or of a random size in\n"
     "                          the range (npy/npz: uint8 arrays of shape HxWx3)\n"
     "  --quality Q             JPEG quality 1..100 (default 90)\n"
@@ -32,7 +36,9 @@ const char cmd_gen_usage[] =
     "                          (H, W, N) and y of N labels)\n"
     "other:\n"
     "  --seed S                random seed (default 0)\n"
-    "  --force                 replace what DIR holds (else DIR must be empty)\n"
+    "  --force                 replace a dataset stoker generated in DIR (else DIR\n"
+    "                          must be empty); anything else in DIR is left alone\n"
+    "                          and gen stops, naming it\n"
     "  --no-index              tfrecord: do not write DALI .idx files\n"
     "  -q, --quiet             no progress line or summary\n";
 
@@ -82,7 +88,14 @@ static int parse_option(struct stk_gen_opts *g, int c, const char *v, int *quiet
   switch (c) {
     case O_FORMAT: g->format = v; return 0;
     case O_SAMPLES: return cli_u64("gen", "--samples", v, 1, UINT64_MAX / 2, &g->samples);
-    case O_SIZE: return cli_size("gen", "--size", v, &g->size_mean);
+    case O_SIZE:
+      if (cli_size("gen", "--size", v, &g->size_mean)) return -1;
+      if (g->size_mean == 0) { /* the library's 0 means the default: not what was typed */
+        cli_error("gen", "--size: a sample needs at least 1 byte (leave --size out for the "
+                         "default, 112KiB)");
+        return -1;
+      }
+      return 0;
     case O_SDEV: return cli_size("gen", "--size-stdev", v, &g->size_stdev);
     case O_JPEG: return parse_jpeg(v, g);
     case O_QUALITY:
@@ -101,6 +114,191 @@ static int parse_option(struct stk_gen_opts *g, int c, const char *v, int *quiet
     case 'q': *quiet = 1; return 0;
     default: return -1;
   }
+}
+
+/* ---- what --force may replace ----------------------------------------------- */
+
+/* Written into DIR after a successful run: the names gen wrote there, one a
+ * line, so --force later removes exactly those and nothing a user added.
+ * Dot-named, so no dataset walk lists it. */
+#define GEN_MARKER ".stoker-gen"
+
+static int all_digits(const char *s, size_t n) {
+  if (!n) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (s[i] < '0' || s[i] > '9') return 0;
+  return 1;
+}
+
+/* ".ext" repeated to the end: lowercase letters and digits. */
+static int exts_only(const char *s) {
+  while (*s == '.') {
+    const char *e = ++s;
+    while ((*e >= 'a' && *e <= 'z') || (*e >= '0' && *e <= '9')) e++;
+    if (e == s) return 0;
+    s = e;
+  }
+  return *s == 0;
+}
+
+/* A name stoker's writer gives: "shard-00012.tar", "shard.00000.mds",
+ * "shard-00000.tfrecord.idx", "index.json", its ".NAME.tmp" while being
+ * written, and the markers of gen and bench. Datasets generated before the marker existed are still
+ * recognised this way. */
+static int gen_name(const char *n) {
+  if (!strcmp(n, GEN_MARKER) || !strcmp(n, ".stoker-bench-complete") || !strcmp(n, "index.json"))
+    return 1;
+  size_t l = strlen(n);
+  if (n[0] == '.' && l > 5 && !strcmp(n + l - 4, ".tmp")) {
+    char inner[256];
+    if (l - 5 >= sizeof inner) return 0;
+    memcpy(inner, n + 1, l - 5);
+    inner[l - 5] = 0;
+    return gen_name(inner);
+  }
+  if (strncmp(n, "shard", 5) || (n[5] != '-' && n[5] != '.')) return 0;
+  n += 6;
+  size_t d = strspn(n, "0123456789");
+  return d >= 5 && exts_only(n + d);
+}
+
+/* A one-sample file of the files format, "00000003.jpg": only trusted
+ * inside a class folder, since a bare date-named file looks the same. */
+static int sample_name(const char *n) {
+  size_t d = strspn(n, "0123456789");
+  return d == 8 && exts_only(n + d);
+}
+
+static int entry_is_dir(const char *dir, const struct dirent *de) {
+  if (de->d_type != DT_UNKNOWN) return de->d_type == DT_DIR;
+  char p[4352];
+  struct stat st;
+  if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p) return 0;
+  return lstat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A class folder of the files format: digits only, holding only files
+ * with gen's names. */
+static int gen_class_dir(const char *dir, const char *name) {
+  if (!all_digits(name, strlen(name))) return 0;
+  char p[4352];
+  if (snprintf(p, sizeof p, "%s/%s", dir, name) >= (int)sizeof p) return 0;
+  DIR *d = opendir(p);
+  if (!d) return 0;
+  struct dirent *de;
+  int ok = 1;
+  while (ok && (de = readdir(d)))
+    if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+      ok = !entry_is_dir(p, de) && (gen_name(de->d_name) || sample_name(de->d_name));
+  closedir(d);
+  return ok;
+}
+
+/* The names the marker lists, as one "\nname\n...\n" string (or NULL). */
+static char *read_marker(const char *dir) {
+  char p[4352];
+  snprintf(p, sizeof p, "%s/" GEN_MARKER, dir);
+  FILE *f = fopen(p, "r");
+  if (!f) return NULL;
+  size_t cap = 4096, n = 1;
+  char *t = malloc(cap);
+  if (t) t[0] = '\n';
+  size_t r;
+  while (t && (r = fread(t + n, 1, cap - n - 2, f)) > 0) {
+    n += r;
+    if (cap - n < 64) {
+      char *g = realloc(t, cap *= 2);
+      if (!g) free(t);
+      t = g;
+    }
+  }
+  fclose(f);
+  if (t) {
+    if (t[n - 1] != '\n') t[n++] = '\n';
+    t[n] = 0;
+  }
+  return t;
+}
+
+static int listed(const char *marker, const char *name) {
+  if (!marker) return 0;
+  char key[300];
+  if (strlen(name) > sizeof key - 3) return 0;
+  snprintf(key, sizeof key, "\n%s\n", name);
+  return strstr(marker, key) != NULL;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* With --force: DIR may hold only what gen wrote. 0 when so (or DIR is
+ * missing), else -1 with the names in the way printed. */
+static int check_force(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0; /* missing: nothing to replace; anything else stk_gen reports */
+  char *marker = read_marker(dir);
+  char **foreign = NULL;
+  size_t nf = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    const char *n = de->d_name;
+    if (!strcmp(n, ".") || !strcmp(n, "..")) continue;
+    int is_dir = entry_is_dir(dir, de);
+    /* With a marker only what it lists (and gen's own dot files) is gen's;
+     * without one (older datasets) gen's naming decides. A folder must be
+     * a class folder holding only sample files either way. */
+    if (is_dir ? gen_class_dir(dir, n)
+               : (marker ? listed(marker, n) || (n[0] == '.' && gen_name(n)) : gen_name(n)))
+      continue;
+    char **g = realloc(foreign, (nf + 1) * sizeof *g);
+    if (!g) break;
+    foreign = g;
+    foreign[nf] = malloc(strlen(n) + 2);
+    if (!foreign[nf]) break;
+    sprintf(foreign[nf++], "%s%s", n, is_dir ? "/" : "");
+  }
+  closedir(d);
+  free(marker);
+  if (!nf) {
+    free(foreign);
+    return 0;
+  }
+  qsort(foreign, nf, sizeof *foreign, cmp_str);
+  char list[1024] = "";
+  size_t shown = 0;
+  for (; shown < nf && shown < 5; shown++)
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", shown ? ", " : "",
+             foreign[shown]);
+  if (nf > shown)
+    snprintf(list + strlen(list), sizeof list - strlen(list), " and %zu more", nf - shown);
+  cli_error("gen",
+            "--force: %s holds files stoker did not write (%s); --force replaces only a dataset "
+            "stoker generated: move them away or pick another DIR",
+            dir, list);
+  for (size_t i = 0; i < nf; i++) free(foreign[i]);
+  free(foreign);
+  return -1;
+}
+
+/* Record what this run wrote into DIR (it was empty, or held only gen's
+ * files, which stk_gen removed first). */
+static void write_marker(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char p[4352];
+  snprintf(p, sizeof p, "%s/" GEN_MARKER, dir);
+  struct stk_outfile *o;
+  if (stk_outfile_open(&o, p, NULL)) {
+    closedir(d);
+    return;
+  }
+  struct dirent *de;
+  while ((de = readdir(d)))
+    if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && de->d_name[0] != '.')
+      fprintf(stk_outfile_stream(o), "%s\n", de->d_name);
+  closedir(d);
+  stk_outfile_commit(o, NULL); /* without it, --force falls back to names */
 }
 
 struct progress {
@@ -142,6 +340,7 @@ int cmd_gen_run(int argc, char **argv) {
   }
   g.dir = argv[optind];
   g.stats = &st;
+  if (g.force && check_force(g.dir)) return CLI_FAIL;
   struct progress p = {.show = !quiet && cli_progress_enabled(), .t0 = stk_now_ns()};
   cli_catch_signals();
   char err[STK_ERRMSG_MAX];
@@ -155,6 +354,7 @@ int cmd_gen_run(int argc, char **argv) {
     cli_error("gen", "%s", err);
     return rc == STK_EINVAL ? CLI_USAGE : CLI_FAIL;
   }
+  write_marker(g.dir);
   if (!quiet) {
     char b[32];
     double s = (double)st.wall_ns / 1e9;

@@ -301,20 +301,14 @@ static const char *base(const char *p) {
   return s ? s + 1 : p;
 }
 
-static FILE *open_out(const char *opt, const char *path) {
-  if (!strcmp(path, "-")) return stdout;
-  FILE *f = fopen(path, "w");
-  if (!f) cli_error("sim", "%s: cannot write %s", opt, path);
-  return f;
+/* Output files go through stk_outfile: whole or not at all ("-" = stdout). */
+static struct stk_outfile *open_out(const char *opt, const char *path) {
+  struct stk_outfile *o;
+  return cli_out_open("sim", opt, path, &o) ? NULL : o;
 }
 
-static int close_out(const char *opt, const char *path, FILE *f) {
-  if (f == stdout) return fflush(f) == 0 ? 0 : -1;
-  if (ferror(f) | fclose(f)) {
-    cli_error("sim", "%s: writing %s failed", opt, path);
-    return -1;
-  }
-  return 0;
+static int close_out(const char *opt, struct stk_outfile *o) {
+  return cli_out_commit("sim", opt, o);
 }
 
 /* The trace whose published figures apply: only the openb pod lists on the
@@ -357,18 +351,18 @@ static void progress(void *ctx, uint32_t done, uint32_t total) {
 
 static int write_files(const struct sim_args *a, const struct stk_sim_result *r, size_t n) {
   if (a->csv) {
-    FILE *f = open_out("--csv", a->csv);
+    struct stk_outfile *f = open_out("--csv", a->csv);
     if (!f) return CLI_FAIL;
-    stk_sim_write_csv(f, r, n);
-    if (close_out("--csv", a->csv, f)) return CLI_FAIL;
+    stk_sim_write_csv(stk_outfile_stream(f), r, n);
+    if (close_out("--csv", f)) return CLI_FAIL;
   }
   if (a->svg) {
-    FILE *f = open_out("--svg", a->svg);
+    struct stk_outfile *f = open_out("--svg", a->svg);
     if (!f) return CLI_FAIL;
     char title[512];
     snprintf(title, sizeof title, "%s on %s", base(a->pods), base(a->nodes));
-    stk_sim_write_svg(f, r, n, title);
-    if (close_out("--svg", a->svg, f)) return CLI_FAIL;
+    stk_sim_write_svg(stk_outfile_stream(f), r, n, title);
+    if (close_out("--svg", f)) return CLI_FAIL;
   }
   return CLI_OK;
 }
@@ -487,15 +481,18 @@ static void on_pod(void *ctx, const struct stk_sim_pod_record *p) {
 
 static int run_replay(const struct sim_args *a, const struct stk_sim_cluster *c) {
   struct replay_out out = {NULL, NULL, a->json};
+  struct stk_outfile *ocsv = NULL, *olog = NULL;
   if (a->csv) {
-    if (!(out.csv = open_out("--csv", a->csv))) return CLI_FAIL;
+    if (!(ocsv = open_out("--csv", a->csv))) return CLI_FAIL;
+    out.csv = stk_outfile_stream(ocsv);
     fprintf(out.csv, "time,alloc_pct,frag_gpus,frag_ratio_pct,running,queued\n");
   }
   if (a->podlog) {
-    if (!(out.podlog = open_out("--pod-log", a->podlog))) {
-      if (out.csv && out.csv != stdout) fclose(out.csv);
+    if (!(olog = open_out("--pod-log", a->podlog))) {
+      stk_outfile_abort(ocsv);
       return CLI_FAIL;
     }
+    out.podlog = stk_outfile_stream(olog);
     fprintf(out.podlog, "name,outcome,node,creation_time,start_time,queue_delay\n");
   }
   struct stk_sim_replay_opts ro = {
@@ -504,12 +501,14 @@ static int run_replay(const struct sim_args *a, const struct stk_sim_cluster *c)
   char err[STK_ERRMSG_MAX];
   int rc = stk_sim_replay(c, a->pods, &ro, &r, err);
   int frc = CLI_OK;
-  if (out.csv && close_out("--csv", a->csv, out.csv)) frc = CLI_FAIL;
-  if (out.podlog && close_out("--pod-log", a->podlog, out.podlog)) frc = CLI_FAIL;
-  if (rc) {
+  if (rc) { /* a failed replay leaves no half-written files */
+    stk_outfile_abort(ocsv);
+    stk_outfile_abort(olog);
     cli_error("sim", "%s", err);
     return CLI_FAIL;
   }
+  if (ocsv && close_out("--csv", ocsv)) frc = CLI_FAIL;
+  if (olog && close_out("--pod-log", olog)) frc = CLI_FAIL;
   if (a->json) {
     struct stk_json j;
     stk_json_init(&j, stdout, 2);
@@ -1223,6 +1222,11 @@ int cmd_sim_run(int argc, char **argv) {
   }
   if (!strcmp(a.nodes, "-") && !strcmp(a.pods, "-")) {
     cli_error("sim", "--nodes and --pods cannot both be stdin");
+    free(a.policies_buf);
+    return CLI_USAGE;
+  }
+  if ((a.csv && cli_out_check("sim", "--csv", a.csv)) ||
+      (a.svg && cli_out_check("sim", "--svg", a.svg))) { /* before a long experiment */
     free(a.policies_buf);
     return CLI_USAGE;
   }

@@ -35,6 +35,27 @@ void cli_error(const char *cmd, const char *fmt, ...) {
     fprintf(stderr, "stoker: %s\n", msg);
 }
 
+int cli_out_check(const char *cmd, const char *opt, const char *path) {
+  char err[STK_ERRMSG_MAX];
+  if (stk_outfile_check(path, err) == 0) return 0;
+  cli_error(cmd, "%s: %s", opt, err);
+  return -1;
+}
+
+int cli_out_open(const char *cmd, const char *opt, const char *path, struct stk_outfile **o) {
+  char err[STK_ERRMSG_MAX];
+  if (stk_outfile_open(o, path, err) == 0) return 0;
+  cli_error(cmd, "%s: %s", opt, err);
+  return -1;
+}
+
+int cli_out_commit(const char *cmd, const char *opt, struct stk_outfile *o) {
+  char err[STK_ERRMSG_MAX];
+  if (stk_outfile_commit(o, err) == 0) return 0;
+  cli_error(cmd, "%s: %s", opt, err);
+  return -1;
+}
+
 int cli_u64(const char *cmd, const char *opt, const char *val, uint64_t min, uint64_t max,
             uint64_t *out) {
   uint64_t v;
@@ -52,8 +73,13 @@ int cli_u64(const char *cmd, const char *opt, const char *val, uint64_t min, uin
 }
 
 int cli_size(const char *cmd, const char *opt, const char *val, uint64_t *out) {
-  if (stk_parse_size(val, out) != 0) {
-    cli_error(cmd, "%s: '%s' is not a size (examples: 4096, 128KiB, 1.5GiB)", opt, val);
+  int rc = stk_parse_size(val, out);
+  if (rc == STK_ERANGE) {
+    cli_error(cmd, "%s: '%s' is too large (at most 16 EiB, 2^64 - 1 bytes)", opt, val);
+    return -1;
+  }
+  if (rc != 0) {
+    cli_error(cmd, "%s: '%s' is not a size (examples: 4096, 128KiB, 1.5GiB, 2PiB)", opt, val);
     return -1;
   }
   return 0;
@@ -121,7 +147,22 @@ static void overview(FILE *f) {
           "help", "show this overview or a command's options");
 }
 
+/* A report that did not reach stdout completely (a full disk behind a
+ * redirect, a closed pipe with SIGPIPE ignored) is a failure, not exit 0. */
+static int stdout_done(const char *cmd, int rc) {
+  errno = 0;
+  if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+  cli_error(cmd, "cannot write the output: %s", strerror(errno ? errno : EIO));
+  return rc ? rc : CLI_FAIL;
+}
+
+static int run_main(int argc, char **argv);
+
 int main(int argc, char **argv) {
+  return stdout_done(argc > 1 && argv[1][0] != '-' ? argv[1] : NULL, run_main(argc, argv));
+}
+
+static int run_main(int argc, char **argv) {
   if (argc < 2) {
     overview(stderr);
     return CLI_USAGE;

@@ -1,5 +1,9 @@
-/* Tests of src/base: errors, parsing, RNG, CRC32C, JSON. */
+/* Tests of src/base: errors, parsing, RNG, CRC32C, JSON, output files. */
 #include <math.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../src/base/base.h"
 #include "test.h"
@@ -30,6 +34,50 @@ TEST(parse_size) {
   CHECK_EQ(stk_parse_size("1.3", &v), STK_EINVAL);
   CHECK_EQ(stk_parse_size("99999999999TiB", &v), STK_ERANGE);
   CHECK_EQ(stk_parse_u64("18446744073709551616", &v), STK_ERANGE);
+  CHECK_EQ(stk_parse_size("", &v), STK_EINVAL);
+  CHECK_EQ(stk_parse_size(".", &v), STK_EINVAL);
+  CHECK_EQ(stk_parse_size("1e3", &v), STK_EINVAL);
+  CHECK_EQ(stk_parse_size("GiB", &v), STK_EINVAL);
+}
+
+/* Every unit stoker prints is read back, up to the largest 64-bit size,
+ * exactly (no rounding through a double) and with overflow refused. */
+TEST(parse_size_pib_eib_exact) {
+  uint64_t v;
+  CHECK_OK(stk_parse_size("1PiB", &v));
+  CHECK_EQ(v, 1ull << 50);
+  CHECK_OK(stk_parse_size("1pb", &v));
+  CHECK_EQ(v, 1000000000000000ull);
+  CHECK_OK(stk_parse_size("2P", &v));
+  CHECK_EQ(v, 2ull << 50);
+  CHECK_OK(stk_parse_size("15EiB", &v));
+  CHECK_EQ(v, 15ull << 60);
+  CHECK_OK(stk_parse_size("15.5e", &v));
+  CHECK(v == (15ull << 60) + (1ull << 59));
+  CHECK_OK(stk_parse_size("18EB", &v));
+  CHECK(v == 18000000000000000000ull);
+  CHECK_EQ(stk_parse_size("16EiB", &v), STK_ERANGE);
+  CHECK_EQ(stk_parse_size("19EB", &v), STK_ERANGE);
+  CHECK_EQ(stk_parse_size("16384PiB", &v), STK_ERANGE);
+  CHECK_OK(stk_parse_size("18446744073709551615", &v));
+  CHECK(v == UINT64_MAX);
+  CHECK_EQ(stk_parse_size("18446744073709551616", &v), STK_ERANGE);
+  CHECK_EQ(stk_parse_size("99999999999999999999999", &v), STK_ERANGE);
+  CHECK_OK(stk_parse_size("9007199254740993", &v)); /* 2^53 + 1: a double rounds it */
+  CHECK(v == 9007199254740993ull);
+  CHECK_OK(stk_parse_size("0.5KiB", &v));
+  CHECK_EQ(v, 512);
+  CHECK_EQ(stk_parse_size("0.1KiB", &v), STK_EINVAL); /* 102.4 bytes */
+  /* What stk_fmt_bytes prints parses back (to its two decimals). */
+  const uint64_t sizes[] = {1000, 1536, 3ull << 30, 5ull << 40, 7ull << 50, 3ull << 60};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    char b[32];
+    stk_fmt_bytes(sizes[i], b, sizeof b);
+    CHECK_MSG(stk_parse_size(b, &v) == 0 && v == sizes[i], "'%s' read back as %llu", b,
+              (unsigned long long)v);
+  }
+  char b[32];
+  CHECK_STR(stk_fmt_bytes(3ull << 60, b, sizeof b), "3.00 EiB");
   CHECK_EQ(stk_parse_u64("12x", &v), STK_EINVAL);
   double d;
   CHECK_EQ(stk_parse_double("nan", &d), STK_EINVAL);
@@ -151,4 +199,114 @@ TEST(json_writer) {
   CHECK(fread(out, 1, sizeof out - 1, f) > 0);
   CHECK_STR(out, "{\"name\":\"a\\\"b\\n\",\"n\":3,\"nan\":null,\"arr\":[1,{}]}");
   fclose(f);
+}
+
+/* Names in the current directory other than . and .., joined by spaces. */
+static void dir_names(char *out, size_t n) {
+  char *o = NULL;
+  CHECK_EQ(test_sh(&o, "ls -A"), 0);
+  for (char *p = o; *p; p++)
+    if (*p == '\n') *p = ' ';
+  snprintf(out, n, "%s", o);
+  free(o);
+}
+
+TEST(outfile_commit_replaces_whole) {
+  char err[STK_ERRMSG_MAX], names[256];
+  test_write_file("out.json", "old", 3);
+  struct stk_outfile *o;
+  CHECK_OK(stk_outfile_open(&o, "out.json", err));
+  CHECK_STR(stk_outfile_path(o), "out.json");
+  fputs("{\"new\": 1}\n", stk_outfile_stream(o));
+  uint8_t *b = test_read_file("out.json", NULL); /* untouched until commit */
+  CHECK_STR((char *)b, "old");
+  free(b);
+  CHECK_OK(stk_outfile_commit(o, err));
+  b = test_read_file("out.json", NULL);
+  CHECK_STR((char *)b, "{\"new\": 1}\n");
+  free(b);
+  dir_names(names, sizeof names);
+  CHECK_STR(names, "out.json ");
+  /* abort leaves the old file and no temporary */
+  CHECK_OK(stk_outfile_open(&o, "out.json", err));
+  fputs("partial", stk_outfile_stream(o));
+  stk_outfile_abort(o);
+  b = test_read_file("out.json", NULL);
+  CHECK_STR((char *)b, "{\"new\": 1}\n");
+  free(b);
+  dir_names(names, sizeof names);
+  CHECK_STR(names, "out.json ");
+}
+
+/* A write that cannot complete (here the file-size limit, as a full disk
+ * would) fails at commit, naming the file, and leaves neither a partial
+ * file nor the temporary. */
+TEST(outfile_short_write_fails_and_leaves_nothing) {
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit rl = {4096, 4096};
+  CHECK_OK(setrlimit(RLIMIT_FSIZE, &rl));
+  char err[STK_ERRMSG_MAX], names[256];
+  test_write_file("keep.svg", "<svg/>", 6);
+  const char *paths[] = {"new.json", "keep.svg"};
+  for (int k = 0; k < 2; k++) {
+    struct stk_outfile *o;
+    CHECK_OK(stk_outfile_open(&o, paths[k], err));
+    for (int i = 0; i < 2000; i++) fprintf(stk_outfile_stream(o), "line %d of the report\n", i);
+    int rc = stk_outfile_commit(o, err);
+    CHECK(rc != 0);
+    CHECK_CONTAINS(err, paths[k]);
+    CHECK_CONTAINS(err, "File too large");
+  }
+  CHECK(access("new.json", F_OK) != 0);
+  uint8_t *b = test_read_file("keep.svg", NULL);
+  CHECK_STR((char *)b, "<svg/>");
+  free(b);
+  dir_names(names, sizeof names);
+  CHECK_STR(names, "keep.svg ");
+}
+
+TEST(outfile_check_before_run) {
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_outfile_check("fine.json", err));
+  CHECK_OK(stk_outfile_check("-", err));
+  CHECK_EQ(stk_outfile_check("nodir/out.json", err), STK_ENOENT);
+  CHECK_CONTAINS(err, "nodir/out.json: cannot write: directory nodir");
+  test_write_file("afile", "x", 1);
+  CHECK(stk_outfile_check("afile/out.json", err) != 0);
+  CHECK_CONTAINS(err, "afile/out.json");
+  mkdir("adir", 0755);
+  CHECK_EQ(stk_outfile_check("adir", err), STK_EINVAL);
+  CHECK_CONTAINS(err, "is a directory");
+  struct stk_outfile *o = (struct stk_outfile *)1;
+  CHECK(stk_outfile_open(&o, "nodir/x.svg", err) != 0);
+  CHECK(o == NULL);
+  CHECK(access("fine.json", F_OK) != 0); /* check creates nothing */
+}
+
+/* Replacing a file keeps its permissions, and a symlink is written through
+ * (the link stays, its file gets the bytes). */
+TEST(outfile_keeps_mode_and_symlink) {
+  char err[STK_ERRMSG_MAX], names[256];
+  mkdir("sub", 0755);
+  test_write_file("sub/real.json", "old", 3);
+  CHECK_OK(chmod("sub/real.json", 0600));
+  CHECK_OK(symlink("sub/real.json", "link.json"));
+  struct stk_outfile *o;
+  CHECK_OK(stk_outfile_open(&o, "link.json", err));
+  fputs("new", stk_outfile_stream(o));
+  CHECK_OK(stk_outfile_commit(o, err));
+  struct stat st;
+  CHECK_OK(lstat("link.json", &st));
+  CHECK(S_ISLNK(st.st_mode));
+  CHECK_OK(stat("sub/real.json", &st));
+  CHECK_EQ(st.st_mode & 0777, 0600);
+  uint8_t *b = test_read_file("sub/real.json", NULL);
+  CHECK_STR((char *)b, "new");
+  free(b);
+  dir_names(names, sizeof names);
+  CHECK_STR(names, "link.json sub ");
+  char *ls = NULL;
+  CHECK_EQ(test_sh(&ls, "ls -A sub"), 0);
+  CHECK_STR(ls, "real.json\n");
+  free(ls);
 }

@@ -273,6 +273,56 @@ TEST(format_tfrecord_truncated) {
   CHECK_CONTAINS(err, want);
 }
 
+TEST(format_tfrecord_shorter_than_idx) {
+  write_ds("tfrecord", "d", 10, "data", 0, 0);
+  char err[STK_ERRMSG_MAX], want[64];
+  /* Cut at a record boundary: every remaining record is whole, so only the
+   * .idx can tell that three are missing. */
+  uint64_t off = tfr_offset(7);
+  CHECK_OK(truncate("d/shard-00000.tfrecord", (off_t)off));
+  CHECK_EQ(open_err("d", NULL, err), STK_ETRUNC);
+  snprintf(want, sizeof want, "offset %llu", (unsigned long long)off);
+  CHECK_CONTAINS(err, "d/shard-00000.tfrecord");
+  CHECK_CONTAINS(err, want);
+  CHECK_CONTAINS(err, "7 of the 10 records");
+  /* Inside a record, and empty. */
+  CHECK_OK(truncate("d/shard-00000.tfrecord", (off_t)(off - 3)));
+  CHECK_EQ(open_err("d", NULL, err), STK_ETRUNC);
+  CHECK_CONTAINS(err, "6 of the 10 records");
+  CHECK_OK(truncate("d/shard-00000.tfrecord", 0));
+  CHECK_EQ(open_err("d", NULL, err), STK_ETRUNC);
+  CHECK_CONTAINS(err, "0 of the 10 records");
+  /* Without the .idx a boundary cut is a valid, shorter shard. */
+  write_ds("tfrecord", "e", 10, "data", 0, 0);
+  CHECK_OK(truncate("e/shard-00000.tfrecord", (off_t)off));
+  unlink("e/shard-00000.tfrecord.idx");
+  struct stk_dataset *ds = open_ds("e", NULL);
+  CHECK_EQ(stk_dataset_num_samples(ds), 7);
+  stk_dataset_close(ds);
+}
+
+/* An .idx from another file (its first header disagrees) is stale, not a
+ * sign of truncation: the shard is scanned. */
+TEST(format_tfrecord_stale_longer_idx_scanned) {
+  write_ds("tfrecord", "d", 10, "data", 0, 0);
+  write_ds("tfrecord", "e", 4, "data", 0, 0);
+  /* e's records differ in length from d's after the first: rebuild e's
+   * shard from records 1.. of a fresh write so its first header differs. */
+  write_ds("tfrecord", "f", 12, "data", 0, 0);
+  uint8_t *all;
+  size_t len;
+  all = test_read_file("f/shard-00000.tfrecord", &len);
+  uint64_t o1 = tfr_offset(1), o5 = tfr_offset(5);
+  test_write_file("e/shard-00000.tfrecord", all + o1, (size_t)(o5 - o1));
+  free(all);
+  uint8_t *idx = test_read_file("d/shard-00000.tfrecord.idx", &len);
+  test_write_file("e/shard-00000.tfrecord.idx", idx, len);
+  free(idx);
+  struct stk_dataset *ds = open_ds("e", NULL);
+  CHECK_EQ(stk_dataset_num_samples(ds), 4);
+  stk_dataset_close(ds);
+}
+
 TEST(format_tfrecord_absurd_length_and_wrong_magic) {
   uint8_t rec[32] = {0};
   stk__st64(rec, 1ull << 60);

@@ -226,3 +226,43 @@ TEST(sampler_resume_same_order) {
   stk_sampler_close(b);
   free_ds(ds);
 }
+
+/* A state that records the dataset's fingerprint resumes only on that
+ * dataset: the same total in other shards, or other shard names, is
+ * refused; a state without one (older files) still resumes. */
+TEST(sampler_resume_refuses_other_dataset) {
+  struct stk_dataset *a = fake_ds(3, 100, 100, STK_FMT_RANDOM_ACCESS);
+  struct stk_dataset *b = fake_ds(4, 75, 75, STK_FMT_RANDOM_ACCESS); /* also 300 samples */
+  struct stk_dataset *c = fake_ds(3, 100, 100, STK_FMT_RANDOM_ACCESS);
+  char n0[] = "x/shard-0", n1[] = "x/shard-1", n2[] = "x/shard-2", m2[] = "x/other-2";
+  a->shards[0].path = c->shards[0].path = n0;
+  a->shards[1].path = c->shards[1].path = n1;
+  a->shards[2].path = n2;
+  c->shards[2].path = m2;
+  uint64_t fa = stk_sampler_fingerprint(a);
+  CHECK(fa != 0);
+  CHECK_EQ(fa, stk_sampler_fingerprint(a));
+  CHECK(fa != stk_sampler_fingerprint(b));
+  CHECK(fa != stk_sampler_fingerprint(c));
+  struct stk_sampler_opts o = {.shuffle = STK_SHUFFLE_GLOBAL, .seed = 5};
+  struct stk_sampler *sa, *sb, *sc;
+  CHECK_OK(stk_sampler_open(&sa, a, &o));
+  CHECK_OK(stk_sampler_open(&sb, b, &o));
+  CHECK_OK(stk_sampler_open(&sc, c, &o));
+  uint64_t id;
+  for (int i = 0; i < 10; i++) CHECK_OK(stk_sampler_next(sa, &id));
+  struct stk_sampler_state st;
+  stk_sampler_save(sa, &st);
+  CHECK_EQ(st.dataset_fp, 0); /* save is per batch: the caller records it */
+  CHECK_OK(stk_sampler_restore(sb, &st)); /* no fingerprint: not checked */
+  st.dataset_fp = fa;
+  CHECK_EQ(stk_sampler_restore(sb, &st), STK_EINVAL);
+  CHECK_EQ(stk_sampler_restore(sc, &st), STK_EINVAL);
+  CHECK_OK(stk_sampler_restore(sa, &st));
+  stk_sampler_close(sa);
+  stk_sampler_close(sb);
+  stk_sampler_close(sc);
+  free_ds(a);
+  free_ds(b);
+  free_ds(c);
+}

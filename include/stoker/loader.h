@@ -42,6 +42,11 @@ struct stk_sampler_state {
   uint64_t seed;
   uint64_t epoch;
   uint64_t position;
+  /* stk_sampler_fingerprint() of the dataset the state belongs to, or 0
+   * when not recorded (states from before it existed). stk_sampler_save
+   * leaves it 0; set it when writing a state out, so that a restore on
+   * another dataset is refused. */
+  uint64_t dataset_fp;
 };
 
 struct stk_sampler;
@@ -69,8 +74,14 @@ STK_EXPORT uint64_t stk_sampler_epoch_len(const struct stk_sampler *s);
 /* Save the state at a round boundary (after a whole batch of every rank). */
 STK_EXPORT void stk_sampler_save(const struct stk_sampler *s, struct stk_sampler_state *st);
 /* Restore a saved state, possibly into a sampler of another world size;
- * STK_EINVAL if the seed differs or the position is past the epoch. */
-STK_EXPORT int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st);
+ * STK_EINVAL if the seed differs, the position is past the epoch, or the
+ * state records a dataset fingerprint that is not this dataset's (the
+ * dataset given to stk_sampler_open must then still be open). */
+int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st);
+/* A fingerprint of the dataset's layout, the same for any seed, rank or
+ * path it is reached by: format, shard names below the dataset's root,
+ * their sample counts and sizes. Never 0. Costs one stat per local shard. */
+uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds);
 
 /* ---- decode ---------------------------------------------------------- */
 

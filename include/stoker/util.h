@@ -31,17 +31,21 @@ STK_EXPORT void stk_sleep_ns(uint64_t ns);
 
 /* ---- parsing and printing -------------------------------------------- */
 
-/* Parse a byte size: "4096", "128KiB", "128K", "1.5GiB", "2MB" (powers of
- * 1024 for K/M/G/T with or without "iB"; powers of 1000 for "kB"/"MB"/"GB").
- * Returns 0 and sets *out, or STK_EINVAL for text that is not a size and
- * STK_ERANGE for one that does not fit in 64 bits. */
-STK_EXPORT int stk_parse_size(const char *s, uint64_t *out);
+/* Parse a byte size: "4096", "128KiB", "128K", "1.5GiB", "2MB", "1PiB",
+ * "1.50 GiB" (powers of 1024 for K/M/G/T/P/E with or without "iB", as
+ * stk_fmt_bytes prints them; powers of 1000 for "kB" to "EB"; case does not
+ * matter; spaces may separate number and unit). Computed exactly: returns
+ * 0 and sets *out, STK_EINVAL for text that is not a whole number of bytes
+ * ("1.3", "12 apples", "-1", "1e3") and STK_ERANGE for a size past
+ * 2^64 - 1 bytes (16 EiB). */
+int stk_parse_size(const char *s, uint64_t *out);
 /* Parse a whole decimal unsigned integer; same returns as stk_parse_size. */
 STK_EXPORT int stk_parse_u64(const char *s, uint64_t *out);
 /* Parse a whole finite floating-point number; STK_EINVAL otherwise. */
-STK_EXPORT int stk_parse_double(const char *s, double *out);
-/* Print a byte count as "1.50 GiB" into buf (at least 16 bytes); returns buf. */
-STK_EXPORT char *stk_fmt_bytes(uint64_t bytes, char *buf, size_t n);
+int stk_parse_double(const char *s, double *out);
+/* Print a byte count as "1.50 GiB" (B, KiB .. EiB) into buf (at least 16
+ * bytes); returns buf. stk_parse_size reads what it prints. */
+char *stk_fmt_bytes(uint64_t bytes, char *buf, size_t n);
 
 /* ---- random numbers -------------------------------------------------- */
 
@@ -103,6 +107,35 @@ STK_EXPORT void stk_json_null(struct stk_json *j);
 STK_EXPORT void stk_json_kstr(struct stk_json *j, const char *k, const char *s);
 STK_EXPORT void stk_json_ku64(struct stk_json *j, const char *k, uint64_t v);
 STK_EXPORT void stk_json_kdbl(struct stk_json *j, const char *k, double v);
+
+/* ---- output files ---------------------------------------------------- */
+
+/* A report, JSON, SVG, CSV or state file that appears whole or not at all:
+ * writes go to a temporary file beside PATH (".NAME.PID-TAG.tmp"), which
+ * stk_outfile_commit flushes, fsyncs and renames over PATH only when every
+ * write succeeded. A file replaced keeps its permissions; a symlink at PATH
+ * is written through (its file replaced, the link kept). PATH "-" is stdout
+ * (commit then only checks that stdout took the bytes). Use one handle from
+ * one thread. */
+struct stk_outfile;
+/* Whether PATH can be written, without creating anything: its directory
+ * exists and is writable and PATH is not a directory ("-" always can).
+ * Call it before a long run so a typo fails at once. 0, or a code with a
+ * sentence naming PATH in err (STK_ERRMSG_MAX bytes, may be NULL). */
+int stk_outfile_check(const char *path, char *err);
+/* Start writing PATH: *out is the handle, or NULL on failure (err set). */
+int stk_outfile_open(struct stk_outfile **out, const char *path, char *err);
+/* The stream to write to; owned by the handle (do not fclose it). */
+FILE *stk_outfile_stream(struct stk_outfile *o);
+/* The PATH the handle was opened for. */
+const char *stk_outfile_path(const struct stk_outfile *o);
+/* Finish: 0 when PATH now holds everything written; otherwise a code with
+ * err naming PATH and the cause (a full disk, a size limit), the temporary
+ * removed and PATH left as it was. Frees o either way. */
+int stk_outfile_commit(struct stk_outfile *o, char *err);
+/* Give up: remove the temporary, leave PATH as it was, free o. NULL is a
+ * no-op. */
+void stk_outfile_abort(struct stk_outfile *o);
 
 /* ---- logging --------------------------------------------------------- */
 

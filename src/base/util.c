@@ -49,38 +49,63 @@ int stk_parse_double(const char *s, double *out) {
   return 0;
 }
 
+/* Units of stk_parse_size: powers of 1024 with or without "iB" (as
+ * stk_fmt_bytes prints them), powers of 1000 for "kB".."EB". */
+static const struct {
+  const char *suffix;
+  uint64_t mult;
+} size_units[] = {
+    {"", 1},          {"b", 1},
+    {"k", 1ull << 10}, {"kib", 1ull << 10}, {"kb", 1000ull},
+    {"m", 1ull << 20}, {"mib", 1ull << 20}, {"mb", 1000000ull},
+    {"g", 1ull << 30}, {"gib", 1ull << 30}, {"gb", 1000000000ull},
+    {"t", 1ull << 40}, {"tib", 1ull << 40}, {"tb", 1000000000000ull},
+    {"p", 1ull << 50}, {"pib", 1ull << 50}, {"pb", 1000000000000000ull},
+    {"e", 1ull << 60}, {"eib", 1ull << 60}, {"eb", 1000000000000000000ull},
+};
+
+/* Exact decimal arithmetic (no double): "1.5GiB" is 1.5 * 2^30 bytes
+ * exactly, a fraction that leaves part of a byte is refused, and anything
+ * past 2^64 - 1 is STK_ERANGE rather than wrapped or rounded. */
 int stk_parse_size(const char *s, uint64_t *out) {
-  if (!s || !((*s >= '0' && *s <= '9') || *s == '.')) return STK_EINVAL;
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (end == s || !isfinite(v) || v < 0) return STK_EINVAL;
-  static const struct {
-    const char *suffix;
-    double mult;
-  } units[] = {
-      {"", 1},           {"b", 1},          {"k", 1024.0},     {"kib", 1024.0},
-      {"kb", 1e3},       {"m", 1048576.0},  {"mib", 1048576.0}, {"mb", 1e6},
-      {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},
-      {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12},
-  };
-  for (size_t i = 0; i < STK__ARRAY_LEN(units); i++) {
-    if (strcasecmp(end, units[i].suffix) == 0) {
-      double r = v * units[i].mult;
-      if (r >= 18446744073709551615.0) return STK_ERANGE;
-      if (r != floor(r)) return STK_EINVAL; /* "1.3" bytes is not a size */
-      *out = (uint64_t)r;
-      return 0;
+  if (!s) return STK_EINVAL;
+  const char *p = s;
+  unsigned __int128 whole = 0, frac = 0, scale = 1;
+  int digits = 0, big = 0;
+  for (; *p >= '0' && *p <= '9'; p++, digits++) {
+    whole = whole * 10 + (unsigned)(*p - '0');
+    if (whole > UINT64_MAX) big = 1, whole = (unsigned __int128)UINT64_MAX + 1;
+  }
+  if (*p == '.') {
+    for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
+      if (scale > 1000000000000000000ull) {
+        if (*p != '0') return STK_EINVAL; /* finer than any unit's byte */
+        continue;
+      }
+      frac = frac * 10 + (unsigned)(*p - '0');
+      scale *= 10;
     }
+  }
+  if (!digits) return STK_EINVAL;
+  while (*p == ' ') p++; /* "1.50 GiB", as stk_fmt_bytes prints it */
+  for (size_t i = 0; i < STK__ARRAY_LEN(size_units); i++) {
+    if (strcasecmp(p, size_units[i].suffix) != 0) continue;
+    unsigned __int128 m = size_units[i].mult, fb = frac * m;
+    if (fb % scale) return STK_EINVAL; /* "1.3" bytes is not a size */
+    if (big) return STK_ERANGE;
+    unsigned __int128 r = whole * m + fb / scale;
+    if (r > UINT64_MAX) return STK_ERANGE;
+    *out = (uint64_t)r;
+    return 0;
   }
   return STK_EINVAL;
 }
 
 char *stk_fmt_bytes(uint64_t b, char *buf, size_t n) {
-  static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double v = (double)b;
   int i = 0;
-  while (v >= 1024.0 && i < 5) {
+  while (v >= 1024.0 && i < 6) {
     v /= 1024.0;
     i++;
   }

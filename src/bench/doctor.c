@@ -778,12 +778,26 @@ static int check_dir(struct run *x, const char *dir) {
     snprintf(x->r->fs_type, sizeof x->r->fs_type, "unknown");
   struct statvfs sv;
   if (statvfs(dir, &sv) == 0) {
-    uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-    if (avail < x->size + (64u << 20)) {
-      char a[32], b[32];
+    uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize, headroom = 64u << 20;
+    if (avail < headroom || avail - headroom < x->size) {
+      /* Say the whole need (file + headroom) and the largest --size that
+       * fits, so the user is not left to guess why "900 MiB free" refuses
+       * an 880 MiB file. */
+      char a[32], b[32], c[32], fix[96];
+      uint64_t fits = avail > headroom ? (avail - headroom) >> 20 << 20 : 0;
+      if (fits >= (8u << 20))
+        snprintf(fix, sizeof fix, "use --size %lluMiB or less, or another --dir",
+                 (unsigned long long)(fits >> 20));
+      else
+        snprintf(fix, sizeof fix, "free some space or use another --dir");
       return stk__errf(x->err, STK_ENOSPC,
-                       "%s: the %s scratch file does not fit (%s free); use --size", dir,
-                       stk_fmt_bytes(x->size, a, sizeof a), stk_fmt_bytes(avail, b, sizeof b));
+                       "%s: the %s scratch file does not fit: it needs %s free (the file plus "
+                       "64 MiB of headroom), and %s is; %s",
+                       dir, stk_fmt_bytes(x->size, a, sizeof a),
+                       stk_fmt_bytes(x->size > UINT64_MAX - headroom ? UINT64_MAX
+                                                                     : x->size + headroom,
+                                     c, sizeof c),
+                       stk_fmt_bytes(avail, b, sizeof b), fix);
     }
   }
   return 0;

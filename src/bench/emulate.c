@@ -299,7 +299,8 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
     stk_dataset_close(*ds);
     return stk__errf(err, STK_EINVAL,
                      "%s has %llu samples but the workload asks for %llu (%llu files x %llu per file); "
-                     "generate it with `stoker bench --generate` or lower --files",
+                     "lower --files, or give --data a new folder and bench generates the "
+                     "dataset there",
                      o->data, (unsigned long long)n, (unsigned long long)want,
                      (unsigned long long)o->w.files, (unsigned long long)o->w.samples_per_file);
   }

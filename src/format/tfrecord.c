@@ -172,39 +172,50 @@ static int scan(struct stk_shard *sh, int fd, uint64_t size, char *err) {
   return stk__idx_finish(sh, idx, n, cap, rc);
 }
 
-/* Parse "offset size" lines; 0 only if they tile the shard exactly. */
-static int parse_idx(char *text, size_t len, uint64_t size, struct stk_index_entry **out,
-                     uint64_t *count) {
-  uint64_t lines = 0;
-  for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
-  if (lines == 0 || lines > size / TFR_OVERHEAD + 1) return -1;
-  struct stk_index_entry *idx = malloc((size_t)lines * sizeof *idx);
-  if (!idx) return -1;
+/* What a walk over an .idx saw: its first entry, and the last of the
+ * entries that lie wholly inside a file of `size` bytes (`whole` of them). */
+struct idx_walk {
+  uint64_t size, n, end, whole;
+  struct stk_index_entry first, last_whole;
+};
+
+static int digit_at(const char *p, const char *end) { return p < end && *p >= '0' && *p <= '9'; }
+
+/* Walk the "offset size" lines of an .idx: 0 when they are well formed and
+ * tile [0, w->end) with no gap, storing them in idx when it is not NULL
+ * (room for w->n entries, from a first walk). */
+static int walk_idx(const char *text, size_t len, struct stk_index_entry *idx,
+                    struct idx_walk *w) {
   uint64_t n = 0, expect = 0;
-  char *p = text, *end = text + len;
+  const char *p = text, *end = text + len;
+  w->whole = 0;
   while (p < end) {
     char *e;
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
     if (p == end) break;
-    if (*p < '0' || *p > '9' || n >= lines) goto bad;
+    if (!digit_at(p, end)) return -1;
+    errno = 0;
     uint64_t off = strtoull(p, &e, 10);
-    if (e == p || (*e != ' ' && *e != '\t')) goto bad;
-    p = e;
+    if (*e != ' ' && *e != '\t') return -1;
+    for (p = e; p < end && (*p == ' ' || *p == '\t');) p++;
+    if (!digit_at(p, end)) return -1;
     uint64_t l = strtoull(p, &e, 10);
-    if (e == p || (e < end && *e != '\n' && *e != '\r' && *e != ' ')) goto bad;
+    if (errno == ERANGE || (e < end && *e != '\n' && *e != '\r' && *e != ' ')) return -1;
     p = e;
-    if (off != expect || l < TFR_OVERHEAD || l > size - off) goto bad;
-    idx[n].off = off;
-    idx[n++].len = l;
+    if (off != expect || l < TFR_OVERHEAD || l > UINT64_MAX - off) return -1;
+    struct stk_index_entry ent = {.off = off, .len = l};
+    if (idx) idx[n] = ent;
+    if (n == 0) w->first = ent;
+    if (off + l <= w->size) {
+      w->whole++;
+      w->last_whole = ent;
+    }
+    n++;
     expect = off + l;
   }
-  if (expect != size || n == 0) goto bad;
-  *out = idx;
-  *count = n;
+  w->n = n;
+  w->end = expect;
   return 0;
-bad:
-  free(idx);
-  return -1;
 }
 
 /* A record's header agrees with its index entry. */
@@ -213,6 +224,25 @@ static int header_ok(int fd, const struct stk_index_entry *e) {
   if (stk__pread_full(fd, h, sizeof h, e->off)) return 0;
   return stk__ld64(h) == e->len - TFR_OVERHEAD &&
          stk_crc32c_mask(stk_crc32c(0, h, 8)) == stk__ld32(h + 8);
+}
+
+/* An .idx that describes more bytes than the shard holds: the shard was cut
+ * short (at a record boundary a scan cannot tell), unless the file's own
+ * headers disagree with the entries, which marks the .idx as stale for
+ * another file. STK_ETRUNC with the detail, or 0 when the .idx is stale. */
+static int idx_longer(struct stk_shard *sh, int fd, const struct idx_walk *w, char *err) {
+  int agrees = 1;
+  if (w->size >= TFR_HDR) agrees = header_ok(fd, &w->first);
+  if (agrees && w->whole > 1) agrees = header_ok(fd, &w->last_whole);
+  if (!agrees) return 0;
+  uint64_t cut = w->whole ? w->last_whole.off + w->last_whole.len : 0;
+  return stk__errf(err, STK_ETRUNC,
+                   "%s: offset %llu: the shard ends after %llu of the %llu records its .idx "
+                   "lists (%llu of %llu bytes); truncated shard (if the .idx is stale, remove "
+                   "it to index by scanning)",
+                   sh->path, (unsigned long long)cut, (unsigned long long)w->whole,
+                   (unsigned long long)w->n, (unsigned long long)w->size,
+                   (unsigned long long)w->end);
 }
 
 /* Read a whole .idx into a malloc'ed, NUL-terminated buffer: one read for
@@ -242,34 +272,45 @@ static char *read_idx(int fd, size_t *len) {
 }
 
 /* Use SHARD.idx if present and consistent with the shard: its entries tile
- * the file exactly and the first record's header matches. (parse checks
+ * the file exactly and the first record's header matches (parse checks
  * every record's length against its entry, so a stale .idx that slips
- * through still fails cleanly, naming the record.) */
-static int try_idx(struct stk_shard *sh, int fd, uint64_t size) {
+ * through still fails cleanly, naming the record). Returns 0 when indexed
+ * from the .idx, 1 when the shard must be scanned instead, or an error: a
+ * shard shorter than the .idx it agrees with is truncated, even when it
+ * ends on a record boundary or is empty, which a scan alone would accept. */
+static int try_idx(struct stk_shard *sh, int fd, uint64_t size, char *err) {
   size_t pl = strlen(sh->path), len = 0;
   char *ip = malloc(pl + 5);
-  if (!ip) return -1;
+  if (!ip) return stk__errf(err, STK_ENOMEM, "out of memory");
   memcpy(ip, sh->path, pl);
   memcpy(ip + pl, ".idx", 5);
   int ifd = open(ip, O_RDONLY | O_CLOEXEC);
   free(ip);
-  if (ifd < 0) return -1;
+  if (ifd < 0) return 1;
   char *text = read_idx(ifd, &len);
   close(ifd);
-  struct stk_index_entry *idx;
-  uint64_t n;
-  int rc = -1;
-  if (text && !parse_idx(text, len, size, &idx, &n)) {
-    if (header_ok(fd, &idx[0])) {
-      sh->idx = idx;
-      sh->count = n;
-      rc = 0;
-    } else {
-      free(idx);
+  struct idx_walk w = {.size = size};
+  int rc = 1;
+  if (text && !walk_idx(text, len, NULL, &w)) {
+    if (w.end > size) {
+      rc = idx_longer(sh, fd, &w, err);
+      if (rc == 0) rc = 1;
+    } else if (w.end == size && w.n > 0) {
+      struct stk_index_entry *idx = malloc((size_t)w.n * sizeof *idx);
+      if (idx && !walk_idx(text, len, idx, &w) && header_ok(fd, &idx[0])) {
+        sh->idx = idx;
+        sh->count = w.n;
+        rc = 0;
+      } else {
+        free(idx);
+      }
+    } else if (w.end == size) {
+      rc = 0; /* an empty .idx for an empty shard */
     }
   }
   free(text);
-  if (rc) stk_log(STK_LOG_INFO, "%s.idx does not match the shard; scanning it instead", sh->path);
+  if (rc == 1 && size > 0)
+    stk_log(STK_LOG_INFO, "%s.idx does not match the shard; scanning it instead", sh->path);
   return rc;
 }
 
@@ -278,8 +319,9 @@ static int tfr_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char 
   uint64_t size;
   int rc = stk__fd_size(fd, &size);
   if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  rc = try_idx(sh, fd, size, err);
+  if (rc <= 0) return rc;
   if (size == 0) return 0;
-  if (size >= TFR_OVERHEAD && try_idx(sh, fd, size) == 0) return 0;
   return scan(sh, fd, size, err);
 }
 

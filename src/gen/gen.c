@@ -404,6 +404,11 @@ static int check_opts(const struct stk_gen_opts *o, char *err) {
     return stk__errf(err, STK_EINVAL, "gen: bad JPEG size range %dx%d-%dx%d", o->jpeg_min_w,
                      o->jpeg_min_h, o->jpeg_max_w, o->jpeg_max_h);
   if (o->classes > INT32_MAX) return stk__errf(err, STK_EINVAL, "gen: too many classes");
+  if (o->size_mean > GEN_MAX_SIZE) { /* refused, not clamped: the user asked for that size */
+    char b[32];
+    return stk__errf(err, STK_EINVAL, "--size: %s is over the largest sample gen writes (2 GiB)",
+                     stk_fmt_bytes(o->size_mean, b, sizeof b));
+  }
   return 0;
 }
 

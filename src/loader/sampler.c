@@ -14,6 +14,7 @@
  * function of the position. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../format/format_impl.h"
 #include "stoker/loader.h"
@@ -39,6 +40,8 @@ struct stk_sampler {
   uint64_t *cum;          /* cum[i] = samples before shard_order[i] */
   uint64_t *first;        /* first global sample of each shard */
   struct perm gperm;      /* GLOBAL: this epoch's permutation */
+  const struct stk_dataset *ds; /* for the fingerprint a restore checks */
+  uint64_t fp;                  /* its fingerprint once computed, else 0 */
 };
 
 static void perm_init(struct perm *p, uint64_t n, uint64_t key) {
@@ -143,6 +146,7 @@ int stk_sampler_open(struct stk_sampler **out, const struct stk_dataset *ds,
   s->world = world;
   s->n = ds->nsamples;
   s->nshards = ds->nshards;
+  s->ds = ds;
   if (s->mode == STK_SHUFFLE_BLOCK) {
     s->shard_counts = malloc(s->nshards * sizeof *s->shard_counts);
     s->first = malloc(s->nshards * sizeof *s->first);
@@ -192,13 +196,61 @@ uint64_t stk_sampler_epoch_len(const struct stk_sampler *s) {
 }
 
 void stk_sampler_save(const struct stk_sampler *s, struct stk_sampler_state *st) {
+  st->dataset_fp = 0; /* per batch, so too often to stat every shard */
   st->seed = s->seed;
   st->epoch = s->epoch;
   st->position = STK__MIN(s->position, s->n);
 }
 
+/* ---- the dataset's fingerprint ------------------------------------------ */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const uint8_t *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static uint64_t fnv_u64(uint64_t h, uint64_t v) {
+  uint8_t b[8];
+  for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+  return fnv(h, b, 8);
+}
+
+/* A shard's bytes on disk (or as the cache knows them); 0 when unknown. */
+static uint64_t shard_size(const struct stk_dataset *ds, size_t i) {
+  if (ds->cache) {
+    uint64_t b = stk__shard_file_size((struct stk_dataset *)ds, i);
+    return b == UINT64_MAX ? 0 : b;
+  }
+  struct stat st;
+  const char *p = ds->shards[i].path;
+  return p && stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const char *fmt = ds->fmt && ds->fmt->name ? ds->fmt->name : "";
+  h = fnv(h, fmt, strlen(fmt) + 1);
+  h = fnv_u64(fnv_u64(h, ds->nshards), ds->nsamples);
+  size_t rl = ds->root ? strlen(ds->root) : 0;
+  for (size_t i = 0; i < ds->nshards; i++) {
+    const struct stk_shard *sh = &ds->shards[i];
+    const char *name = sh->path ? sh->path : "";
+    /* The name below the root, so the same files reached by another path
+     * (relative, absolute, a copy elsewhere) match. */
+    if (rl && !strncmp(name, ds->root, rl) && name[rl] == '/') name += rl + 1;
+    h = fnv(h, name, strlen(name) + 1);
+    h = fnv_u64(fnv_u64(h, sh->count), shard_size(ds, i));
+  }
+  return h ? h : 1; /* 0 means "not recorded" in a state */
+}
+
 int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st) {
   if (st->seed != s->seed || st->position > s->n) return STK_EINVAL;
+  if (st->dataset_fp) {
+    if (!s->fp) s->fp = stk_sampler_fingerprint(s->ds);
+    if (st->dataset_fp != s->fp) return STK_EINVAL;
+  }
   stk_sampler_set_epoch(s, st->epoch);
   s->position = st->position;
   return 0;
