@@ -335,6 +335,8 @@ static void summary(const struct bench_args *a, const struct stk_bench_result *r
          w->batch, w->compute_s, r->interrupted ? " (interrupted)" : "");
   printf("  data        %s (%s%s)\n", a->data, w->format, a->o.direct ? ", O_DIRECT" : "");
   printf("  AU          %.4f  %s (threshold %.2f)\n", r->au, r->pass ? "PASS" : "FAIL", r->au_min);
+  printf("  warm-up     %.2f s before epoch 1: the loader filled its ring (%u batches); not in AU\n",
+         r->warmup_s, r->warmup_batches);
   printf("  throughput  %.1f samples/s, %.1f MiB/s\n", r->samples_per_s, r->mib_per_s);
   printf("  time split  compute %.1f%%, data stall %.1f%%, sync stall %.1f%%", 100 * r->compute_frac,
          100 * r->data_stall_frac, 100 * r->sync_stall_frac);

@@ -265,3 +265,41 @@ TEST(bench_concurrent_failed_peer_no_hang) {
   CHECK_EQ(stk_bench_run(&o, &r, err), STK_ECRC);
   CHECK_CONTAINS(err, "shard-00002.tfrecord");
 }
+
+/* The pipeline fill happens before the first epoch's clock starts and is
+ * reported apart: the loader prepares 2N + 2 batches before any is taken
+ * (ring depth 2N and the two beyond it); they are counted as warm-up, and
+ * the loader figures the verdict reads cover the timed epochs only. */
+TEST(bench_run_warmup_outside_au) {
+  struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = 240, .size_mean = 512,
+                           .samples_per_shard = 60, .seed = 4};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  struct stk_bench_opts o;
+  memset(&o, 0, sizeof o);
+  CHECK_OK(stk_workload_preset("resnet50", "h100", &o.w));
+  o.w.files = 4;
+  o.w.samples_per_file = 60;
+  o.w.batch = 10;
+  o.w.epochs = 2;
+  o.w.compute_s = 0.002;
+  o.w.read_threads = 2;
+  o.data = "d";
+  o.accelerators = 3; /* 240 / 10 / 3 = 8 steps; 48 batches in all */
+  struct stk_bench_result r;
+  int rc = stk_bench_run(&o, &r, err);
+  CHECK_MSG(rc == 0, "%s", err);
+  CHECK_EQ(r.warmup_batches, 2 * 3 + 2);
+  CHECK(r.warmup_s >= 0 && isfinite(r.warmup_s));
+  CHECK_EQ(r.loader.batches, 48);
+  CHECK_EQ(r.loader.stage[STK_STAGE_BATCH].items, 48 - (2 * 3 + 2));
+  CHECK(r.loader.wall_ns > 0 && r.loader.wall_ns <= (uint64_t)(r.wall_s * 1e9) + 1000000);
+  FILE *f = fopen("r.json", "w");
+  stk_bench_json(&o, &r, f);
+  fclose(f);
+  char *js = (char *)test_read_file("r.json", NULL);
+  CHECK_CONTAINS(js, "\"warmup_s\"");
+  CHECK_CONTAINS(js, "\"warmup_batches\": 8");
+  free(js);
+  stk_bench_result_free(&r);
+}

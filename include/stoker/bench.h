@@ -94,6 +94,21 @@ struct stk_bench_epoch {
   uint64_t steps;
 };
 
+/* What the rest of the machine did during the run, read from /proc before
+ * and after it, so the verdict can tell a pipeline that is too slow from
+ * one that was not given the CPU, and data read from a device from data
+ * read from the page cache. A figure that could not be read is marked
+ * invalid, never taken as 0. */
+struct stk_bench_host {
+  uint32_t cores;           /* online CPUs */
+  int cpu_valid;            /* /proc/stat was read at both ends */
+  double busy_cpu_s;        /* CPU-seconds all processes ran (user, system, irq; not idle,
+                               iowait or steal) */
+  double steal_cpu_s;       /* CPU-seconds the hypervisor gave our vCPUs to other guests */
+  int io_valid;             /* /proc/self/io was read at both ends */
+  uint64_t device_read_bytes; /* bytes this process caused to be read from a block device */
+};
+
 /* A step on the timeline (for the chart). */
 struct stk_bench_step {
   float t_end;   /* seconds since start */
@@ -120,6 +135,13 @@ struct stk_bench_result {
   uint64_t ntimeline;
   struct stk_loader_stats loader;
   uint64_t cpu_ns;        /* process CPU time over the run */
+  /* Warm-up: before the first epoch's clock starts, the loader fills its
+   * ring (the batches it prepares before any is taken: 2N + 2). That fill
+   * allocates and first touches every batch buffer, a one-time cost that a
+   * long training run amortizes; it is reported here, not in AU. */
+  double warmup_s;
+  uint32_t warmup_batches;
+  struct stk_bench_host host; /* the machine during the run (the verdict's input) */
   int interrupted;
   char verdict[512];      /* one line: "fed: ...", "storage-bound: ...", ... */
   char bottleneck[16];    /* "none", "storage", "decode", "batch", "ring", "sync", "cpu" */

@@ -59,6 +59,8 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
   stk_json_kdbl(&j, "samples_per_s", r->samples_per_s);
   stk_json_kdbl(&j, "mib_per_s", r->mib_per_s);
   stk_json_kdbl(&j, "wall_s", r->wall_s);
+  stk_json_kdbl(&j, "warmup_s", r->warmup_s);
+  stk_json_ku64(&j, "warmup_batches", r->warmup_batches);
   stk_json_kdbl(&j, "cpu_s", (double)r->cpu_ns / 1e9);
   stk_json_kdbl(&j, "cpu_s_per_1000_samples",
                 r->loader.samples ? (double)r->cpu_ns / 1e6 / (double)r->loader.samples : NAN);
@@ -69,6 +71,13 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
   stk_json_kdbl(&j, "sync_stall", r->sync_stall_frac);
   stk_json_kdbl(&j, "sync_stall_from_jitter", r->sync_jitter_frac);
   stk_json_kdbl(&j, "comm", r->comm_frac);
+  stk_json_obj_end(&j);
+  stk_json_key(&j, "host");
+  stk_json_obj_begin(&j);
+  stk_json_ku64(&j, "cores", r->host.cores);
+  stk_json_kdbl(&j, "busy_cpu_s", r->host.cpu_valid ? r->host.busy_cpu_s : NAN);
+  stk_json_kdbl(&j, "steal_cpu_s", r->host.cpu_valid ? r->host.steal_cpu_s : NAN);
+  stk_json_kdbl(&j, "device_read_bytes", r->host.io_valid ? (double)r->host.device_read_bytes : NAN);
   stk_json_obj_end(&j);
   stk_json_kstr(&j, "bottleneck", r->bottleneck);
   stk_json_kstr(&j, "verdict", r->verdict);
