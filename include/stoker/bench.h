@@ -90,6 +90,9 @@ struct stk_bench_epoch {
   double sync_jitter_s; /* the part of sync_s that compute jitter explains
                            (max c - own c each step); the rest waited on a
                            peer's late batch or on the emulator */
+  double sync_wake_s;   /* the part of sync_s the emulator's driver woke late
+                           after the last compute ended (scheduler latency or
+                           a core taken by another process) */
   double first_step_s;  /* load + compute of step 0, left out of AU */
   uint64_t steps;
 };
@@ -130,6 +133,7 @@ struct stk_bench_result {
   double wall_s;
   double data_stall_frac, sync_stall_frac, comm_frac, compute_frac; /* of accelerator time */
   double sync_jitter_frac; /* the part of sync_stall_frac due to compute jitter */
+  double sync_wake_frac;   /* the part due to the driver's late wake-ups */
   struct stk_bench_epoch *per; /* [epochs][accelerators], owned */
   struct stk_bench_step *timeline; /* steps, owned */
   uint64_t ntimeline;
@@ -144,7 +148,9 @@ struct stk_bench_result {
   struct stk_bench_host host; /* the machine during the run (the verdict's input) */
   int interrupted;
   char verdict[512];      /* one line: "fed: ...", "storage-bound: ...", ... */
-  char bottleneck[16];    /* "none", "storage", "decode", "batch", "ring", "sync", "cpu" */
+  char bottleneck[16];    /* "none", "wakeup", "sync", "contention", "decode", "storage",
+                             "read", "cpu", "latency" (docs/bench.md) */
+  char engine[16];        /* the loader's I/O engine */
 };
 
 /* Run the emulation. Returns 0 (also when interrupted: r->interrupted), or

@@ -68,7 +68,7 @@ struct acc {
   struct stk_rng rng;
   struct stk_batch *batch;
   uint64_t got, end; /* when it had its batch; when its compute ends */
-  double step0, compute, compute_all, load, sync, sync_jitter;
+  double step0, compute, compute_all, load, sync, sync_jitter, sync_wake;
 };
 
 static void run_fail(struct run *run, int code, const char *msg) {
@@ -163,6 +163,9 @@ static int step(struct run *run, struct acc *a, uint32_t e, uint64_t s) {
   uint64_t last = 0;
   for (uint32_t i = 0; i < run->nacc; i++) last = STK__MAX(last, a[i].end);
   wait_until(run, last, o->busy_compute);
+  /* How late the driver itself got back: scheduler latency, or a core
+   * taken by another process. Every accelerator waits for it. */
+  double woke_late = (double)(stk_now_ns() - last) / 1e9;
   for (uint32_t i = 0; i < run->nacc; i++) stk_batch_release(run->l, a[i].batch);
   int rc = global_barrier(run);
   uint64_t tb = stk_now_ns(), maxc = 0;
@@ -172,7 +175,9 @@ static int step(struct run *run, struct acc *a, uint32_t e, uint64_t s) {
     double sync = (double)(tb - a[i].end) / 1e9;
     /* Had every batch been on time, this accelerator would have waited
      * only for the longest compute (within this process). */
-    a[i].sync_jitter += STK__MIN(sync, (double)maxc / 1e9 - c);
+    double jit = STK__MIN(sync, (double)maxc / 1e9 - c);
+    a[i].sync_jitter += jit;
+    a[i].sync_wake += STK__MIN(sync - jit, woke_late);
     if (s == 0)
       a[i].step0 = load + c;
     else
@@ -200,6 +205,7 @@ static void epoch_result(struct run *run, struct acc *a, uint32_t e, uint64_t st
     ep->load_s = a[i].load;
     ep->sync_s = a[i].sync;
     ep->sync_jitter_s = a[i].sync_jitter;
+    ep->sync_wake_s = a[i].sync_wake;
     ep->comm_s = comm;
     /* An epoch cut short (Ctrl-C) still reports what it measured. */
     ep->au = steps > 1 && metric > 0 ? a[i].compute / metric : NAN;
@@ -288,7 +294,8 @@ static int validate(const struct stk_bench_opts *o, char *err) {
 }
 
 void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_result *r) {
-  double au = 0, sps = 0, load = 0, sync = 0, jitter = 0, comm = 0, compute = 0, acc_time = 0;
+  double au = 0, sps = 0, load = 0, sync = 0, jitter = 0, wake = 0, comm = 0, compute = 0,
+         acc_time = 0;
   uint32_t n_au = 0, n_ep = 0;
   for (uint32_t e = 0; e < r->epochs; e++) {
     double ep_sps = 0;
@@ -299,6 +306,7 @@ void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_resul
       load += p->load_s;
       sync += p->sync_s;
       jitter += p->sync_jitter_s;
+      wake += p->sync_wake_s;
       comm += p->comm_s;
       compute += p->compute_all_s;
       acc_time += p->wall_s;
@@ -321,6 +329,7 @@ void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_resul
   r->data_stall_frac = acc_time > 0 ? load / acc_time : NAN;
   r->sync_stall_frac = acc_time > 0 ? sync / acc_time : NAN;
   r->sync_jitter_frac = acc_time > 0 ? jitter / acc_time : NAN;
+  r->sync_wake_frac = acc_time > 0 ? wake / acc_time : NAN;
   r->comm_frac = acc_time > 0 ? comm / acc_time : NAN;
   r->compute_frac = acc_time > 0 ? compute / acc_time : NAN;
 }
@@ -458,6 +467,7 @@ int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, ch
   r->interrupted = !run.err && (cancelled(&run) || run.global_rc == STK_ECANCELED);
   stk_loader_stats(run.l, &r->loader);
   stats_since(&r->loader, &warm);
+  snprintf(r->engine, sizeof r->engine, "%s", stk_loader_engine(run.l));
   stk__bench_aggregate(o, r);
   stk__bench_verdict(r);
   rc = run.err;

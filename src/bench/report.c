@@ -70,8 +70,10 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
   stk_json_kdbl(&j, "data_stall", r->data_stall_frac);
   stk_json_kdbl(&j, "sync_stall", r->sync_stall_frac);
   stk_json_kdbl(&j, "sync_stall_from_jitter", r->sync_jitter_frac);
+  stk_json_kdbl(&j, "sync_stall_from_wakeups", r->sync_wake_frac);
   stk_json_kdbl(&j, "comm", r->comm_frac);
   stk_json_obj_end(&j);
+  stk_json_kstr(&j, "engine", r->engine);
   stk_json_key(&j, "host");
   stk_json_obj_begin(&j);
   stk_json_ku64(&j, "cores", r->host.cores);
@@ -102,6 +104,7 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
       stk_json_kdbl(&j, "load_s", p->load_s);
       stk_json_kdbl(&j, "sync_s", p->sync_s);
       stk_json_kdbl(&j, "sync_jitter_s", p->sync_jitter_s);
+      stk_json_kdbl(&j, "sync_wake_s", p->sync_wake_s);
       stk_json_kdbl(&j, "comm_s", p->comm_s);
       stk_json_kdbl(&j, "first_step_s", p->first_step_s);
       stk_json_obj_end(&j);
