@@ -269,6 +269,11 @@ TEST(bench_run_au_definition) {
   double split = r.compute_frac + r.data_stall_frac + r.sync_stall_frac + r.comm_frac;
   CHECK_MSG(split > 0.5 && split <= 1.0 + 1e-9, "split %g", split);
   CHECK(r.ntimeline == 2 * 8 * 3);
+  /* MiB/s from the bytes delivered (512 per sample), not the preset's
+   * 114,660-byte records. */
+  CHECK_EQ(r.loader.bytes, r.loader.samples * 512);
+  CHECK_MSG(fabs(r.mib_per_s - r.samples_per_s * 512 / 1048576.0) < 1e-6 * r.mib_per_s, "MiB/s %g for %g samples/s",
+            r.mib_per_s, r.samples_per_s);
   CHECK(r.verdict[0] != 0);
   FILE *f = fopen("r.json", "w");
   stk_bench_json(&o, &r, f);
@@ -383,5 +388,34 @@ TEST(bench_run_warmup_outside_au) {
   CHECK_CONTAINS(js, "\"warmup_s\"");
   CHECK_CONTAINS(js, "\"warmup_batches\": 8");
   free(js);
+  stk_bench_result_free(&r);
+}
+
+/* Compute time 0: AU (compute over wall time) would be 0 whatever the data
+ * path did; the run reports throughput only and blames nothing. */
+TEST(bench_run_compute_zero) {
+  struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = 120, .size_mean = 256,
+                           .samples_per_shard = 40, .seed = 5};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  struct stk_bench_opts o;
+  memset(&o, 0, sizeof o);
+  CHECK_OK(stk_workload_preset("resnet50", "h100", &o.w));
+  o.w.files = 3;
+  o.w.samples_per_file = 40;
+  o.w.batch = 10;
+  o.w.epochs = 1;
+  o.w.compute_s = 0;
+  o.data = "d";
+  o.accelerators = 2;
+  struct stk_bench_result r;
+  int rc = stk_bench_run(&o, &r, err);
+  CHECK_MSG(rc == 0, "%s", err);
+  CHECK(r.throughput_only);
+  CHECK(isnan(r.au));
+  CHECK(!r.pass);
+  CHECK_STR(r.bottleneck, "none");
+  CHECK_CONTAINS(r.verdict, "throughput only");
+  CHECK(r.samples_per_s > 0);
   stk_bench_result_free(&r);
 }

@@ -129,7 +129,9 @@ struct stk_bench_result {
   double au_min;
   int pass;
   double samples_per_s;   /* all accelerators, mean over epochs */
-  double mib_per_s;       /* samples_per_s x record bytes */
+  double mib_per_s;       /* samples_per_s x the mean bytes of a delivered sample */
+  int throughput_only;    /* compute time 0: AU is undefined (NAN), pass 0, and the verdict
+                             reports the loader's throughput */
   double wall_s;
   double data_stall_frac, sync_stall_frac, comm_frac, compute_frac; /* of accelerator time */
   double sync_jitter_frac; /* the part of sync_stall_frac due to compute jitter */

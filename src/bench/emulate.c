@@ -324,7 +324,15 @@ void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_resul
   }
   r->au = n_au ? au / n_au : NAN;
   r->samples_per_s = n_ep ? sps / n_ep : NAN;
-  r->mib_per_s = r->samples_per_s * o->w.record_bytes / 1048576.0;
+  /* Bytes per sample as delivered, not the workload's nominal record size
+   * (a dataset of other sizes would be misreported). */
+  double per_sample = r->loader.samples ? (double)r->loader.bytes / (double)r->loader.samples : NAN;
+  r->mib_per_s = r->samples_per_s * per_sample / 1048576.0;
+  /* With no compute at all AU (compute over wall time) is 0 whatever the
+   * data path does: the run measures throughput only, and neither passes
+   * nor fails. */
+  r->throughput_only = o->w.compute_s == 0 && o->w.compute_stdev == 0;
+  if (r->throughput_only) r->au = NAN;
   r->pass = n_au && r->au >= r->au_min;
   r->data_stall_frac = acc_time > 0 ? load / acc_time : NAN;
   r->sync_stall_frac = acc_time > 0 ? sync / acc_time : NAN;

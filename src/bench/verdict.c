@@ -160,6 +160,14 @@ void stk__bench_verdict(struct stk_bench_result *r) {
    * wake-up explains was spent waiting for a peer whose batch was late:
    * data stall seen from its neighbours. */
   double late = sync > jitter + wake ? sync - jitter - wake : 0;
+  if (r->throughput_only) {
+    say(r, "none",
+        "throughput only: with compute time 0, AU (compute over wall time) is undefined; the "
+        "loader delivered %.0f samples/s (%.1f MiB/s) to the accelerators; give --compute-s for "
+        "AU and a verdict",
+        r->samples_per_s, r->mib_per_s);
+    return;
+  }
   if (!isfinite(r->au)) {
     say(r, "none", "no verdict: no epoch ran past its first step");
     return;
