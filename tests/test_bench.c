@@ -417,5 +417,11 @@ TEST(bench_run_compute_zero) {
   CHECK_STR(r.bottleneck, "none");
   CHECK_CONTAINS(r.verdict, "throughput only");
   CHECK(r.samples_per_s > 0);
+  FILE *f = fopen("r.svg", "w");
+  stk_bench_svg(&o, &r, f);
+  fclose(f);
+  char *svg = (char *)test_read_file("r.svg", NULL);
+  CHECK_CONTAINS(svg, "throughput only");
+  free(svg);
   stk_bench_result_free(&r);
 }

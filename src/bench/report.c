@@ -1,7 +1,7 @@
 /* Reports of a bench run: JSON with every figure (per accelerator and per
  * epoch), and a self-contained SVG chart: throughput over time on top,
  * the split of accelerator time (compute, data stall, sync stall) below,
- * with AU and its threshold. */
+ * with AU and its threshold, and the warm-up before the first epoch. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -183,11 +183,17 @@ void stk_bench_svg(const struct stk_bench_opts *o, const struct stk_bench_result
           "fill=\"white\"/>\n",
           W_PX);
   fprintf(f, "<g font-size=\"15\" font-weight=\"bold\">");
-  svg_text(f, PLOT_X, 24, "start", "stoker bench: %s %s, %u accelerators: AU %.3f (%s %.2f)",
-           o->w.name, o->w.accel, (unsigned)job_accelerators(o, r), r->au,
-           r->pass ? "pass, >=" : "FAIL, <", r->au_min);
+  if (r->throughput_only)
+    svg_text(f, PLOT_X, 24, "start", "stoker bench: %s %s, %u accelerators: throughput only (compute 0)",
+             o->w.name, o->w.accel, (unsigned)job_accelerators(o, r));
+  else
+    svg_text(f, PLOT_X, 24, "start", "stoker bench: %s %s, %u accelerators: AU %.3f (%s %.2f)",
+             o->w.name, o->w.accel, (unsigned)job_accelerators(o, r), r->au,
+             r->pass ? "pass, >=" : "FAIL, <", r->au_min);
   fputs("</g>\n", f);
   svg_text(f, PLOT_X, 44, "start", "%s", r->verdict);
+  if (r->warmup_s > 0)
+    svg_text(f, PLOT_X + PLOT_W, 24, "end", "warm-up %.2f s (not in AU)", r->warmup_s);
   /* Throughput. */
   svg_text(f, 12, top_y + 10, "start", "%.0f", peak);
   svg_text(f, 12, top_y + top_h, "start", "0");
