@@ -256,6 +256,7 @@ static int check_free_space(const struct bench_args *a) {
   struct statvfs v;
   while (statvfs(dir, &v) != 0) {
     char *slash = strrchr(dir, '/');
+    if (strcmp(dir, "/") == 0) return 0; /* cannot tell: the writer reports a full disk */
     if (!slash) {
       snprintf(dir, sizeof dir, ".");
       if (statvfs(dir, &v) != 0) return 0; /* cannot tell: the writer reports a full disk */
@@ -270,10 +271,10 @@ static int check_free_space(const struct bench_args *a) {
   double avail = (double)v.f_bavail * (double)v.f_frsize;
   if (need + headroom <= avail) return 0;
   char b1[32], b2[32], b3[32];
-  cli_error(a->who, "generating the dataset needs %s plus %s of headroom, but %s has %s free: "
-            "give --data a folder on a larger file system, or lower --files",
-            stk_fmt_bytes((uint64_t)need, b1, sizeof b1), stk_fmt_bytes((uint64_t)headroom, b2, sizeof b2),
-            dir, stk_fmt_bytes((uint64_t)avail, b3, sizeof b3));
+  cli_error(a->who, "generating the dataset in %s needs %s plus %s of headroom, but its file "
+            "system has %s free: give --data a folder on a larger one, or lower --files",
+            a->data, stk_fmt_bytes((uint64_t)need, b1, sizeof b1),
+            stk_fmt_bytes((uint64_t)headroom, b2, sizeof b2), stk_fmt_bytes((uint64_t)avail, b3, sizeof b3));
   return -1;
 }
 
