@@ -69,19 +69,24 @@ def e2(work, rounds):
     base = ["--workload", "resnet50", "--accel", "h100", "--data", d, "--files", str(files),
             "--samples-per-file", str(spf), "--read-threads", str(NCORES), "--epochs", "3"]
     sh([STK, "bench", "-q", *base, "--accelerators", "1", "--epochs", "1"])  # generate once
-    cpu, maxn = [], []
+    cpu, maxn, trials, loads = [], [], [], []
+    fm_json = os.path.join(work, "e2-find-max.json")
     for _ in range(rounds):
         warm(files_of(d))
         p0 = pgpgin_kib()
+        loads.append(os.getloadavg()[0])  # the machine is shared: load beside every round
         r = bench_json([*base, "--accelerators", "2"])
         cpu.append(r["cpu_s_per_1000_samples"])
-        out = sh([STK, "bench", "-q", *base, "--find-max"])
+        out = sh([STK, "bench", "-q", *base, "--find-max", "--json", fm_json])
         m = re.search(r"largest accelerator count meeting AU >= [0-9.]+: (\d+)", out)
         maxn.append(int(m.group(1)) if m else 0)
+        with open(fm_json) as f:
+            trials.append(json.load(f)["trials"])  # every trial: AU, warm-up, verdict
         print(out.rstrip())
-        print(f"    disk reads during the round: {pgpgin_kib() - p0} KiB")
+        print(f"    disk reads during the round: {pgpgin_kib() - p0} KiB; load average {loads[-1]:.2f}")
     res = {"cpu_s_per_1000_samples": statistics.median(cpu), "max_accelerators": statistics.median(maxn),
-           "rounds_cpu": cpu, "rounds_max": maxn, "read_threads": NCORES,
+           "rounds_cpu": cpu, "rounds_max": maxn, "rounds_trials": trials, "rounds_load1": loads,
+           "read_threads": NCORES,
            "dataset": f"{files} files x {spf} records of 114660 B (page cache)"}
     print(f"E2  resnet50/h100 records: {res['cpu_s_per_1000_samples']:.3f} CPU-s per 1000 samples; "
           f"largest N at AU >= 0.90 with {NCORES} read threads: {res['max_accelerators']:.0f} "

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -33,6 +34,7 @@ const char cmd_bench_usage[] =
     "  --batch N            samples per step        --epochs N\n"
     "  --read-threads N     loader decode workers\n"
     "  --compute-s X        compute time per batch  --compute-stdev X\n"
+    "                       (0: no AU, the run measures throughput only)\n"
     "  --compute-dist D     constant, normal, uniform (default constant)\n"
     "  --busy-compute       spin instead of sleeping during compute\n"
     "  --au X               AU threshold (0..1)\n"
@@ -40,7 +42,8 @@ const char cmd_bench_usage[] =
     "  --network NET        nvlink4, ib400, roce100 (default ib400)\n"
     "data:\n"
     "  --data DIR|URL       dataset folder; generated there if empty or missing\n"
-    "                       (default: a folder under $TMPDIR per workload shape);\n"
+    "                       (default: a folder under $TMPDIR per workload shape;\n"
+    "                       its total is shown first, refused without the room);\n"
     "                       or a URL (http(s)://, s3://, file://) read through the\n"
     "                       shard cache (see the cache options below)\n"
     "  --direct             O_DIRECT reads (storage, not the page cache)\n"
@@ -51,7 +54,8 @@ const char cmd_bench_usage[] =
     "search:\n"
     "  --find-max           find the largest accelerator count that meets the AU\n"
     "                       threshold (as MLPerf Storage submissions report); not\n"
-    "                       across processes: it varies the count, mpirun fixes it\n"
+    "                       across processes: it varies the count, mpirun fixes it;\n"
+    "                       --json FILE records every trial\n"
     "across processes and hosts:\n"
     "  --mpi                one emulation per MPI rank, implied under `mpirun -np N`\n"
     "                       (N > 1): N x --accelerators (default 1 per process),\n"
@@ -238,6 +242,42 @@ static int gen_progress(void *ctx, uint64_t done, uint64_t total, uint64_t bytes
   return cli_stop_requested();
 }
 
+/* Bytes the generated dataset takes: records plus a little framing. */
+static double dataset_bytes(const struct stk_workload *w) {
+  return (double)(w->files * w->samples_per_file) * (w->record_bytes + 64);
+}
+
+/* Refuse before writing anything when the dataset would not fit: its size
+ * plus headroom (5% and 1 GiB, so the file system is not left full) must
+ * be free where it goes (the folder, or its nearest existing parent). */
+static int check_free_space(const struct bench_args *a) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", a->data);
+  struct statvfs v;
+  while (statvfs(dir, &v) != 0) {
+    char *slash = strrchr(dir, '/');
+    if (strcmp(dir, "/") == 0) return 0; /* cannot tell: the writer reports a full disk */
+    if (!slash) {
+      snprintf(dir, sizeof dir, ".");
+      if (statvfs(dir, &v) != 0) return 0; /* cannot tell: the writer reports a full disk */
+      break;
+    }
+    if (slash == dir)
+      slash[1] = 0;
+    else
+      *slash = 0;
+  }
+  double need = dataset_bytes(&a->o.w), headroom = need * 0.05 + 1073741824.0;
+  double avail = (double)v.f_bavail * (double)v.f_frsize;
+  if (need + headroom <= avail) return 0;
+  char b1[32], b2[32], b3[32];
+  cli_error(a->who, "generating the dataset in %s needs %s plus %s of headroom, but its file "
+            "system has %s free: give --data a folder on a larger one, or lower --files",
+            a->data, stk_fmt_bytes((uint64_t)need, b1, sizeof b1),
+            stk_fmt_bytes((uint64_t)headroom, b2, sizeof b2), stk_fmt_bytes((uint64_t)avail, b3, sizeof b3));
+  return -1;
+}
+
 /* Use the dataset in a->data, generating it first when the folder is
  * missing or empty (and this process may: under MPI, rank 0, then the first
  * rank of a host that still lacks it). */
@@ -258,10 +298,13 @@ static int prepare_data(struct bench_args *a, int may_generate) {
     return -1;
   }
   if (!may_generate || dir_has_entries(a->data)) return 0;
+  if (check_free_space(a)) return -1;
   int show = !a->quiet && cli_progress_enabled();
+  char total[32];
+  stk_fmt_bytes((uint64_t)dataset_bytes(w), total, sizeof total);
   if (!a->quiet)
-    fprintf(stderr, "stoker bench: generating %" PRIu64 " %s samples of %.0f bytes in %s (once)\n",
-            w->files * w->samples_per_file, w->format, w->record_bytes, a->data);
+    fprintf(stderr, "stoker bench: generating %" PRIu64 " %s samples of %.0f bytes (%s in all) in %s (once)\n",
+            w->files * w->samples_per_file, w->format, w->record_bytes, total, a->data);
   struct stk_gen_opts g;
   memset(&g, 0, sizeof g);
   g.dir = a->data;
@@ -334,7 +377,12 @@ static void summary(const struct bench_args *a, const struct stk_bench_result *r
          w->name, w->accel[0] ? w->accel : "config", r->accelerators, w->epochs, r->steps_per_epoch,
          w->batch, w->compute_s, r->interrupted ? " (interrupted)" : "");
   printf("  data        %s (%s%s)\n", a->data, w->format, a->o.direct ? ", O_DIRECT" : "");
-  printf("  AU          %.4f  %s (threshold %.2f)\n", r->au, r->pass ? "PASS" : "FAIL", r->au_min);
+  if (r->throughput_only)
+    printf("  AU          n/a (compute time 0: the run measures throughput only)\n");
+  else
+    printf("  AU          %.4f  %s (threshold %.2f)\n", r->au, r->pass ? "PASS" : "FAIL", r->au_min);
+  printf("  warm-up     %.2f s before epoch 1: the loader filled its ring (%u batches); not in AU\n",
+         r->warmup_s, r->warmup_batches);
   printf("  throughput  %.1f samples/s, %.1f MiB/s\n", r->samples_per_s, r->mib_per_s);
   printf("  time split  compute %.1f%%, data stall %.1f%%, sync stall %.1f%%", 100 * r->compute_frac,
          100 * r->data_stall_frac, 100 * r->sync_stall_frac);
@@ -345,7 +393,7 @@ static void summary(const struct bench_args *a, const struct stk_bench_result *r
   }
   printf("\n  verdict     %s\n", r->verdict);
   printf("  AU by epoch");
-  for (uint32_t e = 0; e < r->epochs; e++) {
+  for (uint32_t e = 0; e < r->epochs && !r->throughput_only; e++) {
     double s = 0;
     int n = 0;
     for (uint32_t i = 0; i < r->accelerators; i++) {
@@ -357,6 +405,7 @@ static void summary(const struct bench_args *a, const struct stk_bench_result *r
     else
       printf(" -"); /* not run, or stopped before its second step */
   }
+  if (r->throughput_only) printf(" n/a");
   printf("\n  loader      %u read threads, %.2f CPU-s per 1000 samples, consumer wait p99 %.1f ms\n",
          r->loader.stage[STK_STAGE_DECODE].threads,
          r->loader.samples ? (double)r->cpu_ns / 1e6 / (double)r->loader.samples : NAN,
@@ -392,27 +441,83 @@ static int run_once(struct bench_args *a, struct stk_bench_result *r, int show) 
   return rc;
 }
 
+/* One --find-max trial, kept for the JSON report. */
+struct trial {
+  uint32_t n;
+  int ran, pass;
+  double au, samples_per_s, mib_per_s, warmup_s, data_stall, sync_stall;
+  char bottleneck[16], verdict[512];
+};
+
+static void find_max_json(const struct bench_args *a, const struct trial *t, size_t nt,
+                          uint32_t largest, FILE *f) {
+  struct stk_json j;
+  stk_json_init(&j, f, 2);
+  stk_json_obj_begin(&j);
+  stk_json_kstr(&j, "workload", a->o.w.name);
+  stk_json_kstr(&j, "accelerator", a->o.w.accel);
+  stk_json_kstr(&j, "data", a->o.data);
+  stk_json_kdbl(&j, "au_threshold", a->o.w.au_min);
+  stk_json_ku64(&j, "largest_passing", largest);
+  stk_json_key(&j, "trials");
+  stk_json_arr_begin(&j);
+  for (size_t i = 0; i < nt; i++) {
+    stk_json_obj_begin(&j);
+    stk_json_ku64(&j, "accelerators", t[i].n);
+    stk_json_key(&j, "ran");
+    stk_json_bool(&j, t[i].ran);
+    stk_json_key(&j, "pass");
+    stk_json_bool(&j, t[i].pass);
+    stk_json_kdbl(&j, "au", t[i].ran ? t[i].au : NAN);
+    stk_json_kdbl(&j, "samples_per_s", t[i].ran ? t[i].samples_per_s : NAN);
+    stk_json_kdbl(&j, "mib_per_s", t[i].ran ? t[i].mib_per_s : NAN);
+    stk_json_kdbl(&j, "warmup_s", t[i].ran ? t[i].warmup_s : NAN);
+    stk_json_kdbl(&j, "data_stall", t[i].ran ? t[i].data_stall : NAN);
+    stk_json_kdbl(&j, "sync_stall", t[i].ran ? t[i].sync_stall : NAN);
+    stk_json_kstr(&j, "bottleneck", t[i].bottleneck);
+    stk_json_kstr(&j, t[i].ran ? "verdict" : "error", t[i].verdict);
+    stk_json_obj_end(&j);
+  }
+  stk_json_arr_end(&j);
+  stk_json_obj_end(&j);
+}
+
 /* Largest N meeting the threshold: double until a count fails (or the data
  * cannot give it two steps per epoch), then bisect. Every trial narrows
- * [lo, hi): lo passed, hi did not. */
+ * [lo, hi): lo passed, hi did not. With --json, every trial is written. */
 static int find_max(struct bench_args *a) {
   uint32_t lo = 0, hi = 0, n = 1;
+  struct trial t[64]; /* doubling and bisecting 1..4096 takes at most 25 */
+  size_t nt = 0;
   printf("stoker bench --find-max: %s (%s), AU threshold %.2f\n", a->o.w.name, a->o.w.accel, a->o.w.au_min);
-  printf("  %12s %8s %6s %14s  %s\n", "accelerators", "AU", "", "samples/s", "verdict");
+  printf("  %12s %8s %6s %14s %9s  %s\n", "accelerators", "AU", "", "samples/s", "warm-up", "verdict");
   for (;;) {
     if (cli_stop_requested()) return CLI_INTERRUPTED;
     a->o.accelerators = n;
     struct stk_bench_result r;
     char err[STK_ERRMSG_MAX];
-    int pass = 0;
+    struct trial *tr = &t[nt < 64 ? nt++ : 63];
+    memset(tr, 0, sizeof *tr);
+    tr->n = n;
     if (stk_bench_run(&a->o, &r, err) != 0) {
       printf("  %12u  not run: %s\n", n, err);
+      snprintf(tr->verdict, sizeof tr->verdict, "%s", err);
     } else {
-      pass = r.pass;
-      printf("  %12u %8.4f %6s %14.1f  %s\n", n, r.au, r.pass ? "pass" : "fail", r.samples_per_s, r.verdict);
+      tr->ran = 1;
+      tr->pass = r.pass;
+      tr->au = r.au;
+      tr->samples_per_s = r.samples_per_s;
+      tr->mib_per_s = r.mib_per_s;
+      tr->warmup_s = r.warmup_s;
+      tr->data_stall = r.data_stall_frac;
+      tr->sync_stall = r.sync_stall_frac;
+      snprintf(tr->bottleneck, sizeof tr->bottleneck, "%s", r.bottleneck);
+      snprintf(tr->verdict, sizeof tr->verdict, "%s", r.verdict);
+      printf("  %12u %8.4f %6s %14.1f %8.2fs  %s\n", n, r.au, r.pass ? "pass" : "fail", r.samples_per_s,
+             r.warmup_s, r.verdict);
       stk_bench_result_free(&r);
     }
-    if (pass)
+    if (tr->pass)
       lo = n;
     else
       hi = n;
@@ -427,6 +532,15 @@ static int find_max(struct bench_args *a) {
     printf("largest accelerator count meeting AU >= %.2f: %u\n", a->o.w.au_min, lo);
   else
     printf("no accelerator count meets AU >= %.2f (1 accelerator fails)\n", a->o.w.au_min);
+  if (a->json) {
+    FILE *f = strcmp(a->json, "-") == 0 ? stdout : fopen(a->json, "w");
+    if (!f) {
+      cli_error("bench", "--json: cannot write %s: %s", a->json, strerror(errno));
+      return CLI_FAIL;
+    }
+    find_max_json(a, t, nt, lo, f);
+    if (f != stdout) fclose(f);
+  }
   return lo ? CLI_OK : CLI_FAIL;
 }
 
@@ -507,13 +621,24 @@ static int parse_args(struct bench_args *a, int argc, char **argv) {
     if (!accelerators_given) a->o.accelerators = 1;
     stk_bench_mpi_attach(a->mpi, &a->o);
   }
+  struct stk_network net;
+  const char *name = a->network ? a->network : "ib400";
+  if (stk_network_preset(name, &net)) {
+    cli_error("bench", "--network: '%s' is not one of nvlink4, ib400, roce100", name);
+    return CLI_USAGE;
+  }
+  if (a->network && !a->allreduce_bytes && !a->quiet)
+    fprintf(stderr, "stoker bench: note: --network models the all-reduce of --allreduce-bytes, "
+                    "which is not given: no all-reduce is added\n");
+  if (a->find_max && a->svg) {
+    cli_error("bench", "--svg: --find-max draws no chart (--json FILE records every trial)");
+    return CLI_USAGE;
+  }
+  if (a->find_max && a->o.w.compute_s == 0 && a->o.w.compute_stdev == 0) {
+    cli_error("bench", "--find-max needs a compute time: with --compute-s 0, AU is undefined");
+    return CLI_USAGE;
+  }
   if (a->allreduce_bytes) {
-    struct stk_network net;
-    const char *name = a->network ? a->network : "ib400";
-    if (stk_network_preset(name, &net)) {
-      cli_error("bench", "--network: '%s' is not one of nvlink4, ib400, roce100", name);
-      return CLI_USAGE;
-    }
     uint32_t participants = a->o.accelerators * stk_bench_mpi_size(a->mpi);
     a->o.allreduce_s = stk_allreduce_seconds(&net, participants, (double)a->allreduce_bytes);
   }

@@ -3,6 +3,7 @@
  * configs, presets and the all-reduce model. */
 #include <math.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../src/bench/bench_impl.h"
 #include "stoker/stoker.h"
@@ -93,59 +94,140 @@ TEST(bench_yaml_errors_and_unknown_keys) {
   CHECK_CONTAINS(err, "missing.yaml");
 }
 
-/* The verdict on synthetic figures: each class from the figures alone. */
-static void verdict_case(double au, double data, double sync, uint64_t read_busy, uint64_t dec_busy,
-                         uint64_t dec_idle, uint64_t cpu, const char *want) {
-  struct stk_bench_result r;
-  memset(&r, 0, sizeof r);
-  r.au = au;
-  r.au_min = 0.9;
-  r.pass = au >= 0.9;
-  r.data_stall_frac = data;
-  r.sync_stall_frac = sync;
-  r.sync_jitter_frac = sync; /* all of it from compute jitter unless a case says otherwise */
-  r.loader.wall_ns = 1000000000ull;
-  r.loader.read_bytes = 2ull << 30;
-  r.loader.stage[STK_STAGE_READ].busy_ns = read_busy;
-  r.loader.stage[STK_STAGE_DECODE].threads = 2;
-  r.loader.stage[STK_STAGE_DECODE].busy_ns = dec_busy;
-  r.loader.stage[STK_STAGE_DECODE].wait_in_ns = dec_idle;
-  r.cpu_ns = cpu;
-  stk__bench_verdict(&r);
+/* The verdict on synthetic figures (nothing here depends on this machine's
+ * speed or load): a 2-core host, a 10 s run, the loader's stages and the
+ * /proc figures given per case. */
+struct vcase {
+  double au, data, sync, jitter, wake;
+  double read_util, dec_util, dec_idle; /* shares of the wall time */
+  double own, others, steal;            /* shares of the 2 cores */
+  int io_valid;
+  uint64_t device_bytes;                /* of 20 GiB read */
+};
+
+static void verdict_of(const struct vcase *c, struct stk_bench_result *r) {
+  memset(r, 0, sizeof *r);
+  const double wall = 10, cores = 2;
+  r->au = c->au;
+  r->au_min = 0.9;
+  r->pass = c->au >= 0.9;
+  r->wall_s = wall;
+  r->data_stall_frac = c->data;
+  r->sync_stall_frac = c->sync;
+  r->sync_jitter_frac = c->jitter;
+  r->sync_wake_frac = c->wake;
+  r->loader.wall_ns = (uint64_t)(wall * 1e9);
+  r->loader.read_bytes = 20ull << 30;
+  r->loader.stage[STK_STAGE_READ].threads = 1;
+  r->loader.stage[STK_STAGE_READ].busy_ns = (uint64_t)(c->read_util * wall * 1e9);
+  r->loader.stage[STK_STAGE_DECODE].threads = 2;
+  r->loader.stage[STK_STAGE_DECODE].busy_ns = (uint64_t)(c->dec_util * 2 * wall * 1e9);
+  r->loader.stage[STK_STAGE_DECODE].wait_in_ns = (uint64_t)(c->dec_idle * 2 * wall * 1e9);
+  r->cpu_ns = (uint64_t)(c->own * cores * wall * 1e9);
+  r->host.cores = 2;
+  r->host.cpu_valid = 1;
+  r->host.busy_cpu_s = (c->own + c->others) * cores * wall;
+  r->host.steal_cpu_s = c->steal * cores * wall;
+  r->host.io_valid = c->io_valid;
+  r->host.device_read_bytes = c->device_bytes;
+  stk__bench_verdict(r);
+}
+
+static void verdict_case(const struct vcase *c, const char *want, const char *says) {
+  struct stk_bench_result r, again;
+  verdict_of(c, &r);
   CHECK_MSG(strcmp(r.bottleneck, want) == 0, "want %s, got %s: %s", want, r.bottleneck, r.verdict);
-  CHECK(strlen(r.verdict) > 10);
+  if (says) CHECK_CONTAINS(r.verdict, says);
+  /* The same figures, the same verdict. */
+  verdict_of(c, &again);
+  CHECK_STR(again.verdict, r.verdict);
 }
 
 TEST(bench_verdict_classes) {
-  verdict_case(0.97, 0.01, 0.02, 0, 0, 0, 0, "none");
-  verdict_case(0.60, 0.05, 0.35, 0, 0, 0, 0, "sync");
-  /* Reads busy all the time, decoders idle: storage. */
-  verdict_case(0.50, 0.45, 0.02, 990000000ull, 100000000ull, 1800000000ull, 300000000ull, "storage");
-  /* Decoders busy: decode. */
-  verdict_case(0.50, 0.45, 0.02, 500000000ull, 1900000000ull, 50000000ull, 1950000000ull, "decode");
-  /* Nothing saturated: the ring ran dry. */
-  verdict_case(0.80, 0.15, 0.02, 300000000ull, 400000000ull, 1500000000ull, 300000000ull, "ring");
-  /* Barrier waits for a peer's late batch (no compute jitter) are data stall:
-   * here storage, not sync. */
+  const uint64_t GiB = 1ull << 30;
+  /* au, data, sync, jitter, wake, read, dec, dec_idle, own, others, steal, io, device */
+  verdict_case(&(struct vcase){0.97, 0.01, 0.02, 0.02, 0, 0.3, 0.2, 0.7, 0.3, 0, 0, 1, 0}, "none",
+               "fed: AU 0.970");
+  verdict_case(&(struct vcase){0.60, 0.05, 0.35, 0.35, 0, 0.3, 0.2, 0.7, 0.3, 0, 0, 1, 0}, "sync",
+               "--compute-stdev");
+  /* Reads busy, decoders idle, and the bytes came from the device: storage. */
+  verdict_case(&(struct vcase){0.50, 0.45, 0.02, 0.02, 0, 0.99, 0.05, 0.9, 0.3, 0, 0, 1, 18 * GiB},
+               "storage", "faster storage");
+  /* The same figures with the data in the page cache: never storage. */
+  verdict_case(&(struct vcase){0.50, 0.45, 0.02, 0.02, 0, 0.99, 0.05, 0.9, 0.3, 0, 0, 1, 0}, "read",
+               "page cache");
+  /* ... and where /proc/self/io could not be read, it says it cannot tell. */
+  verdict_case(&(struct vcase){0.50, 0.45, 0.02, 0.02, 0, 0.99, 0.05, 0.9, 0.3, 0, 0, 0, 0}, "read",
+               "unknown");
+  /* Decoders busy: decode, naming the option to change. */
+  verdict_case(&(struct vcase){0.50, 0.45, 0.02, 0.02, 0, 0.5, 0.95, 0.02, 0.97, 0, 0, 1, 0},
+               "decode", "--read-threads");
+  /* The process used every core by itself: cpu. */
+  verdict_case(&(struct vcase){0.50, 0.45, 0.02, 0.02, 0, 0.5, 0.6, 0.1, 0.95, 0.02, 0, 1, 0}, "cpu",
+               "fewer emulated accelerators");
+  /* The same stall while other processes took half the machine: contention,
+   * not the pipeline (decode looks busy because its threads were waiting
+   * for a core). */
+  verdict_case(&(struct vcase){0.50, 0.45, 0.02, 0.02, 0, 0.5, 0.95, 0.02, 0.45, 0.5, 0, 1, 0},
+               "contention", "other processes used 50% of the 2 cores");
+  /* Steal alone is contention too. */
+  verdict_case(&(struct vcase){0.70, 0.25, 0.02, 0.02, 0, 0.99, 0.05, 0.9, 0.3, 0, 0.15, 1, 0},
+               "contention", "hypervisor took 15%");
+  /* Nothing saturated, the machine idle: latency, saying what to do. */
+  verdict_case(&(struct vcase){0.80, 0.15, 0.02, 0.02, 0, 0.3, 0.2, 0.75, 0.3, 0.02, 0, 1, 0},
+               "latency", "--epochs");
+  /* Fed on AU but with a large data stall is not "fed". */
+  verdict_case(&(struct vcase){0.91, 0.08, 0.01, 0.01, 0, 0.3, 0.2, 0.75, 0.3, 0.02, 0, 1, 0},
+               "latency", NULL);
+  /* The driver woke late after compute: on an idle machine, scheduler
+   * latency with the option that avoids it; on a busy one, contention. */
+  verdict_case(&(struct vcase){0.85, 0.01, 0.12, 0.0, 0.11, 0.3, 0.2, 0.75, 0.3, 0.05, 0, 1, 0},
+               "wakeup", "--busy-compute");
+  verdict_case(&(struct vcase){0.85, 0.01, 0.12, 0.0, 0.11, 0.3, 0.2, 0.75, 0.4, 0.55, 0, 1, 0},
+               "contention", "driver woke late");
+  /* Barrier waits for a peer's late batch (no compute jitter, no late
+   * wake-up) are data stall: here from a device, so storage, not sync. */
   {
     struct stk_bench_result r;
-    memset(&r, 0, sizeof r);
-    r.au = 0.5;
-    r.au_min = 0.9;
-    r.data_stall_frac = 0.10;
-    r.sync_stall_frac = 0.35;
-    r.sync_jitter_frac = 0.01;
-    r.loader.wall_ns = 1000000000ull;
-    r.loader.stage[STK_STAGE_READ].busy_ns = 990000000ull;
-    r.loader.stage[STK_STAGE_DECODE].threads = 2;
-    r.loader.stage[STK_STAGE_DECODE].busy_ns = 100000000ull;
-    r.loader.stage[STK_STAGE_DECODE].wait_in_ns = 1800000000ull;
-    stk__bench_verdict(&r);
+    verdict_of(&(struct vcase){0.5, 0.10, 0.35, 0.01, 0, 0.99, 0.05, 0.9, 0.3, 0, 0, 1, 20 * GiB},
+               &r);
     CHECK_STR(r.bottleneck, "storage");
     CHECK_CONTAINS(r.verdict, "waited 44.0% for data");
   }
-  /* Fed on AU but with a large data stall is not "fed". */
-  verdict_case(0.91, 0.08, 0.01, 300000000ull, 400000000ull, 1500000000ull, 300000000ull, "ring");
+}
+
+/* The /proc figures the verdict reads, from files written here: the
+ * machine's busy and steal time, and this process's device reads. */
+TEST(bench_host_figures_from_proc) {
+  mkdir("p0", 0755);
+  mkdir("p0/self", 0755);
+  mkdir("p1", 0755);
+  mkdir("p1/self", 0755);
+  const char *s0 = "cpu  100 5 50 1000 7 3 2 10 0 0\ncpu0 1 2 3\n";
+  const char *s1 = "cpu  300 5 150 1100 9 3 2 60 0 0\ncpu0 1 2 3\n";
+  const char *io0 = "rchar: 5\nwchar: 0\nread_bytes: 4096\nwrite_bytes: 0\n";
+  const char *io1 = "rchar: 9\nwchar: 0\nread_bytes: 1052672\nwrite_bytes: 0\n";
+  test_write_file("p0/stat", s0, strlen(s0));
+  test_write_file("p1/stat", s1, strlen(s1));
+  test_write_file("p0/self/io", io0, strlen(io0));
+  test_write_file("p1/self/io", io1, strlen(io1));
+  struct stk__host_snap a, b;
+  stk__bench_host_snap("p0", &a);
+  stk__bench_host_snap("p1", &b);
+  CHECK(a.cpu_ok && a.io_ok && b.cpu_ok && b.io_ok);
+  struct stk_bench_host h;
+  stk__bench_host_delta(&a, &b, 2, &h);
+  double hz = (double)sysconf(_SC_CLK_TCK);
+  CHECK(h.cpu_valid && h.io_valid && h.cores == 2);
+  CHECK_MSG(fabs(h.busy_cpu_s - 300 / hz) < 1e-9, "busy %g", h.busy_cpu_s); /* user + system */
+  CHECK(fabs(h.steal_cpu_s - 50 / hz) < 1e-9);
+  CHECK_EQ(h.device_read_bytes, 1048576);
+  /* A missing file is "unknown", never 0. */
+  struct stk__host_snap none;
+  stk__bench_host_snap("nowhere", &none);
+  CHECK(!none.cpu_ok && !none.io_ok);
+  stk__bench_host_delta(&a, &none, 2, &h);
+  CHECK(!h.cpu_valid && !h.io_valid);
 }
 
 /* A short real run: the structure of the result and DLIO's AU formula. */
@@ -187,6 +269,11 @@ TEST(bench_run_au_definition) {
   double split = r.compute_frac + r.data_stall_frac + r.sync_stall_frac + r.comm_frac;
   CHECK_MSG(split > 0.5 && split <= 1.0 + 1e-9, "split %g", split);
   CHECK(r.ntimeline == 2 * 8 * 3);
+  /* MiB/s from the bytes delivered (512 per sample), not the preset's
+   * 114,660-byte records. */
+  CHECK_EQ(r.loader.bytes, r.loader.samples * 512);
+  CHECK_MSG(fabs(r.mib_per_s - r.samples_per_s * 512 / 1048576.0) < 1e-6 * r.mib_per_s, "MiB/s %g for %g samples/s",
+            r.mib_per_s, r.samples_per_s);
   CHECK(r.verdict[0] != 0);
   FILE *f = fopen("r.json", "w");
   stk_bench_json(&o, &r, f);
@@ -264,4 +351,80 @@ TEST(bench_concurrent_failed_peer_no_hang) {
   struct stk_bench_result r;
   CHECK_EQ(stk_bench_run(&o, &r, err), STK_ECRC);
   CHECK_CONTAINS(err, "shard-00002.tfrecord");
+}
+
+/* The pipeline fill happens before the first epoch's clock starts and is
+ * reported apart: the loader prepares 2N + 2 batches before any is taken
+ * (ring depth 2N and the two beyond it); they are counted as warm-up, and
+ * the loader figures the verdict reads cover the timed epochs only. */
+TEST(bench_run_warmup_outside_au) {
+  struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = 240, .size_mean = 512,
+                           .samples_per_shard = 60, .seed = 4};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  struct stk_bench_opts o;
+  memset(&o, 0, sizeof o);
+  CHECK_OK(stk_workload_preset("resnet50", "h100", &o.w));
+  o.w.files = 4;
+  o.w.samples_per_file = 60;
+  o.w.batch = 10;
+  o.w.epochs = 2;
+  o.w.compute_s = 0.002;
+  o.w.read_threads = 2;
+  o.data = "d";
+  o.accelerators = 3; /* 240 / 10 / 3 = 8 steps; 48 batches in all */
+  struct stk_bench_result r;
+  int rc = stk_bench_run(&o, &r, err);
+  CHECK_MSG(rc == 0, "%s", err);
+  CHECK_EQ(r.warmup_batches, 2 * 3 + 2);
+  CHECK(r.warmup_s >= 0 && isfinite(r.warmup_s));
+  CHECK_EQ(r.loader.batches, 48);
+  CHECK_EQ(r.loader.stage[STK_STAGE_BATCH].items, 48 - (2 * 3 + 2));
+  /* Samples read: all 480, less the 80 of the warm-up (no other batch can
+   * be in flight then: the 8 outstanding are all in the ring). */
+  CHECK_EQ(r.loader.stage[STK_STAGE_READ].items, 480 - 80);
+  CHECK(r.loader.wall_ns > 0);
+  FILE *f = fopen("r.json", "w");
+  stk_bench_json(&o, &r, f);
+  fclose(f);
+  char *js = (char *)test_read_file("r.json", NULL);
+  CHECK_CONTAINS(js, "\"warmup_s\"");
+  CHECK_CONTAINS(js, "\"warmup_batches\": 8");
+  free(js);
+  stk_bench_result_free(&r);
+}
+
+/* Compute time 0: AU (compute over wall time) would be 0 whatever the data
+ * path did; the run reports throughput only and blames nothing. */
+TEST(bench_run_compute_zero) {
+  struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = 120, .size_mean = 256,
+                           .samples_per_shard = 40, .seed = 5};
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  struct stk_bench_opts o;
+  memset(&o, 0, sizeof o);
+  CHECK_OK(stk_workload_preset("resnet50", "h100", &o.w));
+  o.w.files = 3;
+  o.w.samples_per_file = 40;
+  o.w.batch = 10;
+  o.w.epochs = 1;
+  o.w.compute_s = 0;
+  o.data = "d";
+  o.accelerators = 2;
+  struct stk_bench_result r;
+  int rc = stk_bench_run(&o, &r, err);
+  CHECK_MSG(rc == 0, "%s", err);
+  CHECK(r.throughput_only);
+  CHECK(isnan(r.au));
+  CHECK(!r.pass);
+  CHECK_STR(r.bottleneck, "none");
+  CHECK_CONTAINS(r.verdict, "throughput only");
+  CHECK(r.samples_per_s > 0);
+  FILE *f = fopen("r.svg", "w");
+  stk_bench_svg(&o, &r, f);
+  fclose(f);
+  char *svg = (char *)test_read_file("r.svg", NULL);
+  CHECK_CONTAINS(svg, "throughput only");
+  free(svg);
+  stk_bench_result_free(&r);
 }

@@ -90,8 +90,26 @@ struct stk_bench_epoch {
   double sync_jitter_s; /* the part of sync_s that compute jitter explains
                            (max c - own c each step); the rest waited on a
                            peer's late batch or on the emulator */
+  double sync_wake_s;   /* the part of sync_s the emulator's driver woke late
+                           after the last compute ended (scheduler latency or
+                           a core taken by another process) */
   double first_step_s;  /* load + compute of step 0, left out of AU */
   uint64_t steps;
+};
+
+/* What the rest of the machine did during the run, read from /proc before
+ * and after it, so the verdict can tell a pipeline that is too slow from
+ * one that was not given the CPU, and data read from a device from data
+ * read from the page cache. A figure that could not be read is marked
+ * invalid, never taken as 0. */
+struct stk_bench_host {
+  uint32_t cores;           /* online CPUs */
+  int cpu_valid;            /* /proc/stat was read at both ends */
+  double busy_cpu_s;        /* CPU-seconds all processes ran (user, system, irq; not idle,
+                               iowait or steal) */
+  double steal_cpu_s;       /* CPU-seconds the hypervisor gave our vCPUs to other guests */
+  int io_valid;             /* /proc/self/io was read at both ends */
+  uint64_t device_read_bytes; /* bytes this process caused to be read from a block device */
 };
 
 /* A step on the timeline (for the chart). */
@@ -111,18 +129,30 @@ struct stk_bench_result {
   double au_min;
   int pass;
   double samples_per_s;   /* all accelerators, mean over epochs */
-  double mib_per_s;       /* samples_per_s x record bytes */
+  double mib_per_s;       /* samples_per_s x the mean bytes of a delivered sample */
+  int throughput_only;    /* compute time 0: AU is undefined (NAN), pass 0, and the verdict
+                             reports the loader's throughput */
   double wall_s;
   double data_stall_frac, sync_stall_frac, comm_frac, compute_frac; /* of accelerator time */
   double sync_jitter_frac; /* the part of sync_stall_frac due to compute jitter */
+  double sync_wake_frac;   /* the part due to the driver's late wake-ups */
   struct stk_bench_epoch *per; /* [epochs][accelerators], owned */
   struct stk_bench_step *timeline; /* steps, owned */
   uint64_t ntimeline;
   struct stk_loader_stats loader;
   uint64_t cpu_ns;        /* process CPU time over the run */
+  /* Warm-up: before the first epoch's clock starts, the loader fills its
+   * ring (the batches it prepares before any is taken: 2N + 2). That fill
+   * allocates and first touches every batch buffer, a one-time cost that a
+   * long training run amortizes; it is reported here, not in AU. */
+  double warmup_s;
+  uint32_t warmup_batches;
+  struct stk_bench_host host; /* the machine during the run (the verdict's input) */
   int interrupted;
   char verdict[512];      /* one line: "fed: ...", "storage-bound: ...", ... */
-  char bottleneck[16];    /* "none", "storage", "decode", "batch", "ring", "sync", "cpu" */
+  char bottleneck[16];    /* "none", "wakeup", "sync", "contention", "decode", "storage",
+                             "read", "cpu", "latency" (docs/bench.md) */
+  char engine[16];        /* the loader's I/O engine */
 };
 
 /* Run the emulation. Returns 0 (also when interrupted: r->interrupted), or

@@ -12,4 +12,18 @@ void stk__bench_verdict(struct stk_bench_result *r);
  * [accelerators]); used after a run and after gathering runs (MPI). */
 void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_result *r);
 
+/* /proc figures at one moment: the machine's CPU time (ticks of all CPUs)
+ * and this process's device reads. root is "/proc" (tests pass a folder
+ * with stat and self/io of their own). A file that cannot be read leaves
+ * its *_ok at 0. */
+struct stk__host_snap {
+  int cpu_ok, io_ok;
+  uint64_t busy_ticks, steal_ticks; /* summed over the "cpu" line's fields */
+  uint64_t read_bytes;              /* self/io read_bytes */
+};
+void stk__bench_host_snap(const char *root, struct stk__host_snap *s);
+/* The run's figures from two snapshots (cores: online CPUs). */
+void stk__bench_host_delta(const struct stk__host_snap *a, const struct stk__host_snap *b,
+                           uint32_t cores, struct stk_bench_host *h);
+
 #endif

@@ -1,7 +1,7 @@
 /* Reports of a bench run: JSON with every figure (per accelerator and per
  * epoch), and a self-contained SVG chart: throughput over time on top,
  * the split of accelerator time (compute, data stall, sync stall) below,
- * with AU and its threshold. */
+ * with AU and its threshold, and the warm-up before the first epoch. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -59,6 +59,8 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
   stk_json_kdbl(&j, "samples_per_s", r->samples_per_s);
   stk_json_kdbl(&j, "mib_per_s", r->mib_per_s);
   stk_json_kdbl(&j, "wall_s", r->wall_s);
+  stk_json_kdbl(&j, "warmup_s", r->warmup_s);
+  stk_json_ku64(&j, "warmup_batches", r->warmup_batches);
   stk_json_kdbl(&j, "cpu_s", (double)r->cpu_ns / 1e9);
   stk_json_kdbl(&j, "cpu_s_per_1000_samples",
                 r->loader.samples ? (double)r->cpu_ns / 1e6 / (double)r->loader.samples : NAN);
@@ -68,7 +70,16 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
   stk_json_kdbl(&j, "data_stall", r->data_stall_frac);
   stk_json_kdbl(&j, "sync_stall", r->sync_stall_frac);
   stk_json_kdbl(&j, "sync_stall_from_jitter", r->sync_jitter_frac);
+  stk_json_kdbl(&j, "sync_stall_from_wakeups", r->sync_wake_frac);
   stk_json_kdbl(&j, "comm", r->comm_frac);
+  stk_json_obj_end(&j);
+  stk_json_kstr(&j, "engine", r->engine);
+  stk_json_key(&j, "host");
+  stk_json_obj_begin(&j);
+  stk_json_ku64(&j, "cores", r->host.cores);
+  stk_json_kdbl(&j, "busy_cpu_s", r->host.cpu_valid ? r->host.busy_cpu_s : NAN);
+  stk_json_kdbl(&j, "steal_cpu_s", r->host.cpu_valid ? r->host.steal_cpu_s : NAN);
+  stk_json_kdbl(&j, "device_read_bytes", r->host.io_valid ? (double)r->host.device_read_bytes : NAN);
   stk_json_obj_end(&j);
   stk_json_kstr(&j, "bottleneck", r->bottleneck);
   stk_json_kstr(&j, "verdict", r->verdict);
@@ -93,6 +104,7 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
       stk_json_kdbl(&j, "load_s", p->load_s);
       stk_json_kdbl(&j, "sync_s", p->sync_s);
       stk_json_kdbl(&j, "sync_jitter_s", p->sync_jitter_s);
+      stk_json_kdbl(&j, "sync_wake_s", p->sync_wake_s);
       stk_json_kdbl(&j, "comm_s", p->comm_s);
       stk_json_kdbl(&j, "first_step_s", p->first_step_s);
       stk_json_obj_end(&j);
@@ -171,11 +183,17 @@ void stk_bench_svg(const struct stk_bench_opts *o, const struct stk_bench_result
           "fill=\"white\"/>\n",
           W_PX);
   fprintf(f, "<g font-size=\"15\" font-weight=\"bold\">");
-  svg_text(f, PLOT_X, 24, "start", "stoker bench: %s %s, %u accelerators: AU %.3f (%s %.2f)",
-           o->w.name, o->w.accel, (unsigned)job_accelerators(o, r), r->au,
-           r->pass ? "pass, >=" : "FAIL, <", r->au_min);
+  if (r->throughput_only)
+    svg_text(f, PLOT_X, 24, "start", "stoker bench: %s %s, %u accelerators: throughput only (compute 0)",
+             o->w.name, o->w.accel, (unsigned)job_accelerators(o, r));
+  else
+    svg_text(f, PLOT_X, 24, "start", "stoker bench: %s %s, %u accelerators: AU %.3f (%s %.2f)",
+             o->w.name, o->w.accel, (unsigned)job_accelerators(o, r), r->au,
+             r->pass ? "pass, >=" : "FAIL, <", r->au_min);
   fputs("</g>\n", f);
   svg_text(f, PLOT_X, 44, "start", "%s", r->verdict);
+  if (r->warmup_s > 0)
+    svg_text(f, PLOT_X + PLOT_W, 24, "end", "warm-up %.2f s (not in AU)", r->warmup_s);
   /* Throughput. */
   svg_text(f, 12, top_y + 10, "start", "%.0f", peak);
   svg_text(f, 12, top_y + top_h, "start", "0");
