@@ -1156,19 +1156,19 @@ static int run_jobs(int argc, char **argv) {
   }
   int werr = 0;
   if (a.csv) {
-    FILE *f = open_out("--csv", a.csv);
-    if (!f) werr = 1;
+    struct stk_outfile *o = open_out("--csv", a.csv);
+    if (!o) werr = 1;
     else {
-      stk_sim_jobs_write_csv(f, res, nruns, labels);
-      werr |= close_out("--csv", a.csv, f) != 0;
+      stk_sim_jobs_write_csv(stk_outfile_stream(o), res, nruns, labels);
+      werr |= close_out("--csv", o) != 0;
     }
   }
   if (a.svg) {
-    FILE *f = open_out("--svg", a.svg);
-    if (!f) werr = 1;
+    struct stk_outfile *o = open_out("--svg", a.svg);
+    if (!o) werr = 1;
     else {
-      stk_sim_jobs_write_svg(f, res, nruns, labels, "stoker sim --jobs: JCT CDF and allocated GPUs");
-      werr |= close_out("--svg", a.svg, f) != 0;
+      stk_sim_jobs_write_svg(stk_outfile_stream(o), res, nruns, labels, "stoker sim --jobs: JCT CDF and allocated GPUs");
+      werr |= close_out("--svg", o) != 0;
     }
   }
   free(res);

@@ -77,11 +77,11 @@ STK_EXPORT void stk_sampler_save(const struct stk_sampler *s, struct stk_sampler
  * STK_EINVAL if the seed differs, the position is past the epoch, or the
  * state records a dataset fingerprint that is not this dataset's (the
  * dataset given to stk_sampler_open must then still be open). */
-int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st);
+STK_EXPORT int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st);
 /* A fingerprint of the dataset's layout, the same for any seed, rank or
  * path it is reached by: format, shard names below the dataset's root,
  * their sample counts and sizes. Never 0. Costs one stat per local shard. */
-uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds);
+STK_EXPORT uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds);
 
 /* ---- decode ---------------------------------------------------------- */
 

@@ -218,8 +218,8 @@ STK_EXPORT void stk_sim_write_svg(FILE *f, const struct stk_sim_result *r, size_
 /* The measured applications: a directory with one subdirectory per
  * application (placements.csv, scalability.csv, validation-BSZ.csv). */
 struct stk_sim_apps;
-int stk_sim_apps_load(struct stk_sim_apps **out, const char *traces_dir, char *errmsg);
-void stk_sim_apps_free(struct stk_sim_apps *a);
+STK_EXPORT int stk_sim_apps_load(struct stk_sim_apps **out, const char *traces_dir, char *errmsg);
+STK_EXPORT void stk_sim_apps_free(struct stk_sim_apps *a);
 
 /* A job list: either the artifact's workload CSV (name, time, application,
  * num_replicas, batch_size) or a trace with fixed durations (columns
@@ -228,17 +228,17 @@ void stk_sim_apps_free(struct stk_sim_apps *a);
  * apps may be NULL for a trace. Malformed rows fail with "FILE:LINE:
  * cause"; an unknown application names it; an empty list is STK_EEMPTY. */
 struct stk_sim_jobs;
-int stk_sim_jobs_load(struct stk_sim_jobs **out, const struct stk_sim_apps *apps, const char *path,
+STK_EXPORT int stk_sim_jobs_load(struct stk_sim_jobs **out, const struct stk_sim_apps *apps, const char *path,
                       char *errmsg);
-void stk_sim_jobs_free(struct stk_sim_jobs *j);
-size_t stk_sim_jobs_count(const struct stk_sim_jobs *j);
+STK_EXPORT void stk_sim_jobs_free(struct stk_sim_jobs *j);
+STK_EXPORT size_t stk_sim_jobs_count(const struct stk_sim_jobs *j);
 
 /* The queueing policies, in table order: fifo, sjf, tiresias, optimus,
  * pollux, multi, carbon. */
-size_t stk_sim_job_policy_count(void);
-const char *stk_sim_job_policy_name(size_t i);
-const char *stk_sim_job_policy_summary(size_t i);
-int stk_sim_job_policy_find(const char *name);
+STK_EXPORT size_t stk_sim_job_policy_count(void);
+STK_EXPORT const char *stk_sim_job_policy_name(size_t i);
+STK_EXPORT const char *stk_sim_job_policy_summary(size_t i);
+STK_EXPORT int stk_sim_job_policy_find(const char *name);
 
 struct stk_sim_jobs_sample {
   double time;
@@ -289,25 +289,25 @@ struct stk_sim_jobs_result {
   size_t nsamples;
 };
 
-int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_opts *opts,
+STK_EXPORT int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_opts *opts,
                      struct stk_sim_jobs_result *res, char *errmsg);
-void stk_sim_jobs_result_free(struct stk_sim_jobs_result *r);
+STK_EXPORT void stk_sim_jobs_result_free(struct stk_sim_jobs_result *r);
 
 /* Published mean JCT (s) of the Pollux artifact's results-jobload for a
  * policy (tiresias, optimus, pollux), load (0.5, 1, 1.5, 2) and workload
  * 1..8 (0 = the mean over the eight); NAN when unknown. */
-double stk_sim_jobs_published(const char *policy, double load, int workload);
+STK_EXPORT double stk_sim_jobs_published(const char *policy, double load, int workload);
 
 /* Reports of several runs (one row each; label names the run). */
-void stk_sim_jobs_write_table(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
+STK_EXPORT void stk_sim_jobs_write_table(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
                               const char *const *label);
-void stk_sim_jobs_write_json(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
+STK_EXPORT void stk_sim_jobs_write_json(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
                              const char *const *label);
 /* One row per job of each run. */
-void stk_sim_jobs_write_csv(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
+STK_EXPORT void stk_sim_jobs_write_csv(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
                             const char *const *label);
 /* JCT CDFs and, from samples, allocated GPUs over time. */
-void stk_sim_jobs_write_svg(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
+STK_EXPORT void stk_sim_jobs_write_svg(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
                             const char *const *label, const char *title);
 
 #ifdef __cplusplus

@@ -38,14 +38,14 @@ STK_EXPORT void stk_sleep_ns(uint64_t ns);
  * 0 and sets *out, STK_EINVAL for text that is not a whole number of bytes
  * ("1.3", "12 apples", "-1", "1e3") and STK_ERANGE for a size past
  * 2^64 - 1 bytes (16 EiB). */
-int stk_parse_size(const char *s, uint64_t *out);
+STK_EXPORT int stk_parse_size(const char *s, uint64_t *out);
 /* Parse a whole decimal unsigned integer; same returns as stk_parse_size. */
 STK_EXPORT int stk_parse_u64(const char *s, uint64_t *out);
 /* Parse a whole finite floating-point number; STK_EINVAL otherwise. */
-int stk_parse_double(const char *s, double *out);
+STK_EXPORT int stk_parse_double(const char *s, double *out);
 /* Print a byte count as "1.50 GiB" (B, KiB .. EiB) into buf (at least 16
  * bytes); returns buf. stk_parse_size reads what it prints. */
-char *stk_fmt_bytes(uint64_t bytes, char *buf, size_t n);
+STK_EXPORT char *stk_fmt_bytes(uint64_t bytes, char *buf, size_t n);
 
 /* ---- random numbers -------------------------------------------------- */
 
@@ -122,20 +122,20 @@ struct stk_outfile;
  * exists and is writable and PATH is not a directory ("-" always can).
  * Call it before a long run so a typo fails at once. 0, or a code with a
  * sentence naming PATH in err (STK_ERRMSG_MAX bytes, may be NULL). */
-int stk_outfile_check(const char *path, char *err);
+STK_EXPORT int stk_outfile_check(const char *path, char *err);
 /* Start writing PATH: *out is the handle, or NULL on failure (err set). */
-int stk_outfile_open(struct stk_outfile **out, const char *path, char *err);
+STK_EXPORT int stk_outfile_open(struct stk_outfile **out, const char *path, char *err);
 /* The stream to write to; owned by the handle (do not fclose it). */
-FILE *stk_outfile_stream(struct stk_outfile *o);
+STK_EXPORT FILE *stk_outfile_stream(struct stk_outfile *o);
 /* The PATH the handle was opened for. */
-const char *stk_outfile_path(const struct stk_outfile *o);
+STK_EXPORT const char *stk_outfile_path(const struct stk_outfile *o);
 /* Finish: 0 when PATH now holds everything written; otherwise a code with
  * err naming PATH and the cause (a full disk, a size limit), the temporary
  * removed and PATH left as it was. Frees o either way. */
-int stk_outfile_commit(struct stk_outfile *o, char *err);
+STK_EXPORT int stk_outfile_commit(struct stk_outfile *o, char *err);
 /* Give up: remove the temporary, leave PATH as it was, free o. NULL is a
  * no-op. */
-void stk_outfile_abort(struct stk_outfile *o);
+STK_EXPORT void stk_outfile_abort(struct stk_outfile *o);
 
 /* ---- logging --------------------------------------------------------- */
 

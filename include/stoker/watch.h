@@ -100,28 +100,28 @@ struct stk_watch;
 
 /* Open an agent. Fails (errmsg, STK_ERRMSG_MAX bytes) only on bad options;
  * a missing NVML is not an error: stk_watch_nvml_status() says why. */
-int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, char *errmsg);
-void stk_watch_close(struct stk_watch *w);
+STK_EXPORT int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, char *errmsg);
+STK_EXPORT void stk_watch_close(struct stk_watch *w);
 /* Take one sample (GPUs, host, loaders), derive the per-job figures for
  * the interval since the previous one, run the reaper and rebuild the
  * exposition. The first sample only sets the baseline for the counters. */
-int stk_watch_sample(struct stk_watch *w);
+STK_EXPORT int stk_watch_sample(struct stk_watch *w);
 /* Sleep until the next sample is due (returns at once in fast time);
  * returns early, with 1, when *stop becomes non-zero. */
-int stk_watch_wait(struct stk_watch *w, volatile int *stop);
+STK_EXPORT int stk_watch_wait(struct stk_watch *w, volatile int *stop);
 /* One line saying whether NVML was loaded and, if not, why (static). */
-const char *stk_watch_nvml_status(const struct stk_watch *w);
+STK_EXPORT const char *stk_watch_nvml_status(const struct stk_watch *w);
 
 /* The latest Prometheus text exposition (format 0.0.4), copied into a
  * malloc'ed buffer the caller frees. Thread-safe against sampling. */
-int stk_watch_prometheus(struct stk_watch *w, char **buf, size_t *len);
+STK_EXPORT int stk_watch_prometheus(struct stk_watch *w, char **buf, size_t *len);
 /* The latest sample and the per-job figures as one JSON object. */
-void stk_watch_json(struct stk_watch *w, struct stk_json *j);
+STK_EXPORT void stk_watch_json(struct stk_watch *w, struct stk_json *j);
 
 /* Serve /metrics over HTTP (libmicrohttpd) on "HOST:PORT" or ":PORT" (port
  * 0 picks one; *port_out gets it). Bounded: at most 64 connections, 10 s
  * idle timeout, 32 KiB per connection besides the response. */
-int stk_watch_serve(struct stk_watch *w, const char *listen, int *port_out, char *errmsg);
+STK_EXPORT int stk_watch_serve(struct stk_watch *w, const char *listen, int *port_out, char *errmsg);
 
 /* A compact view for `stoker top`, copied under the agent's lock. */
 struct stk_watch_gpu_view {
@@ -147,8 +147,8 @@ struct stk_watch_view {
   char nvml_status[256];
 };
 /* Fill *v (free with stk_watch_view_free). */
-int stk_watch_view(struct stk_watch *w, struct stk_watch_view *v);
-void stk_watch_view_free(struct stk_watch_view *v);
+STK_EXPORT int stk_watch_view(struct stk_watch *w, struct stk_watch_view *v);
+STK_EXPORT void stk_watch_view_free(struct stk_watch_view *v);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../dataset/dataset_impl.h"
 #include "../format/format_impl.h"
 #include "stoker/loader.h"
 
@@ -218,8 +219,8 @@ static uint64_t fnv_u64(uint64_t h, uint64_t v) {
 
 /* A shard's bytes on disk (or as the cache knows them); 0 when unknown. */
 static uint64_t shard_size(const struct stk_dataset *ds, size_t i) {
-  if (ds->cache) {
-    uint64_t b = stk__shard_file_size((struct stk_dataset *)ds, i);
+  if (stk__dataset_staged(ds)) {
+    uint64_t b = stk__shard_size((struct stk_dataset *)ds, i);
     return b == UINT64_MAX ? 0 : b;
   }
   struct stat st;
