@@ -62,7 +62,7 @@ int stk__shard_pending(const struct stk_dataset *ds, size_t si) {
   return __atomic_load_n(&ds->shards[si].pending, __ATOMIC_ACQUIRE) != 0;
 }
 
-int stk__dataset_staged(const struct stk_dataset *ds) { return ds->x->cache != NULL; }
+int stk__dataset_staged(const struct stk_dataset *ds) { return ds->x && ds->x->cache != NULL; }
 
 void stk__shard_prefetch(struct stk_dataset *ds, size_t si) {
   if (ds->x->cache) stk__cache_prefetch(ds->x->cache, si);
