@@ -533,13 +533,10 @@ static int find_max(struct bench_args *a) {
   else
     printf("no accelerator count meets AU >= %.2f (1 accelerator fails)\n", a->o.w.au_min);
   if (a->json) {
-    FILE *f = strcmp(a->json, "-") == 0 ? stdout : fopen(a->json, "w");
-    if (!f) {
-      cli_error("bench", "--json: cannot write %s: %s", a->json, strerror(errno));
-      return CLI_FAIL;
-    }
-    find_max_json(a, t, nt, lo, f);
-    if (f != stdout) fclose(f);
+    struct stk_outfile *f;
+    if (cli_out_open("bench", "--json", a->json, &f)) return CLI_FAIL;
+    find_max_json(a, t, nt, lo, stk_outfile_stream(f));
+    if (cli_out_commit("bench", "--json", f)) return CLI_FAIL;
   }
   return lo ? CLI_OK : CLI_FAIL;
 }
