@@ -347,9 +347,31 @@ static int parse_opts(LoaderObject *self, PyObject *d) {
     snprintf(k, sizeof k, "std%d", i);
     if (opt_flt(d, k, &dc->std[i])) return -1;
   }
+  /* The enums, checked here too: _stoker.Loader is reachable directly. */
+  struct {
+    const char *k;
+    int v, max;
+  } en[] = {{"shuffle", (int)o->sampler.shuffle, STK_SHUFFLE_BLOCK},
+            {"decode", dc->kind, STK_DECODE_NPY},
+            {"dtype", dc->dtype, STK_DTYPE_F32},
+            {"layout", dc->layout, STK_LAYOUT_CHW},
+            {"on_error", o->on_error, STK_ON_ERROR_SKIP}};
+  for (size_t i = 0; i < sizeof en / sizeof en[0]; i++)
+    if (en[i].v < 0 || en[i].v > en[i].max) {
+      PyErr_Format(PyExc_ValueError, "%s: %d is out of range", en[i].k, en[i].v);
+      return -1;
+    }
+  if (dc->out_h < 0 || dc->out_w < 0 || dc->out_h > 16384 || dc->out_w > 16384) {
+    PyErr_SetString(PyExc_ValueError, "size: out of range");
+    return -1;
+  }
   PyObject *r = PyDict_GetItemString(d, "resume");
   if (r && r != Py_None) {
     unsigned long long seed, epoch, pos;
+    if (!PyTuple_Check(r)) {
+      PyErr_SetString(PyExc_TypeError, "resume: expected (seed, epoch, position)");
+      return -1;
+    }
     if (!PyArg_ParseTuple(r, "KKK;resume: expected (seed, epoch, position)", &seed, &epoch, &pos))
       return -1;
     self->resume.seed = seed;
@@ -377,6 +399,10 @@ static int parse_opts(LoaderObject *self, PyObject *d) {
     long long x = PyLong_AsLongLong(pf);
     if (x == -1 && PyErr_Occurred()) return -1;
     c->prefetch_bytes = x;
+  }
+  if (c->s3_addressing < 0 || c->s3_addressing > 2) {
+    PyErr_SetString(PyExc_ValueError, "s3_addressing: out of range");
+    return -1;
   }
   if (want_cache) self->dso.cache = c;
   return 0;
@@ -1126,6 +1152,10 @@ static PyObject *mod_gen(PyObject *m, PyObject *args, PyObject *kw) {
                            .seed = seed,
                            .force = force,
                            .quality = quality};
+  if (jpeg != Py_None && !PyTuple_Check(jpeg)) {
+    PyErr_SetString(PyExc_TypeError, "jpeg: expected (min_w, min_h, max_w, max_h)");
+    return NULL;
+  }
   if (jpeg != Py_None &&
       !PyArg_ParseTuple(jpeg, "iiii;jpeg: expected (min_w, min_h, max_w, max_h)", &g.jpeg_min_w,
                         &g.jpeg_min_h, &g.jpeg_max_w, &g.jpeg_max_h))

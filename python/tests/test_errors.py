@@ -242,3 +242,19 @@ def test_cache_dir_and_a_real_library_message_in_logging(datasets, tmp_path, cap
             st = ld.stats()
     assert any("stoker-manifest.json" in r.getMessage() for r in caplog.records if r.name == "stoker")
     assert st["cache"]["fetches"] == 4 and (tmp_path / "cache" / "STOKER-CACHE").exists()
+
+
+def test_private_constructor_checks_too(datasets):
+    """stoker._stoker.Loader, reachable without the Python checks, still
+    refuses what would reach the library out of range."""
+    from stoker import _stoker
+    for bad in ({"shuffle": 9}, {"decode": -1}, {"dtype": 5}, {"layout": 2}, {"on_error": 3},
+                {"out_h": -4}, {"s3_addressing": 7}, {"batch_size": -1}, {"field": 3},
+                {"resume": "x"}):
+        with pytest.raises((ValueError, TypeError)):
+            _stoker.Loader(datasets["tfrecord"], bad)
+    ld = _stoker.Loader.__new__(_stoker.Loader)  # never initialized
+    with pytest.raises(ValueError):
+        next(ld)
+    with pytest.raises(ValueError):
+        ld._stats_json()
