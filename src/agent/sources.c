@@ -97,13 +97,20 @@ static int proc_stat(const struct stk_watch *w, uint32_t pid, double *cpu_s, uin
   char path[600], buf[1024];
   snprintf(path, sizeof path, "%s/%u/stat", w->proc_root, pid);
   if (slurp(path, buf, sizeof buf) <= 0) return -1;
-  char *s = strrchr(buf, ')');
+  uint64_t ticks;
+  if (stk__ag_parse_stat(buf, &ticks, start) != 0) return -1;
+  *cpu_s = (double)ticks / (double)w->clk_tck;
+  return 0;
+}
+
+int stk__ag_parse_stat(const char *buf, uint64_t *cpu_ticks, uint64_t *start) {
+  const char *s = strrchr(buf, ')');
   if (!s) return -1;
   /* After ')': field 3 is the state; utime and stime are 14 and 15, the
    * start time 22. */
   unsigned long long v[23] = {0};
   int field = 3;
-  for (char *p = s + 1; *p && field <= 22; field++) {
+  for (const char *p = s + 1; *p && field <= 22; field++) {
     while (*p == ' ') p++;
     char *end;
     v[field] = strtoull(p, &end, 10);
@@ -114,7 +121,7 @@ static int proc_stat(const struct stk_watch *w, uint32_t pid, double *cpu_s, uin
     }
   }
   if (field <= 22) return -1;
-  *cpu_s = (double)(v[14] + v[15]) / (double)w->clk_tck;
+  *cpu_ticks = v[14] + v[15];
   *start = v[22];
   return 0;
 }
@@ -173,6 +180,10 @@ int stk__ag_cgroup_job(const struct stk_watch *w, uint32_t pid, char *job) {
   char path[600], buf[4096];
   snprintf(path, sizeof path, "%s/%u/cgroup", w->proc_root, pid);
   if (slurp(path, buf, sizeof buf) <= 0) return -1;
+  return stk__ag_parse_cgroup(buf, job);
+}
+
+int stk__ag_parse_cgroup(const char *buf, char *job) {
   /* Slurm: ".../job_123/step_0/..." (cgroup v1 and v2). */
   for (const char *p = buf; (p = strstr(p, "job_")); p += 4) {
     if (p != buf && p[-1] != '/') continue;
@@ -215,6 +226,16 @@ static int read_map_file(const char *path, char jobs[][AG_JOB_LEN], unsigned max
     return -1;
   }
   if ((size_t)len == sizeof buf - 1) {
+    snprintf(why, whyn, "%.200s: larger than 4 KiB", path);
+    return -1;
+  }
+  return stk__ag_parse_map(path, buf, jobs, max, n, why, whyn);
+}
+
+int stk__ag_parse_map(const char *path, char *buf, char jobs[][AG_JOB_LEN], unsigned max,
+                      unsigned *n, char *why, size_t whyn) {
+  *n = 0;
+  if (strlen(buf) >= 4096) {
     snprintf(why, whyn, "%.200s: larger than 4 KiB", path);
     return -1;
   }
