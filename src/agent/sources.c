@@ -161,7 +161,7 @@ const char *stk__ag_proc_info(struct stk_watch *w, uint32_t pid, double *cpu_s) 
 }
 
 void stk__ag_proc_cache_swap(struct stk_watch *w) {
-  qsort(w->pc_cur, w->npc_cur, sizeof *w->pc_cur, pc_cmp);
+  if (w->npc_cur) qsort(w->pc_cur, w->npc_cur, sizeof *w->pc_cur, pc_cmp);
   struct ag_pcache *t = w->pc_prev;
   unsigned tc = w->pc_cap_prev;
   w->pc_prev = w->pc_cur;
