@@ -440,6 +440,26 @@ TEST(watch_real_loader_published_under_job) {
   snprintf(pre, sizeof pre, "stoker_loader_stage_busy_seconds_total{pid=\"%d\",stage=\"decode\",hpc_job=\"train-1\"}", (int)getpid());
   CHECK(metric(t, pre) > 0);
   free(t);
+  /* More batches, then a second sample: the job is charged exactly its
+   * loader's new consumer wait, as input-stalled time within GPU 0's idle
+   * half (the fake's clock: one interval is 1 s). */
+  for (int i = 0; i < 5; i++) {
+    CHECK_OK(stk_loader_next(l, &b));
+    stk_batch_release(l, b);
+  }
+  stk_sleep_ns(120000000);
+  CHECK_OK(stk_loader_next(l, &b));
+  stk_batch_release(l, b);
+  struct stk_loader_stats st2;
+  stk_loader_stats(l, &st2);
+  CHECK_OK(stk_watch_sample(w));
+  t = expo(w);
+  double dwait = (double)(st2.consumer_wait_ns - st.consumer_wait_ns) / 1e9;
+  CHECK_NEAR(metric(t, "stoker_job_input_wait_seconds_total{hpc_job=\"train-1\""), dwait);
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"train-1\",hostname=\"node1\",bucket=\"input_stalled\"}"),
+             dwait < 0.5 ? dwait : 0.5);
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"train-1\",hostname=\"node1\",bucket=\"productive\"}"), 0.5);
+  free(t);
   stk_loader_close(l);
   /* Closed: the file is gone and the loader's series with it. */
   CHECK_OK(stk_watch_sample(w));
