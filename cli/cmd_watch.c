@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -176,6 +177,12 @@ int cmd_watch_run(int argc, char **argv) {
   if (!quiet) stk_log_set_level(stk_log_get_level() < STK_LOG_WARN ? STK_LOG_WARN : stk_log_get_level());
   else stk_log_set_level(STK_LOG_ERROR);
   o.reap_exempt = exempt;
+  /* A node agent keeps a descriptor per GPU process: use the hard limit. */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
   char err[STK_ERRMSG_MAX];
   struct stk_watch *w;
   if (stk_watch_open(&w, &o, err) != 0) {

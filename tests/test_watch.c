@@ -227,14 +227,31 @@ TEST(watch_nvml_init_fails) {
   stk_watch_close(w);
 }
 
+static int count_fds(void) {
+  char *out = NULL;
+  CHECK_OK(test_sh(&out, "ls /proc/%d/fd | wc -l", (int)getpid()));
+  int n = atoi(out);
+  free(out);
+  return n;
+}
+
 /* Processes come and go: a process's series end with it; a job seen only
  * through a process that left is forgotten after the TTL. */
 TEST(watch_processes_come_and_go) {
   write_str("sc.txt", "gpu 0\nat 0 gpu 0 util 50 proc 301 used_mib 10\nat 1 gpu 0 proc 302 used_mib 20\n"
                       "at 3 gpu 0 proc_end 301\nat 5 gpu 0 proc_end 302\n");
-  struct stk_watch_opts o = {.job_ttl_s = 2};
+  /* Their /proc entries (the agent keeps each stat file open while the
+   * process is listed, and must close it when it leaves). */
+  mkdir("proc", 0755);
+  mkdir("proc/301", 0755);
+  mkdir("proc/302", 0755);
+  write_str("proc/301/stat", "301 (a) S 1 1 1 0 -1 0 0 0 0 0 10 0 0 0 20 0 1 0 500 0 0\n");
+  write_str("proc/302/stat", "302 (b) S 1 1 1 0 -1 0 0 0 0 0 20 0 0 0 20 0 1 0 600 0 0\n");
+  struct stk_watch_opts o = {.job_ttl_s = 2, .proc_root = "proc"};
   struct stk_watch *w = agent("sc.txt", &o);
+  int fds0 = count_fds();
   for (int s = 0; s < 3; s++) CHECK_OK(stk_watch_sample(w));
+  CHECK_EQ(count_fds(), fds0 + 2);
   char *t = expo(w);
   CHECK_NEAR(metric(t, "stoker_gpu_process_memory_bytes{gpu=\"0\",UUID=\"GPU-fake-0000\",pid=\"301\""), 10485760);
   CHECK_NEAR(metric(t, "stoker_gpu_process_memory_bytes{gpu=\"0\",UUID=\"GPU-fake-0000\",pid=\"302\""), 20971520);
@@ -251,6 +268,7 @@ TEST(watch_processes_come_and_go) {
   CHECK(strstr(t, "hpc_job=\"pid-301\"") == NULL);
   CHECK(strstr(t, "hpc_job=\"pid-302\"") == NULL);
   free(t);
+  CHECK_EQ(count_fds(), fds0);
   stk_watch_close(w);
 }
 
@@ -439,6 +457,26 @@ TEST(watch_real_loader_published_under_job) {
   CHECK_NEAR(metric(t, pre), 11);
   snprintf(pre, sizeof pre, "stoker_loader_stage_busy_seconds_total{pid=\"%d\",stage=\"decode\",hpc_job=\"train-1\"}", (int)getpid());
   CHECK(metric(t, pre) > 0);
+  free(t);
+  /* More batches, then a second sample: the job is charged exactly its
+   * loader's new consumer wait, as input-stalled time within GPU 0's idle
+   * half (the fake's clock: one interval is 1 s). */
+  for (int i = 0; i < 5; i++) {
+    CHECK_OK(stk_loader_next(l, &b));
+    stk_batch_release(l, b);
+  }
+  stk_sleep_ns(120000000);
+  CHECK_OK(stk_loader_next(l, &b));
+  stk_batch_release(l, b);
+  struct stk_loader_stats st2;
+  stk_loader_stats(l, &st2);
+  CHECK_OK(stk_watch_sample(w));
+  t = expo(w);
+  double dwait = (double)(st2.consumer_wait_ns - st.consumer_wait_ns) / 1e9;
+  CHECK_NEAR(metric(t, "stoker_job_input_wait_seconds_total{hpc_job=\"train-1\""), dwait);
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"train-1\",hostname=\"node1\",bucket=\"input_stalled\"}"),
+             dwait < 0.5 ? dwait : 0.5);
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"train-1\",hostname=\"node1\",bucket=\"productive\"}"), 0.5);
   free(t);
   stk_loader_close(l);
   /* Closed: the file is gone and the loader's series with it. */

@@ -9,6 +9,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +60,11 @@ int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, ch
   for (size_t i = 0; w->exempt && i < ne; i++) w->exempt[i] = strdup(o.reap_exempt[i]);
   w->o.reap_exempt = NULL;
   w->clk_tck = sysconf(_SC_CLK_TCK);
+  /* Stat descriptors kept open: at most half the descriptor limit. */
+  struct rlimit rl;
+  w->pc_fd_max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                     ? (unsigned)(rl.rlim_cur / 2)
+                     : 4096;
   if (w->clk_tck <= 0) w->clk_tck = 100;
   if (!w->runtime_dir || !w->proc_root || !w->hostname || !w->exempt) {
     stk_watch_close(w);
@@ -83,8 +89,7 @@ void stk_watch_close(struct stk_watch *w) {
   stk__ag_loaders_free(w);
   for (unsigned i = 0; i < AG_MAX_GPUS; i++) free(w->gpus[i].procs);
   free(w->jobs);
-  free(w->pc_prev);
-  free(w->pc_cur);
+  stk__ag_proc_cache_free(w);
   free(w->expo);
   for (size_t i = 0; w->exempt && w->exempt[i]; i++) free(w->exempt[i]);
   free(w->exempt);

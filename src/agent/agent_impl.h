@@ -73,7 +73,9 @@ struct ag_job {
  * per process (pid and start time), its stat every sample. */
 struct ag_pcache {
   uint32_t pid;
+  int fd;               /* PROC/PID/stat kept open, or -1 */
   uint64_t start;
+  double cpu_s;
   char job[AG_JOB_LEN]; /* from the cgroup, or "" */
 };
 
@@ -110,6 +112,7 @@ struct stk_watch {
   long clk_tck;
   struct ag_pcache *pc_prev, *pc_cur; /* last sample's (sorted by pid), this one's */
   unsigned npc_prev, npc_cur, pc_cap_prev, pc_cap_cur;
+  unsigned pc_fds, pc_fd_max;         /* stat descriptors kept open, and the cap */
   char *expo;                    /* latest exposition */
   size_t expo_len;
   int expo_stale;                /* a sample came after it was built */
@@ -129,6 +132,15 @@ int stk__ag_cgroup_job(const struct stk_watch *w, uint32_t pid, char *job);
 const char *stk__ag_proc_info(struct stk_watch *w, uint32_t pid, double *cpu_s);
 /* End of a sample's attribution: this sample's processes become the cache. */
 void stk__ag_proc_cache_swap(struct stk_watch *w);
+void stk__ag_proc_cache_free(struct stk_watch *w);
+/* The parsers, on text already read (also the fuzz target's entry points):
+ * a cgroup file's job (0 when found); a mapping file's job ids (0, or -1
+ * with why set; buf is modified); utime+stime and start time from a
+ * /proc/PID/stat line (0 when well-formed). */
+int stk__ag_parse_cgroup(const char *buf, char *job);
+int stk__ag_parse_map(const char *path, char *buf, char jobs[][AG_JOB_LEN], unsigned max,
+                      unsigned *n, char *why, size_t whyn);
+int stk__ag_parse_stat(const char *buf, uint64_t *cpu_ticks, uint64_t *start);
 /* Read the mapping directory into the GPUs' jobs (mapped = 1 where a file
  * names jobs); malformed files are counted and skipped. */
 void stk__ag_read_mapping(struct stk_watch *w);

@@ -92,18 +92,15 @@ void stk__ag_host_sample(struct stk_watch *w, double dt) {
   }
 }
 
-/* utime+stime (seconds) and start time (ticks) from PROC/PID/stat. */
-static int proc_stat(const struct stk_watch *w, uint32_t pid, double *cpu_s, uint64_t *start) {
-  char path[600], buf[1024];
-  snprintf(path, sizeof path, "%s/%u/stat", w->proc_root, pid);
-  if (slurp(path, buf, sizeof buf) <= 0) return -1;
-  char *s = strrchr(buf, ')');
+/* utime+stime (ticks) and start time (ticks) from a PROC/PID/stat line. */
+int stk__ag_parse_stat(const char *buf, uint64_t *cpu_ticks, uint64_t *start) {
+  const char *s = strrchr(buf, ')');
   if (!s) return -1;
   /* After ')': field 3 is the state; utime and stime are 14 and 15, the
    * start time 22. */
   unsigned long long v[23] = {0};
   int field = 3;
-  for (char *p = s + 1; *p && field <= 22; field++) {
+  for (const char *p = s + 1; *p && field <= 22; field++) {
     while (*p == ' ') p++;
     char *end;
     v[field] = strtoull(p, &end, 10);
@@ -114,7 +111,7 @@ static int proc_stat(const struct stk_watch *w, uint32_t pid, double *cpu_s, uin
     }
   }
   if (field <= 22) return -1;
-  *cpu_s = (double)(v[14] + v[15]) / (double)w->clk_tck;
+  *cpu_ticks = v[14] + v[15];
   *start = v[22];
   return 0;
 }
@@ -124,27 +121,77 @@ static int pc_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Read PROC/PID/stat through the process's kept descriptor (a third of the
+ * cost of opening it each time), or open one. 0 and the figures, or -1. */
+static int stat_via_fd(struct stk_watch *w, uint32_t pid, struct ag_pcache *old, int *fd_out,
+                       uint64_t *ticks, uint64_t *start) {
+  char buf[1024];
+  *fd_out = -1;
+  if (old && old->fd >= 0) {
+    ssize_t n = pread(old->fd, buf, sizeof buf - 1, 0);
+    int fd = old->fd;
+    old->fd = -1; /* handed over, or closed below */
+    w->pc_fds--;
+    if (n > 0) {
+      buf[n] = 0;
+      if (stk__ag_parse_stat(buf, ticks, start) == 0) {
+        *fd_out = fd;
+        w->pc_fds++;
+        return 0;
+      }
+    }
+    close(fd); /* the process ended: its descriptor reads nothing */
+  }
+  char path[600];
+  snprintf(path, sizeof path, "%s/%u/stat", w->proc_root, pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) {
+    close(fd);
+    return -1;
+  }
+  buf[n] = 0;
+  if (stk__ag_parse_stat(buf, ticks, start) != 0) {
+    close(fd);
+    return -1;
+  }
+  if (w->pc_fds < w->pc_fd_max) {
+    *fd_out = fd;
+    w->pc_fds++;
+  } else {
+    close(fd);
+  }
+  return 0;
+}
+
 const char *stk__ag_proc_info(struct stk_watch *w, uint32_t pid, double *cpu_s) {
-  double cpu = NAN;
-  uint64_t start = 0;
-  int alive = proc_stat(w, pid, &cpu, &start) == 0;
-  if (cpu_s) *cpu_s = alive ? cpu : NAN;
   /* Seen already in this sample (a process on several GPUs)? */
   for (unsigned i = w->npc_cur; i-- > 0 && i + 8 >= w->npc_cur;)
-    if (w->pc_cur[i].pid == pid) return w->pc_cur[i].job;
+    if (w->pc_cur[i].pid == pid) {
+      if (cpu_s) *cpu_s = w->pc_cur[i].cpu_s;
+      return w->pc_cur[i].job;
+    }
   if (w->npc_cur == w->pc_cap_cur) {
     unsigned nc = w->pc_cap_cur ? w->pc_cap_cur * 2 : 256;
     void *q = realloc(w->pc_cur, nc * sizeof *w->pc_cur);
-    if (!q) return "";
+    if (!q) {
+      if (cpu_s) *cpu_s = NAN;
+      return "";
+    }
     w->pc_cur = q;
     w->pc_cap_cur = nc;
   }
+  struct ag_pcache key = {.pid = pid};
+  struct ag_pcache *old =
+      w->npc_prev ? bsearch(&key, w->pc_prev, w->npc_prev, sizeof key, pc_cmp) : NULL;
   struct ag_pcache *e = &w->pc_cur[w->npc_cur++];
   e->pid = pid;
+  uint64_t ticks = 0, start = 0;
+  int alive = stat_via_fd(w, pid, old, &e->fd, &ticks, &start) == 0;
   e->start = start;
-  struct ag_pcache key = {.pid = pid};
-  const struct ag_pcache *old =
-      w->npc_prev ? bsearch(&key, w->pc_prev, w->npc_prev, sizeof key, pc_cmp) : NULL;
+  e->cpu_s = alive ? (double)ticks / (double)w->clk_tck : NAN;
+  if (cpu_s) *cpu_s = e->cpu_s;
   if (old && old->start == start) { /* the same process (or still none) */
     memcpy(e->job, old->job, AG_JOB_LEN);
   } else if (stk__ag_cgroup_job(w, pid, e->job) != 0) {
@@ -153,8 +200,19 @@ const char *stk__ag_proc_info(struct stk_watch *w, uint32_t pid, double *cpu_s) 
   return e->job;
 }
 
+static void close_fds(struct stk_watch *w, struct ag_pcache *a, unsigned n) {
+  for (unsigned i = 0; i < n; i++)
+    if (a[i].fd >= 0) {
+      close(a[i].fd);
+      a[i].fd = -1;
+      w->pc_fds--;
+    }
+}
+
 void stk__ag_proc_cache_swap(struct stk_watch *w) {
-  qsort(w->pc_cur, w->npc_cur, sizeof *w->pc_cur, pc_cmp);
+  /* Processes not seen in this sample give their descriptors back. */
+  close_fds(w, w->pc_prev, w->npc_prev);
+  if (w->npc_cur) qsort(w->pc_cur, w->npc_cur, sizeof *w->pc_cur, pc_cmp);
   struct ag_pcache *t = w->pc_prev;
   unsigned tc = w->pc_cap_prev;
   w->pc_prev = w->pc_cur;
@@ -165,6 +223,13 @@ void stk__ag_proc_cache_swap(struct stk_watch *w) {
   w->npc_cur = 0;
 }
 
+void stk__ag_proc_cache_free(struct stk_watch *w) {
+  close_fds(w, w->pc_prev, w->npc_prev);
+  close_fds(w, w->pc_cur, w->npc_cur);
+  free(w->pc_prev);
+  free(w->pc_cur);
+}
+
 static int job_char_ok(int c) {
   return isalnum(c) || c == '.' || c == '_' || c == '-' || c == ':' || c == '/' || c == '@';
 }
@@ -173,6 +238,10 @@ int stk__ag_cgroup_job(const struct stk_watch *w, uint32_t pid, char *job) {
   char path[600], buf[4096];
   snprintf(path, sizeof path, "%s/%u/cgroup", w->proc_root, pid);
   if (slurp(path, buf, sizeof buf) <= 0) return -1;
+  return stk__ag_parse_cgroup(buf, job);
+}
+
+int stk__ag_parse_cgroup(const char *buf, char *job) {
   /* Slurm: ".../job_123/step_0/..." (cgroup v1 and v2). */
   for (const char *p = buf; (p = strstr(p, "job_")); p += 4) {
     if (p != buf && p[-1] != '/') continue;
@@ -215,6 +284,16 @@ static int read_map_file(const char *path, char jobs[][AG_JOB_LEN], unsigned max
     return -1;
   }
   if ((size_t)len == sizeof buf - 1) {
+    snprintf(why, whyn, "%.200s: larger than 4 KiB", path);
+    return -1;
+  }
+  return stk__ag_parse_map(path, buf, jobs, max, n, why, whyn);
+}
+
+int stk__ag_parse_map(const char *path, char *buf, char jobs[][AG_JOB_LEN], unsigned max,
+                      unsigned *n, char *why, size_t whyn) {
+  *n = 0;
+  if (strlen(buf) >= 4096) {
     snprintf(why, whyn, "%.200s: larger than 4 KiB", path);
     return -1;
   }

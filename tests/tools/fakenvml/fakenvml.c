@@ -244,11 +244,17 @@ static int failing(const struct gpu *g, const char *fn) {
   if (g->lost) return E_LOST;                             \
   if (failing(g, fn)) return E_UNKNOWN;
 
-int nvmlInit_v2(void) { load(); return init_fail; }
+int nvmlShutdown(void);
+int nvmlInit_v2(void) {
+  load();
+  if (init_fail) nvmlShutdown(); /* no shutdown follows a failed init */
+  return init_fail;
+}
 int nvmlShutdown(void) {
-  for (unsigned i = 0; i < nevents; i++) free(events[i].line);
+  for (unsigned i = 0; i < nevents && events; i++) free(events[i].line);
   free(events);
   events = NULL;
+  nevents = 0;
   return OK;
 }
 const char *nvmlErrorString(int r) {

@@ -1,0 +1,49 @@
+/* Fuzz the metrics agent's parsers of files other programs write: a
+ * process's cgroup (its job), a job-mapping file, a /proc/PID/stat line and
+ * a loader publication. The first byte picks the parser. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/agent/agent_impl.h"
+#include "../../src/loader/publish.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  unsigned which = data[0] % 4;
+  data++;
+  size--;
+  if (size > 8192) size = 8192;
+  char *text = malloc(size + 1);
+  if (!text) return 0;
+  memcpy(text, data, size);
+  text[size] = 0;
+  char job[AG_JOB_LEN], why[256];
+  char jobs[AG_JOBS_PER_GPU][AG_JOB_LEN];
+  unsigned n;
+  uint64_t ticks, start;
+  switch (which) {
+  case 0:
+    if (stk__ag_parse_cgroup(text, job) == 0 && strlen(job) >= AG_JOB_LEN) abort();
+    break;
+  case 1:
+    if (stk__ag_parse_map("fuzz", text, jobs, AG_JOBS_PER_GPU, &n, why, sizeof why) == 0)
+      for (unsigned i = 0; i < n; i++)
+        if (!jobs[i][0] || strlen(jobs[i]) >= AG_JOB_LEN) abort();
+    break;
+  case 2:
+    stk__ag_parse_stat(text, &ticks, &start);
+    break;
+  default: {
+    static uint64_t map[STK_PUB_SIZE / 8];
+    struct stk_pub out;
+    memset(map, 0, sizeof map);
+    memcpy(map, data, size < STK_PUB_SIZE ? size : STK_PUB_SIZE);
+    if (stk__pub_read(map, &out) == 0 && (strlen(out.job) >= sizeof out.job ||
+                                           strlen(out.dataset) >= sizeof out.dataset))
+      abort();
+  }
+  }
+  free(text);
+  return 0;
+}
