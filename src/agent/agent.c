@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../loader/publish.h"
+#include "../base/publication.h"
 #include "agent_impl.h"
 
 extern char **environ;

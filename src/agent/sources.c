@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../loader/publish.h"
+#include "../base/publication.h"
 #include "agent_impl.h"
 
 /* Read a small file (at most n-1 bytes) into buf; -1 when absent. */
