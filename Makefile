@@ -158,9 +158,12 @@ install: all $(BUILD)/stoker.pc
 VENV ?= .venv
 PYTHON_SRC := $(wildcard python/stoker/*.py python/stoker/*.pyi python/src/*.c python/src/*.h) \
               python/setup.py python/pyproject.toml
-$(VENV)/.stoker-installed: $(STATIC) $(PYTHON_SRC)
+$(VENV)/.stoker-installed: $(STATIC) $(PYTHON_SRC) Makefile
 	@./scripts/install-deps python
 	test -x $(VENV)/bin/python || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	@# setuptools relinks only when a source is newer than its last build, not
+	@# when the link line changes (a new dependency of libstoker): start clean.
+	rm -rf python/build
 	STOKER_ROOT=$(abspath .) STOKER_LIB=$(abspath $(STATIC)) $(VENV)/bin/pip install -q \
 	    --no-build-isolation --no-index ./python
 	@touch $@
