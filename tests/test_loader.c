@@ -571,3 +571,25 @@ TEST(loader_npz_dlio_layout_numpy) {
   }
   stk_dataset_close(ds);
 }
+
+/* The ring deepens only when the reader had time to spare on a full ring:
+ * here the consumer takes each batch at once, so the reader is the limit
+ * all along, and a deeper ring would only add batch buffers (it used to
+ * grow at every wait, to prefetch_max). A scheduling blip may still grow
+ * it a step or two. */
+TEST(loader_concurrent_ring_grows_only_for_idle_reader) {
+  uint64_t base = 3u << 20;
+  write_big_files("ds", 24, base);
+  struct stk_dataset *ds = open_ds("ds");
+  struct stk_loader_opts o = {.batch_size = 2, .threads = 2, .epochs = 3, .prefetch = 2,
+                              .prefetch_max = 16, .mem_cap = 1u << 30};
+  struct stk_loader_stats st;
+  o.epochs = 1;
+  for (int e = 0; e < 3; e++) {
+    o.sampler.seed = (uint64_t)e;
+    read_big(ds, &o, base, 1, &st);
+    CHECK_MSG(st.ring_depth_max <= o.prefetch + 3, "ring grew to %u with a reader that never idled",
+              st.ring_depth_max);
+  }
+  stk_dataset_close(ds);
+}
