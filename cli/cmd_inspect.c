@@ -37,7 +37,9 @@ struct summary {
   size_t cap;
 };
 
-static const char *enc_name(int e) { return e == STK_ENC_DEFLATE ? "deflate" : "none"; }
+static const char *enc_name(int e) {
+  return e == STK_ENC_DEFLATE ? "deflate" : e == STK_ENC_STRIDED ? "strided" : "none";
+}
 
 static int summarize(struct stk_dataset *ds, struct summary *s) {
   uint64_t n = stk_dataset_num_samples(ds);

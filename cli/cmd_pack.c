@@ -88,6 +88,21 @@ static int prepare_dst(const struct pack_args *a) {
 static int inflate_fields(struct stk_sample *s, uint8_t **bufs, char *err, size_t errn) {
   for (int i = 0; i < s->nfields; i++) {
     struct stk_field *f = &s->fields[i];
+    if (f->encoding == STK_ENC_STRIDED) { /* a sample of DLIO's npz layout: gather it */
+      uint64_t n = f->elem ? f->raw_len / f->elem : 0;
+      uint8_t *out = malloc(f->raw_len ? (size_t)f->raw_len : 1);
+      if (!out || !f->elem || (n && (n - 1) * f->stride + f->elem > f->len)) {
+        free(out);
+        snprintf(err, errn, "field %s: cannot gather its elements", f->name);
+        return -1;
+      }
+      for (uint64_t k = 0; k < n; k++) memcpy(out + k * f->elem, f->data + k * f->stride, f->elem);
+      bufs[i] = out;
+      f->data = out;
+      f->len = f->raw_len;
+      f->encoding = STK_ENC_NONE;
+      continue;
+    }
     if (f->encoding != STK_ENC_DEFLATE) continue;
     if (f->raw_len > PACK_MAX_INFLATE || f->len > UINT_MAX) {
       snprintf(err, errn, "field %s: %llu bytes inflated is too large", f->name,

@@ -571,3 +571,133 @@ TEST(loader_npz_dlio_layout_numpy) {
   }
   stk_dataset_close(ds);
 }
+
+/* The ring deepens only when the reader had time to spare on a full ring:
+ * here the consumer takes each batch at once, so the reader is the limit
+ * all along, and a deeper ring would only add batch buffers (it used to
+ * grow at every wait, to prefetch_max). A scheduling blip may still grow
+ * it a step or two. */
+TEST(loader_concurrent_ring_grows_only_for_idle_reader) {
+  uint64_t base = 3u << 20;
+  write_big_files("ds", 24, base);
+  struct stk_dataset *ds = open_ds("ds");
+  struct stk_loader_opts o = {.batch_size = 2, .threads = 2, .epochs = 3, .prefetch = 2,
+                              .prefetch_max = 16, .mem_cap = 1u << 30};
+  struct stk_loader_stats st;
+  o.epochs = 1;
+  for (int e = 0; e < 3; e++) {
+    o.sampler.seed = (uint64_t)e;
+    read_big(ds, &o, base, 1, &st);
+    CHECK_MSG(st.ring_depth_max <= o.prefetch + 3, "ring grew to %u with a reader that never idled",
+              st.ring_depth_max);
+  }
+  stk_dataset_close(ds);
+}
+
+/* ---- DLIO's cosmoflow layout --------------------------------------------- */
+
+static size_t put_varint(uint8_t *p, uint64_t v) {
+  size_t n = 0;
+  do {
+    p[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  return n;
+}
+
+/* tf.train.Example {image: bytes, size: int64}, as DLIO's TFRecord
+ * generator writes each cosmoflow record; returns its length. */
+static size_t dlio_example(uint8_t *p, const uint8_t *img, size_t len) {
+  uint8_t f1[64], f2[64], e1[128], e2[128], sz[16];
+  size_t o = 0, n1 = 0, n2 = 0, m1 = 0, m2 = 0, sl = put_varint(sz, len);
+  /* Feature{bytes_list = 1 {value = 1}}: headers; the image bytes follow. */
+  uint8_t blh[16];
+  size_t blhl = 0;
+  blh[blhl++] = 0x0a;
+  blhl += put_varint(blh + blhl, len); /* BytesList.value header */
+  n1 = 0;
+  f1[n1++] = 0x0a;
+  n1 += put_varint(f1 + n1, blhl + len); /* Feature.bytes_list header */
+  /* Feature{int64_list = 3 {value = 1 [packed]}} */
+  uint8_t il[16];
+  size_t ill = 0;
+  il[ill++] = 0x0a;
+  il[ill++] = (uint8_t)sl;
+  memcpy(il + ill, sz, sl);
+  ill += sl;
+  f2[n2++] = 0x1a;
+  n2 += put_varint(f2 + n2, ill);
+  memcpy(f2 + n2, il, ill);
+  n2 += ill;
+  /* map entries {key = 1, value = 2} */
+  e1[m1++] = 0x0a, e1[m1++] = 5, memcpy(e1 + m1, "image", 5), m1 += 5;
+  e1[m1++] = 0x12;
+  m1 += put_varint(e1 + m1, n1 + blhl + len);
+  e2[m2++] = 0x0a, e2[m2++] = 4, memcpy(e2 + m2, "size", 4), m2 += 4;
+  e2[m2++] = 0x12;
+  m2 += put_varint(e2 + m2, n2);
+  size_t ent1 = m1 + n1 + blhl + len, ent2 = m2 + n2;
+  size_t feats = 1 + (size_t)put_varint(sz, ent1) + ent1 + 1 + (size_t)put_varint(sz, ent2) + ent2;
+  p[o++] = 0x0a; /* Example.features */
+  o += put_varint(p + o, feats);
+  p[o++] = 0x0a; /* Features.feature (map entry) */
+  o += put_varint(p + o, ent1);
+  memcpy(p + o, e1, m1), o += m1;
+  memcpy(p + o, f1, n1), o += n1;
+  memcpy(p + o, blh, blhl), o += blhl;
+  memcpy(p + o, img, len), o += len;
+  p[o++] = 0x0a;
+  o += put_varint(p + o, ent2);
+  memcpy(p + o, e2, m2), o += m2;
+  memcpy(p + o, f2, n2), o += n2;
+  return o;
+}
+
+/* DLIO's cosmoflow files (one TFRecord per sample holding an Example with
+ * the record's bytes in "image" and its size in "size") give the image
+ * bytes as the sample through the loader. */
+TEST(loader_dlio_cosmoflow_layout) {
+  mkdir("ds", 0755);
+  size_t n = 6;
+  for (size_t id = 0; id < n; id++) {
+    size_t len = 100000 + id * 777;
+    uint8_t *img = malloc(len), *rec = malloc(len + 256);
+    for (size_t i = 0; i < len; i++) img[i] = payload_byte(id, i);
+    size_t rl = dlio_example(rec, img, len);
+    uint8_t hdr[12], crc[4];
+    stk__st64(hdr, rl);
+    stk__st32(hdr + 8, stk_crc32c_mask(stk_crc32c(0, hdr, 8)));
+    stk__st32(crc, stk_crc32c_mask(stk_crc32c(0, rec, rl)));
+    char path[64];
+    snprintf(path, sizeof path, "ds/img_%zu_of_%zu.tfrecord", id, n);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    fwrite(hdr, 1, 12, f);
+    fwrite(rec, 1, rl, f);
+    fwrite(crc, 1, 4, f);
+    fclose(f);
+    free(img);
+    free(rec);
+  }
+  struct stk_dataset *ds = open_ds("ds");
+  CHECK_EQ(stk_dataset_num_samples(ds), n);
+  struct stk_loader_opts o = {.batch_size = 1, .threads = 2};
+  o.decode.field = "image";
+  struct stk_loader *l;
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  struct stk_batch *b;
+  int rc;
+  size_t got = 0;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    uint64_t id = b->indices[0];
+    CHECK_EQ(b->len[0], 100000 + id * 777);
+    const uint8_t *p = b->data + b->offsets[0];
+    for (uint64_t i = 0; i < b->len[0]; i += 101) CHECK_EQ(p[i], payload_byte(id, i));
+    got++;
+    stk_batch_release(l, b);
+  }
+  CHECK_MSG(rc == STK_EOF, "next: %d %s", rc, stk_loader_errmsg(l));
+  CHECK_EQ(got, n);
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+}

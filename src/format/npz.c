@@ -117,10 +117,13 @@ static int is_member(const struct zent *z, const char *name) {
 }
 
 /* A small member's bytes (y: labels), inflated into a malloc'ed buffer if
- * deflated, else copied. */
+ * deflated, else copied. At most SMALL_MAX bytes, and no more than eight
+ * per byte of the file plus a header's worth: a label takes 8 bytes and a
+ * sample at least one, so a larger y is a zip bomb, not labels. */
 #define SMALL_MAX (64u << 20)
-static const char *small_member(const uint8_t *d, const struct zent *z, uint8_t **out) {
-  if (z->usize > SMALL_MAX) return "label member too large";
+static const char *small_member(const uint8_t *d, const struct zent *z, uint64_t file_size,
+                                uint8_t **out) {
+  if (z->usize > SMALL_MAX || z->usize > 4096 + 8 * file_size) return "label member too large";
   if (!(*out = malloc(z->usize ? (size_t)z->usize : 1))) return "out of memory";
   if (z->method == 0) {
     memcpy(*out, d, (size_t)z->usize);
@@ -212,7 +215,7 @@ static const char *dlio_samples(int fd, uint64_t size, const struct zent *x, con
   uint8_t *raw = malloc(y->csize ? (size_t)y->csize : 1), *img = NULL;
   if (!raw) return "out of memory";
   if (stk__pread_full(fd, raw, (size_t)y->csize, data)) why = "read failed";
-  else if (!small_member(raw, y, &img)) {
+  else if (!small_member(raw, y, size, &img)) {
     struct stk__npy_info yh;
     const char *w2;
     if (!stk__npy_info(img, y->usize, 1, &yh, &w2) && yh.is_int && yh.count == h.last) {
@@ -221,6 +224,8 @@ static const char *dlio_samples(int fd, uint64_t size, const struct zent *x, con
               "layout from np.savez files (stored members)";
       else if (!h.itemsize)
         why = "x has a structured dtype; DLIO's layout needs a simple one";
+      else if (x->csize < h.data_off || h.count > (x->csize - h.data_off) / h.itemsize)
+        why = "x's data is shorter than its shape says";
       else
         *n = h.last;
     }
@@ -322,7 +327,7 @@ static void member_label(const struct zent *z, const uint8_t *d, struct stk_samp
   int named = is_member(z, "y") || is_member(z, "label") || is_member(z, "cls");
   if (!named || out->label >= 0 || z->usize > 4096) return;
   uint8_t *img = NULL;
-  if (small_member(d, z, &img)) return;
+  if (small_member(d, z, 0, &img)) return;
   struct stk__npy_info h;
   const char *why;
   if (!stk__npy_info(img, z->usize, 1, &h, &why) && h.count == 1) out->label = label_at(img, z->usize, 0);
@@ -407,7 +412,7 @@ static const char *dlio_sample(const struct stk_shard *sh, const uint8_t *buf, u
     f->len = (per - 1) * f->stride + h.itemsize;
   }
   uint8_t *img = NULL;
-  if (!small_member(yd, &zy, &img)) out->label = label_at(img, zy.usize, i);
+  if (!small_member(yd, &zy, len, &img)) out->label = label_at(img, zy.usize, i);
   free(img);
   *rc = 0;
   return NULL;

@@ -119,6 +119,8 @@ struct stk_loader {
   int stop_workers;
   atomic_uint_fast64_t max_job_bytes; /* largest job's buffers (reader writes) */
   uint64_t releases;  /* batches released so far */
+  atomic_uint_fast64_t reader_idle_ns; /* reader blocked on a full ring */
+  uint64_t grow_mark; /* reader_idle_ns when the ring last grew */
   struct job *mem_wait; /* filled job waiting for buffer memory (reader's) */
   uint64_t mem_wait_seq; /* its seq, valid while mem_wait_on */
   uint64_t mem_wait_rel; /* releases when it began to wait */
@@ -1009,9 +1011,10 @@ static void *reader_main(void *arg) {
     else
       while (l->outstanding >= (uint64_t)l->depth + 2 && !atomic_load(&l->cancel) && !l->failed)
         pthread_cond_wait(&l->cv_free, &l->mu);
-    int failed = l->failed;
+    int failed = l->failed, mem = l->mem_wait != NULL;
     pthread_mutex_unlock(&l->mu);
     blocked += stk_now_ns() - t0;
+    if (!mem) atomic_fetch_add(&l->reader_idle_ns, stk_now_ns() - t0);
     if (failed) break;
   }
   while (l->inflight_reqs > 0) reap_some(l, 1); /* never leave reads in flight */
@@ -1217,10 +1220,18 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
   return 0;
 }
 
-/* Grow the ring by one batch after the consumer waited, within the memory
- * cap (counting the two batches beyond depth that are always outstanding). */
-static void maybe_grow(struct stk_loader *l) {
+/* Grow the ring by one batch after the consumer waited (wait_ns), within
+ * the memory cap (counting the two batches beyond depth that are always
+ * outstanding), if the reader sat idle on a full ring since the ring last
+ * grew for at least a quarter of that wait: then a deeper ring would have
+ * been filled in that time. A reader that is busy all the time is the
+ * limit itself; deepening the ring would only add batch buffers (for
+ * unet3d, 1 GB each, every page of which the kernel clears on first use). */
+static void maybe_grow(struct stk_loader *l, uint64_t wait_ns) {
   if (l->depth >= l->o.prefetch_max) return;
+  uint64_t idle = atomic_load(&l->reader_idle_ns);
+  if (idle - l->grow_mark < wait_ns / 4) return;
+  l->grow_mark = idle;
   if ((uint64_t)(l->depth + 3) * atomic_load(&l->max_job_bytes) > l->o.mem_cap) return;
   l->depth++;
   if (l->depth > l->depth_max_seen) l->depth_max_seen = l->depth;
@@ -1278,7 +1289,7 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
   if (j) {
     l->ready[l->next_seq % l->maxjobs] = NULL;
     l->next_seq++;
-    if (waited) maybe_grow(l);
+    if (waited) maybe_grow(l, stk_now_ns() - t0);
     if (j->err) {
       rc = l->failed = j->err;
       job_failed = 1;

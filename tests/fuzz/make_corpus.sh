@@ -38,15 +38,18 @@ fi
 cp "$tmp/n1/shard-00000000.npy" "$c/npy/u8.npy"
 "$STK" gen "$tmp/z1" --format npz --samples 1 --size 24 --classes 4 -q
 cp "$tmp/z1/shard-00000000.npz" "$c/npz/stored.npz"
+"$STK" gen "$tmp/z3" --format npz --samples 3 --samples-per-shard 3 --size 24 --classes 4 -q
+cp "$tmp/z3/shard-00000000.npz" "$c/npz/dlio3.npz"
 if [ -x "$PY" ] && $PY -c 'import numpy' 2>/dev/null; then
   (cd "$tmp" && $PY -c "
 import numpy as np
 np.save('f.npy', np.arange(6, dtype='<f4').reshape(2, 3))
 np.save('s.npy', np.zeros(2, dtype=[('a', '<i4'), ('b', 'u1')]))
 np.savez('a.npz', x=np.arange(10, dtype=np.uint8), y=np.array([2]))
-np.savez_compressed('c.npz', x=np.zeros(40, np.float32), y=np.array([1]))")
+np.savez_compressed('c.npz', x=np.zeros(40, np.float32), y=np.array([1]))
+np.savez('d.npz', x=np.arange(24, dtype='<i2').reshape(2, 3, 4), y=[0, 1, 2, 3])")
   cp "$tmp/f.npy" "$tmp/s.npy" "$c/npy/"
-  cp "$tmp/a.npz" "$tmp/c.npz" "$c/npz/"
+  cp "$tmp/a.npz" "$tmp/c.npz" "$tmp/d.npz" "$c/npz/"
 fi
 
 "$STK" gen "$tmp/m1" --format mds --samples 3 --size 20 --classes 2 -q
