@@ -167,7 +167,16 @@ TEST(dataset_names_common_root) {
   CHECK_EQ(stk__names_common_root(&l, &root, err), STK_EINVAL);
   CHECK_CONTAINS(err, "different origins");
   stk__names_free(&l);
+  /* One presigned URL: the query goes with the origin, for its one object;
+   * several cannot share one. */
+  stk__names_add(&l, "https://h/x/1.tar?X-Amz-Signature=abc");
+  CHECK_OK(stk__names_common_root(&l, &root, err));
+  CHECK_STR(root, "https://h/x?X-Amz-Signature=abc");
+  CHECK_STR(l.v[0], "1.tar");
+  free(root);
+  stk__names_free(&l);
   stk__names_add(&l, "http://a/x/1.tar?X-Amz-Signature=abc");
+  stk__names_add(&l, "http://a/x/2.tar?X-Amz-Signature=def");
   CHECK_EQ(stk__names_common_root(&l, &root, err), STK_EINVAL);
   CHECK(!strstr(err, "abc"));
   stk__names_free(&l);

@@ -303,6 +303,14 @@ TEST(remote_nginx_autoindex_html_and_json) {
   CHECK_CONTAINS(out, "\n6\n");
   CHECK_CONTAINS(out, "6 entries checked, 1 corrupt");
   free(out);
+  /* One shard by a URL with a query string (a presigned URL's token): the
+   * token goes with every request for it, and never into a message. */
+  snprintf(cmd, sizeof cmd, "$STK feed '%s/train/shard-00004.tar?token=sekrit42' --json -q && "
+           "$STK inspect '%s/train/shard-00004.tar?token=sekrit42'", url, url);
+  CHECK_MSG(sh(&out, cmd) == 0, "%s", out);
+  CHECK_EQ(json_u64(out, "samples"), 10);
+  CHECK_MSG(!strstr(strstr(out, "path:"), "sekrit42"), "the token leaked: %s", out);
+  free(out);
   /* A directory without an autoindex page and without a manifest is a
    * clear error naming what to do. */
   snprintf(cmd, sizeof cmd, "$STK inspect %s/nope --retry-max-s 1", url);

@@ -88,6 +88,10 @@ int stk_dataset_open(struct stk_dataset **out, const char *path,
                      const struct stk_dataset_opts *opts, char *errmsg);
 void stk_dataset_close(struct stk_dataset *ds);
 
+/* The dataset as it is shown in messages: the path, pattern or list as
+ * given, or a URL with credentials and query strings replaced by "***".
+ * Owned by the dataset. */
+const char *stk_dataset_location(const struct stk_dataset *ds);
 uint64_t stk_dataset_num_samples(const struct stk_dataset *ds);
 size_t stk_dataset_num_shards(const struct stk_dataset *ds);
 const char *stk_dataset_format(const struct stk_dataset *ds);

@@ -218,10 +218,16 @@ static int expand_source(const char *path, const struct stk_dataset_opts *opts,
     free(base);
     return rc;
   }
-  /* A URL naming one shard (its name ends in a format's extension). */
+  /* A URL naming one shard (its name ends in a format's extension; a
+   * presigned URL's query string after it). */
   if (stk__origin_is_url(path) && strncmp(path, "file://", 7)) {
-    const char *base = strrchr(path, '/');
-    if (base && stk__format_by_ext(base + 1)) return stk__names_add(names, path);
+    size_t plen = strcspn(path, "?#");
+    char *p = strndup(path, plen);
+    if (!p) return stk__errf(err, STK_ENOMEM, "out of memory");
+    const char *base = strrchr(p, '/');
+    int one = base && stk__format_by_ext(base + 1) != NULL;
+    free(p);
+    if (one) return stk__names_add(names, path);
   }
   return 0;
 }
@@ -291,6 +297,7 @@ void stk_dataset_close(struct stk_dataset *ds) {
   free(ds);
 }
 
+const char *stk_dataset_location(const struct stk_dataset *ds) { return ds->root; }
 uint64_t stk_dataset_num_samples(const struct stk_dataset *ds) { return ds->nsamples; }
 size_t stk_dataset_num_shards(const struct stk_dataset *ds) { return ds->nshards; }
 const char *stk_dataset_format(const struct stk_dataset *ds) { return ds->fmt->name; }

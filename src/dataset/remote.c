@@ -66,12 +66,19 @@ static int safe_rel(const char *s) {
   return 1;
 }
 
+/* "URL/NAME" for messages, the (redacted) query of the origin's URL kept
+ * at the end: "https://h/train/shard-0.tar?***". */
+static char *remote_path(const char *url, const char *name) {
+  size_t ul = strcspn(url, "?"), n = strlen(url) + strlen(name) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%.*s/%s%s", (int)ul, url, name, url + ul);
+  return p;
+}
+
 static int add_remote_shard(struct stk_dataset *ds, const char *url, const char *name,
                             int32_t label) {
-  size_t n = strlen(url) + strlen(name) + 2;
-  char *p = malloc(n);
+  char *p = remote_path(url, name);
   if (!p) return STK_ENOMEM;
-  snprintf(p, n, "%s/%s", url, name);
   int rc = stk__dataset_add_shard(ds, p, label);
   free(p);
   return rc;
@@ -182,13 +189,11 @@ static int open_dir_index(struct stk_dataset *ds, struct stk_origin *o, const ch
     while (k < t->n && strcmp(t->v[k].name, name)) k++;
     rc = k < t->n ? tab_add(&nt, name, t->v[k].size, t->v[k].has_crc, t->v[k].crc32c)
                   : tab_add(&nt, name, sh->file_bytes, 0, 0);
-    size_t n = strlen(url) + strlen(name) + 2;
-    char *p = rc ? NULL : malloc(n);
+    char *p = rc ? NULL : remote_path(url, name);
     if (!p) {
       rc = stk__errf(err, STK_ENOMEM, "out of memory");
       break;
     }
-    snprintf(p, n, "%s/%s", url, name);
     free(sh->path);
     sh->path = p;
     sh->count_known = 1; /* the index's count, checked again at indexing */
@@ -430,9 +435,13 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   if (rc) return rc;
   struct stk_origin *o = NULL;
   if ((rc = stk__origin_open(&o, url, &oo, err)) != 0) return rc;
+  /* Shards are named under the origin's (redacted) URL; the dataset is
+   * shown as the user named it (a pattern, a list), redacted too. */
   const char *shown = stk__origin_url(o);
+  char red[4096];
+  stk__url_redact(names ? ds->root : shown, red, sizeof red);
   free(ds->root);
-  if (!(ds->root = strdup(shown))) {
+  if (!(ds->root = strdup(red))) {
     stk__origin_close(o);
     return stk__errf(err, STK_ENOMEM, "out of memory");
   }
@@ -445,20 +454,20 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   int mrc = stk__origin_get_mem(o, MANIFEST_NAME, MANIFEST_MAX, &text, &len, merr);
   const struct stk_format_ops *ixf = NULL;
   if (mrc == 0) {
-    rc = parse_manifest(ds, ds->root, text, len, opts, &t, err);
-    if (!rc && ds->fmt->dir_index) rc = open_dir_index(ds, o, ds->root, ds->fmt, &t, err);
+    rc = parse_manifest(ds, shown, text, len, opts, &t, err);
+    if (!rc && ds->fmt->dir_index) rc = open_dir_index(ds, o, shown, ds->fmt, &t, err);
   } else if (mrc == STK_ENOENT) {
     int irc = names ? STK_ENOENT : find_dir_index(o, opts, &ixf, err);
     if (irc == 0)
-      rc = open_dir_index(ds, o, ds->root, ixf, &t, err);
+      rc = open_dir_index(ds, o, shown, ixf, &t, err);
     else if (irc != STK_ENOENT)
       rc = irc;
     else if (!names)
-      rc = open_listed(ds, o, ds->root, opts, &t, err);
+      rc = open_listed(ds, o, shown, opts, &t, err);
   } else {
     rc = stk__errf(err, mrc, "%s", merr);
   }
-  if (!rc && names) rc = open_named(ds, ds->root, names, opts, &t, mrc == 0, err);
+  if (!rc && names) rc = open_named(ds, shown, names, opts, &t, mrc == 0, err);
   free(text);
   if (!rc && ds->nshards == 0)
     rc = stk__errf(err, STK_EEMPTY, "%s: empty dataset: no %s shards found", ds->root,
