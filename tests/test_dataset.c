@@ -213,6 +213,8 @@ TEST(dataset_mixed_formats_refused) {
   free(out);
   rc = sh(&out, "$STK inspect m --format npy");
   CHECK_MSG(rc == 0, "%s", out);
+  /* ... and says what it left out. */
+  CHECK_CONTAINS(out, "files that are not npy shards left out (");
   free(out);
 }
 
