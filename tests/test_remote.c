@@ -329,6 +329,15 @@ TEST(remote_python_http_server_listing_and_pattern) {
   check_form(u, "", 30);
   snprintf(u, sizeof u, "%s/train/shard-00002.tar", url); /* a single shard URL */
   check_form(u, "", 10);
+  /* Sizes are asked with HEAD before anything is fetched: a named shard
+   * that is not there fails the open, naming it, with nothing staged. */
+  char cmd[1024], *out = NULL;
+  snprintf(cmd, sizeof cmd, "$STK inspect '%s/train/shard-{00002..00004}.tar' --cache-dir c; "
+           "echo rc=$?; ls c/data | wc -l", url);
+  CHECK_MSG(sh(&out, cmd) == 0, "%s", out);
+  CHECK_CONTAINS(out, "/train/shard-00004.tar: not found (HTTP 404)");
+  CHECK_CONTAINS(out, "rc=1\n0\n");
+  free(out);
 }
 
 /* Apache's mod_autoindex page (fancy indexing: a table, icons, sort links,

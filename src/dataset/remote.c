@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -389,6 +391,66 @@ static int open_named(struct stk_dataset *ds, const char *url, const struct stk_
   return rc;
 }
 
+/* ---- sizes by HEAD ------------------------------------------------------------ */
+
+#define HEAD_THREADS 16
+
+struct heads {
+  struct stk_origin *o;
+  struct tab *t;
+  atomic_size_t next;
+  pthread_mutex_t mu;
+  int rc;
+  size_t bad;
+  char err[STK_ERRMSG_MAX];
+};
+
+static void *head_worker(void *arg) {
+  struct heads *h = arg;
+  char err[STK_ERRMSG_MAX];
+  for (size_t i; (i = atomic_fetch_add(&h->next, 1)) < h->t->n;) {
+    if (h->t->v[i].size != UINT64_MAX) continue;
+    struct stk_obj_info info;
+    int rc = stk__origin_stat(h->o, h->t->v[i].name, &info, err);
+    if (rc == 0) {
+      h->t->v[i].size = info.size; /* each thread writes its own entries */
+    } else if (rc == STK_ENOENT || rc == STK_EACCES) {
+      /* A named shard that is not there (or refused) fails the open now,
+       * naming it, rather than in the middle of an epoch. */
+      pthread_mutex_lock(&h->mu);
+      if (!h->rc || i < h->bad) {
+        h->rc = rc;
+        h->bad = i;
+        memcpy(h->err, err, sizeof err);
+      }
+      pthread_mutex_unlock(&h->mu);
+    } /* else: unknown still; learned when the shard is staged */
+  }
+  return NULL;
+}
+
+/* Shards whose size neither a manifest nor a listing gave: ask the origin
+ * (HEAD, several at a time), so the staging at open and the look-ahead can
+ * budget them, and a missing shard is reported before any is fetched. */
+static int head_sizes(struct stk_origin *o, struct tab *t, char *err) {
+  size_t unknown = 0;
+  for (size_t i = 0; i < t->n; i++) unknown += t->v[i].size == UINT64_MAX;
+  if (!unknown) return 0;
+  struct heads h = {.o = o, .t = t};
+  atomic_init(&h.next, 0);
+  pthread_mutex_init(&h.mu, NULL);
+  pthread_t tid[HEAD_THREADS];
+  int started = 0;
+  int want = (int)STK__MIN((size_t)HEAD_THREADS, unknown);
+  for (int k = 1; k < want; k++)
+    if (pthread_create(&tid[started], NULL, head_worker, &h) == 0) started++;
+  head_worker(&h);
+  for (int k = 0; k < started; k++) pthread_join(tid[k], NULL);
+  pthread_mutex_destroy(&h.mu);
+  if (h.rc) return stk__errf(err, h.rc, "%s", h.err);
+  return 0;
+}
+
 static int uncounted(struct stk_dataset *ds, size_t i) {
   return ds->shards[i].pending && !ds->shards[i].count_known;
 }
@@ -472,6 +534,7 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   if (!rc && ds->nshards == 0)
     rc = stk__errf(err, STK_EEMPTY, "%s: empty dataset: no %s shards found", ds->root,
                    ds->fmt ? ds->fmt->name : "");
+  if (!rc) rc = head_sizes(o, &t, err);
   if (!rc) {
     rc = stk__cache_open(&ds->x->cache, o, t.v, t.n, &co, err);
     o = NULL; /* the cache owns it, failed or not */
