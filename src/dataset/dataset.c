@@ -206,7 +206,9 @@ static char *dir_of(const char *loc) {
 static int expand_source(const char *path, const struct stk_dataset_opts *opts,
                          struct stk__names *names, char *err) {
   if (stk__brace_has(path)) return stk__brace_expand(path, NAMES_MAX, names, err);
-  if (is_list_name(path)) {
+  struct stat st;
+  int url = stk__origin_is_url(path) && strncmp(path, "file://", 7);
+  if (is_list_name(path) && (url || (stat(path, &st) == 0 && S_ISREG(st.st_mode)))) {
     char *text = NULL, *base = NULL;
     size_t len = 0;
     int rc = read_list(path, opts, &text, &len, err);

@@ -534,7 +534,9 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   if (!rc && ds->nshards == 0)
     rc = stk__errf(err, STK_EEMPTY, "%s: empty dataset: no %s shards found", ds->root,
                    ds->fmt ? ds->fmt->name : "");
-  if (!rc) rc = head_sizes(o, &t, err);
+  /* One sample per file (a folder tree): nothing is staged at open, and
+   * sizes are learned as files arrive; a HEAD per file would cost more. */
+  if (!rc && !(ds->fmt->caps & STK_FMT_TREE)) rc = head_sizes(o, &t, err);
   if (!rc) {
     rc = stk__cache_open(&ds->x->cache, o, t.v, t.n, &co, err);
     o = NULL; /* the cache owns it, failed or not */
