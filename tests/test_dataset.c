@@ -76,6 +76,11 @@ TEST(dataset_format_capabilities) {
   }
   uint8_t junk[64] = "just some text, no format at all";
   CHECK(stk__format_sniff(junk, sizeof junk) == NULL);
+  /* Nothing but the table names a backend: generic code asks the ops. */
+  char *out = NULL;
+  sh(&out, "grep -rn '&stk__fmt_' $ROOT/src $ROOT/cli | grep -v '/src/format/format.c:' || true");
+  CHECK_MSG(out[0] == 0, "generic code tests which backend it holds:\n%s", out);
+  free(out);
 }
 
 static void names_check(const char *pattern, size_t n, const char *first, const char *last) {
