@@ -426,6 +426,8 @@ TEST(remote_read_only_cache_dir) {
                 "$STK feed src --cache-dir ro --json -q && "
                 "$STK gen other --format tfrecord --samples 20 --size 4000 --samples-per-shard 10 "
                 "-q && $STK feed other --cache-dir ro --json -q");
+  char *warm = NULL;
+  int wrc = sh(&warm, "$STK cache warm other --cache-dir ro");
   char *after = NULL;
   sh(&after, "ls ro/data | wc -l");
   umount2("ro", MNT_DETACH);
@@ -438,6 +440,9 @@ TEST(remote_read_only_cache_dir) {
   CHECK(second != NULL);
   CHECK_EQ(json_u64(second, "samples"), 20);
   CHECK_STR(after, "8\n"); /* nothing added: 4 shards and their .meta */
+  CHECK_EQ(wrc, 1); /* warming it says why it cannot */
+  CHECK_CONTAINS(warm, "ro: the cache directory is read-only here");
   free(out);
   free(after);
+  free(warm);
 }
