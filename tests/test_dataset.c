@@ -257,4 +257,11 @@ TEST(dataset_local_pattern_and_list) {
   rc = sh(&out, "$STK verify 'd/shard-{00000..00003}.tfrecord' && $STK feed d/shards.txt -q");
   CHECK_MSG(rc == 0, "%s", out);
   free(out);
+  /* bench reads a pattern as it is: it never generates data into a folder
+   * named after it (a pattern naming missing shards fails instead). */
+  rc = sh(&out, "$STK bench --data 'd/shard-{00005..00006}.tfrecord' --accelerators 1 -q; "
+                "echo rc=$?; ls d | grep -c '{' || true");
+  CHECK_CONTAINS(out, "shard-00005.tfrecord");
+  CHECK_CONTAINS(out, "rc=1\n0\n");
+  free(out);
 }

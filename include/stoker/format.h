@@ -77,6 +77,12 @@ struct stk_dataset_opts {
   const struct stk_cache_opts *cache;
 };
 
+/* Whether path names shards one by one (a brace pattern, or a shard-list
+ * file: *.txt, *.list, *.lst, *.shards) or is a URL, rather than a folder
+ * or a file: callers that would create a folder at path (bench generating
+ * its data) must not. */
+int stk_dataset_path_is_source(const char *path);
+
 /* Open the dataset at path: a directory of shards, a single shard file, or
  * an MDS directory with index.json; or a URL (file://, http://, https://,
  * s3://bucket/prefix) whose shards are staged through the cache: see

@@ -234,6 +234,13 @@ static int expand_source(const char *path, const struct stk_dataset_opts *opts,
   return 0;
 }
 
+int stk_dataset_path_is_source(const char *path) {
+  if (!path) return 0;
+  if (stk__origin_is_url(path) || stk__brace_has(path)) return 1;
+  struct stat st;
+  return is_list_name(path) && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 static int all_local(const struct stk__names *n) {
   for (size_t i = 0; i < n->n; i++)
     if (stk__origin_is_url(n->v[i]) && strncmp(n->v[i], "file://", 7)) return 0;
