@@ -675,8 +675,10 @@ int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
                      ds->root);
   const char *ro = stk__cache_read_only_dir(ds->x->cache);
   if (ro)
-    return stk__errf(errmsg, STK_EACCES, "%s: the cache directory is read-only here: nothing "
-                     "can be staged into it", ro);
+    return stk__errf(errmsg, STK_EACCES,
+                     "%s: the cache directory is read-only here: nothing "
+                     "can be staged into it",
+                     ro);
   /* Staged only: sample indexes are built by whoever reads. */
   int rc = stage_in_order(ds, NULL, 0, cancel, progress, arg);
   if (rc && errmsg) memcpy(errmsg, ds->err, STK_ERRMSG_MAX);
