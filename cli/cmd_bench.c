@@ -292,7 +292,8 @@ static int prepare_data(struct bench_args *a, int may_generate) {
   struct stat st;
   /* A URL (or a path read through a disk tier) is used as it is: data is
    * never generated into an origin. */
-  if (a->data_given && (strstr(a->data, "://") || a->cache.dir)) return 0;
+  if (a->data_given && (strstr(a->data, "://") || a->cache.dir || stk_dataset_path_is_source(a->data)))
+    return 0;
   if (a->data_given && stat(a->data, &st) == 0 && !S_ISDIR(st.st_mode)) {
     cli_error(a->who, "--data %s is not a directory", a->data);
     return -1;

@@ -182,9 +182,9 @@ int cmd_inspect_run(int argc, char **argv) {
     if (cli_stop_requested()) cli_error("inspect", "interrupted");
     else cli_error("inspect", "%s", stk_dataset_errmsg(ds));
   } else if (json) {
-    print_json(ds, path, &s, verbose);
+    print_json(ds, stk_dataset_location(ds), &s, verbose);
   } else {
-    print_text(ds, path, &s, verbose);
+    print_text(ds, stk_dataset_location(ds), &s, verbose);
   }
   free(s.buf);
   stk_dataset_close(ds);

@@ -303,6 +303,14 @@ TEST(remote_nginx_autoindex_html_and_json) {
   CHECK_CONTAINS(out, "\n6\n");
   CHECK_CONTAINS(out, "6 entries checked, 1 corrupt");
   free(out);
+  /* One shard by a URL with a query string (a presigned URL's token): the
+   * token goes with every request for it, and never into a message. */
+  snprintf(cmd, sizeof cmd, "$STK feed '%s/train/shard-00004.tar?token=sekrit42' --json -q && "
+           "$STK inspect '%s/train/shard-00004.tar?token=sekrit42'", url, url);
+  CHECK_MSG(sh(&out, cmd) == 0, "%s", out);
+  CHECK_EQ(json_u64(out, "samples"), 10);
+  CHECK_MSG(!strstr(strstr(out, "path:"), "sekrit42"), "the token leaked: %s", out);
+  free(out);
   /* A directory without an autoindex page and without a manifest is a
    * clear error naming what to do. */
   snprintf(cmd, sizeof cmd, "$STK inspect %s/nope --retry-max-s 1", url);
@@ -321,6 +329,15 @@ TEST(remote_python_http_server_listing_and_pattern) {
   check_form(u, "", 30);
   snprintf(u, sizeof u, "%s/train/shard-00002.tar", url); /* a single shard URL */
   check_form(u, "", 10);
+  /* Sizes are asked with HEAD before anything is fetched: a named shard
+   * that is not there fails the open, naming it, with nothing staged. */
+  char cmd[1024], *out = NULL;
+  snprintf(cmd, sizeof cmd, "$STK inspect '%s/train/shard-{00002..00004}.tar' --cache-dir c; "
+           "echo rc=$?; ls c/data | wc -l", url);
+  CHECK_MSG(sh(&out, cmd) == 0, "%s", out);
+  CHECK_CONTAINS(out, "/train/shard-00004.tar: not found (HTTP 404)");
+  CHECK_CONTAINS(out, "rc=1\n0\n");
+  free(out);
 }
 
 /* Apache's mod_autoindex page (fancy indexing: a table, icons, sort links,
@@ -409,6 +426,8 @@ TEST(remote_read_only_cache_dir) {
                 "$STK feed src --cache-dir ro --json -q && "
                 "$STK gen other --format tfrecord --samples 20 --size 4000 --samples-per-shard 10 "
                 "-q && $STK feed other --cache-dir ro --json -q");
+  char *warm = NULL;
+  int wrc = sh(&warm, "$STK cache warm other --cache-dir ro");
   char *after = NULL;
   sh(&after, "ls ro/data | wc -l");
   umount2("ro", MNT_DETACH);
@@ -421,6 +440,9 @@ TEST(remote_read_only_cache_dir) {
   CHECK(second != NULL);
   CHECK_EQ(json_u64(second, "samples"), 20);
   CHECK_STR(after, "8\n"); /* nothing added: 4 shards and their .meta */
+  CHECK_EQ(wrc, 1); /* warming it says why it cannot */
+  CHECK_CONTAINS(warm, "ro: the cache directory is read-only here");
   free(out);
   free(after);
+  free(warm);
 }

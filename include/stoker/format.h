@@ -83,6 +83,12 @@ struct stk_dataset_opts {
   const struct stk_cache_opts *cache;
 };
 
+/* Whether path names shards one by one (a brace pattern, or a shard-list
+ * file: *.txt, *.list, *.lst, *.shards) or is a URL, rather than a folder
+ * or a file: callers that would create a folder at path (bench generating
+ * its data) must not. */
+STK_EXPORT int stk_dataset_path_is_source(const char *path);
+
 /* Open the dataset at path: a directory of shards, a single shard file, or
  * an MDS directory with index.json; or a URL (file://, http://, https://,
  * s3://bucket/prefix) whose shards are staged through the cache: see
@@ -94,6 +100,10 @@ STK_EXPORT int stk_dataset_open(struct stk_dataset **out, const char *path,
                      const struct stk_dataset_opts *opts, char *errmsg);
 STK_EXPORT void stk_dataset_close(struct stk_dataset *ds);
 
+/* The dataset as it is shown in messages: the path, pattern or list as
+ * given, or a URL with credentials and query strings replaced by "***".
+ * Owned by the dataset. */
+STK_EXPORT const char *stk_dataset_location(const struct stk_dataset *ds);
 STK_EXPORT uint64_t stk_dataset_num_samples(const struct stk_dataset *ds);
 STK_EXPORT size_t stk_dataset_num_shards(const struct stk_dataset *ds);
 STK_EXPORT const char *stk_dataset_format(const struct stk_dataset *ds);

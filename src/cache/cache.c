@@ -238,6 +238,8 @@ uint64_t stk__cache_shard_size(struct stk_cache *c, size_t i) {
   return s;
 }
 
+const char *stk__cache_read_only_dir(const struct stk_cache *c) { return c->ro ? c->dir : NULL; }
+
 uint64_t stk__cache_prefetch_budget(const struct stk_cache *c) {
   return c->o.prefetch_bytes < 0 ? 0 : (uint64_t)c->o.prefetch_bytes;
 }

@@ -206,7 +206,9 @@ static char *dir_of(const char *loc) {
 static int expand_source(const char *path, const struct stk_dataset_opts *opts,
                          struct stk__names *names, char *err) {
   if (stk__brace_has(path)) return stk__brace_expand(path, NAMES_MAX, names, err);
-  if (is_list_name(path)) {
+  struct stat st;
+  int url = stk__origin_is_url(path) && strncmp(path, "file://", 7);
+  if (is_list_name(path) && (url || (stat(path, &st) == 0 && S_ISREG(st.st_mode)))) {
     char *text = NULL, *base = NULL;
     size_t len = 0;
     int rc = read_list(path, opts, &text, &len, err);
@@ -218,12 +220,25 @@ static int expand_source(const char *path, const struct stk_dataset_opts *opts,
     free(base);
     return rc;
   }
-  /* A URL naming one shard (its name ends in a format's extension). */
+  /* A URL naming one shard (its name ends in a format's extension; a
+   * presigned URL's query string after it). */
   if (stk__origin_is_url(path) && strncmp(path, "file://", 7)) {
-    const char *base = strrchr(path, '/');
-    if (base && stk__format_by_ext(base + 1)) return stk__names_add(names, path);
+    size_t plen = strcspn(path, "?#");
+    char *p = strndup(path, plen);
+    if (!p) return stk__errf(err, STK_ENOMEM, "out of memory");
+    const char *base = strrchr(p, '/');
+    int one = base && stk__format_by_ext(base + 1) != NULL;
+    free(p);
+    if (one) return stk__names_add(names, path);
   }
   return 0;
+}
+
+int stk_dataset_path_is_source(const char *path) {
+  if (!path) return 0;
+  if (stk__origin_is_url(path) || stk__brace_has(path)) return 1;
+  struct stat st;
+  return is_list_name(path) && stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 static int all_local(const struct stk__names *n) {
@@ -291,6 +306,7 @@ void stk_dataset_close(struct stk_dataset *ds) {
   free(ds);
 }
 
+const char *stk_dataset_location(const struct stk_dataset *ds) { return ds->root; }
 uint64_t stk_dataset_num_samples(const struct stk_dataset *ds) { return ds->nsamples; }
 size_t stk_dataset_num_shards(const struct stk_dataset *ds) { return ds->nshards; }
 const char *stk_dataset_format(const struct stk_dataset *ds) { return ds->fmt->name; }

@@ -155,14 +155,24 @@ static int walk_shards(struct stk_dataset *ds, const char *dir, char *err) {
   if (rc) return rc;
   int any = 0;
   for (size_t i = 0; i < n; i++) any |= !v[i].dir && stk__has_ext(v[i].name, ds->fmt->exts);
+  size_t skipped = 0;
+  const char *example = NULL;
   for (size_t i = 0; i < n && !rc; i++) {
     if (v[i].dir) continue;
-    if (any ? !stk__has_ext(v[i].name, ds->fmt->exts) : side_file(v[i].name)) continue;
+    if (any ? !stk__has_ext(v[i].name, ds->fmt->exts) : side_file(v[i].name)) {
+      if (!side_file(v[i].name) && !skipped++) example = v[i].name;
+      continue;
+    }
     char *p = path_join(dir, v[i].name);
     rc = p ? stk__dataset_add_shard(ds, p, -1) : STK_ENOMEM;
     if (rc) stk__errf(err, rc, "out of memory listing %s", dir);
     free(p);
   }
+  /* Never silently: files that are not shards of the format are named. */
+  if (!rc && skipped)
+    stk_log(STK_LOG_WARN, "%s: %zu file%s that %s not %s shards left out (%s%s)", dir, skipped,
+            skipped == 1 ? "" : "s", skipped == 1 ? "is" : "are", ds->fmt->name, example,
+            skipped > 1 ? ", ..." : "");
   ents_free(v, n);
   return rc;
 }

@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,12 +68,19 @@ static int safe_rel(const char *s) {
   return 1;
 }
 
+/* "URL/NAME" for messages, the (redacted) query of the origin's URL kept
+ * at the end: "https://h/train/shard-0.tar?***". */
+static char *remote_path(const char *url, const char *name) {
+  size_t ul = strcspn(url, "?"), n = strlen(url) + strlen(name) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%.*s/%s%s", (int)ul, url, name, url + ul);
+  return p;
+}
+
 static int add_remote_shard(struct stk_dataset *ds, const char *url, const char *name,
                             int32_t label) {
-  size_t n = strlen(url) + strlen(name) + 2;
-  char *p = malloc(n);
+  char *p = remote_path(url, name);
   if (!p) return STK_ENOMEM;
-  snprintf(p, n, "%s/%s", url, name);
   int rc = stk__dataset_add_shard(ds, p, label);
   free(p);
   return rc;
@@ -182,13 +191,11 @@ static int open_dir_index(struct stk_dataset *ds, struct stk_origin *o, const ch
     while (k < t->n && strcmp(t->v[k].name, name)) k++;
     rc = k < t->n ? tab_add(&nt, name, t->v[k].size, t->v[k].has_crc, t->v[k].crc32c)
                   : tab_add(&nt, name, sh->file_bytes, 0, 0);
-    size_t n = strlen(url) + strlen(name) + 2;
-    char *p = rc ? NULL : malloc(n);
+    char *p = rc ? NULL : remote_path(url, name);
     if (!p) {
       rc = stk__errf(err, STK_ENOMEM, "out of memory");
       break;
     }
-    snprintf(p, n, "%s/%s", url, name);
     free(sh->path);
     sh->path = p;
     sh->count_known = 1; /* the index's count, checked again at indexing */
@@ -384,6 +391,66 @@ static int open_named(struct stk_dataset *ds, const char *url, const struct stk_
   return rc;
 }
 
+/* ---- sizes by HEAD ------------------------------------------------------------ */
+
+#define HEAD_THREADS 16
+
+struct heads {
+  struct stk_origin *o;
+  struct tab *t;
+  atomic_size_t next;
+  pthread_mutex_t mu;
+  int rc;
+  size_t bad;
+  char err[STK_ERRMSG_MAX];
+};
+
+static void *head_worker(void *arg) {
+  struct heads *h = arg;
+  char err[STK_ERRMSG_MAX];
+  for (size_t i; (i = atomic_fetch_add(&h->next, 1)) < h->t->n;) {
+    if (h->t->v[i].size != UINT64_MAX) continue;
+    struct stk_obj_info info;
+    int rc = stk__origin_stat(h->o, h->t->v[i].name, &info, err);
+    if (rc == 0) {
+      h->t->v[i].size = info.size; /* each thread writes its own entries */
+    } else if (rc == STK_ENOENT || rc == STK_EACCES) {
+      /* A named shard that is not there (or refused) fails the open now,
+       * naming it, rather than in the middle of an epoch. */
+      pthread_mutex_lock(&h->mu);
+      if (!h->rc || i < h->bad) {
+        h->rc = rc;
+        h->bad = i;
+        memcpy(h->err, err, sizeof err);
+      }
+      pthread_mutex_unlock(&h->mu);
+    } /* else: unknown still; learned when the shard is staged */
+  }
+  return NULL;
+}
+
+/* Shards whose size neither a manifest nor a listing gave: ask the origin
+ * (HEAD, several at a time), so the staging at open and the look-ahead can
+ * budget them, and a missing shard is reported before any is fetched. */
+static int head_sizes(struct stk_origin *o, struct tab *t, char *err) {
+  size_t unknown = 0;
+  for (size_t i = 0; i < t->n; i++) unknown += t->v[i].size == UINT64_MAX;
+  if (!unknown) return 0;
+  struct heads h = {.o = o, .t = t};
+  atomic_init(&h.next, 0);
+  pthread_mutex_init(&h.mu, NULL);
+  pthread_t tid[HEAD_THREADS];
+  int started = 0;
+  int want = (int)STK__MIN((size_t)HEAD_THREADS, unknown);
+  for (int k = 1; k < want; k++)
+    if (pthread_create(&tid[started], NULL, head_worker, &h) == 0) started++;
+  head_worker(&h);
+  for (int k = 0; k < started; k++) pthread_join(tid[k], NULL);
+  pthread_mutex_destroy(&h.mu);
+  if (h.rc) return stk__errf(err, h.rc, "%s", h.err);
+  return 0;
+}
+
 static int uncounted(struct stk_dataset *ds, size_t i) {
   return ds->shards[i].pending && !ds->shards[i].count_known;
 }
@@ -430,9 +497,13 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   if (rc) return rc;
   struct stk_origin *o = NULL;
   if ((rc = stk__origin_open(&o, url, &oo, err)) != 0) return rc;
+  /* Shards are named under the origin's (redacted) URL; the dataset is
+   * shown as the user named it (a pattern, a list), redacted too. */
   const char *shown = stk__origin_url(o);
+  char red[4096];
+  stk__url_redact(names ? ds->root : shown, red, sizeof red);
   free(ds->root);
-  if (!(ds->root = strdup(shown))) {
+  if (!(ds->root = strdup(red))) {
     stk__origin_close(o);
     return stk__errf(err, STK_ENOMEM, "out of memory");
   }
@@ -445,24 +516,27 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   int mrc = stk__origin_get_mem(o, MANIFEST_NAME, MANIFEST_MAX, &text, &len, merr);
   const struct stk_format_ops *ixf = NULL;
   if (mrc == 0) {
-    rc = parse_manifest(ds, ds->root, text, len, opts, &t, err);
-    if (!rc && ds->fmt->dir_index) rc = open_dir_index(ds, o, ds->root, ds->fmt, &t, err);
+    rc = parse_manifest(ds, shown, text, len, opts, &t, err);
+    if (!rc && ds->fmt->dir_index) rc = open_dir_index(ds, o, shown, ds->fmt, &t, err);
   } else if (mrc == STK_ENOENT) {
     int irc = names ? STK_ENOENT : find_dir_index(o, opts, &ixf, err);
     if (irc == 0)
-      rc = open_dir_index(ds, o, ds->root, ixf, &t, err);
+      rc = open_dir_index(ds, o, shown, ixf, &t, err);
     else if (irc != STK_ENOENT)
       rc = irc;
     else if (!names)
-      rc = open_listed(ds, o, ds->root, opts, &t, err);
+      rc = open_listed(ds, o, shown, opts, &t, err);
   } else {
     rc = stk__errf(err, mrc, "%s", merr);
   }
-  if (!rc && names) rc = open_named(ds, ds->root, names, opts, &t, mrc == 0, err);
+  if (!rc && names) rc = open_named(ds, shown, names, opts, &t, mrc == 0, err);
   free(text);
   if (!rc && ds->nshards == 0)
     rc = stk__errf(err, STK_EEMPTY, "%s: empty dataset: no %s shards found", ds->root,
                    ds->fmt ? ds->fmt->name : "");
+  /* One sample per file (a folder tree): nothing is staged at open, and
+   * sizes are learned as files arrive; a HEAD per file would cost more. */
+  if (!rc && !(ds->fmt->caps & STK_FMT_TREE)) rc = head_sizes(o, &t, err);
   if (!rc) {
     rc = stk__cache_open(&ds->x->cache, o, t.v, t.n, &co, err);
     o = NULL; /* the cache owns it, failed or not */
@@ -599,6 +673,12 @@ int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
                      "%s: not read through a cache (give a URL or a cache "
                      "directory)",
                      ds->root);
+  const char *ro = stk__cache_read_only_dir(ds->x->cache);
+  if (ro)
+    return stk__errf(errmsg, STK_EACCES,
+                     "%s: the cache directory is read-only here: nothing "
+                     "can be staged into it",
+                     ro);
   /* Staged only: sample indexes are built by whoever reads. */
   int rc = stage_in_order(ds, NULL, 0, cancel, progress, arg);
   if (rc && errmsg) memcpy(errmsg, ds->err, STK_ERRMSG_MAX);

@@ -279,6 +279,29 @@ static size_t authority_len(const char *s) {
 
 int stk__names_common_root(struct stk__names *l, char **root, char *err) {
   if (!l->n) return stk__errf(err, STK_EINVAL, "no shards named");
+  if (l->n == 1 && strchr(l->v[0], '?') && authority_len(l->v[0])) {
+    /* One presigned URL: the origin keeps its query for the one object. */
+    char *s = l->v[0], *q = strchr(s, '?');
+    char *slash = NULL;
+    for (char *p = s; p < q; p++)
+      if (*p == '/') slash = p;
+    if (!slash || (size_t)(slash - s) < authority_len(s))
+      return stk__errf(err, STK_EINVAL, "not a URL of an object under a host");
+    size_t dl = (size_t)(slash - s), ql = strlen(q);
+    char *name = strndup(slash + 1, (size_t)(q - slash - 1));
+    *root = malloc(dl + ql + 1);
+    if (!name || !*root) {
+      free(name);
+      free(*root);
+      *root = NULL;
+      return stk__errf(err, STK_ENOMEM, "out of memory");
+    }
+    memcpy(*root, s, dl);
+    memcpy(*root + dl, q, ql + 1);
+    free(l->v[0]);
+    l->v[0] = name;
+    return 0;
+  }
   for (size_t i = 0; i < l->n; i++)
     if (strchr(l->v[i], '?'))
       return stk__errf(err, STK_EINVAL,

@@ -101,6 +101,9 @@ struct stk_format_ops {
   int (*wr_sample)(struct stk_writer *w, const struct stk_sample *s);
   int (*wr_shard_end)(struct stk_writer *w);
   int (*wr_finish)(struct stk_writer *w); /* dataset-level index; optional */
+  /* The format stores the CRC32C of a sample's first field (TFRecord), so
+   * a writer's caller that has it saves work by passing it. */
+  int wr_crc_hint;
 };
 
 /* Backends, one file each. */

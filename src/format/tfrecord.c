@@ -538,4 +538,5 @@ const struct stk_format_ops stk__fmt_tfrecord = {
     .wr_shard_begin = tfr_wr_begin,
     .wr_sample = tfr_wr_sample,
     .wr_shard_end = tfr_wr_end,
+    .wr_crc_hint = 1,
 };

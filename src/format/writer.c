@@ -393,7 +393,7 @@ int stk__writer_add_batch(struct stk_writer *w, const struct stk_sample *s, cons
   return release_refs(w, rc);
 }
 
-int stk__writer_wants_crc(const struct stk_writer *w) { return w->fmt == &stk__fmt_tfrecord; }
+int stk__writer_wants_crc(const struct stk_writer *w) { return w->fmt->wr_crc_hint; }
 
 static void writer_free(struct stk_writer *w) {
   if (w->free_state) w->free_state(w);
