@@ -906,6 +906,11 @@ static void *jworker(void *arg) {
   }
 }
 
+static void jobs_progress(void *ctx, double now, size_t done, size_t total) {
+  (void)ctx;
+  fprintf(stderr, "\rsim: day %.1f, %zu/%zu jobs done", now / 86400, done, total);
+}
+
 static int cmp_str(const void *x, const void *y) {
   return strcmp(*(char *const *)x, *(char *const *)y);
 }
@@ -1087,6 +1092,7 @@ static int run_jobs(int argc, char **argv) {
   a.o.keep_samples = a.svg != NULL;
   struct jpool pool = {.runs = runs, .n = nruns, .o = &a.o};
   pool.progress = !a.quiet && cli_progress_enabled() && nruns > 1;
+  if (!a.quiet && cli_progress_enabled() && nruns == 1) a.o.progress = jobs_progress;
   pthread_mutex_init(&pool.mu, NULL);
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   size_t nt = a.threads ? a.threads : (size_t)(ncpu > 0 ? ncpu : 1);
@@ -1100,7 +1106,7 @@ static int run_jobs(int argc, char **argv) {
   jworker(&pool);
   for (size_t t = 1; t <= started; t++) pthread_join(th[t], NULL);
   pthread_mutex_destroy(&pool.mu);
-  if (pool.progress) fprintf(stderr, "\r\033[K");
+  if (pool.progress || a.o.progress) fprintf(stderr, "\r\033[K");
   if (cli_stop_requested()) {
     cli_error("sim", "interrupted");
     rc = CLI_INTERRUPTED;
