@@ -1150,8 +1150,9 @@ static int run_jobs(int argc, char **argv) {
     stk_sim_jobs_write_table(stdout, res, nruns, labels);
     for (size_t i = 0; i < nruns; i++) {
       if (res[i].too_large)
-        printf("%s: %zu jobs ask for more GPUs than the cluster has and never run\n", labels[i],
-               res[i].too_large);
+        printf("%s: %zu jobs ask for more GPUs than the cluster (or its power cap) allows and "
+               "never run\n",
+               labels[i], res[i].too_large);
       if (res[i].unfinished)
         printf("%s: %zu jobs had not finished at the horizon\n", labels[i], res[i].unfinished);
     }
