@@ -72,7 +72,6 @@ const char cmd_sim_usage[] =
     "  --restart-delay S   seconds a job loses after each allocation change\n"
     "                      (default 30; 0 = none)\n"
     "  --horizon S         stop at S simulated seconds (default 1e8)\n"
-    "  --seed S            seed of the stochastic parts (default 0)\n"
     "  --gpu-model M       power per GPU: T4 (default), V100, A100, H100\n"
     "  --gpu-watts I,B     idle and busy watts per GPU instead\n"
     "  --price P           electricity price per kWh (default 0.10)\n"
@@ -605,7 +604,6 @@ enum {
   J_INTERVAL,
   J_RESTART,
   J_HORIZON,
-  J_SEED,
   J_GPU_MODEL,
   J_WATTS,
   J_PRICE,
@@ -628,7 +626,6 @@ static const struct option job_options[] = {
     {"interval", 1, 0, J_INTERVAL},
     {"restart-delay", 1, 0, J_RESTART},
     {"horizon", 1, 0, J_HORIZON},
-    {"seed", 1, 0, J_SEED},
     {"gpu-model", 1, 0, J_GPU_MODEL},
     {"gpu-watts", 1, 0, J_WATTS},
     {"price", 1, 0, J_PRICE},
@@ -709,9 +706,6 @@ static int jobs_parse(struct jobs_args *a, int argc, char **argv) {
         break;
       case J_HORIZON:
         if (cli_double("sim", "--horizon", optarg, 1, 1e12, &a->o.horizon)) return -1;
-        break;
-      case J_SEED:
-        if (cli_u64("sim", "--seed", optarg, 0, UINT64_MAX / 2, &a->o.seed)) return -1;
         break;
       case J_GPU_MODEL: {
         size_t i = 0;

@@ -311,7 +311,6 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
     rn.usable = extra < 0 ? 0 : extra < rn.gpus ? (int)extra : rn.gpus;
   }
   rn.fit = pol == &stk__jpol_pollux;
-  stk_rng_seed(&rn.rng, o.seed);
   rn.js = calloc(rn.n, sizeof *rn.js);
   rn.new_n = calloc(rn.n, sizeof(int));
   rn.new_alloc = calloc(rn.n, sizeof(uint8_t *));
