@@ -1087,6 +1087,7 @@ static int run_jobs(int argc, char **argv) {
   struct jpool pool = {.runs = runs, .n = nruns, .o = &a.o};
   pool.progress = !a.quiet && cli_progress_enabled() && nruns > 1;
   if (!a.quiet && cli_progress_enabled() && nruns == 1) a.o.progress = jobs_progress;
+  a.o.cancel = &cli_interrupted;
   pthread_mutex_init(&pool.mu, NULL);
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   size_t nt = a.threads ? a.threads : (size_t)(ncpu > 0 ? ncpu : 1);

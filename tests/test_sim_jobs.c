@@ -261,6 +261,12 @@ TEST(sim_jobs_bad_input) {
   CHECK_EQ(r.completed, 0);
   CHECK(r.rounds <= 61);
   stk_sim_jobs_result_free(&r);
+  /* a cancel flag stops a run */
+  volatile int stop = 1;
+  o.cancel = &stop;
+  o.horizon = 0;
+  CHECK(stk_sim_jobs_run(j, &o, &r, NULL) == STK_ECANCELED);
+  o.cancel = NULL;
   /* elastic policies need measured applications */
   o.policy = "pollux";
   char err[STK_ERRMSG_MAX] = "";

@@ -263,6 +263,7 @@ struct stk_sim_jobs_opts {
   int keep_samples;   /* record one sample per round */
   void (*progress)(void *ctx, double now, size_t done, size_t total);
   void *ctx;
+  volatile int *cancel; /* set non-zero to stop a run (STK_ECANCELED) */
 };
 
 struct stk_sim_job_record {

@@ -346,6 +346,10 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   size_t na = 0, next = 0;
   while (ndone < nlive) {
     if (rn.now >= o.horizon) break;
+    if (o.cancel && __atomic_load_n(o.cancel, __ATOMIC_RELAXED)) {
+      rc = stk__errf(errmsg, STK_ECANCELED, "canceled at %.0f s simulated", rn.now);
+      goto out;
+    }
     double busy_s = 0; /* GPU-seconds worked in this interval */
     for (size_t k = 0; k < na; k++) {
       struct stk__jstate *j = &rn.js[active[k]];
