@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Simulator benchmarks S1-S3 (issue 5) on the openb traces in
+# Simulator benchmarks: S4-S7 (issue 12, the job-level simulator; see
+# bench/sim_jobs.bash), then S1-S3 (issue 5) on the openb traces in
 # ../shared/data/openb: S1 one policy x one seed to 130% (all six policies,
 # FGD is the slowest), S2 the paper's table (6 policies x 10 seeds on 2
 # threads), S3 a synthetic cluster of 100,000 GPUs with the workload
@@ -12,6 +13,9 @@ STK=build/stoker
 DATA="${STOKER_DATA:-../shared/data}/openb"
 OUT=bench/results/sim.json
 mkdir -p bench/results
+# S4-S7, the job-level simulator (bench/sim_jobs.bash).
+source bench/sim_jobs.bash
+sim_jobs_bench
 NODES="$DATA/openb_node_list_gpu_node.csv"
 PODS="$DATA/openb_pod_list_default.csv"
 if [ ! -f "$NODES" ] || [ ! -f "$PODS" ]; then

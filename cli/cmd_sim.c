@@ -72,7 +72,6 @@ const char cmd_sim_usage[] =
     "  --restart-delay S   seconds a job loses after each allocation change\n"
     "                      (default 30; 0 = none)\n"
     "  --horizon S         stop at S simulated seconds (default 1e8)\n"
-    "  --seed S            seed of the stochastic parts (default 0)\n"
     "  --gpu-model M       power per GPU: T4 (default), V100, A100, H100\n"
     "  --gpu-watts I,B     idle and busy watts per GPU instead\n"
     "  --price P           electricity price per kWh (default 0.10)\n"
@@ -604,7 +603,6 @@ enum {
   J_INTERVAL,
   J_RESTART,
   J_HORIZON,
-  J_SEED,
   J_GPU_MODEL,
   J_WATTS,
   J_PRICE,
@@ -627,7 +625,6 @@ static const struct option job_options[] = {
     {"interval", 1, 0, J_INTERVAL},
     {"restart-delay", 1, 0, J_RESTART},
     {"horizon", 1, 0, J_HORIZON},
-    {"seed", 1, 0, J_SEED},
     {"gpu-model", 1, 0, J_GPU_MODEL},
     {"gpu-watts", 1, 0, J_WATTS},
     {"price", 1, 0, J_PRICE},
@@ -708,9 +705,6 @@ static int jobs_parse(struct jobs_args *a, int argc, char **argv) {
         break;
       case J_HORIZON:
         if (cli_double("sim", "--horizon", optarg, 1, 1e12, &a->o.horizon)) return -1;
-        break;
-      case J_SEED:
-        if (cli_u64("sim", "--seed", optarg, 0, UINT64_MAX / 2, &a->o.seed)) return -1;
         break;
       case J_GPU_MODEL: {
         size_t i = 0;
@@ -905,6 +899,11 @@ static void *jworker(void *arg) {
   }
 }
 
+static void jobs_progress(void *ctx, double now, size_t done, size_t total) {
+  (void)ctx;
+  fprintf(stderr, "\rsim: day %.1f, %zu/%zu jobs done", now / 86400, done, total);
+}
+
 static int cmp_str(const void *x, const void *y) {
   return strcmp(*(char *const *)x, *(char *const *)y);
 }
@@ -1086,6 +1085,8 @@ static int run_jobs(int argc, char **argv) {
   a.o.keep_samples = a.svg != NULL;
   struct jpool pool = {.runs = runs, .n = nruns, .o = &a.o};
   pool.progress = !a.quiet && cli_progress_enabled() && nruns > 1;
+  if (!a.quiet && cli_progress_enabled() && nruns == 1) a.o.progress = jobs_progress;
+  a.o.cancel = &cli_interrupted;
   pthread_mutex_init(&pool.mu, NULL);
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   size_t nt = a.threads ? a.threads : (size_t)(ncpu > 0 ? ncpu : 1);
@@ -1099,7 +1100,7 @@ static int run_jobs(int argc, char **argv) {
   jworker(&pool);
   for (size_t t = 1; t <= started; t++) pthread_join(th[t], NULL);
   pthread_mutex_destroy(&pool.mu);
-  if (pool.progress) fprintf(stderr, "\r\033[K");
+  if (pool.progress || a.o.progress) fprintf(stderr, "\r\033[K");
   if (cli_stop_requested()) {
     cli_error("sim", "interrupted");
     rc = CLI_INTERRUPTED;
@@ -1143,8 +1144,9 @@ static int run_jobs(int argc, char **argv) {
     stk_sim_jobs_write_table(stdout, res, nruns, labels);
     for (size_t i = 0; i < nruns; i++) {
       if (res[i].too_large)
-        printf("%s: %zu jobs ask for more GPUs than the cluster has and never run\n", labels[i],
-               res[i].too_large);
+        printf("%s: %zu jobs ask for more GPUs than the cluster (or its power cap) allows and "
+               "never run\n",
+               labels[i], res[i].too_large);
       if (res[i].unfinished)
         printf("%s: %zu jobs had not finished at the horizon\n", labels[i], res[i].unfinished);
     }

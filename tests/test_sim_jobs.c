@@ -153,6 +153,17 @@ TEST(sim_jobs_trace_policies) {
   stk_sim_jobs_result_free(&f);
   stk_sim_jobs_result_free(&s);
   stk_sim_jobs_free(j);
+  /* an openb pod list: num_gpu from creation to deletion, CPU pods skipped */
+  j = jobs_from(NULL, "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time\n"
+                      "p0,1000,10,1,1000,0,100\n"
+                      "p1,1000,10,0,0,5,50\n"
+                      "p2,1000,10,2,1000,10,40\n");
+  CHECK_EQ(stk_sim_jobs_count(j), 2);
+  run(j, "fifo", 1, 4, &f);
+  CHECK_EQ((long long)f.rec[0].finish, 190);
+  CHECK_EQ((long long)f.rec[1].finish, 120);
+  stk_sim_jobs_result_free(&f);
+  stk_sim_jobs_free(j);
   /* 16 GPUs for 2 h: demoted after 1 h; a newcomer at 2 h preempts it */
   j = jobs_from(NULL, "jobid,submit_time,num_gpus,duration\n"
                       "big,0,16,7200\n"
@@ -250,6 +261,12 @@ TEST(sim_jobs_bad_input) {
   CHECK_EQ(r.completed, 0);
   CHECK(r.rounds <= 61);
   stk_sim_jobs_result_free(&r);
+  /* a cancel flag stops a run */
+  volatile int stop = 1;
+  o.cancel = &stop;
+  o.horizon = 0;
+  CHECK(stk_sim_jobs_run(j, &o, &r, NULL) == STK_ECANCELED);
+  o.cancel = NULL;
   /* elastic policies need measured applications */
   o.policy = "pollux";
   char err[STK_ERRMSG_MAX] = "";

@@ -252,7 +252,6 @@ struct stk_sim_jobs_opts {
   double interval;          /* scheduling period, s; 0 = 60 */
   double restart_delay;     /* s a job pays after each allocation change; 0 = 30, <0 = none */
   double horizon;           /* stop at this simulated time, s; 0 = 10^8 */
-  uint64_t seed;            /* the stochastic policies (pollux) */
   /* energy: watts of one GPU idle and busy, price per kWh, carbon
    * intensity g/kWh (constant, or a series of one value per carbon_step_s
    * seconds, repeated) */
@@ -264,6 +263,7 @@ struct stk_sim_jobs_opts {
   int keep_samples;   /* record one sample per round */
   void (*progress)(void *ctx, double now, size_t done, size_t total);
   void *ctx;
+  volatile int *cancel; /* set non-zero to stop a run (STK_ECANCELED) */
 };
 
 struct stk_sim_job_record {

@@ -90,7 +90,7 @@ double stk__jpredict_step(struct stk__jrun *rn, struct stk__jstate *j, int n) {
 double stk__jremaining(struct stk__jrun *rn, struct stk__jstate *j) {
   (void)rn;
   const struct stk__japp *a = j->spec->app;
-  if (!a) return j->spec->duration * (1 - j->progress);
+  if (!a) return j->spec->duration - j->progress;
   /* whole-job seconds at the requested size: remaining iterations times
    * the step time at the requested replicas */
   int e = j->epoch;
@@ -164,16 +164,18 @@ static void job_step(struct stk__jrun *rn, struct stk__jstate *j, double seconds
   j->rescale -= delay;
   seconds -= delay;
   const struct stk__japp *a = j->spec->app;
-  if (!a) { /* trace job: one second of work per second at its GPUs */
-    double left = j->spec->duration * (1 - j->progress);
-    if (seconds >= left) {
-      double d = ceil(left);
+  if (!a) { /* trace job: one second of work per second at its GPUs;
+              * progress counts the seconds worked */
+    double left = j->spec->duration - j->progress;
+    if (seconds >= left - 1e-9) {
+      double d = ceil(left - 1e-9);
+      if (d < 0) d = 0;
       j->done = 1;
       j->done_at = rn->now + el + d;
       j->attained += d * gpus;
-      j->progress = 1;
+      j->progress = j->spec->duration;
     } else if (seconds > 0) {
-      j->progress += seconds / fmax(j->spec->duration, 1e-9);
+      j->progress += seconds;
       j->attained += seconds * gpus;
     }
     return;
@@ -309,7 +311,6 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
     rn.usable = extra < 0 ? 0 : extra < rn.gpus ? (int)extra : rn.gpus;
   }
   rn.fit = pol == &stk__jpol_pollux;
-  stk_rng_seed(&rn.rng, o.seed);
   rn.js = calloc(rn.n, sizeof *rn.js);
   rn.new_n = calloc(rn.n, sizeof(int));
   rn.new_alloc = calloc(rn.n, sizeof(uint8_t *));
@@ -345,6 +346,10 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   size_t na = 0, next = 0;
   while (ndone < nlive) {
     if (rn.now >= o.horizon) break;
+    if (o.cancel && __atomic_load_n(o.cancel, __ATOMIC_RELAXED)) {
+      rc = stk__errf(errmsg, STK_ECANCELED, "canceled at %.0f s simulated", rn.now);
+      goto out;
+    }
     double busy_s = 0; /* GPU-seconds worked in this interval */
     for (size_t k = 0; k < na; k++) {
       struct stk__jstate *j = &rn.js[active[k]];

@@ -121,7 +121,6 @@ struct stk__jstate {
   int have_perf, max_prof_rep;
   double sqr, var;
   double *opt_pred; /* Optimus: predicted step time by replicas */
-  double gpu_s, energy_j, queue_s;
   void *pol; /* policy's per-job state */
 };
 
@@ -134,7 +133,6 @@ struct stk__jrun {
   int usable; /* GPUs the power cap lets run */
   int fit;    /* jobs keep Pollux's fitted model */
   double now;
-  struct stk_rng rng;
   /* the policy writes the new allocation of each active job here */
   int *new_n;
   uint8_t **new_alloc;

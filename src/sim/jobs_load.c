@@ -3,7 +3,8 @@
  * duration traces such as the Philly-derived one (a submit time, a GPU
  * count and a duration). Times are shifted so the first job arrives at the
  * earliest submit time of the file (workloads) or at 0 (traces with
- * wall-clock timestamps). */
+ * wall-clock timestamps). The openb pod lists read as duration traces
+ * (num_gpu GPUs from creation_time to deletion_time; CPU pods skipped). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -76,9 +77,15 @@ int stk_sim_jobs_load(struct stk_sim_jobs **out, const struct stk_sim_apps *apps
   int c_time = stk__sim_csv_col(&r, "time");
   if (c_time < 0) c_time = stk__sim_csv_col(&r, "submit_time");
   if (c_time < 0) c_time = stk__sim_csv_col(&r, "timestamp");
+  if (c_time < 0) c_time = stk__sim_csv_col(&r, "creation_time");
+  /* openb pod lists: num_gpu, creation_time and deletion_time; pods with
+   * no GPU are skipped */
+  int c_del = stk__sim_csv_col(&r, "deletion_time");
+  int openb = 0;
   int c_app = stk__sim_csv_col(&r, "application");
   int c_rep = stk__sim_csv_col(&r, "num_replicas");
   if (c_rep < 0) c_rep = stk__sim_csv_col(&r, "num_gpus");
+  if (c_rep < 0 && (c_rep = stk__sim_csv_col(&r, "num_gpu")) >= 0) openb = 1;
   int c_bsz = stk__sim_csv_col(&r, "batch_size");
   int c_dur = stk__sim_csv_col(&r, "duration");
   int c_status = stk__sim_csv_col(&r, "status");
@@ -87,7 +94,7 @@ int stk_sim_jobs_load(struct stk_sim_jobs **out, const struct stk_sim_apps *apps
                    "%s: a job list needs a time (or submit_time, timestamp) and a num_replicas "
                    "(or num_gpus) column",
                    path);
-  else if (c_app < 0 && c_dur < 0)
+  else if (c_app < 0 && c_dur < 0 && c_del < 0)
     rc = stk__errf(errmsg, STK_EFORMAT, "%s: a job list needs an application or a duration column",
                    path);
   else if (c_app >= 0 && !apps)
@@ -100,8 +107,9 @@ int stk_sim_jobs_load(struct stk_sim_jobs **out, const struct stk_sim_apps *apps
     memset(&s, 0, sizeof s);
     int64_t rep;
     rc = parse_time(&r, c_time, &s.submit, errmsg);
-    if (!rc) rc = stk__sim_csv_int(&r, c_rep, 1, 1 << 20, 0, 0, &rep, errmsg);
+    if (!rc) rc = stk__sim_csv_int(&r, c_rep, openb ? 0 : 1, 1 << 20, 0, 0, &rep, errmsg);
     if (rc) break;
+    if (rep == 0) continue;
     s.replicas = (int)rep;
     if (c_status >= 0) {
       const char *st = stk__sim_csv_get(&r, c_status);
@@ -121,9 +129,14 @@ int stk_sim_jobs_load(struct stk_sim_jobs **out, const struct stk_sim_apps *apps
       if (c_bsz >= 0) rc = stk__sim_csv_int(&r, c_bsz, 1, 1 << 30, 1, s.app->init_bsz, &b, errmsg);
       if (rc) break;
       s.bsz = (int)b;
-    } else {
+    } else if (c_dur >= 0) {
       rc = parse_num(&r, c_dur, 0, &s.duration, errmsg);
       if (rc) break;
+    } else {
+      double del;
+      rc = parse_num(&r, c_del, s.submit, &del, errmsg);
+      if (rc) break;
+      s.duration = del - s.submit;
     }
     char nb[32];
     const char *nm = c_name >= 0 ? stk__sim_csv_get(&r, c_name) : "";
