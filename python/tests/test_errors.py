@@ -6,6 +6,7 @@ pin_memory without a GPU, and library log messages reaching logging."""
 import glob
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -235,12 +236,17 @@ def test_close_from_another_thread_while_waiting(tmp_path):
 
 def test_cache_dir_and_a_real_library_message_in_logging(datasets, tmp_path, caplog):
     """A path read through a disk cache tier: the library's own warning
-    (no manifest) arrives in logging, and the cache's figures in stats()."""
+    (a stray file left out of the dataset) arrives in logging, and the
+    cache's figures in stats()."""
+    d = tmp_path / "d"
+    shutil.copytree(datasets["tfrecord"], d)
+    (d / "notes.txt").write_text("not a shard")
     with caplog.at_level(logging.WARNING, logger="stoker"):
-        with stoker.Loader(datasets["tfrecord"], 50, cache_dir=str(tmp_path / "cache")) as ld:
+        with stoker.Loader(str(d), 50, format="tfrecord", cache_dir=str(tmp_path / "cache")) as ld:
             assert sum(len(b) for b in ld) == 200
             st = ld.stats()
-    assert any("stoker-manifest.json" in r.getMessage() for r in caplog.records if r.name == "stoker")
+    assert any("notes.txt" in r.getMessage() and "left out" in r.getMessage()
+               for r in caplog.records if r.name == "stoker")
     assert st["cache"]["fetches"] == 4 and (tmp_path / "cache" / "STOKER-CACHE").exists()
 
 

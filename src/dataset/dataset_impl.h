@@ -68,6 +68,9 @@ void stk__names_free(struct stk__names *l);
 int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
                              const struct stk__names *names, const struct stk_dataset_opts *opts,
                              char *err);
+/* Whether a file next to shards is a companion, never a shard (a format's
+ * side files such as .idx, JSON indexes and manifests). */
+int stk__side_file(const char *name);
 int stk__dataset_open_local(struct stk_dataset *ds, const struct stk__names *names,
                             const struct stk_dataset_opts *opts, char *err);
 

@@ -101,7 +101,7 @@ static char *path_join(const char *a, const char *b) {
 
 /* Files next to shards that are never shards: any format's per-shard index
  * files, dataset indexes and JSON metadata (a stoker manifest). */
-static int side_file(const char *name) {
+int stk__side_file(const char *name) {
   if (stk__has_ext(name, ".json")) return 1;
   for (int i = 0; stk_formats[i]; i++)
     if (stk_formats[i]->side_exts && stk__has_ext(name, stk_formats[i]->side_exts)) return 1;
@@ -159,8 +159,8 @@ static int walk_shards(struct stk_dataset *ds, const char *dir, char *err) {
   const char *example = NULL;
   for (size_t i = 0; i < n && !rc; i++) {
     if (v[i].dir) continue;
-    if (any ? !stk__has_ext(v[i].name, ds->fmt->exts) : side_file(v[i].name)) {
-      if (!side_file(v[i].name) && !skipped++) example = v[i].name;
+    if (any ? !stk__has_ext(v[i].name, ds->fmt->exts) : stk__side_file(v[i].name)) {
+      if (!stk__side_file(v[i].name) && !skipped++) example = v[i].name;
       continue;
     }
     char *p = path_join(dir, v[i].name);
@@ -290,7 +290,7 @@ static int detect_dir(const char *root, const struct stk_format_ops **out, char 
   for (size_t i = 0; i < n; i++) {
     if (v[i].dir) continue;
     names[i] = v[i].name;
-    if (!first_file && !side_file(v[i].name)) first_file = v[i].name;
+    if (!first_file && !stk__side_file(v[i].name)) first_file = v[i].name;
   }
   size_t count[FMT_MAX];
   const struct stk_format_ops *best;

@@ -211,14 +211,18 @@ struct listing {
   const char *url;
   struct tab *t;
   const struct stk_format_ops *want; /* NULL: decide by extension */
+  size_t skipped;                    /* listed files that are not its shards */
+  char example[128];
 };
 
 static int list_cb(void *arg, const char *name, const struct stk_obj_info *info) {
   struct listing *L = arg;
   if (!safe_rel(name) || !strcmp(name, MANIFEST_NAME)) return 0;
   const struct stk_format_ops *f = L->want;
-  if ((f->caps & STK_FMT_TREE) ? 0 : !(f->exts && *f->exts && stk__has_ext(name, f->exts)))
+  if ((f->caps & STK_FMT_TREE) ? 0 : !(f->exts && *f->exts && stk__has_ext(name, f->exts))) {
+    if (!stk__side_file(name) && !L->skipped++) snprintf(L->example, sizeof L->example, "%s", name);
     return 0;
+  }
   int rc = tab_add(L->t, name, info ? info->size : UINT64_MAX, 0, 0);
   if (!rc) rc = add_remote_shard(L->ds, L->url, name, -1);
   if (!rc) {
@@ -304,8 +308,13 @@ static int open_listed(struct stk_dataset *ds, struct stk_origin *o, const char 
     if (!f) f = tree_format();
   }
   ds->fmt = f;
-  struct listing L = {ds, url, t, f};
+  struct listing L = {ds, url, t, f, 0, ""};
   rc = stk__origin_list(o, list_cb, &L, err);
+  /* Never silently, as for a local folder: files that are not shards. */
+  if (!rc && L.skipped)
+    stk_log(STK_LOG_WARN, "%s: %zu file%s that %s not %s shards left out (%s%s)", url, L.skipped,
+            L.skipped == 1 ? "" : "s", L.skipped == 1 ? "is" : "are", f->name, L.example,
+            L.skipped > 1 ? ", ..." : "");
   if (rc == STK_ENOTSUP)
     return stk__errf(err, rc,
                      "%s: no %s there, and this origin cannot be listed; write one "
