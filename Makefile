@@ -112,7 +112,8 @@ $(FAKENVML): tests/tools/fakenvml/fakenvml.c
 	$(CC) -shared -fPIC -g -O1 $(WARN) -o $@ $<
 
 # Each test runs in its own process with a timeout; the last line is
-# "N passed, N failed[, N skipped]". T=pattern runs a subset; T=python runs
+# "N passed, N failed, N skipped", C and Python added up (scripts/run-tests).
+# T=pattern runs a subset of the C tests; T=python runs
 # only the Python tests (pytest, python/tests), which a plain `make test`
 # runs after the C ones (not in sanitizer builds: the interpreter is not
 # instrumented). K=expr passes -k expr to pytest.
@@ -120,8 +121,7 @@ $(FAKENVML): tests/tools/fakenvml/fakenvml.c
 # second make then sees.
 test:
 	@./scripts/install-deps test
-	@$(if $(filter python,$(T)),,$(MAKE) --no-print-directory test-c)
-	@$(if $(SAN),,$(if $(or $(filter python,$(T)),$(if $(T),,1)),$(MAKE) --no-print-directory test-python))
+	@./scripts/run-tests "$(MAKE)" "$(BUILD)" "$(T)" "$(SAN)"
 
 test-c: $(TESTBIN) $(CLI) $(FAKENVML)
 	STOKER_BIN=$(abspath $(CLI)) STOKER_FAKE_NVML=$(abspath $(FAKENVML)) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 $(TESTBIN) $(T)

@@ -199,7 +199,9 @@ STK_EXPORT void stk_loader_close(struct stk_loader *l);
  * Safe from a signal handler's thread (only sets a flag). */
 STK_EXPORT void stk_loader_cancel(struct stk_loader *l);
 STK_EXPORT const char *stk_loader_errmsg(const struct stk_loader *l);
-/* Sampler state after the last batch handed out: save it to resume. */
+/* Sampler state after the last batch handed out, with the dataset's
+ * fingerprint (the first call computes it: a stat per local shard): save
+ * it to resume; a resume on another dataset is refused. */
 STK_EXPORT void stk_loader_state(const struct stk_loader *l, struct stk_sampler_state *st);
 /* Name of the I/O engine in use ("io_uring" or "pread"). */
 STK_EXPORT const char *stk_loader_engine(const struct stk_loader *l);

@@ -367,16 +367,18 @@ static int parse_opts(LoaderObject *self, PyObject *d) {
   }
   PyObject *r = PyDict_GetItemString(d, "resume");
   if (r && r != Py_None) {
-    unsigned long long seed, epoch, pos;
+    unsigned long long seed, epoch, pos, fp = 0;
     if (!PyTuple_Check(r)) {
-      PyErr_SetString(PyExc_TypeError, "resume: expected (seed, epoch, position)");
+      PyErr_SetString(PyExc_TypeError, "resume: expected (seed, epoch, position[, dataset])");
       return -1;
     }
-    if (!PyArg_ParseTuple(r, "KKK;resume: expected (seed, epoch, position)", &seed, &epoch, &pos))
+    if (!PyArg_ParseTuple(r, "KKK|K;resume: expected (seed, epoch, position[, dataset])", &seed,
+                          &epoch, &pos, &fp))
       return -1;
     self->resume.seed = seed;
     self->resume.epoch = epoch;
     self->resume.position = pos;
+    self->resume.dataset_fp = fp; /* 0: not recorded, not checked */
     o->resume = &self->resume;
   }
   /* Dataset and cache. */
@@ -611,8 +613,8 @@ static PyObject *Loader_state(LoaderObject *self, PyObject *unused) {
   }
   struct stk_sampler_state st;
   stk_loader_state(self->l, &st);
-  return Py_BuildValue("(KKK)", (unsigned long long)st.seed, (unsigned long long)st.epoch,
-                       (unsigned long long)st.position);
+  return Py_BuildValue("(KKKK)", (unsigned long long)st.seed, (unsigned long long)st.epoch,
+                       (unsigned long long)st.position, (unsigned long long)st.dataset_fp);
 }
 
 /* The stats as the JSON text of stk_loader_stats_json (json.loads'ed by

@@ -260,10 +260,12 @@ class Loader(_stoker.Loader):
 
     def state(self):
         """Where the loader stands after the last batch handed out, as
-        {"seed", "epoch", "position"}: pass it as resume= to continue with
-        exactly the remaining samples (any world size)."""
-        seed, epoch, position = self._state()
-        return {"seed": seed, "epoch": epoch, "position": position}
+        {"seed", "epoch", "position", "dataset"}: pass it as resume= to
+        continue with exactly the remaining samples (any world size).
+        "dataset" is the dataset's fingerprint (its format, shard names,
+        sizes and sample counts): a resume on another dataset is refused."""
+        seed, epoch, position, dataset = self._state()
+        return {"seed": seed, "epoch": epoch, "position": position, "dataset": dataset}
 
     def dataset_info(self):
         """{"samples", "shards", "format"} of the open dataset."""
@@ -392,14 +394,17 @@ Loader.__signature__ = __import__("inspect").signature(_options)
 def _resume_tuple(resume):
     if isinstance(resume, dict):
         try:
-            return (_int("resume['seed']", resume["seed"], none_ok=False),
-                    _int("resume['epoch']", resume["epoch"], none_ok=False),
-                    _int("resume['position']", resume["position"], none_ok=False))
+            t = (_int("resume['seed']", resume["seed"], none_ok=False),
+                 _int("resume['epoch']", resume["epoch"], none_ok=False),
+                 _int("resume['position']", resume["position"], none_ok=False))
         except KeyError as e:
             raise ValueError(f"resume: missing key {e}") from None
-    if isinstance(resume, (tuple, list)) and len(resume) == 3:
+        # States from before fingerprints have no "dataset": not checked.
+        return t + (_int("resume['dataset']", resume.get("dataset", 0), none_ok=False),)
+    if isinstance(resume, (tuple, list)) and len(resume) in (3, 4):
         return tuple(_int("resume", x, none_ok=False) for x in resume)
-    raise TypeError("resume: expected a state dict {'seed', 'epoch', 'position'} from state()")
+    raise TypeError("resume: expected a state dict {'seed', 'epoch', 'position', 'dataset'} "
+                    "from state()")
 
 
 def format_report(st):

@@ -120,8 +120,10 @@ class StokerDataset(IterableDataset):
         self._state = {"seed": self.seed, "epoch": epoch, "position": 0}
 
     def state_dict(self):
-        """Where the loop stands: {"seed", "epoch", "position"} (position
-        counts the epoch's samples that all ranks together have consumed).
+        """Where the loop stands: {"seed", "epoch", "position"[, "dataset"]}
+        (position counts the epoch's samples that all ranks together have
+        consumed; dataset is the dataset's fingerprint, which a resume on
+        another dataset is refused for).
         Save it with the model; load_state_dict() resumes from it."""
         if self._in_workers:
             raise RuntimeError("state_dict(): the dataset was iterated in DataLoader worker "
@@ -140,9 +142,10 @@ class StokerDataset(IterableDataset):
             raise ValueError(f"state: missing key {e}") from None
         if seed != self.seed:
             raise ValueError(f"state: saved with seed {seed}, this dataset has seed {self.seed}")
+        fp = int(state.get("dataset", 0))  # 0: saved before fingerprints, not checked
         self._epoch = epoch
-        self._resume = (seed, epoch, pos)
-        self._state = {"seed": seed, "epoch": epoch, "position": pos}
+        self._resume = (seed, epoch, pos, fp)
+        self._state = {"seed": seed, "epoch": epoch, "position": pos, "dataset": fp}
 
     # -- iteration ---------------------------------------------------------------
 

@@ -42,6 +42,26 @@ def test_resume_bad_state(datasets):
         stoker.Loader(datasets["tfrecord"], 16, resume={"seed": 2})
 
 
+def test_resume_refuses_another_dataset(datasets, tmp_path):
+    """A state names its dataset (format, shard names, sizes, counts): the
+    same files by another path resume; another dataset of as many samples
+    is refused; a state without "dataset" (older) is not checked."""
+    src = datasets["tfrecord"]
+    with stoker.Loader(src, 16, seed=3) as ld:
+        indices(ld, 2)
+        state = ld.state()
+    assert state["dataset"] != 0
+    other = str(tmp_path / "other")
+    stoker.gen(other, 200, format="tfrecord", size=2000, seed=9)
+    with pytest.raises(stoker.InvalidArgumentError, match="resume"):
+        stoker.Loader(other, 16, seed=3, resume=state)
+    with stoker.Loader(src + "/", 16, seed=3, resume=state) as ld:
+        assert sum(len(b) for b in ld) == 200 - 32
+    old = {k: state[k] for k in ("seed", "epoch", "position")}
+    with stoker.Loader(other, 16, seed=3, resume=old) as ld:
+        assert sum(len(b) for b in ld) == 200 - 32
+
+
 @pytest.mark.parametrize("k", [1, 3])
 def test_resume_world_2_to_3(datasets, k):
     src = datasets["mds"]

@@ -156,6 +156,7 @@ struct stk_loader {
   atomic_uint_fast64_t taken_total;
   struct stk__lookahead *la;
   struct stk__publish *pub; /* counters for `stoker watch` (publish.c) */
+  _Atomic uint64_t ds_fp;   /* stk_sampler_fingerprint, taken at the first save */
   char err[STK_ERRMSG_MAX];
 };
 
@@ -1360,7 +1361,15 @@ void stk_loader_close(struct stk_loader *l) {
 
 const char *stk_loader_errmsg(const struct stk_loader *l) { return l->err; }
 
-void stk_loader_state(const struct stk_loader *l, struct stk_sampler_state *st) { *st = l->state; }
+void stk_loader_state(const struct stk_loader *l, struct stk_sampler_state *st) {
+  *st = l->state;
+  /* A saved state names its dataset, so a resume elsewhere is refused;
+   * taken once (a stat per local shard), not per batch. */
+  struct stk_loader *m = (struct stk_loader *)l;
+  uint64_t fp = atomic_load(&m->ds_fp);
+  if (!fp) atomic_store(&m->ds_fp, fp = stk_sampler_fingerprint(l->ds));
+  st->dataset_fp = fp;
+}
 
 const char *stk_loader_engine(const struct stk_loader *l) { return l->io_ops->name; }
 
