@@ -57,6 +57,8 @@ struct stk_sample {
 #define STK_FMT_TREE 0x10u         /* one sample per file in a directory tree, labelled by
                                       first-level subfolder; no shard extension */
 #define STK_FMT_WRITE_PER_FILE 0x20u /* the writer writes one file per sample */
+#define STK_FMT_CLASS_DIRS 0x40u  /* shards may sit in first-level class folders, which
+                                    * give their label (stoker gen --classes for npy) */
 
 struct stk_dataset;
 struct stk_shard;

@@ -147,32 +147,70 @@ static int walk_files(struct stk_dataset *ds, const char *dir, int depth, int32_
 
 /* Shard formats: the files of dir whose names end in one of the format's
  * extensions; if none does (a format given by name or sniffed), every file
- * except DALI .idx files and JSON metadata. */
+ * except DALI .idx files and JSON metadata. For formats whose shards may
+ * sit in class folders (STK_FMT_CLASS_DIRS), the first-level folders' too,
+ * labelled by folder: its number when every folder is named by one (as
+ * stoker gen writes them, so a class with no sample shifts no other label),
+ * else its place in name order (as DatasetFolder labels them). */
+struct skipped {
+  size_t n;
+  char example[128];
+};
+
+static int add_dir_shards(struct stk_dataset *ds, const char *dir, const struct ent *v, size_t n,
+                          int32_t label, struct skipped *sk, char *err) {
+  int any = 0, rc = 0;
+  for (size_t i = 0; i < n; i++) any |= !v[i].dir && stk__has_ext(v[i].name, ds->fmt->exts);
+  for (size_t i = 0; i < n && !rc; i++) {
+    if (v[i].dir) continue;
+    if (any ? !stk__has_ext(v[i].name, ds->fmt->exts) : stk__side_file(v[i].name)) {
+      if (!stk__side_file(v[i].name) && !sk->n++)
+        snprintf(sk->example, sizeof sk->example, "%s%s%s", label < 0 ? "" : dir,
+                 label < 0 ? "" : "/", v[i].name);
+      continue;
+    }
+    char *p = path_join(dir, v[i].name);
+    rc = p ? stk__dataset_add_shard(ds, p, label) : STK_ENOMEM;
+    if (rc) stk__errf(err, rc, "out of memory listing %s", dir);
+    free(p);
+  }
+  return rc;
+}
+
+static int numbered(const char *name) {
+  size_t l = strlen(name);
+  return l > 0 && l <= 9 && strspn(name, "0123456789") == l;
+}
+
 static int walk_shards(struct stk_dataset *ds, const char *dir, char *err) {
   struct ent *v;
   size_t n;
   int rc = read_dir_sorted(dir, &v, &n, err);
   if (rc) return rc;
-  int any = 0;
-  for (size_t i = 0; i < n; i++) any |= !v[i].dir && stk__has_ext(v[i].name, ds->fmt->exts);
-  size_t skipped = 0;
-  const char *example = NULL;
-  for (size_t i = 0; i < n && !rc; i++) {
-    if (v[i].dir) continue;
-    if (any ? !stk__has_ext(v[i].name, ds->fmt->exts) : stk__side_file(v[i].name)) {
-      if (!stk__side_file(v[i].name) && !skipped++) example = v[i].name;
-      continue;
+  struct skipped sk = {0, ""};
+  rc = add_dir_shards(ds, dir, v, n, -1, &sk, err);
+  if (ds->fmt->caps & STK_FMT_CLASS_DIRS) {
+    int all_numbered = 1;
+    for (size_t i = 0; i < n; i++) all_numbered &= !v[i].dir || numbered(v[i].name);
+    int32_t next = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+      if (!v[i].dir) continue;
+      int32_t label = all_numbered ? (int32_t)atol(v[i].name) : next;
+      next++;
+      char *p = path_join(dir, v[i].name);
+      struct ent *w = NULL;
+      size_t m = 0;
+      rc = p ? read_dir_sorted(p, &w, &m, err) : stk__errf(err, STK_ENOMEM, "out of memory");
+      if (!rc) rc = add_dir_shards(ds, p, w, m, label, &sk, err);
+      ents_free(w, m);
+      free(p);
     }
-    char *p = path_join(dir, v[i].name);
-    rc = p ? stk__dataset_add_shard(ds, p, -1) : STK_ENOMEM;
-    if (rc) stk__errf(err, rc, "out of memory listing %s", dir);
-    free(p);
   }
   /* Never silently: files that are not shards of the format are named. */
-  if (!rc && skipped)
-    stk_log(STK_LOG_WARN, "%s: %zu file%s that %s not %s shards left out (%s%s)", dir, skipped,
-            skipped == 1 ? "" : "s", skipped == 1 ? "is" : "are", ds->fmt->name, example,
-            skipped > 1 ? ", ..." : "");
+  if (!rc && sk.n)
+    stk_log(STK_LOG_WARN, "%s: %zu file%s that %s not %s shards left out (%s%s)", dir, sk.n,
+            sk.n == 1 ? "" : "s", sk.n == 1 ? "is" : "are", ds->fmt->name, sk.example,
+            sk.n > 1 ? ", ..." : "");
   ents_free(v, n);
   return rc;
 }
@@ -271,6 +309,28 @@ static int mix_error(const char *where, const size_t *count, char *err) {
  * index.json), else the one its files' extensions name (an error if they
  * name several), else what the first file's bytes look like, else plain
  * files (an ImageFolder tree). */
+/* Only class folders at the top: the format their first folder's files
+ * name by extension, when it is one whose shards sit in class folders
+ * (npy written with labels); else fallback (plain files, ImageFolder). */
+static const struct stk_format_ops *class_dirs_format(const char *root, const struct ent *v,
+                                                      size_t n, const struct stk_format_ops *fallback) {
+  for (size_t i = 0; i < n; i++) {
+    if (!v[i].dir) continue;
+    char *p = path_join(root, v[i].name);
+    struct ent *w = NULL;
+    size_t m = 0;
+    char err[STK_ERRMSG_MAX];
+    const struct stk_format_ops *f = NULL;
+    if (p && read_dir_sorted(p, &w, &m, err) == 0)
+      for (size_t k = 0; k < m && !f; k++)
+        if (!w[k].dir && !stk__side_file(w[k].name)) f = stk__format_by_ext(w[k].name);
+    ents_free(w, m);
+    free(p);
+    return f && (f->caps & STK_FMT_CLASS_DIRS) ? f : fallback;
+  }
+  return fallback;
+}
+
 static int detect_dir(const char *root, const struct stk_format_ops **out, char *err) {
   if ((*out = dir_index_format(root)) != NULL) return 0;
   struct ent *v;
@@ -304,6 +364,7 @@ static int detect_dir(const char *root, const struct stk_format_ops **out, char 
     free(p);
     if (s) *out = s;
   }
+  if (!rc && !best && !first_file) *out = class_dirs_format(root, v, n, *out);
   ents_free(v, n);
   return rc;
 }

@@ -269,67 +269,6 @@ static int npy_parse(const struct stk_dataset *ds, const struct stk_shard *sh, c
   return 0;
 }
 
-/* ---- listing ----------------------------------------------------------- */
-
-static int npy_name(const struct dirent *d) { return stk__has_ext(d->d_name, ".npy"); }
-static int sub_dir(const struct dirent *d) { return d->d_name[0] != '.'; }
-
-/* The .npy files of dir (sorted) as shards of the given label. */
-static int add_files(struct stk_dataset *ds, const char *dir, int32_t label) {
-  struct dirent **v;
-  int n = scandir(dir, &v, npy_name, alphasort), rc = 0;
-  if (n < 0) {
-    int e = errno;
-    return stk__errf(ds->err, stk__from_errno(e), "%s: cannot list: %s", dir, strerror(e));
-  }
-  for (int i = 0; i < n; i++) {
-    char p[4096];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/%s", dir, v[i]->d_name);
-    if (!rc && stat(p, &st) == 0 && S_ISREG(st.st_mode) && stk__dataset_add_shard(ds, p, label))
-      rc = stk__errf(ds->err, STK_ENOMEM, "out of memory listing %s", dir);
-    free(v[i]);
-  }
-  free(v);
-  return rc;
-}
-
-/* A file, or a directory's .npy files (label -1) and those of its
- * first-level subfolders (labels 0, 1, ... in name order). */
-static int npy_list(struct stk_dataset *ds, const char *root) {
-  struct stat st;
-  if (stat(root, &st) != 0) {
-    int e = errno;
-    return stk__errf(ds->err, stk__from_errno(e), "%s: %s", root, strerror(e));
-  }
-  if (!S_ISDIR(st.st_mode)) return stk__dataset_add_shard(ds, root, -1);
-  int rc = add_files(ds, root, -1);
-  struct dirent **v;
-  int n = rc ? 0 : scandir(root, &v, sub_dir, alphasort);
-  if (n < 0) return 0;
-  /* Folders named by number (as stoker gen writes them: 00000, 00003, ...)
-   * give that number, so a class with no sample shifts no other label;
-   * otherwise labels follow name order, as DatasetFolder gives them. */
-  int numeric = 1;
-  for (int i = 0; i < n; i++) {
-    size_t l = strlen(v[i]->d_name);
-    numeric &= l > 0 && l <= 9 && strspn(v[i]->d_name, "0123456789") == l;
-  }
-  int32_t label = 0;
-  for (int i = 0; i < n; i++) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s/%s", root, v[i]->d_name);
-    if (!rc && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-      int32_t k = numeric ? (int32_t)atol(v[i]->d_name) : label;
-      label++;
-      rc = add_files(ds, p, k);
-    }
-    free(v[i]);
-  }
-  if (n) free(v);
-  return rc;
-}
-
 /* ---- writing ----------------------------------------------------------- */
 
 /* A labelled sample goes to DIR/LLLLL/ (created here, removed on abort). */
@@ -380,8 +319,8 @@ const struct stk_format_ops stk__fmt_npy = {
     .name = "npy",
     .desc = "NumPy .npy arrays, one sample per file (field \"npy\")",
     .exts = ".npy",
-    .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_WRITE | STK_FMT_WRITE_PER_FILE,
-    .list = npy_list,
+    .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_WRITE | STK_FMT_WRITE_PER_FILE | STK_FMT_LABELS |
+            STK_FMT_CLASS_DIRS,
     .magic = "\x93NUMPY",
     .magic_len = 6,
     .index = npy_index,
