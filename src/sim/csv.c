@@ -2,6 +2,7 @@
  * looked up by header name, and error messages that name the file and line,
  * so a malformed row in a million-row trace is found at once. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,6 +187,21 @@ int stk__sim_csv_int(const struct stk__sim_csv *r, int col, int64_t lo, int64_t 
   if (v < lo || v > hi)
     return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s %lld is out of range (%lld..%lld)", r->path,
                      (unsigned long long)r->line, cname, v, (long long)lo, (long long)hi);
+  *out = v;
+  return 0;
+}
+
+int stk__sim_csv_num(const struct stk__sim_csv *r, int col, double lo, double *out, char *errmsg) {
+  const char *s = stk__sim_csv_get(r, col);
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (!*s || *end || errno == ERANGE || !isfinite(v))
+    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s '%s' is not a number", r->path,
+                     (unsigned long long)r->line, col >= 0 ? r->hdr[col] : "?", s);
+  if (v < lo)
+    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s %g is below %g", r->path,
+                     (unsigned long long)r->line, col >= 0 ? r->hdr[col] : "?", v, lo);
   *out = v;
   return 0;
 }

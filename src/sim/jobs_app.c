@@ -26,18 +26,6 @@ static const struct {
     {"imagenet", 90, 0}, {"deepspeech2", 80, 0}, {"yolov3", 50, 8},
 };
 
-static int num(const struct stk__sim_csv *r, int col, double *out, char *errmsg) {
-  const char *s = stk__sim_csv_get(r, col);
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (!*s || *end || errno == ERANGE || !isfinite(v))
-    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s '%s' is not a number", r->path,
-                     (unsigned long long)r->line, col >= 0 ? r->hdr[col] : "?", s);
-  *out = v;
-  return 0;
-}
-
 static int need_cols(struct stk__sim_csv *r, const char *const *names, int *cols, int n,
                      char *errmsg) {
   for (int i = 0; i < n; i++) {
@@ -69,7 +57,8 @@ static int read_table(const char *path, const char *const *names, int ncol, doub
       }
       v = nv;
     }
-    for (int i = 0; i < ncol && !rc; i++) rc = num(&r, cols[i], &v[(size_t)n * ncol + i], errmsg);
+    for (int i = 0; i < ncol && !rc; i++)
+      rc = stk__sim_csv_num(&r, cols[i], -INFINITY, &v[(size_t)n * ncol + i], errmsg);
     n++;
   }
   if (rc == STK_EOF) rc = 0;
@@ -141,9 +130,9 @@ static int load_placements(struct stk__japp *a, const char *dir, char *errmsg) {
       rc = stk__errf(errmsg, STK_EFORMAT, "%s:%llu: empty placement", path,
                      (unsigned long long)r.line);
     double b, st, sy;
-    if (!rc) rc = num(&r, cols[1], &b, errmsg);
-    if (!rc) rc = num(&r, cols[2], &st, errmsg);
-    if (!rc) rc = num(&r, cols[3], &sy, errmsg);
+    if (!rc) rc = stk__sim_csv_num(&r, cols[1], -INFINITY, &b, errmsg);
+    if (!rc) rc = stk__sim_csv_num(&r, cols[2], -INFINITY, &st, errmsg);
+    if (!rc) rc = stk__sim_csv_num(&r, cols[3], -INFINITY, &sy, errmsg);
     if (rc) break;
     char key[24];
     int nodes, reps;

@@ -34,21 +34,6 @@ static int parse_time(const struct stk__sim_csv *r, int col, double *out, char *
                    r->path, (unsigned long long)r->line, r->hdr[col], s);
 }
 
-static int parse_num(const struct stk__sim_csv *r, int col, double lo, double *out, char *errmsg) {
-  const char *s = stk__sim_csv_get(r, col);
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (!*s || *end || errno == ERANGE || !isfinite(v))
-    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s '%s' is not a number", r->path,
-                     (unsigned long long)r->line, r->hdr[col], s);
-  if (v < lo)
-    return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s %g is below %g", r->path,
-                     (unsigned long long)r->line, r->hdr[col], v, lo);
-  *out = v;
-  return 0;
-}
-
 struct jidx {
   struct stk__jspec s;
   size_t i;
@@ -130,11 +115,11 @@ int stk_sim_jobs_load(struct stk_sim_jobs **out, const struct stk_sim_apps *apps
       if (rc) break;
       s.bsz = (int)b;
     } else if (c_dur >= 0) {
-      rc = parse_num(&r, c_dur, 0, &s.duration, errmsg);
+      rc = stk__sim_csv_num(&r, c_dur, 0, &s.duration, errmsg);
       if (rc) break;
     } else {
       double del;
-      rc = parse_num(&r, c_del, s.submit, &del, errmsg);
+      rc = stk__sim_csv_num(&r, c_del, s.submit, &del, errmsg);
       if (rc) break;
       s.duration = del - s.submit;
     }
