@@ -174,6 +174,18 @@ TEST(dataset_names_common_root) {
   CHECK_EQ(stk__names_common_root(&l, &root, err), STK_EINVAL);
   CHECK_CONTAINS(err, "different origins");
   stk__names_free(&l);
+  /* The fuzzer's find: an empty name, or absolute and relative names
+   * mixed, would be cut past its end. */
+  stk__names_add(&l, "/a://0");
+  stk__names_add(&l, "");
+  CHECK_EQ(stk__names_common_root(&l, &root, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "empty shard name");
+  stk__names_free(&l);
+  stk__names_add(&l, "/d/1.tar");
+  stk__names_add(&l, "d/2.tar");
+  CHECK_EQ(stk__names_common_root(&l, &root, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "absolute and relative");
+  stk__names_free(&l);
   /* One presigned URL: the query goes with the origin, for its one object;
    * several cannot share one. */
   stk__names_add(&l, "https://h/x/1.tar?X-Amz-Signature=abc");

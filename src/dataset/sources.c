@@ -309,6 +309,14 @@ int stk__names_common_root(struct stk__names *l, char **root, char *err) {
                        "URL) cannot share an origin; name shards by plain URLs",
                        (int)strcspn(l->v[i], "?"), l->v[i]);
   const char *first = l->v[0];
+  for (size_t i = 0; i < l->n; i++) {
+    if (!l->v[i][0]) return stk__errf(err, STK_EINVAL, "an empty shard name in the list");
+    if ((l->v[i][0] == '/') != (first[0] == '/'))
+      return stk__errf(err, STK_EINVAL,
+                       "%s and %s: absolute and relative shard names mixed; name every shard "
+                       "one way",
+                       first, l->v[i]);
+  }
   size_t auth = authority_len(first);
   for (size_t i = 1; i < l->n; i++) {
     size_t a = authority_len(l->v[i]);
