@@ -156,6 +156,13 @@ TEST(bench_verdict_classes) {
   /* The same figures with the data in the page cache: never storage. */
   verdict_case(&(struct vcase){0.50, 0.45, 0.02, 0.02, 0, 0.99, 0.05, 0.9, 0.3, 0, 0, 1, 0}, "read",
                "page cache");
+  /* A fifth of the bytes from a device (a page cache cold at the start):
+   * neither "page cache" nor plain storage; it says how much and what to
+   * do. Seen on `stoker bench` defaults after the cache went cold. */
+  verdict_case(&(struct vcase){0.88, 0.10, 0.02, 0.02, 0, 0.99, 0.05, 0.9, 0.3, 0, 0, 1, 4 * GiB},
+               "storage", "partly on storage: reads saturated");
+  verdict_case(&(struct vcase){0.88, 0.10, 0.02, 0.02, 0, 0.99, 0.05, 0.9, 0.3, 0, 0, 1, 4 * GiB},
+               "storage", "4096 of their 20480 MiB came from a device");
   /* ... and where /proc/self/io could not be read, it says it cannot tell. */
   verdict_case(&(struct vcase){0.50, 0.45, 0.02, 0.02, 0, 0.99, 0.05, 0.9, 0.3, 0, 0, 0, 0}, "read",
                "unknown");

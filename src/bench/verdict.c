@@ -32,6 +32,7 @@
 #define CONTENDED 0.20  /* others' CPU + steal, as a share of all cores */
 #define STEAL_HIGH 0.10 /* steal alone, as a share of all cores */
 #define DEVICE_SHARE 0.25 /* device reads / bytes read that make the reads "storage" */
+#define CACHE_SHARE 0.02  /* at most this share from a device: "from the page cache" */
 
 static void say(struct stk_bench_result *r, const char *what, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -81,13 +82,16 @@ static void contention_verdict(struct stk_bench_result *r, const struct machine 
 }
 
 /* Where the reads came from: 1 a device (or a remote origin), 0 the page
- * cache, -1 unknown. */
+ * cache, 2 both in earnest (a cache that was cold at the start: part of a
+ * run came from storage), -1 unknown. */
 static int reads_from_device(const struct stk_bench_result *r, double *dev_mib) {
   const struct stk_loader_stats *st = &r->loader;
   *dev_mib = (double)r->host.device_read_bytes / 1048576.0;
   if (st->has_cache && st->cache.fetch_bytes > 0) return 1;
   if (!r->host.io_valid) return -1;
-  return (double)r->host.device_read_bytes >= DEVICE_SHARE * (double)st->read_bytes;
+  double dev = (double)r->host.device_read_bytes, bytes = (double)st->read_bytes;
+  if (dev >= DEVICE_SHARE * bytes) return 1;
+  return dev > CACHE_SHARE * bytes ? 2 : 0;
 }
 
 static void data_verdict(struct stk_bench_result *r, double stall) {
@@ -131,6 +135,14 @@ static void data_verdict(struct stk_bench_result *r, double stall) {
         "checksum checks are; accelerators waited %.1f%% for data; --no-verify or another "
         "--engine (now %s) may help, faster storage will not",
         gib_s, dev_mib, stall, r->engine[0] ? r->engine : "auto");
+  else if (read_util >= SATURATED && dec_idle > 0.3 && dev == 2)
+    say(r, "storage",
+        "read-bound, partly on storage: reads saturated at %.2f GiB/s and %.0f of their %.0f MiB "
+        "came from a device (the page cache held the rest: it was cold when the run began); "
+        "accelerators waited %.1f%% for data; a run on warm data (run it again) shows the "
+        "page-cache figure; for storage figures use --direct; faster storage or a cache "
+        "(stoker cache) will help the cold part",
+        gib_s, dev_mib, (double)st->read_bytes / 1048576.0, stall);
   else if (read_util >= SATURATED && dec_idle > 0.3)
     say(r, "read",
         "read-bound: reads saturated at %.2f GiB/s while decode workers sat idle %.0f%% of the "
