@@ -354,6 +354,20 @@ static void loader_metrics(struct stk_watch *w, struct ag_buf *b) {
   }
 }
 
+/* A per-job counter of the job's energy in kWh times a configured factor
+ * (a price, a carbon intensity); absent when the factor is not set. */
+static void per_kwh_family(struct ag_buf *b, const struct stk_watch *w, const char *name,
+                           const char *help, double per_kwh) {
+  if (per_kwh <= 0) return;
+  family(b, name, "counter", help);
+  for (unsigned i = 0; i < w->njobs; i++) {
+    stk__ag_printf(b, "%s{hpc_job=", name);
+    stk__ag_label(b, w->jobs[i].id);
+    stk__ag_printf(b, "}");
+    val(b, w->jobs[i].energy_j / 3.6e6 * per_kwh);
+  }
+}
+
 static void job_metrics(struct stk_watch *w, struct ag_buf *b) {
   if (!w->njobs) return;
   struct jm {
@@ -416,26 +430,11 @@ static void job_metrics(struct stk_watch *w, struct ag_buf *b) {
       val(b, v[k]);
     }
   }
-  if (w->o.price_per_kwh > 0) {
-    family(b, "stoker_job_energy_cost_total", "counter",
-           "Energy cost at the configured price per kWh (in that currency).");
-    for (unsigned i = 0; i < w->njobs; i++) {
-      stk__ag_printf(b, "stoker_job_energy_cost_total{hpc_job=");
-      stk__ag_label(b, w->jobs[i].id);
-      stk__ag_printf(b, "}");
-      val(b, w->jobs[i].energy_j / 3.6e6 * w->o.price_per_kwh);
-    }
-  }
-  if (w->o.carbon_g_per_kwh > 0) {
-    family(b, "stoker_job_carbon_grams_total", "counter",
-           "CO2-equivalent at the configured intensity (g per kWh).");
-    for (unsigned i = 0; i < w->njobs; i++) {
-      stk__ag_printf(b, "stoker_job_carbon_grams_total{hpc_job=");
-      stk__ag_label(b, w->jobs[i].id);
-      stk__ag_printf(b, "}");
-      val(b, w->jobs[i].energy_j / 3.6e6 * w->o.carbon_g_per_kwh);
-    }
-  }
+  per_kwh_family(b, w, "stoker_job_energy_cost_total",
+                 "Energy cost at the configured price per kWh (in that currency).",
+                 w->o.price_per_kwh);
+  per_kwh_family(b, w, "stoker_job_carbon_grams_total",
+                 "CO2-equivalent at the configured intensity (g per kWh).", w->o.carbon_g_per_kwh);
 }
 
 void stk__ag_build_expo(struct stk_watch *w) {
