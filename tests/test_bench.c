@@ -143,6 +143,16 @@ static void verdict_case(const struct vcase *c, const char *want, const char *sa
   CHECK_STR(again.verdict, r.verdict);
 }
 
+/* The warm-up waits only for batches that fit the memory cap: unet3d's
+ * 2N+2 batches of about 1 GB under a cap of half the RAM hung bench. */
+TEST(bench_warmup_fill_fits_the_cap) {
+  const double GB = 1e9;
+  CHECK_EQ(stk__bench_fill(8, 64ull << 30, 0.05 * GB), 10);    /* room: the ring and two */
+  CHECK_EQ(stk__bench_fill(8, 12ull << 30, 2.46 * GB), 4);     /* unet3d, N=4, 24 GiB RAM */
+  CHECK_EQ(stk__bench_fill(8, 1ull << 30, 3.0 * GB), 1);       /* not even one: one */
+  CHECK_EQ(stk__bench_fill(2, 1ull << 30, 0.0), 4);            /* unknown size: the ring */
+}
+
 TEST(bench_verdict_classes) {
   const uint64_t GiB = 1ull << 30;
   /* au, data, sync, jitter, wake, read, dec, dec_idle, own, others, steal, io, device */

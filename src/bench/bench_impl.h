@@ -7,6 +7,10 @@
 /* Fill r->verdict and r->bottleneck from the run's figures and the
  * loader's stage stats. */
 void stk__bench_verdict(struct stk_bench_result *r);
+/* How many batches the warm-up waits for: the ring's depth and the two
+ * beyond it, but no more than fit the loader's memory cap with every batch
+ * at its largest (batch_bytes), so that the wait can always end. At least 1. */
+uint32_t stk__bench_fill(uint32_t prefetch, uint64_t mem_cap, double batch_bytes);
 
 /* Fill AU, throughput and the time split of r from r->per ([epochs]
  * [accelerators]); used after a run and after gathering runs (MPI). */

@@ -213,6 +213,13 @@ static void epoch_result(struct run *run, struct acc *a, uint32_t e, uint64_t st
   }
 }
 
+uint32_t stk__bench_fill(uint32_t prefetch, uint64_t mem_cap, double batch_bytes) {
+  double fits = batch_bytes > 0 ? (double)mem_cap / batch_bytes : 1e9;
+  uint32_t want = prefetch + 2; /* the ring's depth and the two beyond it (pipeline.c) */
+  if (fits < want) want = fits >= 2 ? (uint32_t)fits - 1 : 1;
+  return want;
+}
+
 /* Let the loader fill its ring before the clock starts (see the top of
  * the file). Batches put in the ring count in the batch stage's items,
  * failed ones too, so a loader that fails still ends the wait; so do a
@@ -221,9 +228,16 @@ static void warm_up(struct run *run) {
   uint64_t t0 = stk_now_ns(), total = run->steps * run->epochs * run->nacc, want = run->fill;
   if (want > total) want = total;
   struct stk_loader_stats st;
+  uint64_t last = 0, since = t0;
   for (;;) {
     stk_loader_stats(run->l, &st);
-    if (st.stage[STK_STAGE_BATCH].items >= want || cancelled(run)) break;
+    uint64_t items = st.stage[STK_STAGE_BATCH].items, now = stk_now_ns();
+    if (items >= want || cancelled(run)) break;
+    /* A loader that makes no batch for 10 s while its buffers fill the
+     * memory cap can make no more: the warm-up ends with what it has
+     * (reported), rather than wait for a fill that cannot come. */
+    if (items != last) last = items, since = now;
+    else if (now - since > 10000000000ull && st.mem_bytes * 4 >= st.mem_cap * 3) break;
     struct timespec ts = {0, 2000000};
     nanosleep(&ts, NULL);
   }
@@ -401,12 +415,12 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
    * step ahead. */
   lo.prefetch = 2 * run->nacc;
   lo.prefetch_max = STK__MAX(16, 4 * run->nacc);
-  run->fill = lo.prefetch + 2; /* the ring's depth and the two beyond it (pipeline.c) */
   double batch_bytes = o->w.batch * (o->w.record_bytes + 3 * o->w.record_stdev);
   double cap = batch_bytes * (lo.prefetch_max + 4);
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   double ram = pages > 0 && psz > 0 ? (double)pages * (double)psz : 8e9;
   lo.mem_cap = (uint64_t)STK__MAX(1073741824.0, STK__MIN(cap, ram / 2));
+  run->fill = stk__bench_fill(lo.prefetch, lo.mem_cap, batch_bytes);
   rc = stk_loader_open(&run->l, *ds, &lo, derr);
   if (rc) {
     stk_dataset_close(*ds);
