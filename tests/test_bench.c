@@ -247,22 +247,31 @@ TEST(bench_host_figures_from_proc) {
   CHECK(!h.cpu_valid && !h.io_valid);
 }
 
+/* A small seeded TFRecord dataset in "d" (files x per_file samples of
+ * size bytes, one shard per file) and resnet50/h100 options that read it
+ * with the given batch and compute time; each test sets the rest. */
+static void small_run(struct stk_bench_opts *o, uint64_t files, uint64_t per_file, uint64_t size,
+                      uint64_t seed, uint32_t batch, double compute_s) {
+  struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = files * per_file,
+                           .size_mean = size, .samples_per_shard = per_file, .seed = seed};
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(stk_gen(&g, NULL, NULL, err) == 0, "%s", err);
+  memset(o, 0, sizeof *o);
+  CHECK_OK(stk_workload_preset("resnet50", "h100", &o->w));
+  o->w.files = files;
+  o->w.samples_per_file = per_file;
+  o->w.batch = batch;
+  o->w.compute_s = compute_s;
+  o->data = "d";
+}
+
 /* A short real run: the structure of the result and DLIO's AU formula. */
 TEST(bench_run_au_definition) {
-  struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = 200, .size_mean = 512,
-                           .samples_per_shard = 50, .seed = 3};
   char err[STK_ERRMSG_MAX];
-  CHECK_OK(stk_gen(&g, NULL, NULL, err));
   struct stk_bench_opts o;
-  memset(&o, 0, sizeof o);
-  CHECK_OK(stk_workload_preset("resnet50", "h100", &o.w));
-  o.w.files = 4;
-  o.w.samples_per_file = 50;
-  o.w.batch = 8;
+  small_run(&o, 4, 50, 512, 3, 8, 0.004);
   o.w.epochs = 2;
-  o.w.compute_s = 0.004;
   o.w.read_threads = 2;
-  o.data = "d";
   o.accelerators = 3;
   struct stk_bench_result r;
   int rc = stk_bench_run(&o, &r, err);
@@ -309,17 +318,9 @@ TEST(bench_run_au_definition) {
 }
 
 TEST(bench_bad_values) {
-  struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = 40, .size_mean = 100, .seed = 1};
   char err[STK_ERRMSG_MAX];
-  CHECK_OK(stk_gen(&g, NULL, NULL, err));
   struct stk_bench_opts o;
-  memset(&o, 0, sizeof o);
-  CHECK_OK(stk_workload_preset("resnet50", "h100", &o.w));
-  o.w.files = 1;
-  o.w.samples_per_file = 40;
-  o.w.batch = 4;
-  o.w.compute_s = 0.001;
-  o.data = "d";
+  small_run(&o, 1, 40, 100, 1, 4, 0.001);
   struct stk_bench_result r;
   o.accelerators = 6; /* 40 / 4 / 6 = 1 step: AU needs 2 */
   CHECK_EQ(stk_bench_run(&o, &r, err), STK_EINVAL);
@@ -375,20 +376,11 @@ TEST(bench_concurrent_failed_peer_no_hang) {
  * (ring depth 2N and the two beyond it); they are counted as warm-up, and
  * the loader figures the verdict reads cover the timed epochs only. */
 TEST(bench_run_warmup_outside_au) {
-  struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = 240, .size_mean = 512,
-                           .samples_per_shard = 60, .seed = 4};
   char err[STK_ERRMSG_MAX];
-  CHECK_OK(stk_gen(&g, NULL, NULL, err));
   struct stk_bench_opts o;
-  memset(&o, 0, sizeof o);
-  CHECK_OK(stk_workload_preset("resnet50", "h100", &o.w));
-  o.w.files = 4;
-  o.w.samples_per_file = 60;
-  o.w.batch = 10;
+  small_run(&o, 4, 60, 512, 4, 10, 0.002);
   o.w.epochs = 2;
-  o.w.compute_s = 0.002;
   o.w.read_threads = 2;
-  o.data = "d";
   o.accelerators = 3; /* 240 / 10 / 3 = 8 steps; 48 batches in all */
   struct stk_bench_result r;
   int rc = stk_bench_run(&o, &r, err);
@@ -414,19 +406,10 @@ TEST(bench_run_warmup_outside_au) {
 /* Compute time 0: AU (compute over wall time) would be 0 whatever the data
  * path did; the run reports throughput only and blames nothing. */
 TEST(bench_run_compute_zero) {
-  struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = 120, .size_mean = 256,
-                           .samples_per_shard = 40, .seed = 5};
   char err[STK_ERRMSG_MAX];
-  CHECK_OK(stk_gen(&g, NULL, NULL, err));
   struct stk_bench_opts o;
-  memset(&o, 0, sizeof o);
-  CHECK_OK(stk_workload_preset("resnet50", "h100", &o.w));
-  o.w.files = 3;
-  o.w.samples_per_file = 40;
-  o.w.batch = 10;
+  small_run(&o, 3, 40, 256, 5, 10, 0);
   o.w.epochs = 1;
-  o.w.compute_s = 0;
-  o.data = "d";
   o.accelerators = 2;
   struct stk_bench_result r;
   int rc = stk_bench_run(&o, &r, err);
