@@ -47,7 +47,7 @@ const char cmd_feed_usage[] =
     "  --layout L          hwc or chw (default hwc)\n"
     "  --eval              center crop instead of random resized crop and flip\n"
     "I/O and memory:\n"
-    "  --engine E          auto, io_uring, pread (default auto)\n"
+    "  --engine E          auto, io_uring, pread, mmap (default auto)\n"
     "  --direct            O_DIRECT reads (bypass the page cache)\n"
     "  --no-verify         do not check stored checksums\n"
     "  --on-error MODE     fail or skip bad samples (default fail)\n"

@@ -115,6 +115,30 @@ static void on_signal(int sig) {
   errno = saved;
 }
 
+/* Samples far larger than a read are mapped from the page cache, not
+ * copied (the loader's mmap engine). A file truncated under a mapping
+ * makes the next touch of its lost pages a bus error; say so in one line
+ * before the default action ends the process (SA_RESETHAND: the faulting
+ * access runs again and the signal is fatal). Async-signal-safe. */
+static void on_bus_error(int sig, siginfo_t *si, void *uc) {
+  (void)sig;
+  (void)uc;
+  if (si->si_code != BUS_ADRERR) return;
+  char msg[256] = "stoker: bus error at 0x";
+  size_t n = strlen(msg);
+  uintptr_t a = (uintptr_t)si->si_addr;
+  for (int sh = (int)sizeof a * 8 - 4; sh >= 0; sh -= 4)
+    if ((a >> sh) || sh == 0) msg[n++] = "0123456789abcdef"[(a >> sh) & 15];
+  const char *tail =
+      ": a file mapped for reading became shorter while in use (was a dataset file truncated "
+      "during the run?); --engine pread reads with copies and reports such a file as an error\n";
+  size_t tl = strlen(tail);
+  if (n + tl > sizeof msg) tl = sizeof msg - n;
+  memcpy(msg + n, tail, tl);
+  ssize_t w = write(2, msg, n + tl);
+  (void)w;
+}
+
 void cli_catch_signals(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -122,6 +146,11 @@ void cli_catch_signals(void) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_bus_error;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, NULL);
 }
 
 static const struct command *find(const char *name) {

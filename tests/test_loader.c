@@ -3,8 +3,10 @@
  * name file and offset, skip mode counts, resume continues exactly, memory
  * stays bounded. Tests named *concurrent* also run under ThreadSanitizer. */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../src/base/base.h"
@@ -104,6 +106,9 @@ TEST(loader_every_sample_once_io_uring) {
   every_sample_once("io_uring", STK_SHUFFLE_BLOCK, 3);
 }
 TEST(loader_concurrent_many_workers) { every_sample_once("auto", STK_SHUFFLE_GLOBAL, 8); }
+/* Small records through the mapping engine: many samples per mapped range,
+ * checksums checked by the engine's threads on the mapped pages. */
+TEST(loader_every_sample_once_mmap) { every_sample_once("mmap", STK_SHUFFLE_BLOCK, 2); }
 
 TEST(loader_engines_same_order) {
   write_tfrecords("ds", 3, 40);
@@ -113,6 +118,9 @@ TEST(loader_engines_same_order) {
   o.sampler.seed = 42;
   run_all(ds, &o, NULL, a);
   o.io_engine = "io_uring";
+  run_all(ds, &o, NULL, b);
+  CHECK(memcmp(a, b, sizeof a) == 0);
+  o.io_engine = "mmap";
   run_all(ds, &o, NULL, b);
   CHECK(memcmp(a, b, sizeof a) == 0);
   stk_dataset_close(ds);
@@ -156,12 +164,12 @@ static uint64_t corrupt_record(int r) {
   return off;
 }
 
-TEST(loader_crc_error_names_file_and_offset) {
+static void crc_error_names_file_and_offset(const char *engine) {
   write_tfrecords("ds", 2, 20);
   uint64_t off = corrupt_record(7);
   struct stk_dataset *ds = open_ds("ds");
   struct stk_loader *l;
-  struct stk_loader_opts o = {.batch_size = 4, .threads = 2};
+  struct stk_loader_opts o = {.batch_size = 4, .threads = 2, .io_engine = engine};
   CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
   struct stk_batch *b;
   int rc;
@@ -187,6 +195,8 @@ TEST(loader_crc_error_names_file_and_offset) {
   stk_loader_close(l);
   stk_dataset_close(ds);
 }
+TEST(loader_crc_error_names_file_and_offset) { crc_error_names_file_and_offset("auto"); }
+TEST(loader_crc_error_mmap) { crc_error_names_file_and_offset("mmap"); }
 
 TEST(loader_skip_mode_counts) {
   write_tfrecords("ds", 2, 20);
@@ -476,6 +486,147 @@ static void large_samples(const char *engine, int direct) {
 TEST(loader_large_samples_pread) { large_samples("pread", 0); }
 TEST(loader_large_samples_io_uring) { large_samples("io_uring", 0); }
 TEST(loader_large_samples_direct) { large_samples("auto", 1); }
+
+/* Samples mapped from the page cache, not copied (the mmap engine): every
+ * byte arrives, no batch buffer is allocated, the whole span of a batch is
+ * readable (the gaps between mapped samples are zero pages), and a sample
+ * longer than one mapping request (64 MiB) takes two, either side of the
+ * boundary. */
+TEST(loader_large_samples_mmap) {
+  uint64_t base = (64u << 20) - 4099; /* 64 MiB - 4099, + 0, + 4099 */
+  write_big_files("ds", 3, base);
+  struct stk_dataset *ds = open_ds("ds");
+  struct stk_loader_opts o = {.batch_size = 2, .threads = 2, .epochs = 2, .io_engine = "mmap"};
+  struct stk_loader *l;
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  struct stk_batch *b;
+  uint64_t got = 0, touched = 0;
+  int rc;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    uint64_t span = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+      uint64_t id = b->indices[i];
+      CHECK_EQ(b->len[i], big_len(id, base));
+      const uint8_t *p = b->data + b->offsets[i];
+      for (uint64_t q = 0; q < b->len[i]; q += 4093) CHECK_EQ(p[q], payload_byte(id, q));
+      CHECK_EQ(p[b->len[i] - 1], payload_byte(id, b->len[i] - 1));
+      span = STK__MAX(span, b->offsets[i] + b->len[i]);
+      got++;
+    }
+    for (uint64_t q = 0; q < span; q += 4096) touched += b->data[q] != 0;
+    stk_batch_release(l, b);
+  }
+  CHECK_MSG(rc == STK_EOF, "next: %d %s", rc, stk_loader_errmsg(l));
+  CHECK_EQ(got, 6);
+  CHECK(touched > 0);
+  struct stk_loader_stats st;
+  stk_loader_stats(l, &st);
+  CHECK_EQ(st.mem_peak, 0);        /* nothing copied into buffers of ours */
+  CHECK_EQ(st.read_ops, 2 * 4);    /* 1 + 1 + 2 mapping requests per epoch */
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+}
+
+/* Write a TFRecord shard of n records of len bytes each (payload of id). */
+static void write_tfrecord_big(const char *path, int n, uint64_t len) {
+  FILE *f = fopen(path, "wb");
+  CHECK(f != NULL);
+  uint8_t *data = malloc(len);
+  for (int r = 0; r < n; r++) {
+    uint8_t hdr[12], crc[4];
+    for (uint64_t i = 0; i < len; i++) data[i] = payload_byte((uint64_t)r, i);
+    stk__st64(hdr, len);
+    stk__st32(hdr + 8, stk_crc32c_mask(stk_crc32c(0, hdr, 8)));
+    stk__st32(crc, stk_crc32c_mask(stk_crc32c(0, data, len)));
+    fwrite(hdr, 1, 12, f);
+    fwrite(data, 1, len, f);
+    fwrite(crc, 1, 4, f);
+  }
+  free(data);
+  fclose(f);
+}
+
+/* Left to choose, the loader maps samples of 8 MiB or more (known from the
+ * shard indexes), unless the caller's allocator must hold the batches
+ * (pinned memory) or O_DIRECT is asked for; smaller samples are copied. */
+TEST(loader_auto_maps_large_samples) {
+  mkdir("big", 0755);
+  mkdir("small", 0755);
+  write_tfrecord_big("big/a.tfrecord", 2, 9u << 20);
+  write_tfrecord_big("small/a.tfrecord", 4, 1u << 20);
+  struct stk_dataset *big = open_ds("big"), *small = open_ds("small");
+  struct stk_allocator al = {count_alloc, count_free, NULL};
+  struct {
+    struct stk_dataset *ds;
+    const struct stk_allocator *alloc;
+    const char *engine;
+  } cases[] = {{big, NULL, "mmap"}, {big, &al, "pread"}, {small, NULL, "pread"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    struct stk_loader_opts o = {.batch_size = 1, .threads = 1, .alloc = cases[i].alloc};
+    struct stk_loader *l;
+    CHECK_OK(stk_loader_open(&l, cases[i].ds, &o, NULL));
+    CHECK_STR(stk_loader_engine(l), cases[i].engine);
+    stk_loader_close(l);
+  }
+  struct stk_loader_opts o = {.batch_size = 1, .threads = 1, .direct = 1};
+  struct stk_loader *l;
+  if (stk_loader_open(&l, big, &o, NULL) == 0) { /* where O_DIRECT works */
+    CHECK(strcmp(stk_loader_engine(l), "mmap") != 0);
+    stk_loader_close(l);
+  }
+  o.io_engine = "mmap";
+  char err[STK_ERRMSG_MAX];
+  CHECK_EQ(stk_loader_open(&l, big, &o, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "cannot be combined with direct I/O");
+  stk_dataset_close(big);
+  stk_dataset_close(small);
+}
+
+/* A shard cut short after its index was built is an error naming it when
+ * the mapping engine comes to it, never a mapping of missing pages. */
+TEST(loader_mmap_shard_cut_short) {
+  mkdir("ds", 0755);
+  write_tfrecord_big("ds/a.tfrecord", 3, 9u << 20);
+  struct stk_dataset *ds = open_ds("ds");
+  CHECK_OK(truncate("ds/a.tfrecord", (off_t)(12u << 20)));
+  struct stk_loader *l;
+  struct stk_loader_opts o = {.batch_size = 1, .threads = 2, .io_engine = "mmap"};
+  o.sampler.shuffle = STK_SHUFFLE_NONE;
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  struct stk_batch *b;
+  int rc;
+  while ((rc = stk_loader_next(l, &b)) == 0) stk_batch_release(l, b);
+  CHECK_EQ(rc, STK_ETRUNC);
+  CHECK_CONTAINS(stk_loader_errmsg(l), "a.tfrecord");
+  CHECK_CONTAINS(stk_loader_errmsg(l), "shorter than its index says");
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+}
+
+/* The price of mapping, as documented (loader.h, docs/internals/loader.md):
+ * a file truncated while its batch is held makes the next touch of those
+ * bytes raise SIGBUS (the CLI names the cause; `--engine pread` copies). */
+TEST(loader_mmap_truncated_while_held_is_sigbus) {
+  write_big_files("ds", 1, 16u << 20);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    struct stk_dataset *ds;
+    struct stk_loader *l;
+    struct stk_batch *b;
+    struct stk_loader_opts o = {.batch_size = 1, .threads = 1, .io_engine = "mmap"};
+    if (stk_dataset_open(&ds, "ds", NULL, NULL) || stk_loader_open(&l, ds, &o, NULL) ||
+        stk_loader_next(l, &b) || b->data[b->offsets[0] + (8u << 20)] != payload_byte(0, 8u << 20))
+      _exit(3);
+    if (truncate("ds/f-000.bin", 0) != 0) _exit(4);
+    volatile uint8_t c = b->data[b->offsets[0] + (8u << 20)];
+    (void)c;
+    _exit(0);
+  }
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS, "child status 0x%x", st);
+}
 
 /* The memory cap holds: batch buffers never exceed it, whatever the ring
  * depth asked for, and every sample still arrives. */

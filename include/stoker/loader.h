@@ -131,8 +131,12 @@ struct stk_loader_opts {
                              epoch (the first of the epoch's order); 0 = all */
   struct stk_sampler_opts sampler;
   struct stk_decode_cfg decode;
-  const char *io_engine;  /* "auto", "io_uring", "pread"; NULL = auto (io_uring
-                             where available; see docs/internals/loader.md) */
+  const char *io_engine;  /* "auto", "io_uring", "pread", "mmap"; NULL = auto
+                             (mmap for samples of 8 MiB or more, else pread or
+                             io_uring by size; docs/internals/loader.md). With
+                             mmap, in-place batches are the page cache's pages:
+                             a file truncated while its batch is held makes
+                             the next touch of those bytes raise SIGBUS */
   int direct;             /* O_DIRECT reads into aligned buffers */
   int skip_verify;        /* do not check stored checksums (on by default) */
   uint64_t max_inflight;  /* bytes in flight in the I/O engine; 0 = two mean
@@ -203,7 +207,7 @@ STK_EXPORT const char *stk_loader_errmsg(const struct stk_loader *l);
  * fingerprint (the first call computes it: a stat per local shard): save
  * it to resume; a resume on another dataset is refused. */
 STK_EXPORT void stk_loader_state(const struct stk_loader *l, struct stk_sampler_state *st);
-/* Name of the I/O engine in use ("io_uring" or "pread"). */
+/* Name of the I/O engine in use ("io_uring", "pread" or "mmap"). */
 STK_EXPORT const char *stk_loader_engine(const struct stk_loader *l);
 
 /* ---- stats ----------------------------------------------------------- */

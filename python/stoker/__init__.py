@@ -218,7 +218,7 @@ class Loader(_stoker.Loader):
     I/O and memory:
       format=None         "tfrecord", "wds", "npy", "npz", "mds", "files" (None: detect)
       index_threads=0     threads building shard indexes at open (0: number of cores)
-      engine="auto"       "auto", "io_uring" or "pread"
+      engine="auto"       "auto", "io_uring", "pread" or "mmap"
       direct=False        O_DIRECT reads
       verify=True         check stored checksums
       on_error="fail"     "fail" or "skip" bad samples (skipped ones are counted)
@@ -348,7 +348,7 @@ def _options(source, batch_size=64, *, shuffle=True, seed=0, epochs=1,
                 raise ValueError("std: every value must be > 0")
             o[f"{nm}{i}"] = float(x)
     o["format"] = _str("format", format)
-    _choice("engine", engine, ["auto", "io_uring", "pread"])
+    _choice("engine", engine, ["auto", "io_uring", "pread", "mmap"])
     o["engine"] = engine
     o["direct"] = _bool("direct", direct)
     o["skip_verify"] = 0 if _bool("verify", verify) else 1

@@ -420,12 +420,17 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   double ram = pages > 0 && psz > 0 ? (double)pages * (double)psz : 8e9;
   lo.mem_cap = (uint64_t)STK__MAX(1073741824.0, STK__MIN(cap, ram / 2));
-  run->fill = stk__bench_fill(lo.prefetch, lo.mem_cap, batch_bytes);
   rc = stk_loader_open(&run->l, *ds, &lo, derr);
   if (rc) {
     stk_dataset_close(*ds);
     return stk__errf(err, rc, "%s", derr);
   }
+  /* Batches mapped from the page cache take no buffer memory: the whole
+   * ring fills whatever the cap (a batch that must be copied still stops
+   * the fill at the cap: see warm_up). */
+  run->fill = strcmp(stk_loader_engine(run->l), "mmap") == 0
+                  ? lo.prefetch + 2
+                  : stk__bench_fill(lo.prefetch, lo.mem_cap, batch_bytes);
   return 0;
 }
 

@@ -1,6 +1,8 @@
 /* I/O engines: how the loader's reads reach the kernel. One backend per
- * file behind struct stk_io_ops (io_uring, a thread pool doing pread),
- * listed in stk__io_engines[]; "auto" takes the first that opens.
+ * file behind struct stk_io_ops (io_uring, a thread pool doing pread, a
+ * thread pool mapping the page cache), listed in stk__io_engines[]; "auto"
+ * takes the first that opens (the loader itself picks pread or mmap by
+ * sample size: src/loader/pipeline.c).
  *
  * The contract is asynchronous and single-submitter: one thread submits
  * requests and reaps completions; the engine may complete them on other
@@ -41,6 +43,12 @@ struct stk_io;
 struct stk_io_ops {
   const char *name;
   int inline_hook; /* calls on_read in the completing thread */
+  /* Maps instead of copying: a request's buf lies in a reservation made by
+   * stk__io_region_reserve, and buf and off are page-aligned (congruent
+   * modulo STK_IO_MAP_ALIGN for large ranges, so large folios map whole);
+   * on completion the file's pages are at buf, read-only, until the range
+   * is mapped over or stk__io_region_reset. */
+  int maps;
   /* Create an engine; STK_ENOTSUP when this kernel or sandbox lacks it. */
   int (*open)(struct stk_io **out, const struct stk_io_opts *o, char *err);
   /* Queue one request. Never blocks; the caller keeps fewer than depth in
@@ -55,6 +63,7 @@ struct stk_io_ops {
 
 extern const struct stk_io_ops stk__io_uring;
 extern const struct stk_io_ops stk__io_pread;
+extern const struct stk_io_ops stk__io_mmap;
 extern const struct stk_io_ops *const stk__io_engines[];
 
 /* Open the engine named, or for "auto"/NULL the first that works in table
@@ -67,5 +76,25 @@ extern const struct stk_io_ops *const stk__io_engines[];
  * both). `direct` is accepted for engines that care. */
 int stk__io_open(const char *name, int direct, const struct stk_io_opts *o,
                  const struct stk_io_ops **ops, struct stk_io **io, char *err);
+
+/* The thread pool behind the blocking engines (pool.c): op runs in a
+ * worker per request (returning its res), then the request's on_read. */
+int stk__io_pool_open(struct stk_io **out, const struct stk_io_opts *o,
+                      int (*op)(const struct stk_io_req *r), const char *what, char *err);
+int stk__io_pool_submit(struct stk_io *io, struct stk_io_req *r);
+int stk__io_pool_reap(struct stk_io *io, struct stk_io_req **done, int max, int block);
+void stk__io_pool_close(struct stk_io *io);
+/* A blocking read of one request (pread.c): len bytes, or to end of file
+ * once need bytes came (else STK_ETRUNC). */
+int stk__io_read_req(const struct stk_io_req *r);
+
+/* Address space for a mapping engine's requests (mmap.c): reserve one of
+ * at least need bytes (STK_IO_MAP_ALIGN-aligned, readable zero pages, no
+ * memory behind it), releasing the one *p held; reset one to zero pages,
+ * dropping every mapping placed in it; free one (NULL allowed). */
+#define STK_IO_MAP_ALIGN (2u << 20)
+int stk__io_region_reserve(uint8_t **p, size_t *cap, size_t need);
+int stk__io_region_reset(uint8_t *p, size_t cap);
+void stk__io_region_free(uint8_t *p, size_t cap);
 
 #endif

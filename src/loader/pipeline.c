@@ -34,6 +34,7 @@
 #define FD_CACHE 256
 #define MAX_COALESCE (8u << 20) /* bytes per coalesced read */
 #define READ_CHUNK (8u << 20)   /* a longer range is read by several requests */
+#define MAP_CHUNK (64u << 20)   /* the same for a mapping engine (a multiple of 2 MiB) */
 #define HUGE_ALIGN (2u << 20)   /* large buffers: transparent huge pages */
 
 struct slot {
@@ -54,8 +55,11 @@ struct job {
   struct slot *slots;
   uint64_t *offsets, *lens, *ids;
   int32_t *labels;
-  uint8_t *raw;   /* read staging; the batch data for in-place fields */
+  uint8_t *raw;   /* read staging; the batch data for in-place fields. With a
+                     mapping engine, an address-space reservation that
+                     the shards' pages are mapped into (no memory of ours) */
   size_t raw_cap;
+  int mapped;     /* raw holds mappings of an earlier batch */
   uint8_t *out;   /* decode output for copies and fixed-size decodes */
   size_t out_cap;
   struct stk_io_req *reqs;
@@ -113,6 +117,8 @@ struct stk_loader {
   int reader_done;    /* no more jobs will be made */
   int failed;         /* a job failed in fail mode: stop */
   int inline_verify;  /* the I/O engine checks checksums as it reads */
+  int maps;           /* the I/O engine maps shards into job->raw (no copy) */
+  uint64_t page;      /* the system's page size */
   atomic_int cancel;
   struct task *tasks; /* circular task queue */
   uint32_t tasks_cap, task_head, task_len;
@@ -225,7 +231,10 @@ static void buf_drop(struct stk_loader *l, uint8_t **buf, size_t *cap) {
 }
 
 static void job_free(struct stk_loader *l, struct job *j) {
-  if (j->raw) l->o.alloc->free(l->o.alloc->ctx, j->raw, j->raw_cap);
+  if (l->maps)
+    stk__io_region_free(j->raw, j->raw_cap);
+  else if (j->raw)
+    l->o.alloc->free(l->o.alloc->ctx, j->raw, j->raw_cap);
   if (j->out) l->o.alloc->free(l->o.alloc->ctx, j->out, j->out_cap);
   free(j->slots);
   free(j->offsets);
@@ -435,18 +444,36 @@ static int reqs_reserve(struct job *j, uint32_t n) {
   return 0;
 }
 
+/* How reads are laid out in a job's staging buffer. A read's start in the
+ * file and in the buffer is aligned to 4 KiB for O_DIRECT and to pages for
+ * a mapping engine, which also places a range of 2 MiB or more at an
+ * address congruent to its file offset modulo 2 MiB (so the page cache's
+ * large folios map a PMD at a time); a range longer than a chunk is read
+ * by several requests. */
+static uint64_t read_align(const struct stk_loader *l) {
+  if (l->maps) return STK__MAX((uint64_t)ALIGN, l->page);
+  return l->o.direct ? ALIGN : 1;
+}
+static uint64_t read_chunk(const struct stk_loader *l) { return l->maps ? MAP_CHUNK : READ_CHUNK; }
+static uint64_t place(const struct stk_loader *l, uint64_t pos, uint64_t start, uint64_t span) {
+  uint64_t a = read_align(l);
+  pos = (pos + a - 1) & ~(a - 1);
+  if (l->maps && span >= STK_IO_MAP_ALIGN) pos += (start - pos) & (STK_IO_MAP_ALIGN - 1);
+  return pos;
+}
+
 /* Sort the job's samples into file order; the staging bytes the reads
  * need and how many requests they take. */
 static void plan_size(struct stk_loader *l, struct job *j, uint64_t *bytes, uint32_t *nreqs) {
   struct slot **order = j->order;
   for (uint32_t i = 0; i < j->n; i++) order[i] = &j->slots[i];
   qsort(order, j->n, sizeof *order, cmp_slot_pos);
-  uint64_t pos = 0, a = l->o.direct ? ALIGN : 1, start, end, n = 0;
+  uint64_t pos = 0, a = read_align(l), chunk = read_chunk(l), start, end, n = 0;
   for (uint32_t k = 0; k < j->n;) {
     k = coalesce(order, j->n, k, a, &start, &end);
     uint64_t span = ((end + a - 1) & ~(a - 1)) - start;
-    pos = ((pos + a - 1) & ~(a - 1)) + span;
-    n += (span + READ_CHUNK - 1) / READ_CHUNK;
+    pos = place(l, pos, start, span) + span;
+    n += (span + chunk - 1) / chunk;
   }
   *bytes = pos;
   *nreqs = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
@@ -458,16 +485,17 @@ static void plan_size(struct stk_loader *l, struct job *j, uint64_t *bytes, uint
  * widened to aligned bounds and placed at an aligned position. */
 static void plan_build(struct stk_loader *l, struct job *j) {
   struct slot **order = j->order;
-  uint64_t pos = 0, a = l->o.direct ? ALIGN : 1, start, end;
+  uint64_t pos = 0, a = read_align(l), chunk = read_chunk(l), start, end;
   j->nreqs = 0;
+  j->mapped = l->maps;
   for (uint32_t k = 0; k < j->n;) {
     uint32_t m = coalesce(order, j->n, k, a, &start, &end);
     uint64_t aend = (end + a - 1) & ~(a - 1), span = aend - start;
-    pos = (pos + a - 1) & ~(a - 1);
+    pos = place(l, pos, start, span);
     for (uint32_t q = k; q < m; q++) order[q]->raw_pos = pos + (order[q]->off - start);
-    int whole = span <= READ_CHUNK;
-    for (uint64_t at = 0; at < span; at += READ_CHUNK) {
-      uint64_t len = STK__MIN((uint64_t)READ_CHUNK, span - at);
+    int whole = span <= chunk;
+    for (uint64_t at = 0; at < span; at += chunk) {
+      uint64_t len = STK__MIN(chunk, span - at);
       j->req_lo[j->nreqs] = whole ? k : 0;
       j->req_hi[j->nreqs] = whole ? m : 0;
       struct stk_io_req *r = &j->reqs[j->nreqs++];
@@ -515,14 +543,26 @@ static uint64_t grow_by(size_t cap, uint64_t need) { return need > cap ? round_b
  * must wait for the consumer to release a batch, or a code with
  * j->errmsg set. The reader's. */
 static int job_memory(struct stk_loader *l, struct job *j, uint64_t raw, uint64_t out) {
+  if (l->maps) { /* raw is address space the shards are mapped into: not memory */
+    int rc = raw > j->raw_cap ? stk__io_region_reserve(&j->raw, &j->raw_cap, raw + raw / 4)
+             : j->mapped      ? stk__io_region_reset(j->raw, j->raw_cap)
+                              : 0;
+    if (rc) {
+      char b[32];
+      return stk__errf(j->errmsg, rc, "cannot reserve %s of address space for a batch",
+                       stk_fmt_bytes(raw, b, sizeof b));
+    }
+    j->mapped = 0;
+    raw = 0;
+  }
   pthread_mutex_lock(&l->mu);
-  if (j->raw_cap < raw) steal_idle(l, j, 0, raw);
+  if (raw && j->raw_cap < raw) steal_idle(l, j, 0, raw);
   if (out && j->out_cap < out) steal_idle(l, j, 1, out);
   uint64_t extra = grow_by(j->raw_cap, raw) + grow_by(j->out_cap, out);
   /* Idle jobs' buffers go first; a released batch's job is reused. */
   for (struct job *f = l->free_jobs; f && extra && atomic_load(&l->mem_bytes) + extra > l->o.mem_cap;
        f = f->next) {
-    buf_drop(l, &f->raw, &f->raw_cap);
+    if (!l->maps) buf_drop(l, &f->raw, &f->raw_cap);
     buf_drop(l, &f->out, &f->out_cap);
   }
   int rc = 0;
@@ -547,7 +587,7 @@ static int job_memory(struct stk_loader *l, struct job *j, uint64_t raw, uint64_
   /* Our own old buffers are freed before the new ones count. */
   if (raw > j->raw_cap) buf_drop(l, &j->raw, &j->raw_cap);
   if (out > j->out_cap) buf_drop(l, &j->out, &j->out_cap);
-  rc = buf_reserve(l, &j->raw, &j->raw_cap, raw ? raw : 1);
+  if (!l->maps) rc = buf_reserve(l, &j->raw, &j->raw_cap, raw ? raw : 1);
   if (!rc && out) rc = buf_reserve(l, &j->out, &j->out_cap, out);
   if (rc) {
     char b[32];
@@ -843,8 +883,9 @@ static void submit_some(struct stk_loader *l) {
     struct job *j = l->reading[r];
     while (j->reqs_next < j->nreqs) {
       struct stk_io_req *q = &j->reqs[j->reqs_next];
+      /* Mapped bytes are the page cache's, not buffers: only requests count. */
       if (l->inflight_reqs >= l->o.io_depth ||
-          (l->inflight_bytes > 0 && l->inflight_bytes + q->len > l->o.max_inflight))
+          (!l->maps && l->inflight_bytes > 0 && l->inflight_bytes + q->len > l->o.max_inflight))
         return;
       char err[STK_ERRMSG_MAX];
       struct fdent *e = fd_get(l, (uint32_t)q->res, err);
@@ -956,7 +997,7 @@ static int plan_or_wait(struct stk_loader *l, struct job *j) {
   if (j->err) {
     j->nreqs = j->reqs_next = j->reads_pending = 0;
   }
-  uint64_t jb = j->raw_cap + j->out_cap;
+  uint64_t jb = (l->maps ? 0 : j->raw_cap) + j->out_cap; /* memory, not address space */
   if (jb > atomic_load_explicit(&l->max_job_bytes, memory_order_relaxed))
     atomic_store_explicit(&l->max_job_bytes, jb, memory_order_relaxed);
   l->reading[l->nreading++] = j;
@@ -1050,6 +1091,10 @@ static long ncores(void) {
  * its per-request handoff is small against the copy. Smaller samples go to
  * io_uring, which batches submissions (docs/internals/loader.md). */
 #define AUTO_PREAD_BYTES (64u << 10)
+/* Samples larger than a read (unet3d's 90-224 MB) are mapped instead of
+ * copied, unless the caller gave its own allocator (pinned memory: the
+ * batches must live there) or asked for O_DIRECT. */
+#define AUTO_MMAP_BYTES READ_CHUNK
 
 /* Mean stored bytes of a sample, from the indexes (or the cache's shard
  * sizes); 0 when unknown without opening files (plain files). */
@@ -1169,16 +1214,26 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
   if (!rc) {
     struct stk_io_opts io = {.depth = l->o.io_depth, .threads = (uint32_t)STK__MAX(2, ncores())};
     const char *engine = l->o.io_engine;
-    if ((!engine || !*engine || !strcmp(engine, "auto")) && !l->o.direct &&
-        l->mean_sample >= AUTO_PREAD_BYTES)
-      engine = "pread";
+    if ((!engine || !*engine || !strcmp(engine, "auto")) && !l->o.direct) {
+      if (l->mean_sample >= AUTO_MMAP_BYTES && l->o.alloc == &default_allocator)
+        engine = "mmap";
+      else if (l->mean_sample >= AUTO_PREAD_BYTES)
+        engine = "pread";
+    }
     rc = stk__io_open(engine, l->o.direct, &io, &l->io_ops, &l->io, err);
+    if (!rc && l->io_ops->maps && l->o.direct)
+      rc = stk__errf(err, STK_EINVAL,
+                     "the mmap engine reads through the page cache: it cannot be combined with "
+                     "direct I/O");
   }
   if (rc) {
     loader_free(l);
     return stk__errf(errmsg, rc, "%s", err);
   }
   l->inline_verify = l->io_ops->inline_hook && !l->o.skip_verify;
+  l->maps = l->io_ops->maps;
+  long pg = sysconf(_SC_PAGESIZE);
+  l->page = pg > 0 ? (uint64_t)pg : ALIGN;
   l->depth = l->o.prefetch;
   l->depth_max_seen = l->depth;
   l->maxjobs = l->o.prefetch_max + 2;
