@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "../src/base/base.h"
 #include "test.h"
@@ -158,7 +159,7 @@ TEST(crc32c_known_values) {
   memset(ff, 0xff, sizeof ff);
   CHECK_EQ(stk_crc32c(0, z, 32), 0x8A9136AAu);
   CHECK_EQ(stk_crc32c(0, ff, 32), 0x62A8AB43u);
-  /* Every length and alignment around the 3-stream block size agrees with
+  /* Every length and alignment around the folding block sizes agrees with
    * the bitwise reference, in one piece and in two. */
   size_t n = 3 * 2048 * 2 + 77;
   uint8_t *buf = malloc(n + 8);
@@ -176,6 +177,27 @@ TEST(crc32c_known_values) {
   free(buf);
   /* TFRecord mask of crc32c of 8 zero bytes (a zero length field). */
   CHECK_EQ(stk_crc32c_mask(0), 0xa282ead8u);
+}
+
+/* The zip CRC-32 (ISA-L) against zlib's, which npz files written by NumPy
+ * carry: the check value, and every length and alignment around its
+ * folding blocks, in one piece and chained. */
+TEST(crc32_zip_matches_zlib) {
+  CHECK_EQ(stk__crc32(0, "123456789", 9), 0xCBF43926u);
+  size_t n = 4 * 4096 + 133;
+  uint8_t *buf = malloc(n + 8);
+  struct stk_rng r;
+  stk_rng_seed(&r, 2);
+  for (size_t i = 0; i < n + 8; i++) buf[i] = (uint8_t)stk_rng_next(&r);
+  size_t lens[] = {0, 1, 15, 16, 63, 64, 255, 256, 257, 1023, 1024, 4097, n};
+  for (size_t a = 0; a < 5; a++)
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+      uint32_t want = (uint32_t)crc32(0, buf + a, (uInt)lens[k]);
+      CHECK_MSG(stk__crc32(0, buf + a, lens[k]) == want, "len %zu align %zu", lens[k], a);
+      size_t h = lens[k] / 3;
+      CHECK(stk__crc32(stk__crc32(0, buf + a, h), buf + a + h, lens[k] - h) == want);
+    }
+  free(buf);
 }
 
 TEST(json_writer) {

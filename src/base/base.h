@@ -29,6 +29,10 @@ int stk__pread_full(int fd, void *buf, size_t len, uint64_t off);
 /* Write all of buf, retrying short writes and EINTR. */
 int stk__write_full(int fd, const void *buf, size_t len);
 
+/* The zip/gzip CRC-32 (crc.c; stk_crc32c is the public CRC32C): zlib's
+ * convention, 0 to start, the result of one call chains into the next. */
+uint32_t stk__crc32(uint32_t crc, const void *data, size_t len);
+
 /* Little-endian loads and stores, alignment-free. */
 static inline uint16_t stk__ld16(const void *p) {
   const uint8_t *b = p;
