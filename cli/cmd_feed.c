@@ -253,8 +253,9 @@ static int check_state(const char *path, const struct saved_state *ss, struct st
     return 0;
   }
   if (ss->st.dataset_fp == stk_sampler_fingerprint(ds)) return 0;
-  uint64_t shards = stk_dataset_num_shards(ds), samples = stk_dataset_num_samples(ds);
-  if (shards != ss->shards || samples != ss->samples)
+  int complete;
+  uint64_t shards = stk_dataset_num_shards(ds), samples = stk_dataset_samples_counted(ds, &complete);
+  if (shards != ss->shards || (complete && samples != ss->samples))
     cli_error("feed",
               "--resume: %s was saved on another dataset (%llu shards, %llu samples; %s has "
               "%llu shards, %llu samples)",
@@ -277,7 +278,7 @@ static int write_state(const char *path, const struct stk_sampler_state *st,
           ", \"dataset_fingerprint\": \"%016" PRIx64 "\", \"dataset_shards\": %zu"
           ", \"dataset_samples\": %" PRIu64 "}\n",
           st->seed, st->epoch, st->position, stk_sampler_fingerprint(ds),
-          stk_dataset_num_shards(ds), stk_dataset_num_samples(ds));
+          stk_dataset_num_shards(ds), stk_dataset_samples_counted(ds, NULL));
   return cli_out_commit("feed", "--save-state", o);
 }
 
@@ -326,7 +327,12 @@ static void print_report(const struct feed_args *a, struct stk_dataset *ds, stru
     stk_json_obj_begin(&j);
     stk_json_kstr(&j, "dataset", a->path);
     stk_json_kstr(&j, "format", stk_dataset_format(ds));
-    stk_json_ku64(&j, "dataset_samples", stk_dataset_num_samples(ds));
+    int complete;
+    stk_json_ku64(&j, "dataset_samples", stk_dataset_samples_counted(ds, &complete));
+    /* false: a remote dataset without a manifest, whose shards not reached
+     * yet are not counted (dataset_samples is what was counted) */
+    stk_json_key(&j, "dataset_samples_complete");
+    stk_json_bool(&j, complete);
     stk_json_ku64(&j, "shards", stk_dataset_num_shards(ds));
     stk_json_kstr(&j, "engine", stk_loader_engine(l));
     stk_json_ku64(&j, "batch", a->lo.batch_size);

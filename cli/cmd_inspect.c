@@ -175,6 +175,12 @@ int cmd_inspect_run(int argc, char **argv) {
     cli_error("inspect", "%s", err);
     return rc == STK_EINVAL ? CLI_USAGE : CLI_FAIL;
   }
+  /* A remote dataset without a manifest is counted shard by shard here. */
+  if ((rc = stk_dataset_count(ds, (const int *)&cli_interrupted, err)) != 0) {
+    cli_error("inspect", "%s", cli_stop_requested() ? "interrupted" : err);
+    stk_dataset_close(ds);
+    return CLI_FAIL;
+  }
   struct summary s;
   memset(&s, 0, sizeof s);
   rc = summarize(ds, &s);

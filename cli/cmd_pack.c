@@ -233,6 +233,11 @@ int cmd_pack_run(int argc, char **argv) {
     cli_error("pack", "%s", err);
     return rc == STK_EINVAL ? CLI_USAGE : CLI_FAIL;
   }
+  if ((rc = stk_dataset_count(ds, (const int *)&cli_interrupted, err)) != 0) {
+    cli_error("pack", "%s", cli_stop_requested() ? "interrupted" : err);
+    stk_dataset_close(ds);
+    return CLI_FAIL;
+  }
   struct stk_writer *w = NULL;
   uint64_t t0 = stk_now_ns();
   int out = prepare_dst(&a) ? CLI_FAIL : 0;

@@ -58,6 +58,11 @@ int cmd_verify_run(int argc, char **argv) {
     cli_error("verify", "%s", err);
     return rc == STK_EINVAL ? CLI_USAGE : CLI_FAIL;
   }
+  if ((rc = stk_dataset_count(ds, (const int *)&cli_interrupted, err)) != 0) {
+    cli_error("verify", "%s", cli_stop_requested() ? "interrupted" : err);
+    stk_dataset_close(ds);
+    return CLI_FAIL;
+  }
   uint64_t n = stk_dataset_num_samples(ds), t0 = stk_now_ns(), last = 0;
   int show = !quiet && cli_progress_enabled();
   uint8_t *buf = NULL;

@@ -342,3 +342,150 @@ TEST(cache_mds_from_index_json_and_empty_dir) {
   CHECK_EQ(stat("cache", &st), 0);
   CHECK_EQ(st.st_mode & 0777, 0750);
 }
+
+/* ---- a dataset without a manifest, counted as its shards arrive -------- */
+
+/* Read a loader to its end: ids per epoch in delivery order into ids[e]
+ * (n[e] of them), each sample's bytes checked against the local copy. */
+static int drain_ids(struct stk_loader *l, uint64_t **ids, uint64_t *n, uint64_t limit) {
+  struct stk_batch *b;
+  int rc;
+  uint64_t batches = 0;
+  while ((!limit || batches < limit) && (rc = stk_loader_next(l, &b)) == 0) {
+    for (uint32_t i = 0; i < b->n; i++) ids[b->epoch][n[b->epoch]++] = b->indices[i];
+    stk_batch_release(l, b);
+    batches++;
+  }
+  return limit && batches == limit ? 0 : rc;
+}
+
+/* Opening lists the origin and fetches nothing; the first batch needs the
+ * first shards only; the first epoch visits shards in listed order (each
+ * window of samples is a permutation of the same sample numbers), the
+ * second in a shuffled order; every sample arrives once per epoch, and the
+ * count is complete once the first epoch is through. */
+TEST(cache_streamed_counts_as_shards_arrive) {
+  make_dataset("src", 600, 50, 0); /* 12 shards, no manifest */
+  struct stk_cache_opts co = {.dir = "cache", .prefetch_bytes = 2 * 50 * 3600};
+  struct stk_dataset *ds = open_cached("src", &co);
+  int complete = 1;
+  CHECK_EQ(stk_dataset_samples_counted(ds, &complete), 0);
+  CHECK(!complete);
+  CHECK_EQ(stats_of(ds).fetches, 0);
+  struct stk_loader_opts lo = {.batch_size = 16, .threads = 2, .epochs = 2};
+  lo.sampler.seed = 5;
+  lo.sampler.shuffle_window = 64;
+  struct stk_loader *l;
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(stk_loader_open(&l, ds, &lo, err) == 0, "loader: %s", err);
+  uint64_t *ids[2] = {calloc(600, 8), calloc(600, 8)}, n[2] = {0, 0};
+  CHECK_OK(drain_ids(l, ids, n, 1));
+  uint64_t early = stats_of(ds).fetches;
+  CHECK_MSG(early < 12, "%llu of 12 shards fetched for the first batch", (unsigned long long)early);
+  CHECK_EQ(drain_ids(l, ids, n, 0), STK_EOF);
+  stk_loader_close(l);
+  CHECK_EQ(n[0], 600);
+  CHECK_EQ(n[1], 600);
+  int moved = 0;
+  for (int e = 0; e < 2; e++) {
+    uint8_t seen[600] = {0};
+    for (uint64_t k = 0; k < 600; k++) {
+      CHECK_MSG(!seen[ids[e][k]], "sample %llu twice in epoch %d", (unsigned long long)ids[e][k], e);
+      seen[ids[e][k]] = 1;
+      if (e == 0)
+        CHECK_MSG(ids[0][k] / 64 == k / 64, "epoch 0 position %llu: sample %llu", (unsigned long long)k,
+                  (unsigned long long)ids[0][k]);
+      else
+        moved += ids[1][k] / 50 != k / 50; /* another shard than listed order gives */
+    }
+  }
+  CHECK_MSG(moved > 0, "epoch 1 visited the shards in listed order");
+  CHECK_EQ(stk_dataset_samples_counted(ds, &complete), 600);
+  CHECK(complete);
+  CHECK_EQ(stats_of(ds).fetches, 12);
+  free(ids[0]);
+  free(ids[1]);
+  stk_dataset_close(ds);
+  /* The same shards read in place: the same bytes. */
+  struct stk_dataset *local = open_local("src");
+  ds = open_cached("src", &co);
+  same_samples(ds, local); /* num_samples counts the rest first */
+  stk_dataset_close(ds);
+  stk_dataset_close(local);
+}
+
+/* A state saved in the middle of a streamed first epoch resumes it exactly,
+ * in a new process's worth of dataset and cache. */
+TEST(cache_streamed_resume_mid_first_epoch) {
+  make_dataset("src", 500, 40, 0);
+  struct stk_cache_opts co = {.dir = "cache", .prefetch_bytes = 200000};
+  struct stk_loader_opts lo = {.batch_size = 10, .threads = 2, .epochs = 2};
+  lo.sampler.seed = 11;
+  lo.sampler.shuffle_window = 32;
+  struct stk_loader *l;
+  uint64_t *all[2] = {calloc(500, 8), calloc(500, 8)}, na[2] = {0, 0};
+  struct stk_dataset *ds = open_cached("src", &co);
+  CHECK_OK(stk_loader_open(&l, ds, &lo, NULL));
+  CHECK_EQ(drain_ids(l, all, na, 0), STK_EOF);
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+  /* 17 batches in, save; a fresh dataset and cache resume. */
+  uint64_t *part[2] = {calloc(500, 8), calloc(500, 8)}, np[2] = {0, 0};
+  struct stk_cache_opts co2 = {.dir = "cache2", .prefetch_bytes = 200000};
+  ds = open_cached("src", &co2);
+  CHECK_OK(stk_loader_open(&l, ds, &lo, NULL));
+  CHECK_OK(drain_ids(l, part, np, 17));
+  struct stk_sampler_state st;
+  stk_loader_state(l, &st);
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+  CHECK_EQ(st.epoch, 0);
+  CHECK_EQ(st.position, 170);
+  ds = open_cached("src", &co2);
+  lo.resume = &st;
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(stk_loader_open(&l, ds, &lo, err) == 0, "resume: %s", err);
+  CHECK_EQ(drain_ids(l, part, np, 0), STK_EOF);
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+  CHECK_EQ(np[0], 500);
+  CHECK_EQ(np[1], 500);
+  CHECK(memcmp(all[0], part[0], 500 * 8) == 0);
+  CHECK(memcmp(all[1], part[1], 500 * 8) == 0);
+  for (int e = 0; e < 2; e++) free(all[e]), free(part[e]);
+}
+
+/* A shard that is gone when its turn to be counted comes ends the run with
+ * an error naming it; a global shuffle counts every shard before the first
+ * batch, so there it is the open that fails. */
+TEST(cache_streamed_missing_shard_is_an_error) {
+  make_dataset("src", 300, 50, 0);
+  struct stk_cache_opts co = {.dir = "cache", .prefetch_bytes = 100000};
+  struct stk_dataset *ds = open_cached("src", &co);
+  CHECK_OK(unlink("src/shard-00004.tfrecord"));
+  struct stk_loader_opts lo = {.batch_size = 10, .threads = 2};
+  lo.sampler.shuffle_window = 16;
+  struct stk_loader *l;
+  CHECK_OK(stk_loader_open(&l, ds, &lo, NULL));
+  struct stk_batch *b;
+  int rc;
+  uint64_t got = 0;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    got += b->n;
+    stk_batch_release(l, b);
+  }
+  CHECK_MSG(rc != STK_EOF, "the run ended normally after %llu samples", (unsigned long long)got);
+  CHECK_CONTAINS(stk_loader_errmsg(l), "shard-00004.tfrecord");
+  CHECK(got <= 200);
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+  make_dataset("src2", 300, 50, 0);
+  struct stk_cache_opts co2 = {.dir = "cache2", .prefetch_bytes = 100000};
+  ds = open_cached("src2", &co2);
+  CHECK_OK(unlink("src2/shard-00004.tfrecord"));
+  lo.sampler.shuffle = STK_SHUFFLE_GLOBAL;
+  char err[STK_ERRMSG_MAX];
+  CHECK(stk_loader_open(&l, ds, &lo, err) != 0);
+  CHECK_CONTAINS(err, "shard-00004.tfrecord");
+  stk_dataset_close(ds);
+}

@@ -283,6 +283,36 @@ static void check_form(const char *url, const char *extra, long samples) {
   free(out);
 }
 
+/* Without a manifest nothing is staged to open a dataset: a WebDataset
+ * pattern's first batch fetches the shards its shuffle window covers (and
+ * the look-ahead's few), not all 32, and says the count is not complete; a
+ * whole epoch counts every shard. */
+TEST(remote_pattern_streams_first_shards_only) {
+  plain_dataset(320, 10);
+  char url[256], cmd[1024], *out = NULL;
+  serve("nginx src", url, sizeof url);
+  snprintf(cmd, sizeof cmd,
+           "$STK feed '%s/train/shard-{00000..00031}.tar' --batch 10 --limit 1 --window 20 "
+           "--cache-prefetch 64KiB --json -q",
+           url);
+  CHECK_MSG(sh(&out, cmd) == 0, "%s", out);
+  CHECK_EQ(json_u64(out, "samples"), 10);
+  long fetched = json_u64(out, "fetches");
+  CHECK_MSG(fetched >= 1 && fetched < 32, "%ld of 32 shards fetched for one batch: %s", fetched,
+            out);
+  CHECK_CONTAINS(out, "\"dataset_samples_complete\": false");
+  free(out);
+  snprintf(cmd, sizeof cmd,
+           "$STK feed '%s/train/shard-{00000..00031}.tar' --batch 10 --cache-prefetch 64KiB "
+           "--json -q",
+           url);
+  CHECK_MSG(sh(&out, cmd) == 0, "%s", out);
+  CHECK_EQ(json_u64(out, "dataset_samples"), 320);
+  CHECK_CONTAINS(out, "\"dataset_samples_complete\": true");
+  CHECK_EQ(json_u64(out, "fetches"), 32);
+  free(out);
+}
+
 TEST(remote_nginx_autoindex_html_and_json) {
   plain_dataset(60, 10);
   char url[256], u[512], cmd[1024], *out = NULL;

@@ -94,7 +94,9 @@ STK_EXPORT int stk_dataset_path_is_source(const char *path);
 /* Open the dataset at path: a directory of shards, a single shard file, or
  * an MDS directory with index.json; or a URL (file://, http://, https://,
  * s3://bucket/prefix) whose shards are staged through the cache: see
- * stoker/cache.h and docs/internals/cache.md. Builds (or reads) every shard's index.
+ * stoker/cache.h and docs/internals/cache.md. Builds (or reads) every shard's index,
+ * except for a remote dataset without a manifest or dataset index: its shards are
+ * counted and indexed as they arrive (see stk_dataset_count).
  * On failure returns a code and, when errmsg is given, a sentence naming the
  * file and offset into errmsg (STK_ERRMSG_MAX bytes). *out is set only on
  * success; close it with stk_dataset_close(). */
@@ -106,7 +108,21 @@ STK_EXPORT void stk_dataset_close(struct stk_dataset *ds);
  * given, or a URL with credentials and query strings replaced by "***".
  * Owned by the dataset. */
 STK_EXPORT const char *stk_dataset_location(const struct stk_dataset *ds);
+/* Samples in the dataset. For a remote dataset opened without a manifest this
+ * first counts the shards not counted yet, staging them (what
+ * stk_dataset_count does, without its error): use
+ * stk_dataset_samples_counted to ask without fetching anything. */
 STK_EXPORT uint64_t stk_dataset_num_samples(const struct stk_dataset *ds);
+/* Samples counted so far, never fetching; *complete (if given) is 1 when
+ * every shard is counted. A remote dataset opened without a manifest starts
+ * at 0 and counts its shards as the loader (or stk_dataset_count) stages
+ * them; any other dataset is complete when opened. */
+STK_EXPORT uint64_t stk_dataset_samples_counted(const struct stk_dataset *ds, int *complete);
+/* Count every shard's samples now, staging (and indexing) the shards not
+ * counted yet, several at a time; a no-op for a complete dataset. cancel
+ * may be NULL (STK_ECANCELED when *cancel becomes nonzero). Errors name the
+ * shard; an empty dataset is STK_EEMPTY. */
+STK_EXPORT int stk_dataset_count(struct stk_dataset *ds, const int *cancel, char *errmsg);
 STK_EXPORT size_t stk_dataset_num_shards(const struct stk_dataset *ds);
 STK_EXPORT const char *stk_dataset_format(const struct stk_dataset *ds);
 STK_EXPORT unsigned stk_dataset_caps(const struct stk_dataset *ds);

@@ -681,9 +681,14 @@ static PyObject *Loader_dataset_info(LoaderObject *self, PyObject *unused) {
     loader_check_open(self);
     return NULL;
   }
-  return Py_BuildValue(
-      "{s:K,s:n,s:s}", "samples", (unsigned long long)stk_dataset_num_samples(self->ds), "shards",
-      (Py_ssize_t)stk_dataset_num_shards(self->ds), "format", stk_dataset_format(self->ds));
+  /* Never fetches: a remote dataset without a manifest is counted as its
+   * shards arrive ("samples_complete" says whether all are). */
+  int complete;
+  unsigned long long n = (unsigned long long)stk_dataset_samples_counted(self->ds, &complete);
+  return Py_BuildValue("{s:K,s:O,s:n,s:s}", "samples", n, "samples_complete",
+                       complete ? Py_True : Py_False, "shards",
+                       (Py_ssize_t)stk_dataset_num_shards(self->ds), "format",
+                       stk_dataset_format(self->ds));
 }
 
 static PyMethodDef Loader_methods[] = {

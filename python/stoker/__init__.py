@@ -268,7 +268,11 @@ class Loader(_stoker.Loader):
         return {"seed": seed, "epoch": epoch, "position": position, "dataset": dataset}
 
     def dataset_info(self):
-        """{"samples", "shards", "format"} of the open dataset."""
+        """{"samples", "samples_complete", "shards", "format"} of the open dataset.
+
+        A remote dataset without a manifest counts its shards as they
+        arrive: "samples" is what is counted so far, and "samples_complete"
+        is False until every shard has been read once."""
         return self._dataset_info()
 
     def stats(self):

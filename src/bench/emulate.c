@@ -368,6 +368,12 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
     stk_dataset_close(*ds);
     return rc;
   }
+  /* The steps per epoch follow from the sample count: a remote dataset
+   * without a manifest is counted (its shards staged) first. */
+  if ((rc = stk_dataset_count(*ds, (const int *)o->cancel, derr)) != 0) {
+    stk_dataset_close(*ds);
+    return stk__errf(err, rc, "%s", derr);
+  }
   uint64_t n = stk_dataset_num_samples(*ds);
   uint32_t world = o->world ? o->world : 1;
   uint64_t total_acc = (uint64_t)run->nacc * world;

@@ -80,16 +80,28 @@ int stk__dataset_index_all(struct stk_dataset *ds, int threads, char *err) {
   return j.rc;
 }
 
+/* Whether shard i's sample count is known (indexed, or given by a manifest
+ * or a dataset index) rather than left to be learned when it arrives. */
+static int count_known(const struct stk_shard *sh) {
+  return !__atomic_load_n(&sh->pending, __ATOMIC_ACQUIRE) || sh->count_known;
+}
+
+/* Number the samples of the shards whose counts are known, in order; a
+ * dataset whose first uncounted shard comes before the end is streamed:
+ * the rest are numbered as they arrive (stk__dataset_count_through). */
 static int number_samples(struct stk_dataset *ds, const char *root, char *err) {
   uint64_t n = 0;
-  for (size_t i = 0; i < ds->nshards; i++) {
+  size_t i = 0;
+  for (; i < ds->nshards && count_known(&ds->shards[i]); i++) {
     ds->shards[i].first = n;
     if (ds->shards[i].count > UINT64_MAX - n)
       return stk__errf(err, STK_ERANGE, "%s: too many samples", root);
     n += ds->shards[i].count;
   }
   ds->nsamples = n;
-  if (n == 0)
+  ds->counted = i;
+  ds->streamed = i < ds->nshards;
+  if (n == 0 && !ds->streamed)
     return stk__errf(err, STK_EEMPTY, "%s: empty dataset: no samples in %zu %s shard%s", root,
                      ds->nshards, ds->fmt->name, ds->nshards == 1 ? "" : "s");
   return 0;
@@ -109,6 +121,7 @@ static struct stk_dataset *ds_new(const char *root) {
   while (l > 1 && ds->root[l - 1] == '/') ds->root[--l] = 0;
   pthread_mutex_init(&x->rd_mu, NULL);
   pthread_mutex_init(&x->ix_mu, NULL);
+  pthread_mutex_init(&x->count_mu, NULL);
   x->rd_fd = -1;
   ds->x = x;
   return ds;
@@ -294,6 +307,7 @@ void stk_dataset_close(struct stk_dataset *ds) {
   x->rd_fd = -1;
   stk__cache_close(x->cache);
   pthread_mutex_destroy(&x->ix_mu);
+  pthread_mutex_destroy(&x->count_mu);
   pthread_mutex_destroy(&x->rd_mu);
   if (ds->fmt && ds->fmt->free_state) ds->fmt->free_state(ds);
   for (size_t i = 0; i < ds->nshards; i++) {
@@ -307,7 +321,34 @@ void stk_dataset_close(struct stk_dataset *ds) {
 }
 
 const char *stk_dataset_location(const struct stk_dataset *ds) { return ds->root; }
-uint64_t stk_dataset_num_samples(const struct stk_dataset *ds) { return ds->nsamples; }
+/* The public accessors that take sample numbers or totals count a streamed
+ * dataset's remaining shards first (staging them): what they promise is
+ * the whole dataset's figures. The loader does not: it counts as it goes. */
+static int count_all(const struct stk_dataset *ds) {
+  struct stk_dataset *m = (struct stk_dataset *)ds; /* memoized, logically const */
+  return stk__dataset_count_through(m, SIZE_MAX, UINT64_MAX, NULL, m->err);
+}
+
+uint64_t stk_dataset_num_samples(const struct stk_dataset *ds) {
+  count_all(ds);
+  return __atomic_load_n(&ds->nsamples, __ATOMIC_ACQUIRE);
+}
+
+uint64_t stk_dataset_samples_counted(const struct stk_dataset *ds, int *complete) {
+  if (complete) *complete = stk__dataset_all_counted(ds);
+  return __atomic_load_n(&ds->nsamples, __ATOMIC_ACQUIRE);
+}
+
+int stk_dataset_count(struct stk_dataset *ds, const int *cancel, char *errmsg) {
+  char err[STK_ERRMSG_MAX];
+  int rc = stk__dataset_count_through(ds, SIZE_MAX, UINT64_MAX, cancel, err);
+  if (rc && errmsg) memcpy(errmsg, err, STK_ERRMSG_MAX);
+  return rc;
+}
+
+int stk__dataset_all_counted(const struct stk_dataset *ds) {
+  return !ds->streamed || __atomic_load_n(&ds->counted, __ATOMIC_ACQUIRE) == ds->nshards;
+}
 size_t stk_dataset_num_shards(const struct stk_dataset *ds) { return ds->nshards; }
 const char *stk_dataset_format(const struct stk_dataset *ds) { return ds->fmt->name; }
 unsigned stk_dataset_caps(const struct stk_dataset *ds) { return ds->fmt->caps; }
@@ -315,6 +356,11 @@ const char *stk_dataset_errmsg(const struct stk_dataset *ds) { return ds->err; }
 
 int stk_dataset_shard_info(const struct stk_dataset *ds, size_t i, struct stk_shard_info *out) {
   if (i >= ds->nshards) return STK_ENOENT;
+  if (ds->streamed && i >= __atomic_load_n(&ds->counted, __ATOMIC_ACQUIRE)) {
+    int rc = stk__dataset_count_through((struct stk_dataset *)ds, i + 1, 0, NULL,
+                                        ((struct stk_dataset *)ds)->err);
+    if (rc) return rc;
+  }
   const struct stk_shard *sh = &ds->shards[i];
   out->path = sh->path;
   out->first = sh->first;
@@ -326,6 +372,7 @@ int stk_dataset_shard_info(const struct stk_dataset *ds, size_t i, struct stk_sh
 }
 
 int stk_dataset_sample_bytes(struct stk_dataset *ds, uint64_t n, uint64_t *bytes) {
+  if (n >= ds->nsamples) count_all(ds);
   if (n >= ds->nsamples)
     return stk__errf(ds->err, STK_ERANGE, "%s: sample %llu out of range (%llu samples)", ds->root,
                      (unsigned long long)n, (unsigned long long)ds->nsamples);
@@ -410,6 +457,7 @@ static int read_locked(struct stk_dataset *ds, uint64_t n, int verify, uint8_t *
 
 int stk_dataset_read(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **buf, size_t *cap,
                      struct stk_sample *out) {
+  if (n >= ds->nsamples) count_all(ds);
   if (n >= ds->nsamples)
     return stk__errf(ds->err, STK_ERANGE, "%s: sample %llu out of range (%llu samples)", ds->root,
                      (unsigned long long)n, (unsigned long long)ds->nsamples);

@@ -21,6 +21,8 @@ struct stk__dsx {
   struct stk_cache *cache;
   /* Serializes building the indexes of pending shards. */
   pthread_mutex_t ix_mu;
+  /* Serializes counting a streamed dataset's shards in order. */
+  pthread_mutex_t count_mu;
   /* stk_dataset_read's descriptor of the last shard it read, so a
    * sequential scan (inspect, verify, pack) opens each shard once. */
   pthread_mutex_t rd_mu;
@@ -90,6 +92,19 @@ int stk__list_parse(const char *text, size_t len, const char *base_dir, size_t m
  * origin root they share (malloc'ed into *root) and names relative to it
  * (replacing the entries of l). STK_EINVAL when they span origins. */
 int stk__names_common_root(struct stk__names *l, char **root, char *err);
+
+/* A streamed dataset (opened without a manifest: stk_dataset's streamed)
+ * counts its shards as they arrive, in order: stage the next shards
+ * (several at once, within the cache's prefetch budget), index each, and
+ * give it its first sample number, until at least min_shards shards and
+ * min_samples samples are counted, or every shard is. Serialized; returns
+ * at once when enough is counted already. cancel may be NULL; err gets
+ * the failure (file and cause). An empty dataset is STK_EEMPTY once its
+ * last shard is counted. */
+int stk__dataset_count_through(struct stk_dataset *ds, size_t min_shards, uint64_t min_samples,
+                               const int *cancel, char *err);
+/* Whether every shard's samples are counted (always, unless streamed). */
+int stk__dataset_all_counted(const struct stk_dataset *ds);
 
 /* The index building that local and remote opening share. */
 int stk__dataset_index_all(struct stk_dataset *ds, int threads, char *err);

@@ -7,10 +7,12 @@
  *                          --manifest`): format, and per shard its name,
  *                          bytes, samples and CRC32C; or
  *   index.json            (Mosaic MDS): shards with bytes and samples.
- * Without either, the origin is listed (S3, a file system) and every shard
- * is staged at open to count its samples: correct, but slow for a large
- * dataset, and said so in the log. Sample indexes of a shard are built
- * when the shard is first staged. */
+ * Without either, the origin is listed (S3, a file system, an HTTP server's
+ * index pages), or the shards are named (a URL, a pattern, a list) and
+ * sized with HEAD; their samples are counted as they arrive, in order
+ * (stk__dataset_count_through), so the first batch waits for the first
+ * shards, not the whole dataset. Sample indexes of a shard are built when
+ * the shard is first staged. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -285,7 +287,7 @@ static int chosen_format(const struct stk_dataset_opts *opts, const struct stk_f
 }
 
 /* No manifest: list the origin (a bucket, a directory, an HTTP server's
- * directory listing), then stage every shard to count samples. */
+ * directory listing); the shards' samples are counted as they arrive. */
 static int open_listed(struct stk_dataset *ds, struct stk_origin *o, const char *url,
                        const struct stk_dataset_opts *opts, struct tab *t, char *err) {
   const struct stk_format_ops *f;
@@ -320,11 +322,6 @@ static int open_listed(struct stk_dataset *ds, struct stk_origin *o, const char 
                      "%s: no %s there, and this origin cannot be listed; write one "
                      "with `stoker cache manifest DIR` next to the shards",
                      url, MANIFEST_NAME);
-  if (!rc && f->index && ds->nshards)
-    stk_log(STK_LOG_INFO,
-            "%s: no %s: staging all %zu shards to count their samples "
-            "(`stoker cache manifest` makes this one request)",
-            url, MANIFEST_NAME, ds->nshards);
   return rc;
 }
 
@@ -460,14 +457,6 @@ static int head_sizes(struct stk_origin *o, struct tab *t, char *err) {
   return 0;
 }
 
-static int uncounted(struct stk_dataset *ds, size_t i) {
-  return ds->shards[i].pending && !ds->shards[i].count_known;
-}
-
-static int stage_in_order(struct stk_dataset *ds, int (*want)(struct stk_dataset *, size_t),
-                          int index, const int *cancel,
-                          void (*progress)(void *arg, size_t done, size_t total), void *arg);
-
 /* The format with a dataset index at the origin, if the user's choice
  * allows one: STK_ENOENT when there is none. */
 static int find_dir_index(struct stk_origin *o, const struct stk_dataset_opts *opts,
@@ -553,11 +542,18 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   if (o) stk__origin_close(o);
   tab_free(&t);
   if (rc) return rc;
-  /* Shards whose sample count nobody recorded are staged (and indexed) now,
-   * several at a time. */
-  rc = stage_in_order(ds, uncounted, 1, NULL, NULL, NULL);
-  if (rc && err != ds->err) memcpy(err, ds->err, STK_ERRMSG_MAX);
-  return rc;
+  /* Shards whose sample count nobody recorded are counted as they arrive
+   * (stk__dataset_count_through), not staged here: opening is the listing
+   * (or the HEADs), and the first batch needs only the first shards. */
+  size_t uncounted = 0;
+  for (size_t i = 0; i < ds->nshards; i++) uncounted += ds->shards[i].pending && !ds->shards[i].count_known;
+  if (uncounted)
+    stk_log(STK_LOG_INFO,
+            "%s: no %s: %zu shard%s counted as %s arrive%s (the first epoch visits shards in "
+            "their listed order; `stoker cache manifest` gives counts and checksums up front)",
+            ds->root, MANIFEST_NAME, uncounted, uncounted == 1 ? "" : "s",
+            uncounted == 1 ? "it" : "they", uncounted == 1 ? "s" : "");
+  return 0;
 }
 
 /* ---- writing a manifest -------------------------------------------------------------- */
@@ -671,6 +667,54 @@ static int stage_in_order(struct stk_dataset *ds, int (*want)(struct stk_dataset
   for (; i < queued; i++) /* after a failure */
     if (!want || want(ds, i)) stk__cache_release(ds->x->cache, i);
   free(added);
+  return rc;
+}
+
+int stk__dataset_count_through(struct stk_dataset *ds, size_t min_shards, uint64_t min_samples,
+                               const int *cancel, char *err) {
+  if (min_shards > ds->nshards) min_shards = ds->nshards;
+#define ENOUGH()                                                         \
+  (stk__dataset_all_counted(ds) ||                                      \
+   (__atomic_load_n(&ds->counted, __ATOMIC_ACQUIRE) >= min_shards &&     \
+    __atomic_load_n(&ds->nsamples, __ATOMIC_ACQUIRE) >= min_samples))
+  if (ENOUGH()) return 0;
+  pthread_mutex_lock(&ds->x->count_mu);
+  size_t n = ds->nshards, i = ds->counted, queued = i;
+  uint64_t budget = stk__cache_prefetch_budget(ds->x->cache), ahead = 0;
+  uint64_t *added = calloc(n, sizeof *added); /* what each queued shard counted */
+  int rc = added ? 0 : stk__errf(err, STK_ENOMEM, "out of memory");
+  for (; !rc && !ENOUGH(); i++) {
+    /* Keep the fetchers busy as far ahead as the budget allows. */
+    while (queued < n) {
+      uint64_t sz = stk__cache_shard_size(ds->x->cache, queued);
+      if (sz == UINT64_MAX || sz > budget) sz = budget; /* unknown or huge: alone */
+      if (queued > i && ahead + sz > budget) break;
+      added[queued] = sz;
+      ahead += sz;
+      stk__cache_prefetch(ds->x->cache, queued++);
+    }
+    ahead -= added[i];
+    int fd;
+    rc = stk__shard_open(ds, i, 0, &fd, cancel, err); /* staged and indexed */
+    stk__cache_release(ds->x->cache, i);              /* its prefetch pin */
+    if (rc) break;
+    stk__shard_close(ds, i, fd);
+    struct stk_shard *sh = &ds->shards[i];
+    if (sh->count > UINT64_MAX - ds->nsamples) {
+      rc = stk__errf(err, STK_ERANGE, "%s: too many samples", ds->root);
+      break;
+    }
+    sh->first = ds->nsamples;
+    __atomic_store_n(&ds->nsamples, ds->nsamples + sh->count, __ATOMIC_RELEASE);
+    __atomic_store_n(&ds->counted, i + 1, __ATOMIC_RELEASE);
+  }
+#undef ENOUGH
+  for (size_t k = i + (rc != 0); k < queued; k++) stk__cache_release(ds->x->cache, k);
+  if (i == n && ds->counted == n && ds->nsamples == 0 && !rc)
+    rc = stk__errf(err, STK_EEMPTY, "%s: empty dataset: no samples in %zu %s shard%s", ds->root,
+                   n, ds->fmt->name, n == 1 ? "" : "s");
+  free(added);
+  pthread_mutex_unlock(&ds->x->count_mu);
   return rc;
 }
 

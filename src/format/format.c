@@ -213,7 +213,8 @@ int stk__has_ext(const char *name, const char *exts) {
 
 
 size_t stk__dataset_shard_of(const struct stk_dataset *ds, uint64_t n) {
-  size_t lo = 0, hi = ds->nshards; /* last shard with first <= n */
+  /* last counted shard with first <= n */
+  size_t lo = 0, hi = ds->streamed ? __atomic_load_n(&ds->counted, __ATOMIC_ACQUIRE) : ds->nshards;
   while (hi - lo > 1) {
     size_t mid = lo + (hi - lo) / 2;
     if (ds->shards[mid].first <= n) lo = mid;

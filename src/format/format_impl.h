@@ -46,7 +46,16 @@ struct stk_dataset {
   char *root;
   struct stk_shard *shards;
   size_t nshards;
+  /* Samples in the shards counted so far: shards [0, counted) have their
+   * count and first sample number. Opened from a manifest, an index or
+   * local files, every shard is counted at open; opened remotely without
+   * one (streamed), shards are counted as they arrive, in order, by the
+   * dataset layer (stk__dataset_count_through), and both grow until
+   * counted == nshards. Read with __atomic loads by other threads. A
+   * dataset that is not streamed is complete whatever `counted` says. */
   uint64_t nsamples;
+  size_t counted;
+  uint8_t streamed;
   void *fmt_state; /* backend-owned (MDS column layout, ...) */
   char err[STK_ERRMSG_MAX];
   struct stk__dsx *x; /* owned by the dataset layer */

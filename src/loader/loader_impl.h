@@ -28,6 +28,11 @@ int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
 /* Stop the thread and unpin every shard in the window; NULL is a no-op. */
 void stk__lookahead_stop(struct stk__lookahead *la);
 
+/* The sampler's part in counting a streamed dataset (sampler.c): the flag
+ * that stops a count in progress, and why the last count failed. */
+void stk__sampler_set_cancel(struct stk_sampler *s, const int *cancel);
+const char *stk__sampler_errmsg(const struct stk_sampler *s);
+
 /* Copy a caller's options into the library's struct (opts.c): only the
  * caller's struct_size bytes (0 = all), the rest zero (defaults). */
 void stk__loader_opts_copy(struct stk_loader_opts *dst, const struct stk_loader_opts *src);

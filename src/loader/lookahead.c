@@ -44,13 +44,21 @@ struct stk__lookahead {
   atomic_int stop;
 };
 
-/* Next sample of the order, crossing epochs as the reader does. */
+/* Next sample of the order, crossing epochs as the reader does. Walking a
+ * streamed dataset's order counts its shards (staging them) ahead of the
+ * reader; a count that fails ends the walk here (the reader reports it). */
 static int draw(struct stk__lookahead *la, uint64_t *id) {
   while (!la->eof) {
-    if ((!la->o.epoch_samples || la->epoch_taken < la->o.epoch_samples) &&
-        stk_sampler_next(la->sampler, id) == 0) {
+    int rc = la->o.epoch_samples && la->epoch_taken >= la->o.epoch_samples
+                 ? STK_EOF
+                 : stk_sampler_next(la->sampler, id);
+    if (rc == 0) {
       la->epoch_taken++;
       return 0;
+    }
+    if (rc != STK_EOF) {
+      la->eof = 1;
+      break;
     }
     la->epoch++;
     la->epoch_taken = 0;
@@ -127,7 +135,9 @@ int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
   la->inbytes = calloc(ds->nshards, sizeof *la->inbytes);
   la->lag = (uint64_t)(o->prefetch_max + 2) * o->batch_size;
   int rc = la->win && la->inwin && la->inbytes ? 0 : STK_ENOMEM;
+  atomic_init(&la->stop, 0);
   if (!rc) rc = stk_sampler_open(&la->sampler, ds, &o->sampler);
+  if (!rc) stk__sampler_set_cancel(la->sampler, (const int *)&la->stop);
   if (!rc && resume) {
     rc = stk_sampler_restore(la->sampler, resume);
     la->epoch = resume->epoch;
@@ -135,7 +145,6 @@ int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
     la->epoch_taken = resume->position / world;
     if (la->epoch >= o->epochs) la->eof = 1;
   }
-  atomic_init(&la->stop, 0);
   if (!rc && pthread_create(&la->thread, NULL, la_main, la) != 0) rc = STK_ESYS;
   if (rc) {
     stk_sampler_close(la->sampler);

@@ -329,11 +329,14 @@ static struct fdent *fd_get(struct stk_loader *l, uint32_t shard, char *err) {
 /* ---- the reader ---------------------------------------------------------- */
 
 /* Take the next sample of this epoch for this rank; STK_EOF at the epoch's
- * end (the caller moves to the next epoch). */
-static int next_sample(struct stk_loader *l, uint64_t *id, uint64_t *epoch) {
+ * end (the caller moves to the next epoch), or a code with err set when
+ * counting a streamed dataset's next shards failed. */
+static int next_sample(struct stk_loader *l, uint64_t *id, uint64_t *epoch, char *err) {
   if (l->sampler_eof) return STK_EOF;
   if (l->o.epoch_samples && l->epoch_taken >= l->o.epoch_samples) return STK_EOF;
-  if (stk_sampler_next(l->sampler, id) != 0) return STK_EOF; /* the epoch's end */
+  int rc = stk_sampler_next(l->sampler, id);
+  if (rc == STK_EOF) return rc; /* the epoch's end */
+  if (rc) return stk__errf(err, rc, "%s", stk__sampler_errmsg(l->sampler));
   *epoch = l->epoch;
   l->epoch_taken++;
   atomic_fetch_add_explicit(&l->taken_total, 1, memory_order_relaxed);
@@ -622,8 +625,13 @@ static int fill_job(struct stk_loader *l, struct job *j) {
     j->epoch = l->epoch;
     while (j->n < l->o.batch_size) {
       uint64_t id, ep;
-      if (next_sample(l, &id, &ep) != 0) break;
-      int rc = locate(l, id, &j->slots[j->n], j->errmsg);
+      int rc = next_sample(l, &id, &ep, j->errmsg);
+      if (rc == STK_EOF) break;
+      if (rc) { /* the dataset could not be counted further: the run ends */
+        j->err = rc;
+        break;
+      }
+      rc = locate(l, id, &j->slots[j->n], j->errmsg);
       if (rc) {
         if (l->o.on_error == STK_ON_ERROR_SKIP) {
           j->skipped++;
@@ -1102,6 +1110,7 @@ static uint64_t mean_sample_bytes(struct stk_dataset *ds) {
   uint64_t bytes = 0, n = 0;
   for (size_t i = 0; i < ds->nshards; i++) {
     const struct stk_shard *sh = &ds->shards[i];
+    if (stk__shard_pending(ds, i) && !sh->count_known) continue; /* not counted yet */
     if (sh->idx) {
       for (uint64_t k = 0; k < sh->count; k++) bytes += sh->idx[k].len;
     } else if (stk__dataset_staged(ds)) {
@@ -1191,14 +1200,27 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
   pthread_cond_init(&l->cv_task, NULL);
   for (int i = 0; i < FD_CACHE; i++) l->fds[i].fd = -1;
   int rc = validate(l, err);
-  if (!rc && ds->nsamples == 0) rc = stk__errf(err, STK_EEMPTY, "%s: the dataset has no samples", ds->root);
+  if (!rc && !ds->streamed && ds->nsamples == 0)
+    rc = stk__errf(err, STK_EEMPTY, "%s: the dataset has no samples", ds->root);
+  /* A streamed dataset counts its shards as they arrive; a global shuffle
+   * needs every count first. */
+  if (!rc && ds->streamed && l->o.sampler.shuffle == STK_SHUFFLE_GLOBAL &&
+      !stk__dataset_all_counted(ds)) {
+    stk_log(STK_LOG_INFO, "%s: staging every shard to count its samples (--shuffle global)",
+            ds->root);
+    rc = stk_dataset_count(ds, NULL, err);
+  }
   if (!rc) {
     rc = stk_sampler_open(&l->sampler, ds, &l->o.sampler);
     if (rc) stk__errf(err, rc, "cannot start the sampler: %s", stk_strerror(rc));
   }
+  if (!rc) stk__sampler_set_cancel(l->sampler, (const int *)&l->cancel);
   if (!rc && l->o.resume) {
     rc = stk_sampler_restore(l->sampler, l->o.resume);
-    if (rc) stk__errf(err, rc, "cannot resume: the saved state does not match this dataset or seed");
+    if (rc == STK_EINVAL)
+      stk__errf(err, rc, "cannot resume: the saved state does not match this dataset or seed");
+    else if (rc)
+      stk__errf(err, rc, "cannot resume: %s", stk__sampler_errmsg(l->sampler));
     l->epoch = l->o.resume->epoch;
     uint32_t world = l->o.sampler.world ? l->o.sampler.world : 1;
     l->epoch_taken = l->o.resume->position / world;

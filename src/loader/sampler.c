@@ -11,7 +11,16 @@
  * position is computed directly. BLOCK visits shards in a seeded order and
  * shuffles samples inside consecutive windows, so reads stay within a few
  * shards at a time (for sequential formats) while the order is still a pure
- * function of the position. */
+ * function of the position.
+ *
+ * A streamed dataset (remote, opened without a manifest) learns its shards'
+ * sample counts as they arrive, in order. Its first epoch therefore visits
+ * shards in dataset order, still shuffling samples inside each window: a
+ * window's permutation needs only the counts of the shards up to its end,
+ * which are counted (staged) when the window is reached. Later epochs, and
+ * GLOBAL, need every count: the rest of the shards are counted first. The
+ * rule depends only on how the dataset is opened, so a saved position
+ * means the same order on resume. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,7 +52,22 @@ struct stk_sampler {
   struct perm gperm;      /* GLOBAL: this epoch's permutation */
   const struct stk_dataset *ds; /* for the fingerprint a restore checks */
   uint64_t fp;                  /* its fingerprint once computed, else 0 */
+  /* Streamed datasets: n is UINT64_MAX until every shard is counted. */
+  int ident;                    /* this epoch visits shards in dataset order */
+  int fail;                     /* counting failed: every next() says so */
+  const int *cancel;            /* stops counting (the loader's flag) */
+  char err[STK_ERRMSG_MAX];     /* why counting failed */
 };
+
+/* A streamed dataset: count its shards until `upto` samples are known (or
+ * all are); learn n once every shard is counted. */
+static int need(struct stk_sampler *s, uint64_t upto) {
+  if (s->n != UINT64_MAX) return 0;
+  struct stk_dataset *ds = (struct stk_dataset *)s->ds; /* counting fills in its table */
+  int rc = stk__dataset_count_through(ds, 0, upto, s->cancel, s->err);
+  if (!rc && stk__dataset_all_counted(ds)) s->n = __atomic_load_n(&ds->nsamples, __ATOMIC_ACQUIRE);
+  return rc;
+}
 
 static void perm_init(struct perm *p, uint64_t n, uint64_t key) {
   p->n = n;
@@ -80,6 +104,11 @@ static uint64_t epoch_key(const struct stk_sampler *s, uint64_t salt) {
 }
 
 static void block_epoch_setup(struct stk_sampler *s) {
+  if (s->ident) return; /* stream positions are sample numbers */
+  for (size_t i = 0; s->ds->streamed && i < s->nshards; i++) { /* counted by now */
+    s->shard_counts[i] = s->ds->shards[i].count;
+    s->first[i] = s->ds->shards[i].first;
+  }
   struct stk_rng r;
   stk_rng_seed(&r, epoch_key(s, 0x5a4d));
   for (size_t i = 0; i < s->nshards; i++) s->shard_order[i] = (uint32_t)i;
@@ -120,7 +149,8 @@ static uint64_t order_at(const struct stk_sampler *s, uint64_t g) {
       uint64_t wlen = STK__MIN(s->window, s->n - w0);
       struct perm p;
       perm_init(&p, wlen, epoch_key(s, 0x77 + w0 / s->window * 0x10001));
-      return block_stream(s, w0 + perm_apply(&p, g - w0));
+      uint64_t pos = w0 + perm_apply(&p, g - w0);
+      return s->ident ? pos : block_stream(s, pos);
     }
     default:
       return g;
@@ -135,7 +165,7 @@ int stk_sampler_open(struct stk_sampler **out, const struct stk_dataset *ds,
   if (!o) o = &def;
   uint32_t world = o->world ? o->world : 1;
   if (o->rank >= world) return STK_EINVAL;
-  if (ds->nsamples == 0) return STK_EEMPTY;
+  if (ds->nsamples == 0 && !ds->streamed) return STK_EEMPTY;
   struct stk_sampler *s = calloc(1, sizeof *s);
   if (!s) return STK_ENOMEM;
   s->mode = o->shuffle;
@@ -145,7 +175,7 @@ int stk_sampler_open(struct stk_sampler **out, const struct stk_dataset *ds,
   s->window = o->shuffle_window ? o->shuffle_window : 4096;
   s->rank = o->rank;
   s->world = world;
-  s->n = ds->nsamples;
+  s->n = stk__dataset_all_counted(ds) ? ds->nsamples : UINT64_MAX;
   s->nshards = ds->nshards;
   s->ds = ds;
   if (s->mode == STK_SHUFFLE_BLOCK) {
@@ -179,12 +209,26 @@ void stk_sampler_close(struct stk_sampler *s) {
 void stk_sampler_set_epoch(struct stk_sampler *s, uint64_t e) {
   s->epoch = e;
   s->position = 0;
+  /* A streamed dataset's first epoch in dataset order (BLOCK, NONE); any
+   * other order of it needs every count. */
+  s->ident = s->ds->streamed && e == 0 && s->mode != STK_SHUFFLE_GLOBAL;
+  if (s->ds->streamed && !s->ident && !s->fail) s->fail = need(s, UINT64_MAX);
+  if (s->fail) return;
   if (s->mode == STK_SHUFFLE_BLOCK) block_epoch_setup(s);
   if (s->mode == STK_SHUFFLE_GLOBAL) perm_init(&s->gperm, s->n, epoch_key(s, 0x61));
 }
 
+void stk__sampler_set_cancel(struct stk_sampler *s, const int *cancel) { s->cancel = cancel; }
+const char *stk__sampler_errmsg(const struct stk_sampler *s) { return s->err; }
+
 int stk_sampler_next(struct stk_sampler *s, uint64_t *sample) {
+  if (s->fail) return s->fail;
   uint64_t g = s->position + s->rank;
+  if (s->ident && s->n == UINT64_MAX) { /* count through this window's end */
+    uint64_t end = s->mode == STK_SHUFFLE_BLOCK ? g - g % s->window + s->window : g + 1;
+    int rc = need(s, end < g ? UINT64_MAX : end);
+    if (rc) return s->fail = rc;
+  }
   if (g >= s->n) return STK_EOF;
   *sample = order_at(s, g);
   s->position += s->world;
@@ -192,6 +236,7 @@ int stk_sampler_next(struct stk_sampler *s, uint64_t *sample) {
 }
 
 uint64_t stk_sampler_epoch_len(const struct stk_sampler *s) {
+  need((struct stk_sampler *)s, UINT64_MAX); /* a streamed dataset's total */
   uint64_t start = s->position + s->rank;
   return start >= s->n ? 0 : (s->n - start + s->world - 1) / s->world;
 }
@@ -232,7 +277,10 @@ uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds) {
   uint64_t h = 0xcbf29ce484222325ull;
   const char *fmt = ds->fmt && ds->fmt->name ? ds->fmt->name : "";
   h = fnv(h, fmt, strlen(fmt) + 1);
-  h = fnv_u64(fnv_u64(h, ds->nshards), ds->nsamples);
+  /* A streamed dataset's counts are learned as it is read: its shards'
+   * names and sizes stand for it (and it never matches the same files
+   * opened with counts, whose first epoch is ordered otherwise). */
+  h = fnv_u64(fnv_u64(h, ds->nshards), ds->streamed ? UINT64_MAX : ds->nsamples);
   size_t rl = ds->root ? strlen(ds->root) : 0;
   for (size_t i = 0; i < ds->nshards; i++) {
     const struct stk_shard *sh = &ds->shards[i];
@@ -241,18 +289,24 @@ uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds) {
      * (relative, absolute, a copy elsewhere) match. */
     if (rl && !strncmp(name, ds->root, rl) && name[rl] == '/') name += rl + 1;
     h = fnv(h, name, strlen(name) + 1);
-    h = fnv_u64(fnv_u64(h, sh->count), shard_size(ds, i));
+    h = fnv_u64(fnv_u64(h, ds->streamed ? 0 : sh->count), shard_size(ds, i));
   }
   return h ? h : 1; /* 0 means "not recorded" in a state */
 }
 
 int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st) {
-  if (st->seed != s->seed || st->position > s->n) return STK_EINVAL;
+  if (st->seed != s->seed) return STK_EINVAL;
+  if (s->ds->streamed) { /* the counts the saved position needs */
+    int rc = need(s, st->epoch == 0 && s->mode != STK_SHUFFLE_GLOBAL ? st->position : UINT64_MAX);
+    if (rc) return rc;
+  }
+  if (st->position > s->n) return STK_EINVAL;
   if (st->dataset_fp) {
     if (!s->fp) s->fp = stk_sampler_fingerprint(s->ds);
     if (st->dataset_fp != s->fp) return STK_EINVAL;
   }
   stk_sampler_set_epoch(s, st->epoch);
+  if (s->fail) return s->fail;
   s->position = st->position;
   return 0;
 }
