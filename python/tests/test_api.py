@@ -48,11 +48,23 @@ def test_stats_and_report(datasets):
     assert verdict.startswith(("input-bound", "input kept up"))
 
 
+def test_info_of_a_dataset_counted_as_it_arrives(datasets, tmp_path):
+    # Through a cache without a manifest, the shards are counted as the
+    # loader reaches them: nothing before the first batch, all after an epoch.
+    with stoker.Loader(datasets["tfrecord"], 20, cache_dir=str(tmp_path / "c"), window=50) as ld:
+        info = ld.dataset_info()
+        assert (info["samples"], info["samples_complete"], info["shards"]) == (0, False, 4)
+        n = sum(len(b) for b in ld)
+        assert n == 200
+        info = ld.dataset_info()
+        assert (info["samples"], info["samples_complete"]) == (200, True)
+
+
 def test_repr_and_info(datasets):
     with stoker.Loader(datasets["mds"], 16) as ld:
         assert "stoker.Loader" in repr(ld)
         info = ld.dataset_info()
-        assert info == {"samples": 200, "shards": 4, "format": "mds"}
+        assert info == {"samples": 200, "samples_complete": True, "shards": 4, "format": "mds"}
         assert ld.engine in ("io_uring", "pread")
         b = next(ld)
         assert "n=16" in repr(b) and "uint8" in repr(b.data)
