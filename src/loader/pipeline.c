@@ -1130,6 +1130,13 @@ static int validate(struct stk_loader *l, char *err) {
   if (!o->batch_size) o->batch_size = 32;
   if (!o->threads) o->threads = (uint32_t)ncores();
   if (!o->epochs) o->epochs = 1;
+  /* A streamed dataset has counted nothing yet: its first shard, which the
+   * first batch needs anyway, tells the sample size the engine and the
+   * budgets follow. */
+  if (l->ds->streamed) {
+    int rc = stk__dataset_count_through(l->ds, 1, 0, NULL, err);
+    if (rc) return rc;
+  }
   l->mean_sample = mean_sample_bytes(l->ds);
   if (!o->io_depth) o->io_depth = 64;
   if (!o->prefetch) o->prefetch = 2;
