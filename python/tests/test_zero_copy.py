@@ -146,3 +146,29 @@ def test_dlpack_misuse_is_an_error_not_a_crash(datasets):
         cap = b.data.__dlpack__()  # an unconsumed capsule frees itself
         del cap
         assert len(b) == 4 and b[3].shape == (int(np.asarray(b.lengths)[3]),)
+
+
+def test_mapped_batch_is_writable_and_file_unchanged(tmp_path):
+    # Samples of 8 MiB or more are mapped from the page cache (the mmap
+    # engine): the arrays still hold the files' bytes, and writing into a
+    # batch, as any in-place transform does, changes the batch, never the
+    # file (the mapping is private: a written page is copied).
+    d = tmp_path / "big"
+    d.mkdir()
+    want = []
+    for i in range(3):
+        x = np.random.default_rng(i).integers(0, 255, size=(9 << 20) + 4099 * i, dtype=np.uint8)
+        np.save(d / f"s{i}.npy", x)
+        want.append(x)
+    with stoker.Loader(str(d), 3, shuffle=False, decode="npy") as ld:
+        assert ld.engine == "mmap"
+        b = next(ld)
+        for i in range(3):
+            s = np.asarray(b[i])
+            assert np.array_equal(s, want[int(np.asarray(b.indices)[i])])
+            s[:4096] = 7
+            assert (np.asarray(b[i])[:4096] == 7).all()
+        whole = np.asarray(b.data)
+        assert whole.sum(dtype=np.uint64) > 0  # the whole span, gaps included, reads
+    for i in range(3):
+        assert np.array_equal(np.load(d / f"s{i}.npy"), want[i])

@@ -46,8 +46,9 @@ struct stk_io_ops {
   /* Maps instead of copying: a request's buf lies in a reservation made by
    * stk__io_region_reserve, and buf and off are page-aligned (congruent
    * modulo STK_IO_MAP_ALIGN for large ranges, so large folios map whole);
-   * on completion the file's pages are at buf, read-only, until the range
-   * is mapped over or stk__io_region_reset. */
+   * on completion the file's pages are at buf (a private mapping: a write
+   * copies the page, never reaching the file) until the range is mapped
+   * over or stk__io_region_reset. */
   int maps;
   /* Create an engine; STK_ENOTSUP when this kernel or sandbox lacks it. */
   int (*open)(struct stk_io **out, const struct stk_io_opts *o, char *err);

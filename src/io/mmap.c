@@ -32,15 +32,17 @@ static uint64_t page_size(void) {
   return p > 0 ? (uint64_t)p : 4096;
 }
 
-/* A range of the reservation back to readable zero pages (no memory). */
-static int region_blank(uint8_t *p, size_t len, int prot) {
-  void *m = mmap(p, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+/* A range of the reservation back to zero pages: read, they cost no memory;
+ * written, a page each. */
+static int region_blank(uint8_t *p, size_t len) {
+  void *m = mmap(p, len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   return m == MAP_FAILED ? stk__from_errno(errno) : 0;
 }
 
 /* A file that will not be mapped: read it into anonymous memory there. */
 static int copy_in(const struct stk_io_req *r) {
-  int rc = region_blank(r->buf, r->len, PROT_READ | PROT_WRITE);
+  int rc = region_blank(r->buf, r->len);
   return rc ? rc : stk__io_read_req(r);
 }
 
@@ -53,7 +55,11 @@ static int map_req(const struct stk_io_req *r) {
   /* Never map pages wholly past the end of the file: touching one would
    * raise SIGBUS. The rest of the range stays zero pages. */
   uint64_t avail = size - r->off, len = STK__MIN(r->len, (avail + pg - 1) / pg * pg);
-  void *m = mmap(r->buf, len, PROT_READ, MAP_SHARED | MAP_FIXED, r->fd, (off_t)r->off);
+  /* Private and writable: reads share the page cache's pages, and a caller
+   * that writes into its batch (batches are theirs until released) gets
+   * its own copy of the page, never a change to the file. */
+  void *m = mmap(r->buf, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE,
+                 r->fd, (off_t)r->off);
   if (m == MAP_FAILED) {
     if (errno == ENODEV || errno == EACCES || errno == EPERM || errno == EINVAL) return copy_in(r);
     return stk__from_errno(errno);
@@ -63,14 +69,15 @@ static int map_req(const struct stk_io_req *r) {
     if (errno == EINTR || errno == EAGAIN) continue;
     if (errno == EINVAL) return 0; /* before Linux 5.14: pages fault in on first touch */
     int rc = errno == EFAULT ? STK_ETRUNC : stk__from_errno(errno); /* shrank meanwhile */
-    region_blank(r->buf, len, PROT_READ); /* no page that could raise SIGBUS stays mapped */
+    region_blank(r->buf, len); /* no page that could raise SIGBUS stays mapped */
     return rc;
   }
 }
 
 int stk__io_region_reserve(uint8_t **p, size_t *cap, size_t need) {
   size_t a = STK_IO_MAP_ALIGN, size = (need + a - 1) / a * a;
-  uint8_t *m = mmap(NULL, size + a, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  uint8_t *m = mmap(NULL, size + a, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) return STK_ENOMEM;
   uint8_t *base = (uint8_t *)(((uintptr_t)m + a - 1) & ~(uintptr_t)(a - 1));
   if (base > m) munmap(m, (size_t)(base - m));
@@ -81,7 +88,7 @@ int stk__io_region_reserve(uint8_t **p, size_t *cap, size_t need) {
   return 0;
 }
 
-int stk__io_region_reset(uint8_t *p, size_t cap) { return p ? region_blank(p, cap, PROT_READ) : 0; }
+int stk__io_region_reset(uint8_t *p, size_t cap) { return p ? region_blank(p, cap) : 0; }
 
 void stk__io_region_free(uint8_t *p, size_t cap) {
   if (p) munmap(p, cap);
