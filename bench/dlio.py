@@ -43,12 +43,17 @@ def bench_json(args):
 
 
 def copy_ceiling():
-    """The 2-thread memcpy rate in bytes/s, from stoker doctor."""
-    out = sh([STK, "doctor", "--only", "memcpy", "--threads", "2", "--quick", "--json", "-"])
-    f = json.loads(out[out.index("{"):])["figures"]["memcpy"]
-    if not f.get("valid") or not f.get("value"):
-        raise SystemExit(f"dlio.py: stoker doctor could not measure memcpy: {f.get('reason')}")
-    return float(f["value"])
+    """The 2-thread memcpy rate in bytes/s, from stoker doctor: the best of
+    three runs (a ceiling is what the machine can do; on this shared VM one
+    run measured anywhere from 23 to 43 GiB/s)."""
+    best = 0.0
+    for _ in range(3):
+        out = sh([STK, "doctor", "--only", "memcpy", "--threads", "2", "--quick", "--json", "-"])
+        f = json.loads(out[out.index("{"):])["figures"]["memcpy"]
+        if not f.get("valid") or not f.get("value"):
+            raise SystemExit(f"dlio.py: stoker doctor could not measure memcpy: {f.get('reason')}")
+        best = max(best, float(f["value"]))
+    return best
 
 
 def ram_bytes():
