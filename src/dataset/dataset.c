@@ -308,6 +308,7 @@ void stk_dataset_close(struct stk_dataset *ds) {
   stk__cache_close(x->cache);
   pthread_mutex_destroy(&x->ix_mu);
   pthread_mutex_destroy(&x->count_mu);
+  free(x->count_ahead);
   pthread_mutex_destroy(&x->rd_mu);
   if (ds->fmt && ds->fmt->free_state) ds->fmt->free_state(ds);
   for (size_t i = 0; i < ds->nshards; i++) {

@@ -21,8 +21,11 @@ struct stk__dsx {
   struct stk_cache *cache;
   /* Serializes building the indexes of pending shards. */
   pthread_mutex_t ix_mu;
-  /* Serializes counting a streamed dataset's shards in order. */
+  /* Serializes counting a streamed dataset's shards in order; count_ahead
+   * (nshards entries, made on first use) holds what each shard queued for
+   * staging added to the bytes staged ahead. */
   pthread_mutex_t count_mu;
+  uint64_t *count_ahead;
   /* stk_dataset_read's descriptor of the last shard it read, so a
    * sequential scan (inspect, verify, pack) opens each shard once. */
   pthread_mutex_t rd_mu;

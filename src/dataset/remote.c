@@ -681,7 +681,8 @@ int stk__dataset_count_through(struct stk_dataset *ds, size_t min_shards, uint64
   pthread_mutex_lock(&ds->x->count_mu);
   size_t n = ds->nshards, i = ds->counted, queued = i;
   uint64_t budget = stk__cache_prefetch_budget(ds->x->cache), ahead = 0;
-  uint64_t *added = calloc(n, sizeof *added); /* what each queued shard counted */
+  if (!ds->x->count_ahead) ds->x->count_ahead = calloc(n, sizeof *ds->x->count_ahead);
+  uint64_t *added = ds->x->count_ahead; /* what each queued shard counted */
   int rc = added ? 0 : stk__errf(err, STK_ENOMEM, "out of memory");
   for (; !rc && !ENOUGH(); i++) {
     /* Keep the fetchers busy as far ahead as the budget allows. */
@@ -713,7 +714,6 @@ int stk__dataset_count_through(struct stk_dataset *ds, size_t min_shards, uint64
   if (i == n && ds->counted == n && ds->nsamples == 0 && !rc)
     rc = stk__errf(err, STK_EEMPTY, "%s: empty dataset: no samples in %zu %s shard%s", ds->root,
                    n, ds->fmt->name, n == 1 ? "" : "s");
-  free(added);
   pthread_mutex_unlock(&ds->x->count_mu);
   return rc;
 }
