@@ -17,6 +17,17 @@
 static uint64_t payload_len(uint64_t id) { return 100 + (stk_mix64(id, 7) % 5000); }
 static uint8_t payload_byte(uint64_t id, uint64_t i) { return (uint8_t)(id * 131 + i * 7); }
 
+/* One TFRecord record: length, its masked CRC32C, data, the data's. */
+static void put_record(FILE *f, const uint8_t *data, uint64_t n) {
+  uint8_t hdr[12], crc[4];
+  stk__st64(hdr, n);
+  stk__st32(hdr + 8, stk_crc32c_mask(stk_crc32c(0, hdr, 8)));
+  stk__st32(crc, stk_crc32c_mask(stk_crc32c(0, data, n)));
+  fwrite(hdr, 1, 12, f);
+  fwrite(data, 1, n, f);
+  fwrite(crc, 1, 4, f);
+}
+
 /* Write nshards TFRecord shards of per records each into dir. */
 static void write_tfrecords(const char *dir, int nshards, int per) {
   mkdir(dir, 0755);
@@ -28,14 +39,9 @@ static void write_tfrecords(const char *dir, int nshards, int per) {
     CHECK(f != NULL);
     for (int r = 0; r < per; r++, id++) {
       uint64_t n = payload_len(id);
-      uint8_t hdr[12], *data = malloc(n), crc[4];
+      uint8_t *data = malloc(n);
       for (uint64_t i = 0; i < n; i++) data[i] = payload_byte(id, i);
-      stk__st64(hdr, n);
-      stk__st32(hdr + 8, stk_crc32c_mask(stk_crc32c(0, hdr, 8)));
-      stk__st32(crc, stk_crc32c_mask(stk_crc32c(0, data, n)));
-      fwrite(hdr, 1, 12, f);
-      fwrite(data, 1, n, f);
-      fwrite(crc, 1, 4, f);
+      put_record(f, data, n);
       free(data);
     }
     fclose(f);
@@ -533,14 +539,8 @@ static void write_tfrecord_big(const char *path, int n, uint64_t len) {
   CHECK(f != NULL);
   uint8_t *data = malloc(len);
   for (int r = 0; r < n; r++) {
-    uint8_t hdr[12], crc[4];
     for (uint64_t i = 0; i < len; i++) data[i] = payload_byte((uint64_t)r, i);
-    stk__st64(hdr, len);
-    stk__st32(hdr + 8, stk_crc32c_mask(stk_crc32c(0, hdr, 8)));
-    stk__st32(crc, stk_crc32c_mask(stk_crc32c(0, data, len)));
-    fwrite(hdr, 1, 12, f);
-    fwrite(data, 1, len, f);
-    fwrite(crc, 1, 4, f);
+    put_record(f, data, len);
   }
   free(data);
   fclose(f);

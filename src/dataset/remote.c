@@ -628,73 +628,53 @@ int stk_manifest_write(const char *dir, const char *format, uint64_t *shards_out
   return rc;
 }
 
-/* Stage shards in order, keeping the fetchers busy as far ahead as the
- * prefetch budget allows (at least one shard), and wait for each; pins are
+/* Staging shards in order (warming, counting), the fetchers kept busy as
+ * far ahead as the prefetch budget allows (at least one shard): shards
+ * [.., queued) have been asked for, each holding a prefetch pin until it is
+ * taken, and added[k] is what shard k added to the bytes ahead. Pins are
  * dropped as soon as a shard is in, so staging a dataset larger than the
- * cache evicts (LRU) instead of overfilling it. want(ds, i) picks the
- * shards (NULL: all); with index, each one's sample index is built too. */
-static int stage_in_order(struct stk_dataset *ds, int (*want)(struct stk_dataset *, size_t),
-                          int index, const int *cancel,
-                          void (*progress)(void *arg, size_t done, size_t total), void *arg) {
-  size_t n = ds->nshards, queued = 0, i = 0;
-  uint64_t budget = stk__cache_prefetch_budget(ds->x->cache), ahead = 0;
-  uint64_t *added = calloc(n ? n : 1, sizeof *added); /* what each queued shard counted */
-  if (!added) return stk__errf(ds->err, STK_ENOMEM, "out of memory");
-  int rc = 0;
-  for (; i < n && !rc; i++) {
-    if (want && !want(ds, i)) continue;
-    if (queued <= i) queued = i;
-    while (queued < n) {
-      if (want && !want(ds, queued)) {
-        queued++;
-        continue;
-      }
-      uint64_t sz = stk__cache_shard_size(ds->x->cache, queued);
-      if (sz == UINT64_MAX || sz > budget) sz = budget; /* unknown or huge: alone */
-      if (queued > i && ahead + sz > budget) break;
-      added[queued] = sz;
-      ahead += sz;
-      stk__cache_prefetch(ds->x->cache, queued++);
-    }
-    ahead -= added[i];
-    int fd;
-    rc = index ? stk__shard_open(ds, i, 0, &fd, cancel, ds->err)
-               : stk__cache_acquire(ds->x->cache, i, &fd, cancel, ds->err);
-    stk__cache_release(ds->x->cache, i); /* its prefetch pin */
-    if (!rc) stk__shard_close(ds, i, fd);
-    if (progress) progress(arg, i + 1, n);
+ * cache evicts (LRU) instead of overfilling it. */
+struct ahead {
+  size_t queued;
+  uint64_t bytes, budget;
+  uint64_t *added; /* nshards entries */
+};
+
+/* Queue shards after i within the budget; shard i leaves the bytes ahead
+ * (the caller takes it now). */
+static void ahead_fill(struct stk_dataset *ds, struct ahead *a, size_t i) {
+  if (a->queued <= i) a->queued = i;
+  while (a->queued < ds->nshards) {
+    uint64_t sz = stk__cache_shard_size(ds->x->cache, a->queued);
+    if (sz == UINT64_MAX || sz > a->budget) sz = a->budget; /* unknown or huge: alone */
+    if (a->queued > i && a->bytes + sz > a->budget) break;
+    a->added[a->queued] = sz;
+    a->bytes += sz;
+    stk__cache_prefetch(ds->x->cache, a->queued++);
   }
-  for (; i < queued; i++) /* after a failure */
-    if (!want || want(ds, i)) stk__cache_release(ds->x->cache, i);
-  free(added);
-  return rc;
+  a->bytes -= a->added[i];
+}
+
+/* The prefetch pins of the queued shards from `from` on, never taken. */
+static void ahead_drop(struct stk_dataset *ds, struct ahead *a, size_t from) {
+  for (; from < a->queued; from++) stk__cache_release(ds->x->cache, from);
 }
 
 int stk__dataset_count_through(struct stk_dataset *ds, size_t min_shards, uint64_t min_samples,
                                const int *cancel, char *err) {
   if (min_shards > ds->nshards) min_shards = ds->nshards;
-#define ENOUGH()                                                         \
-  (stk__dataset_all_counted(ds) ||                                      \
-   (__atomic_load_n(&ds->counted, __ATOMIC_ACQUIRE) >= min_shards &&     \
+#define ENOUGH()                                                     \
+  (stk__dataset_all_counted(ds) ||                                  \
+   (__atomic_load_n(&ds->counted, __ATOMIC_ACQUIRE) >= min_shards && \
     __atomic_load_n(&ds->nsamples, __ATOMIC_ACQUIRE) >= min_samples))
   if (ENOUGH()) return 0;
   pthread_mutex_lock(&ds->x->count_mu);
-  size_t n = ds->nshards, i = ds->counted, queued = i;
-  uint64_t budget = stk__cache_prefetch_budget(ds->x->cache), ahead = 0;
+  size_t n = ds->nshards, i = ds->counted;
   if (!ds->x->count_ahead) ds->x->count_ahead = calloc(n, sizeof *ds->x->count_ahead);
-  uint64_t *added = ds->x->count_ahead; /* what each queued shard counted */
-  int rc = added ? 0 : stk__errf(err, STK_ENOMEM, "out of memory");
+  struct ahead a = {i, 0, stk__cache_prefetch_budget(ds->x->cache), ds->x->count_ahead};
+  int rc = a.added ? 0 : stk__errf(err, STK_ENOMEM, "out of memory");
   for (; !rc && !ENOUGH(); i++) {
-    /* Keep the fetchers busy as far ahead as the budget allows. */
-    while (queued < n) {
-      uint64_t sz = stk__cache_shard_size(ds->x->cache, queued);
-      if (sz == UINT64_MAX || sz > budget) sz = budget; /* unknown or huge: alone */
-      if (queued > i && ahead + sz > budget) break;
-      added[queued] = sz;
-      ahead += sz;
-      stk__cache_prefetch(ds->x->cache, queued++);
-    }
-    ahead -= added[i];
+    ahead_fill(ds, &a, i);
     int fd;
     rc = stk__shard_open(ds, i, 0, &fd, cancel, err); /* staged and indexed */
     stk__cache_release(ds->x->cache, i);              /* its prefetch pin */
@@ -710,7 +690,7 @@ int stk__dataset_count_through(struct stk_dataset *ds, size_t min_shards, uint64
     __atomic_store_n(&ds->counted, i + 1, __ATOMIC_RELEASE);
   }
 #undef ENOUGH
-  for (size_t k = i + (rc != 0); k < queued; k++) stk__cache_release(ds->x->cache, k);
+  if (a.added) ahead_drop(ds, &a, i + (rc != 0));
   if (i == n && ds->counted == n && ds->nsamples == 0 && !rc)
     rc = stk__errf(err, STK_EEMPTY, "%s: empty dataset: no samples in %zu %s shard%s", ds->root,
                    n, ds->fmt->name, n == 1 ? "" : "s");
@@ -733,7 +713,19 @@ int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
                      "can be staged into it",
                      ro);
   /* Staged only: sample indexes are built by whoever reads. */
-  int rc = stage_in_order(ds, NULL, 0, cancel, progress, arg);
+  size_t n = ds->nshards, i = 0;
+  struct ahead a = {0, 0, stk__cache_prefetch_budget(ds->x->cache), calloc(n ? n : 1, sizeof(uint64_t))};
+  int rc = a.added ? 0 : stk__errf(ds->err, STK_ENOMEM, "out of memory");
+  for (; i < n && !rc; i++) {
+    ahead_fill(ds, &a, i);
+    int fd;
+    rc = stk__cache_acquire(ds->x->cache, i, &fd, cancel, ds->err);
+    stk__cache_release(ds->x->cache, i); /* its prefetch pin */
+    if (!rc) stk__shard_close(ds, i, fd);
+    if (progress) progress(arg, i + 1, n);
+  }
+  if (a.added) ahead_drop(ds, &a, i); /* after a failure */
+  free(a.added);
   if (rc && errmsg) memcpy(errmsg, ds->err, STK_ERRMSG_MAX);
   return rc;
 }
