@@ -2,7 +2,8 @@
 """MLPerf Storage workloads on DLIO's own data layout (issue 9, section 1).
 
 D1 unet3d-h100 from the page cache: DLIO's npz files (np.savez(x, y), one
-   146.6 MB +- 68.3 MB sample each, as `stoker gen` writes them), batch 7,
+   146.6 MB +- 68.3 MB sample each, written by NumPy as DLIO's generator
+   writes them; by `stoker gen` where NumPy is missing), batch 7,
    0.323 s per step. The target N is the largest the memory-copy ceiling
    allows: floor(0.9 x the 2-thread memcpy rate that `stoker doctor`
    measures / the demand of one accelerator (7 x 146.6 MB / 0.323 s)). The
@@ -72,6 +73,24 @@ def run_round(args, data):
             "mem_cap": lo.get("mem_cap")}
 
 
+def numpy_unet3d(d, files):
+    """Write unet3d's files as DLIO's npz generator does, with NumPy itself:
+    np.savez(path, x=records, y=labels), records uint8 of shape (d1, d2, 1)
+    whose size is drawn from normal(146600628, 68341808). Returns False
+    where NumPy is missing (the caller falls back to stoker gen)."""
+    try:
+        import numpy as np
+    except ImportError:
+        return False
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(10)
+    for i in range(files):
+        side = int(math.sqrt(max(rng.normal(UNET3D_BYTES, UNET3D_STDEV), 1 << 20)))
+        x = rng.integers(0, 255, size=(side, side, 1), dtype=np.uint8)
+        np.savez(os.path.join(d, f"img_{i + 1}_of_{files}.npz"), x=x, y=[0])
+    return True
+
+
 def d1(work, rounds):
     ceil_bps = copy_ceiling()
     demand = UNET3D_BATCH * UNET3D_BYTES / UNET3D_COMPUTE
@@ -88,7 +107,11 @@ def d1(work, rounds):
         files = 2 * UNET3D_BATCH * n
         print(f"D1  note: {fit} files fit in 0.65 of the RAM; N lowered from {n_ceiling} to {n} "
               f"({files} files, 2 steps per epoch)")
-    d = os.path.join(work, f"d1-unet3d-{files}")
+    d = os.path.join(work, f"d1-unet3d-numpy-{files}")
+    generator = "numpy (DLIO's np.savez layout)"
+    if len(files_of(d, ".npz")) != files and not numpy_unet3d(d, files):
+        d = os.path.join(work, f"d1-unet3d-{files}")
+        generator = "stoker gen (no NumPy here)"
     base = ["--workload", "unet3d", "--accel", "h100", "--data", d, "--files", str(files),
             "--samples-per-file", "1"]
     if not os.path.isdir(d) or len(files_of(d, ".npz")) != files:
@@ -96,10 +119,10 @@ def d1(work, rounds):
     rows = [run_round([*base, "--accelerators", str(n)], d) for _ in range(rounds)]
     au = statistics.median(r["au"] for r in rows)
     cpu = statistics.median(r["cpu_s_per_1000_samples"] for r in rows)
-    res = {"copy_ceiling_bytes_per_s": ceil_bps, "target_n_from_ceiling": n_ceiling,
+    res = {"generator": generator, "copy_ceiling_bytes_per_s": ceil_bps, "target_n_from_ceiling": n_ceiling,
            "demand_bytes_per_s_per_accel": demand, "accelerators": n, "files": files,
            "au": au, "cpu_s_per_1000_samples": cpu, "rounds": rows, "pass": au >= 0.90}
-    print(f"D1  unet3d/h100, page cache, {files} npz files: 2-thread copy ceiling "
+    print(f"D1  unet3d/h100, page cache, {files} npz files written by {generator}: 2-thread copy ceiling "
           f"{ceil_bps / 2**30:.2f} GiB/s -> N = {n} (demand {demand / 2**30:.2f} GiB/s each); "
           f"AU {au:.3f} (median of {rounds}) [AU >= 0.90: {'pass' if au >= 0.90 else 'FAIL'}]; "
           f"{cpu:.2f} CPU-s per 1000 samples; load {rows[-1]['load_before']:.1f}; "
