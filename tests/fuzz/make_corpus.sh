@@ -1,7 +1,10 @@
 #!/bin/sh
 # Regenerate the fuzz seed corpora (tests/fuzz/corpus/NAME/) with the stoker
 # CLI and, where present, Python's tarfile and NumPy. Usage: make_corpus.sh
-# [path/to/stoker]; run from anywhere. Seeds stay small on purpose.
+# [path/to/stoker]; run from anywhere. Seeds stay small on purpose. Only the
+# corpora written here are replaced: the others (listing, manifest, s3list,
+# sim_jobs, simcsv, size, sources, watch) hold hand-made seeds and inputs
+# the fuzzers found, and stay as they are.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 STK=${1:-$here/../../build/stoker}
@@ -9,7 +12,7 @@ PY=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 c=$here/corpus
-rm -rf "$c"
+rm -rf "$c/tfrecord" "$c/wds" "$c/npy" "$c/npz" "$c/mds" "$c/json"
 mkdir -p "$c/tfrecord" "$c/wds" "$c/npy" "$c/npz" "$c/mds" "$c/json"
 
 "$STK" gen "$tmp/t1" --format tfrecord --samples 3 --size 40 --size-stdev 20 -q
