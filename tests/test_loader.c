@@ -439,6 +439,15 @@ static void write_big_files(const char *dir, int n, uint64_t base) {
   }
 }
 
+/* Sample i of a batch of big files has its length and bytes. */
+static void check_big_sample(const struct stk_batch *b, uint32_t i, uint64_t base) {
+  uint64_t id = b->indices[i];
+  CHECK_EQ(b->len[i], big_len(id, base));
+  const uint8_t *p = b->data + b->offsets[i];
+  for (uint64_t q = 0; q < b->len[i]; q += 4093) CHECK_EQ(p[q], payload_byte(id, q));
+  CHECK_EQ(p[b->len[i] - 1], payload_byte(id, b->len[i] - 1));
+}
+
 /* Read every sample of the plain-file dataset once, checking its bytes;
  * the consumer holds `hold` batches before releasing the oldest. */
 static void read_big(struct stk_dataset *ds, struct stk_loader_opts *o, uint64_t base, int hold,
@@ -454,10 +463,7 @@ static void read_big(struct stk_dataset *ds, struct stk_loader_opts *o, uint64_t
   while ((rc = stk_loader_next(l, &b)) == 0) {
     for (uint32_t i = 0; i < b->n; i++) {
       uint64_t id = b->indices[i];
-      CHECK_EQ(b->len[i], big_len(id, base));
-      const uint8_t *p = b->data + b->offsets[i];
-      for (uint64_t q = 0; q < b->len[i]; q += 4093) CHECK_EQ(p[q], payload_byte(id, q));
-      CHECK_EQ(p[b->len[i] - 1], payload_byte(id, b->len[i] - 1));
+      check_big_sample(b, i, base);
       CHECK(!seen[id]);
       seen[id] = 1;
       got++;
@@ -511,11 +517,7 @@ TEST(loader_large_samples_mmap) {
   while ((rc = stk_loader_next(l, &b)) == 0) {
     uint64_t span = 0;
     for (uint32_t i = 0; i < b->n; i++) {
-      uint64_t id = b->indices[i];
-      CHECK_EQ(b->len[i], big_len(id, base));
-      const uint8_t *p = b->data + b->offsets[i];
-      for (uint64_t q = 0; q < b->len[i]; q += 4093) CHECK_EQ(p[q], payload_byte(id, q));
-      CHECK_EQ(p[b->len[i] - 1], payload_byte(id, b->len[i] - 1));
+      check_big_sample(b, i, base);
       span = STK__MAX(span, b->offsets[i] + b->len[i]);
       got++;
     }
