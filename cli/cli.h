@@ -36,6 +36,15 @@ int cli_out_check(const char *cmd, const char *opt, const char *path);
 int cli_out_open(const char *cmd, const char *opt, const char *path, struct stk_outfile **o);
 int cli_out_commit(const char *cmd, const char *opt, struct stk_outfile *o);
 
+/* Open the dataset at path for a command that reads all of it (inspect,
+ * verify, pack): a remote dataset without a manifest is counted shard by
+ * shard first, Ctrl-C stopping it. Returns 0 with *ds set, or the exit code
+ * (CLI_USAGE for bad options, else CLI_FAIL) with the error printed. */
+struct stk_dataset;
+struct stk_dataset_opts;
+int cli_open_whole(const char *cmd, const char *path, const struct stk_dataset_opts *o,
+                   struct stk_dataset **ds);
+
 /* Whether progress lines should be drawn: stderr is a terminal and CI is
  * not set. */
 int cli_progress_enabled(void);

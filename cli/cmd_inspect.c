@@ -168,19 +168,9 @@ int cmd_inspect_run(int argc, char **argv) {
   }
   const char *path = argv[optind];
   cli_catch_signals();
-  char err[STK_ERRMSG_MAX];
   struct stk_dataset *ds;
-  int rc = stk_dataset_open(&ds, path, &o, err);
-  if (rc) {
-    cli_error("inspect", "%s", err);
-    return rc == STK_EINVAL ? CLI_USAGE : CLI_FAIL;
-  }
-  /* A remote dataset without a manifest is counted shard by shard here. */
-  if ((rc = stk_dataset_count(ds, (const int *)&cli_interrupted, err)) != 0) {
-    cli_error("inspect", "%s", cli_stop_requested() ? "interrupted" : err);
-    stk_dataset_close(ds);
-    return CLI_FAIL;
-  }
+  int rc = cli_open_whole("inspect", path, &o, &ds);
+  if (rc) return rc;
   struct summary s;
   memset(&s, 0, sizeof s);
   rc = summarize(ds, &s);

@@ -228,16 +228,8 @@ int cmd_pack_run(int argc, char **argv) {
   char err[STK_ERRMSG_MAX];
   struct stk_dataset_opts o = {.format = a.src_format};
   struct stk_dataset *ds;
-  int rc = stk_dataset_open(&ds, a.src, &o, err);
-  if (rc) {
-    cli_error("pack", "%s", err);
-    return rc == STK_EINVAL ? CLI_USAGE : CLI_FAIL;
-  }
-  if ((rc = stk_dataset_count(ds, (const int *)&cli_interrupted, err)) != 0) {
-    cli_error("pack", "%s", cli_stop_requested() ? "interrupted" : err);
-    stk_dataset_close(ds);
-    return CLI_FAIL;
-  }
+  int rc = cli_open_whole("pack", a.src, &o, &ds);
+  if (rc) return rc;
   struct stk_writer *w = NULL;
   uint64_t t0 = stk_now_ns();
   int out = prepare_dst(&a) ? CLI_FAIL : 0;

@@ -51,18 +51,9 @@ int cmd_verify_run(int argc, char **argv) {
     return CLI_USAGE;
   }
   cli_catch_signals();
-  char err[STK_ERRMSG_MAX];
   struct stk_dataset *ds;
-  int rc = stk_dataset_open(&ds, argv[optind], &o, err);
-  if (rc) {
-    cli_error("verify", "%s", err);
-    return rc == STK_EINVAL ? CLI_USAGE : CLI_FAIL;
-  }
-  if ((rc = stk_dataset_count(ds, (const int *)&cli_interrupted, err)) != 0) {
-    cli_error("verify", "%s", cli_stop_requested() ? "interrupted" : err);
-    stk_dataset_close(ds);
-    return CLI_FAIL;
-  }
+  int rc = cli_open_whole("verify", argv[optind], &o, &ds);
+  if (rc) return rc;
   uint64_t n = stk_dataset_num_samples(ds), t0 = stk_now_ns(), last = 0;
   int show = !quiet && cli_progress_enabled();
   uint8_t *buf = NULL;

@@ -35,6 +35,22 @@ void cli_error(const char *cmd, const char *fmt, ...) {
     fprintf(stderr, "stoker: %s\n", msg);
 }
 
+int cli_open_whole(const char *cmd, const char *path, const struct stk_dataset_opts *o,
+                   struct stk_dataset **ds) {
+  char err[STK_ERRMSG_MAX];
+  int rc = stk_dataset_open(ds, path, o, err);
+  if (rc) {
+    cli_error(cmd, "%s", err);
+    return rc == STK_EINVAL ? CLI_USAGE : CLI_FAIL;
+  }
+  if ((rc = stk_dataset_count(*ds, (const int *)&cli_interrupted, err)) != 0) {
+    cli_error(cmd, "%s", cli_stop_requested() ? "interrupted" : err);
+    stk_dataset_close(*ds);
+    return CLI_FAIL;
+  }
+  return 0;
+}
+
 int cli_out_check(const char *cmd, const char *opt, const char *path) {
   char err[STK_ERRMSG_MAX];
   if (stk_outfile_check(path, err) == 0) return 0;

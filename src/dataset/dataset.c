@@ -101,6 +101,12 @@ static int number_samples(struct stk_dataset *ds, const char *root, char *err) {
   ds->nsamples = n;
   ds->counted = i;
   ds->streamed = i < ds->nshards;
+  if (ds->streamed)
+    stk_log(STK_LOG_INFO,
+            "%s: %zu of %zu shards have no recorded sample count (no manifest): they are counted "
+            "as they arrive, and the first epoch visits shards in their listed order (`stoker "
+            "cache manifest` gives counts and checksums up front)",
+            root, ds->nshards - i, ds->nshards);
   if (n == 0 && !ds->streamed)
     return stk__errf(err, STK_EEMPTY, "%s: empty dataset: no samples in %zu %s shard%s", root,
                      ds->nshards, ds->fmt->name, ds->nshards == 1 ? "" : "s");

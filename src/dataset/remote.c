@@ -542,17 +542,9 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   if (o) stk__origin_close(o);
   tab_free(&t);
   if (rc) return rc;
-  /* Shards whose sample count nobody recorded are counted as they arrive
-   * (stk__dataset_count_through), not staged here: opening is the listing
-   * (or the HEADs), and the first batch needs only the first shards. */
-  size_t uncounted = 0;
-  for (size_t i = 0; i < ds->nshards; i++) uncounted += ds->shards[i].pending && !ds->shards[i].count_known;
-  if (uncounted)
-    stk_log(STK_LOG_INFO,
-            "%s: no %s: %zu shard%s counted as %s arrive%s (the first epoch visits shards in "
-            "their listed order; `stoker cache manifest` gives counts and checksums up front)",
-            ds->root, MANIFEST_NAME, uncounted, uncounted == 1 ? "" : "s",
-            uncounted == 1 ? "it" : "they", uncounted == 1 ? "s" : "");
+  /* Shards whose sample count nobody recorded are not staged here: they are
+   * counted as they arrive (stk__dataset_count_through, and the note in
+   * number_samples), so opening is the listing (or the HEADs). */
   return 0;
 }
 

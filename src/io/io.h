@@ -90,8 +90,8 @@ void stk__io_pool_close(struct stk_io *io);
 int stk__io_read_req(const struct stk_io_req *r);
 
 /* Address space for a mapping engine's requests (mmap.c): reserve one of
- * at least need bytes (STK_IO_MAP_ALIGN-aligned, readable zero pages, no
- * memory behind it), releasing the one *p held; reset one to zero pages,
+ * at least need bytes (STK_IO_MAP_ALIGN-aligned, zero pages: no memory
+ * behind them until written), releasing the one *p held; reset one to zero pages,
  * dropping every mapping placed in it; free one (NULL allowed). */
 #define STK_IO_MAP_ALIGN (2u << 20)
 int stk__io_region_reserve(uint8_t **p, size_t *cap, size_t need);

@@ -1110,7 +1110,7 @@ static uint64_t mean_sample_bytes(struct stk_dataset *ds) {
   uint64_t bytes = 0, n = 0;
   for (size_t i = 0; i < ds->nshards; i++) {
     const struct stk_shard *sh = &ds->shards[i];
-    if (stk__shard_pending(ds, i) && !sh->count_known) continue; /* not counted yet */
+    if (!stk__dataset_all_counted(ds) && i >= ds->counted) continue; /* not counted yet */
     if (sh->idx) {
       for (uint64_t k = 0; k < sh->count; k++) bytes += sh->idx[k].len;
     } else if (stk__dataset_staged(ds)) {
