@@ -19,6 +19,9 @@
  *               cache (copying and checksums are the limit, not storage),
  *               or it cannot be told where it came from
  *   cpu         the process itself used nearly every core
+ *   storage     (again) nothing saturated, batches were late, and a share
+ *               of the reads went to a device (or the origin): stoker's
+ *               own latency cannot be told apart from the device's
  *   latency     nothing saturated, yet batches were late */
 #include <math.h>
 #include <stdarg.h>
@@ -154,6 +157,16 @@ static void data_verdict(struct stk_bench_result *r, double stall) {
         "cpu-bound: the process used %.0f%% of %u cores (reads at %.2f GiB/s); accelerators "
         "waited %.1f%% for data; fewer emulated accelerators per host or more cores would help",
         100 * m.own, m.cores, gib_s, stall);
+  else if (dev >= 1) /* reads went to storage: stoker's latency cannot be told apart */
+    say(r, "storage",
+        "late batches with reads from storage: no stage saturated (reads %.2f GiB/s, decode busy "
+        "%.0f%%, stoker %.0f%% of the CPU), but %.0f of the %.0f MiB read came from a device%s, "
+        "whose slow moments left batches late (consumer wait p99 %.1f ms); accelerators waited "
+        "%.1f%% for data; run it again on warm data for the page-cache figure, or with --direct "
+        "for storage figures; faster storage or a cache (stoker cache) will help",
+        gib_s, 100 * dec_util, 100 * m.own, dev_mib, (double)st->read_bytes / 1048576.0,
+        st->has_cache && st->cache.fetch_bytes ? " or the origin" : "",
+        (double)st->wait_p99_ns / 1e6, stall);
   else
     say(r, "latency",
         "latency-bound: no stage saturated (reads %.2f GiB/s, decode busy %.0f%%, stoker %.0f%% "
