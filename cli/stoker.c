@@ -132,22 +132,23 @@ static void on_signal(int sig) {
 }
 
 /* Samples far larger than a read are mapped from the page cache, not
- * copied (the loader's mmap engine). A file truncated under a mapping
- * makes the next touch of its lost pages a bus error; say so in one line
+ * copied (the loader's mmap engine). A file truncated under a mapping, or a
+ * page the device fails to read, makes the touch a bus error; say so in one line
  * before the default action ends the process (SA_RESETHAND: the faulting
  * access runs again and the signal is fatal). Async-signal-safe. */
 static void on_bus_error(int sig, siginfo_t *si, void *uc) {
   (void)sig;
   (void)uc;
   if (si->si_code != BUS_ADRERR) return;
-  char msg[256] = "stoker: bus error at 0x";
+  char msg[384] = "stoker: bus error at 0x";
   size_t n = strlen(msg);
   uintptr_t a = (uintptr_t)si->si_addr;
   for (int sh = (int)sizeof a * 8 - 4; sh >= 0; sh -= 4)
     if ((a >> sh) || sh == 0) msg[n++] = "0123456789abcdef"[(a >> sh) & 15];
   const char *tail =
-      ": a file mapped for reading became shorter while in use (was a dataset file truncated "
-      "during the run?); --engine pread reads with copies and reports such a file as an error\n";
+      ": a file mapped for reading could not be read there: it became shorter while in use (a "
+      "dataset file truncated during the run?) or the device failed the read; --engine pread "
+      "reads with copies and reports either as an error\n";
   size_t tl = strlen(tail);
   if (n + tl > sizeof msg) tl = sizeof msg - n;
   memcpy(msg + n, tail, tl);

@@ -1,8 +1,8 @@
 /* The mapping engine: reads without a copy, for samples far larger than a
  * read (unet3d: 90-224 MB each). A worker maps the requested file range at
  * the request's address, inside the batch's address-space reservation
- * (MAP_FIXED over it), then fills in the page tables (MADV_POPULATE_READ),
- * which reads from storage whatever the page cache lacks. The batch's
+ * (MAP_FIXED over it), then fills in the page tables by touching each
+ * page, which reads from storage whatever the page cache lacks. The batch's
  * bytes are then the page cache's own pages: nothing is copied, and no
  * fresh anonymous memory is faulted in and cleared. Where the page cache
  * holds large folios (ext4 and XFS on recent kernels, tmpfs with huge
@@ -11,9 +11,10 @@
  * entries, not 36,000.
  *
  * The price of mapping is the one every mmap reader pays (DALI, numpy's
- * memmap, LMDB): a file truncated while its pages are mapped makes the next
- * touch of those pages raise SIGBUS. A file already shorter than the range
- * when it is mapped is an error (STK_ETRUNC), as for a read. Files that
+ * memmap, LMDB): a file truncated while its pages are mapped, or a device
+ * that fails a read of one, makes the touch of those pages raise SIGBUS.
+ * A file already shorter than the range when it is mapped is an error
+ * (STK_ETRUNC), as for a read. Files that
  * cannot be mapped (some FUSE and network file systems) are read with
  * pread into anonymous memory placed at the same address. */
 #include <errno.h>
@@ -23,9 +24,7 @@
 
 #include "io.h"
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 /* Linux 5.14 */
-#endif
+#define FAULT_AROUND (64u << 10)
 
 static uint64_t page_size(void) {
   long p = sysconf(_SC_PAGESIZE);
@@ -64,14 +63,17 @@ static int map_req(const struct stk_io_req *r) {
     if (errno == ENODEV || errno == EACCES || errno == EPERM || errno == EINVAL) return copy_in(r);
     return stk__from_errno(errno);
   }
-  for (;;) {
-    if (madvise(r->buf, len, MADV_POPULATE_READ) == 0) return 0;
-    if (errno == EINTR || errno == EAGAIN) continue;
-    if (errno == EINVAL) return 0; /* before Linux 5.14: pages fault in on first touch */
-    int rc = errno == EFAULT ? STK_ETRUNC : stk__from_errno(errno); /* shrank meanwhile */
-    region_blank(r->buf, len); /* no page that could raise SIGBUS stays mapped */
-    return rc;
-  }
+  /* Fill in the page tables by touching one byte per fault-around window
+   * (64 KiB, the kernel's default): each fault maps the window's cached
+   * pages, or a whole 2 MiB folio, at once, under the mapping's own lock.
+   * MADV_POPULATE_READ walks page by page under the address space's lock.
+   * Two threads mapping unet3d files the page cache held in mid-sized
+   * folios (memory full, large folios scarce) measured 19-20 GB/s with it,
+   * 25.6 GB/s touching every page, 46.6 GB/s touching each window. Pages a
+   * touch did not map fault in when first read. */
+  const volatile uint8_t *p = r->buf;
+  for (uint64_t o = 0; o < len; o += FAULT_AROUND) (void)p[o];
+  return 0;
 }
 
 int stk__io_region_reserve(uint8_t **p, size_t *cap, size_t need) {
