@@ -120,7 +120,7 @@ $(FAKENVML): tests/tools/fakenvml/fakenvml.c
 # The test packages (Open MPI among them) go in before the build, which a
 # second make then sees.
 test:
-	@./scripts/install-deps test
+	@STOKER_VENV=$(abspath $(VENV)) ./scripts/install-deps test
 	@./scripts/run-tests "$(MAKE)" "$(BUILD)" "$(T)" "$(SAN)"
 
 test-c: $(TESTBIN) $(CLI) $(FAKENVML)
@@ -152,15 +152,15 @@ install: all $(BUILD)/stoker.pc
 
 # ---- the Python package ------------------------------------------------------
 
-# make python: a virtual environment (.venv) over Debian's python3 and its
-# packages (torch, numpy), with the stoker package built from python/
-# against build/libstoker.a, offline (no PyPI).
+# make python: the stoker package built from python/ against build/libstoker.a
+# into a virtual environment (.venv) that scripts/install-deps makes from
+# Debian's python3 and PyPI (torch, torchvision, numpy, pytest, moto: the
+# versions are python/requirements-test.txt).
 VENV ?= .venv
 PYTHON_SRC := $(wildcard python/stoker/*.py python/stoker/*.pyi python/src/*.c python/src/*.h) \
-              python/setup.py python/pyproject.toml
+              python/setup.py python/pyproject.toml python/requirements-test.txt
 $(VENV)/.stoker-installed: $(STATIC) $(PYTHON_SRC) Makefile
-	@./scripts/install-deps python
-	test -x $(VENV)/bin/python || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	@STOKER_VENV=$(abspath $(VENV)) ./scripts/install-deps python
 	@# setuptools relinks only when a source is newer than its last build, not
 	@# when the link line changes (a new dependency of libstoker): start clean.
 	rm -rf python/build
@@ -171,18 +171,19 @@ python: $(VENV)/.stoker-installed
 
 # The Python tests against an AddressSanitizer+UBSan build of the extension
 # and the library (build/asan), with the sanitizer runtime preloaded into
-# Debian's python3 (leak checks off: the interpreter keeps memory at exit).
+# the venv's python3 (leak checks off: the interpreter keeps memory at exit).
 test-python-asan:
+	@STOKER_VENV=$(abspath $(VENV)) ./scripts/install-deps python
 	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 SAN=address,undefined build/asan/libstoker.a build/asan/stoker
 	rm -rf build/asan/python && mkdir -p build/asan/python
 	cp -r python/setup.py python/pyproject.toml python/src python/stoker build/asan/python/
 	cd build/asan/python && STOKER_ROOT=$(abspath .) STOKER_LIB=$(abspath build/asan/libstoker.a) \
 	    CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -O1" LDFLAGS="-fsanitize=address,undefined" \
-	    /usr/bin/python3 setup.py -q build_ext --inplace
+	    $(abspath $(VENV))/bin/python setup.py -q build_ext --inplace
 	cd python/tests && LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	    ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 PYTHONPATH=$(abspath build/asan/python) \
 	    STOKER_BIN=$(abspath build/asan/stoker) STOKER_ROOT=$(abspath .) \
-	    /usr/bin/python3 -m pytest -q -p no:cacheprovider -k 'not install and not gloo$(if $(K), and ($(K)))'
+	    $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider -k 'not install and not gloo$(if $(K), and ($(K)))'
 
 test-python: python $(CLI)
 	cd python/tests && STOKER_BIN=$(abspath $(CLI)) STOKER_ROOT=$(abspath .) \
