@@ -595,6 +595,21 @@ struct jobs_args {
   size_t ncarbon;
 };
 
+/* GPUs a power cap lets work at once: what the cap leaves after the idle
+ * draw of every GPU, in busy GPUs (the engine's rule). */
+static int cap_gpus(const struct jobs_args *a, int gpus) {
+  if (!(a->o.power_cap_w > 0)) return gpus;
+  double extra = a->o.busy_w > a->o.idle_w
+                     ? (a->o.power_cap_w - gpus * a->o.idle_w) / (a->o.busy_w - a->o.idle_w)
+                     : a->o.power_cap_w >= gpus * a->o.idle_w ? gpus : -1;
+  return extra < 0 ? 0 : extra < gpus ? (int)extra : gpus;
+}
+
+static unsigned opt_nodes(const struct jobs_args *a) { return a->o.nodes ? a->o.nodes : 16; }
+static unsigned opt_gpn(const struct jobs_args *a) {
+  return a->o.gpus_per_node ? a->o.gpus_per_node : 4;
+}
+
 enum {
   J_JOBS = 300,
   J_POLICY,
@@ -808,6 +823,14 @@ static int jobs_parse(struct jobs_args *a, int argc, char **argv) {
     cli_error("sim", "--loads needs --pollux-table");
     return -1;
   }
+  int gpus = (int)(opt_nodes(a) * opt_gpn(a));
+  if (a->o.power_cap_w > 0 && cap_gpus(a, gpus) == 0) {
+    cli_error("sim",
+              "--power-cap: %g W leaves no GPU able to work: %d idle GPUs draw %g W and a busy one "
+              "%g W more",
+              a->o.power_cap_w, gpus, gpus * a->o.idle_w, a->o.busy_w - a->o.idle_w);
+    return -1;
+  }
   return 0;
 }
 
@@ -959,6 +982,110 @@ static const char *find_pollux_dir(const struct jobs_args *a, char *buf, size_t 
     if (is_dir(buf)) return buf;
   }
   return NULL;
+}
+
+/* --pollux-table: the eight workloads per policy and load beside the
+ * artifact's published means. The header names the configuration run; a
+ * workload whose jobs did not all finish is never averaged over its
+ * finished jobs alone: its cell is a marked lower bound (jobs still
+ * running or waiting at the horizon) or '-' (jobs that can never run), and
+ * its row is not compared with the published figures. */
+static void print_pollux_table(const struct jobs_args *a, const struct stk_sim_jobs_result *res) {
+  unsigned nodes = opt_nodes(a), gpn = opt_gpn(a);
+  double iv = a->o.interval > 0 ? a->o.interval : 60;
+  double rd = a->o.restart_delay == 0 ? 30 : a->o.restart_delay < 0 ? 0 : a->o.restart_delay;
+  printf("Average JCT (s) of the Pollux OSDI'21 artifact's workloads beside its published "
+         "results-jobload\n");
+  printf("simulated: %u node%s x %u GPU%s, %g s rounds, ", nodes, nodes == 1 ? "" : "s", gpn,
+         gpn == 1 ? "" : "s", iv);
+  if (rd > 0)
+    printf("%g s restarts", rd);
+  else
+    printf("no restart delay");
+  if (a->o.power_cap_w > 0)
+    printf(", power cap %g W (%d GPUs can work)", a->o.power_cap_w,
+           cap_gpus(a, (int)(nodes * gpn)));
+  if (a->o.horizon > 0) printf(", horizon %g s", a->o.horizon);
+  printf("\n");
+  printf("published: 16 nodes x 4 GPUs, 60 s rounds, 30 s restarts\n");
+  char diff[96] = "";
+  if (nodes != 16 || gpn != 4) strcat(diff, ", cluster");
+  if (iv != 60) strcat(diff, ", rounds");
+  if (rd != 30) strcat(diff, ", restarts");
+  if (a->o.power_cap_w > 0) strcat(diff, ", power cap");
+  if (*diff)
+    printf("note: this run differs in %s; the diff columns compare unlike configurations\n",
+           diff + 2);
+  printf("%-9s %4s", "policy", "load");
+  for (int w = 1; w <= 8; w++) printf("  %7s%d", "w", w);
+  printf("  %8s %9s %7s %8s %11s\n", "mean", "published", "diff %", "max |w|%", "jobs done");
+  int marked = 0;
+  size_t nfiles = a->nloads * 8;
+  for (size_t p = 0; p < a->npolicies; p++)
+    for (size_t l = 0; l < a->nloads; l++) {
+      double sum = 0, worst = 0;
+      size_t jobs = 0, done = 0, never = 0, left = 0;
+      printf("%-9s %4.1f", a->policies[p], a->loads[l]);
+      for (int w = 0; w < 8; w++) {
+        const struct stk_sim_jobs_result *x = &res[p * nfiles + l * 8 + (size_t)w];
+        jobs += x->jobs;
+        done += x->completed;
+        never += x->too_large;
+        left += x->unfinished;
+        char cell[32];
+        if (x->too_large)
+          snprintf(cell, sizeof cell, "-");
+        else if (x->unfinished)
+          snprintf(cell, sizeof cell, ">%.1f", x->jct_mean_bound);
+        else
+          snprintf(cell, sizeof cell, "%.1f", x->jct_mean);
+        printf("  %8s", cell);
+        sum += x->too_large ? 0 : x->unfinished ? x->jct_mean_bound : x->jct_mean;
+        double pub = stk_sim_jobs_published(a->policies[p], a->loads[l], w + 1);
+        if (isfinite(pub) && fabs(x->jct_mean / pub - 1) > worst)
+          worst = fabs(x->jct_mean / pub - 1);
+      }
+      double pub = stk_sim_jobs_published(a->policies[p], a->loads[l], 0);
+      char mean[32], jd[40];
+      if (never)
+        snprintf(mean, sizeof mean, "-");
+      else
+        snprintf(mean, sizeof mean, "%s%.1f", left ? ">" : "", sum / 8);
+      snprintf(jd, sizeof jd, "%zu/%zu", done, jobs);
+      printf("  %8s", mean);
+      if (done == jobs && isfinite(pub))
+        printf(" %9.1f %+7.1f %8.1f", pub, 100 * (sum / 8 / pub - 1), 100 * worst);
+      else if (isfinite(pub))
+        printf(" %9.1f %7s %8s", pub, "-", "-");
+      else
+        printf(" %9s %7s %8s", "-", "-", "-");
+      printf(" %11s\n", jd);
+      if (done < jobs) marked = 1;
+    }
+  if (!marked) return;
+  for (size_t p = 0; p < a->npolicies; p++)
+    for (size_t l = 0; l < a->nloads; l++) {
+      size_t jobs = 0, done = 0, never = 0, left = 0;
+      for (int w = 0; w < 8; w++) {
+        const struct stk_sim_jobs_result *x = &res[p * nfiles + l * 8 + (size_t)w];
+        jobs += x->jobs;
+        done += x->completed;
+        never += x->too_large;
+        left += x->unfinished;
+      }
+      if (done == jobs) continue;
+      printf("%s load %.1f: %zu of %zu jobs finished", a->policies[p], a->loads[l], done, jobs);
+      if (never)
+        printf("; %zu never run (they ask for more GPUs than the cluster%s allows)", never,
+               a->o.power_cap_w > 0 ? " or its power cap" : "");
+      if (left)
+        printf("; %zu had not finished at the horizon (%g s)", left,
+               a->o.horizon > 0 ? a->o.horizon : 1e8);
+      printf("\n");
+    }
+  printf("> marks a lower bound (an unfinished job counted until the run stopped), - a workload "
+         "with jobs that never run; rows with either are not compared with the published "
+         "figures\n");
 }
 
 static int run_jobs(int argc, char **argv) {
@@ -1117,29 +1244,7 @@ static int run_jobs(int argc, char **argv) {
   if (a.json) {
     stk_sim_jobs_write_json(stdout, res, nruns, labels);
   } else if (a.table) {
-    printf("Average JCT (s) of the Pollux OSDI'21 artifact's workloads, 16 nodes x 4 GPUs, "
-           "beside its published results-jobload\n");
-    printf("%-9s %4s", "policy", "load");
-    for (int w = 1; w <= 8; w++) printf("  %7s%d", "w", w);
-    printf("  %8s %9s %7s %8s\n", "mean", "published", "diff %", "max |w|%");
-    for (size_t p = 0; p < a.npolicies; p++)
-      for (size_t l = 0; l < a.nloads; l++) {
-        double sum = 0, worst = 0;
-        printf("%-9s %4.1f", a.policies[p], a.loads[l]);
-        for (int w = 0; w < 8; w++) {
-          const struct stk_sim_jobs_result *x = &res[p * nfiles + l * 8 + (size_t)w];
-          printf("  %8.1f", x->jct_mean);
-          sum += x->jct_mean;
-          double pub = stk_sim_jobs_published(a.policies[p], a.loads[l], w + 1);
-          if (isfinite(pub) && fabs(x->jct_mean / pub - 1) > worst) worst = fabs(x->jct_mean / pub - 1);
-        }
-        double pub = stk_sim_jobs_published(a.policies[p], a.loads[l], 0);
-        printf("  %8.1f", sum / 8);
-        if (isfinite(pub))
-          printf(" %9.1f %+7.1f %8.1f\n", pub, 100 * (sum / 8 / pub - 1), 100 * worst);
-        else
-          printf(" %9s %7s %8s\n", "-", "-", "-");
-      }
+    print_pollux_table(&a, res);
   } else {
     stk_sim_jobs_write_table(stdout, res, nruns, labels);
     for (size_t i = 0; i < nruns; i++) {

@@ -337,3 +337,103 @@ TEST(sim_jobs_reproduces_pollux_artifact) {
   CHECK(p < t6 && t6 < o6);
   stk_sim_apps_free(a);
 }
+
+/* ---- issue 22, section 5: the hostile audit's findings ---------------- */
+
+/* A toy artifact directory (traces/toy, workloads/workload-1..8.csv) that
+ * --pollux-table reads through --pollux-dir .: every workload holds the
+ * same jobs. */
+static void write_toy_artifact(const char *jobs) {
+  write_toy_app();
+  mkdir("workloads", 0755);
+  for (int w = 1; w <= 8; w++) {
+    char p[64];
+    snprintf(p, sizeof p, "workloads/workload-%d.csv", w);
+    test_write_file(p, jobs, strlen(jobs));
+  }
+}
+
+static int table(char **out, const char *args) {
+  return test_sh(out, "%s sim --pollux-table --pollux-dir . --loads 1 --job-policy tiresias -q %s",
+                 test_stoker_bin(), args);
+}
+
+/* The table names the configuration it simulated, not the artifact's. */
+TEST(sim_jobs_table_prints_configuration) {
+  write_toy_artifact("name,time,application,num_replicas,batch_size\na,0,toy,1,8\nb,30,toy,2,8\n");
+  char *out;
+  int rc = table(&out, "--cluster 2x2 --interval 30 --restart-delay 10");
+  CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+  CHECK_CONTAINS(out, "simulated: 2 nodes x 2 GPUs, 30 s rounds, 10 s restarts");
+  CHECK_CONTAINS(out, "published: 16 nodes x 4 GPUs, 60 s rounds, 30 s restarts");
+  CHECK_CONTAINS(out, "this run differs in cluster, rounds, restarts");
+  free(out);
+  rc = table(&out, "--restart-delay 0");
+  CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+  CHECK_CONTAINS(out, "simulated: 16 nodes x 4 GPUs, 60 s rounds, no restart delay");
+  free(out);
+  rc = table(&out, "");
+  CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+  CHECK_CONTAINS(out, "simulated: 16 nodes x 4 GPUs, 60 s rounds, 30 s restarts\n");
+  CHECK(!strstr(out, "differs"));
+  free(out);
+}
+
+/* Jobs that never run or had not finished are counted, never left out of
+ * a mean that is then compared with the published one. */
+TEST(sim_jobs_table_counts_unfinished_jobs) {
+  write_toy_artifact("name,time,application,num_replicas,batch_size\na,0,toy,1,8\nb,30,toy,2,8\n");
+  char *out;
+  /* on one GPU, b (2 GPUs) never runs: its cells are '-', not a's JCT */
+  int rc = table(&out, "--cluster 1x1");
+  CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+  CHECK_CONTAINS(out, "tiresias load 1.0: 8 of 16 jobs finished; 8 never run");
+  CHECK_CONTAINS(out, "not compared with the published figures");
+  CHECK(!strstr(out, "390.0")); /* a's JCT alone is not a mean of the workload */
+  CHECK(!strstr(out, "-9")); /* no diff such as -90.3% */
+  free(out);
+  /* a horizon before they finish: a lower bound, marked, not compared */
+  rc = table(&out, "--horizon 200");
+  CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+  CHECK_CONTAINS(out, "tiresias load 1.0: 0 of 16 jobs finished; 16 had not finished at the "
+                      "horizon (200 s)");
+  CHECK_CONTAINS(out, "   >");
+  CHECK_CONTAINS(out, "> marks a lower bound");
+  free(out);
+  /* all finished: the count says so and the row is compared */
+  rc = table(&out, "");
+  CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+  CHECK_CONTAINS(out, "16/16");
+  CHECK(!strstr(out, "not compared"));
+  free(out);
+}
+
+/* A power cap below the idle draw of the cluster is refused with a reason,
+ * not run into a table of NaN. */
+TEST(sim_jobs_power_cap_too_low) {
+  write_toy_artifact("name,time,application,num_replicas,batch_size\na,0,toy,1,8\n");
+  char *out;
+  int rc = table(&out, "--power-cap 500");
+  CHECK_MSG(rc == 2, "exit %d: %s", rc, out);
+  CHECK_CONTAINS(out, "--power-cap: 500 W leaves no GPU able to work: 64 idle GPUs draw 640 W and "
+                      "a busy one 60 W more");
+  CHECK(!strstr(out, "nan"));
+  free(out);
+  /* the library refuses it as well */
+  struct stk_sim_jobs *j = jobs_from(NULL, "jobid,submit_time,num_gpus,duration\na,0,1,100\n");
+  struct stk_sim_jobs_opts o;
+  memset(&o, 0, sizeof o);
+  o.idle_w = 10;
+  o.busy_w = 70;
+  o.power_cap_w = 500;
+  struct stk_sim_jobs_result r;
+  char err[STK_ERRMSG_MAX] = "";
+  CHECK(stk_sim_jobs_run(j, &o, &r, err) == STK_EINVAL);
+  CHECK_CONTAINS(err, "power cap of 500 W leaves no GPU able to work");
+  /* a cap that lets some work still runs, and says how many GPUs */
+  rc = table(&out, "--power-cap 3500");
+  CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+  CHECK_CONTAINS(out, "power cap 3500 W (47 GPUs can work)");
+  free(out);
+  stk_sim_jobs_free(j);
+}

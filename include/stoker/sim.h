@@ -259,7 +259,8 @@ struct stk_sim_jobs_opts {
   const double *carbon_series;
   size_t ncarbon;
   double carbon_step_s;
-  double power_cap_w; /* 0 = none: jobs wait while busy power would pass it */
+  double power_cap_w; /* 0 = none: jobs wait while busy power would pass it;
+                       * a cap that leaves no GPU able to work is STK_EINVAL */
   int keep_samples;   /* record one sample per round */
   void (*progress)(void *ctx, double now, size_t done, size_t total);
   void *ctx;
@@ -276,7 +277,12 @@ struct stk_sim_job_record {
 struct stk_sim_jobs_result {
   char policy[32];
   size_t jobs, completed, unfinished, too_large, starved; /* starved: waited > 24 h */
-  double jct_mean, jct_p50, jct_p99, jct_max;
+  double jct_mean, jct_p50, jct_p99, jct_max; /* over the completed jobs only */
+  /* the mean JCT over all jobs with each unfinished one counted up to the
+   * end of the run (at least 0): a lower bound on the true mean when
+   * unfinished > 0, equal to jct_mean when every job finished; NaN when
+   * too_large > 0 (those jobs never run) */
+  double jct_mean_bound;
   double queue_mean, queue_p50, queue_p99;
   double util_mean; /* allocated GPUs / GPUs, mean over rounds until the last completion */
   double makespan;

@@ -306,9 +306,17 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   rn.gpn = (int)o.gpus_per_node;
   rn.gpus = rn.nodes * rn.gpn;
   rn.usable = rn.gpus;
-  if (o.power_cap_w > 0 && o.busy_w > o.idle_w) {
-    double extra = (o.power_cap_w - rn.gpus * o.idle_w) / (o.busy_w - o.idle_w);
+  if (o.power_cap_w > 0) {
+    double extra = o.busy_w > o.idle_w
+                       ? (o.power_cap_w - rn.gpus * o.idle_w) / (o.busy_w - o.idle_w)
+                       : o.power_cap_w >= rn.gpus * o.idle_w ? rn.gpus : -1;
     rn.usable = extra < 0 ? 0 : extra < rn.gpus ? (int)extra : rn.gpus;
+    /* every job would wait for ever: say why instead of a run of NaN */
+    if (rn.usable == 0)
+      return stk__errf(errmsg, STK_EINVAL,
+                       "a power cap of %g W leaves no GPU able to work: %d idle GPUs draw %g W "
+                       "and a busy one %g W more",
+                       o.power_cap_w, rn.gpus, rn.gpus * o.idle_w, o.busy_w - o.idle_w);
   }
   rn.fit = pol == &stk__jpol_pollux;
   rn.js = calloc(rn.n, sizeof *rn.js);
@@ -450,7 +458,7 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   }
   res->nrec = rn.n;
   size_t nj = 0, nq = 0;
-  double jsum = 0, qsum = 0;
+  double jsum = 0, qsum = 0, bsum = 0;
   for (size_t i = 0; i < rn.n; i++) {
     struct stk__jstate *j = &rn.js[i];
     struct stk_sim_job_record *r = &res->rec[i];
@@ -471,9 +479,11 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
     if (j->done) {
       jct[nj++] = r->jct;
       jsum += r->jct;
+      bsum += r->jct;
       res->completed++;
     } else if (!j->too_large) {
       res->unfinished++;
+      if (rn.now > j->spec->submit) bsum += rn.now - j->spec->submit;
     }
     if (r->queue_s >= 0) {
       qd[nq++] = r->queue_s;
@@ -483,6 +493,7 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   qsort(jct, nj, sizeof *jct, cmp_double);
   qsort(qd, nq, sizeof *qd, cmp_double);
   res->jct_mean = nj ? jsum / nj : NAN;
+  res->jct_mean_bound = res->too_large || !rn.n ? NAN : bsum / (double)rn.n;
   res->jct_p50 = quantile(jct, nj, 0.5);
   res->jct_p99 = quantile(jct, nj, 0.99);
   res->jct_max = nj ? jct[nj - 1] : NAN;

@@ -92,6 +92,7 @@ void stk_sim_jobs_write_json(FILE *f, const struct stk_sim_jobs_result *r, size_
                "\"starved\": %zu, ",
             x->jobs, x->completed, x->unfinished, x->too_large, x->starved);
     jnum(f, "jct_mean", x->jct_mean, 1);
+    jnum(f, "jct_mean_bound", x->jct_mean_bound, 1);
     jnum(f, "jct_p50", x->jct_p50, 1);
     jnum(f, "jct_p99", x->jct_p99, 1);
     jnum(f, "jct_max", x->jct_max, 1);
