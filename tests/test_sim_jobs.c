@@ -437,3 +437,114 @@ TEST(sim_jobs_power_cap_too_low) {
   free(out);
   stk_sim_jobs_free(j);
 }
+
+static void run_trace(const char *csv, struct stk_sim_jobs_result *r) {
+  struct stk_sim_jobs *j = jobs_from(NULL, csv);
+  struct stk_sim_jobs_opts o;
+  memset(&o, 0, sizeof o);
+  o.nodes = 1;
+  o.gpus_per_node = 2;
+  o.idle_w = 10;
+  o.busy_w = 70;
+  CHECK_OK(stk_sim_jobs_run(j, &o, r, NULL));
+  stk_sim_jobs_free(j);
+}
+
+/* Dated traces start at 0 whatever the year: the same two jobs give the
+ * same utilization, energy and JCT dated 1950, 1971 or 2017. */
+TEST(sim_jobs_dated_traces_start_at_zero) {
+  const char *years[] = {"2017", "1971", "1950", "1969"};
+  struct stk_sim_jobs_result r0;
+  for (int y = 0; y < 4; y++) {
+    char csv[256];
+    snprintf(csv, sizeof csv,
+             "jobid,submit_time,num_gpus,duration\na,%s-01-01 00:00:00,1,100\n"
+             "b,%s-01-01 00:01:00,1,100\n",
+             years[y], years[y]);
+    struct stk_sim_jobs_result r;
+    run_trace(csv, &r);
+    CHECK_EQ(r.completed, 2);
+    CHECK_EQ((long long)r.rec[0].submit, 0);
+    CHECK_EQ((long long)r.rec[1].submit, 60);
+    if (y == 0) {
+      r0 = r;
+      CHECK_MSG(r.energy_kwh < 0.01, "%s: %.3f kWh", years[y], r.energy_kwh);
+      CHECK(r.util_mean > 0.4);
+      continue;
+    }
+    CHECK_MSG(fabs(r.util_mean - r0.util_mean) < 1e-12, "%s: util %.3f vs %.3f", years[y],
+              r.util_mean, r0.util_mean);
+    CHECK_MSG(fabs(r.energy_kwh - r0.energy_kwh) < 1e-12, "%s: %.3f kWh vs %.3f", years[y],
+              r.energy_kwh, r0.energy_kwh);
+    CHECK_MSG(fabs(r.jct_mean - r0.jct_mean) < 1e-9, "%s: JCT %.1f vs %.1f", years[y], r.jct_mean,
+              r0.jct_mean);
+    stk_sim_jobs_result_free(&r);
+  }
+  stk_sim_jobs_result_free(&r0);
+  /* seconds stay as they are, however large */
+  struct stk_sim_jobs_result r;
+  run_trace("jobid,submit_time,num_gpus,duration\na,120,1,100\nb,180,1,100\n", &r);
+  CHECK_EQ((long long)r.rec[0].submit, 120);
+  stk_sim_jobs_result_free(&r);
+}
+
+/* One file is dates or seconds, never both. */
+TEST(sim_jobs_mixed_dates_refused) {
+  expect_jobs_error(NULL,
+                    "jobid,submit_time,num_gpus,duration\na,2017-01-01 00:00:00,1,100\nb,600,1,100\n",
+                    STK_EFORMAT,
+                    "bad.csv:3: submit_time '600' is seconds, but the rows above give dates "
+                    "(YYYY-MM-DD HH:MM:SS); use one or the other");
+  expect_jobs_error(NULL,
+                    "jobid,submit_time,num_gpus,duration\na,600,1,100\nb,2017-01-01 00:00:00,1,100\n",
+                    STK_EFORMAT,
+                    "bad.csv:3: submit_time '2017-01-01 00:00:00' is a date, but the rows above "
+                    "give seconds");
+  /* a run whose jobs all arrive after the horizon is refused, with the
+   * time of the first */
+  struct stk_sim_jobs *j =
+      jobs_from(NULL, "jobid,submit_time,num_gpus,duration\na,1500000000,1,100\n");
+  struct stk_sim_jobs_opts o;
+  memset(&o, 0, sizeof o);
+  struct stk_sim_jobs_result r;
+  char err[STK_ERRMSG_MAX] = "";
+  CHECK(stk_sim_jobs_run(j, &o, &r, err) == STK_EINVAL);
+  CHECK_CONTAINS(err, "the first job arrives at 1500000000 s, after the horizon (100000000 s)");
+  stk_sim_jobs_free(j);
+}
+
+/* Times are seconds in decimal or real calendar dates. */
+TEST(sim_jobs_bad_times_refused) {
+  const char *h = "jobid,submit_time,num_gpus,duration\n";
+  const char *bad[] = {"2017-02-30 00:00:00", "2019-02-29 00:00:00", "2017-13-01 00:00:00",
+                       "2017-01-01 24:00:00", "2017-1-1 00:00:00",   "0x10",
+                       "nan",                 "inf",                 "1e400",
+                       " 2017-01-01 00:00:00x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char csv[256], want[128];
+    snprintf(csv, sizeof csv, "%sa,%s,1,100\n", h, bad[i]);
+    snprintf(want, sizeof want, "bad.csv:2: submit_time '");
+    expect_jobs_error(NULL, csv, STK_EFORMAT, want);
+    expect_jobs_error(NULL, csv, STK_EFORMAT, "is not seconds or a date YYYY-MM-DD HH:MM:SS");
+  }
+  /* and the good ones: a leap day, fractions, exponents */
+  struct stk_sim_jobs *j = jobs_from(NULL, "jobid,submit_time,num_gpus,duration\n"
+                                           "a,2016-02-29 23:59:59,1,100\n"
+                                           "b,2016-03-01 00:00:09,1,100\n");
+  struct stk_sim_jobs_result r;
+  run(j, "fifo", 1, 2, &r);
+  CHECK_EQ((long long)r.rec[1].submit, 10);
+  stk_sim_jobs_result_free(&r);
+  stk_sim_jobs_free(j);
+  j = jobs_from(NULL, "jobid,submit_time,num_gpus,duration\na,1.5e2,1,100\nb,0.5,1,1e2\n");
+  run(j, "fifo", 1, 2, &r);
+  CHECK(r.rec[0].submit == 0.5 && r.rec[1].submit == 150);
+  stk_sim_jobs_result_free(&r);
+  stk_sim_jobs_free(j);
+  /* numbers in other columns: no hex, NaN or infinity either */
+  expect_jobs_error(NULL, "jobid,submit_time,num_gpus,duration\na,0,1,0x10\n", STK_EFORMAT,
+                    "bad.csv:2: duration '0x10' is not a number");
+  expect_jobs_error(NULL, "jobid,submit_time,num_gpus,duration\na,0,1,1e400\n", STK_EFORMAT,
+                    "bad.csv:2: duration '1e400' is not a number");
+}
+

@@ -191,12 +191,35 @@ int stk__sim_csv_int(const struct stk__sim_csv *r, int col, int64_t lo, int64_t 
   return 0;
 }
 
-int stk__sim_csv_num(const struct stk__sim_csv *r, int col, double lo, double *out, char *errmsg) {
-  const char *s = stk__sim_csv_get(r, col);
+int stk__sim_decimal(const char *s, double *out) {
+  const char *p = s;
+  if (*p == '+' || *p == '-') p++;
+  int nd = 0;
+  while (*p >= '0' && *p <= '9') p++, nd++;
+  if (*p == '.') {
+    p++;
+    while (*p >= '0' && *p <= '9') p++, nd++;
+  }
+  if (!nd) return STK_EFORMAT;
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+' || *p == '-') p++;
+    if (*p < '0' || *p > '9') return STK_EFORMAT;
+    while (*p >= '0' && *p <= '9') p++;
+  }
+  if (*p) return STK_EFORMAT;
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (!*s || *end || errno == ERANGE || !isfinite(v))
+  if (*end || errno == ERANGE || !isfinite(v)) return STK_EFORMAT;
+  *out = v;
+  return 0;
+}
+
+int stk__sim_csv_num(const struct stk__sim_csv *r, int col, double lo, double *out, char *errmsg) {
+  const char *s = stk__sim_csv_get(r, col);
+  double v = 0;
+  if (stk__sim_decimal(s, &v))
     return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s '%s' is not a number", r->path,
                      (unsigned long long)r->line, col >= 0 ? r->hdr[col] : "?", s);
   if (v < lo)

@@ -285,6 +285,13 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   if (o.nodes > STK__JOBS_MAX_NODES || o.gpus_per_node > STK__JOBS_MAX_GPN)
     return stk__errf(errmsg, STK_EINVAL, "cluster of %u nodes x %u GPUs: at most %d x %d",
                      o.nodes, o.gpus_per_node, STK__JOBS_MAX_NODES, STK__JOBS_MAX_GPN);
+  /* jobs are sorted by arrival: a run in which none arrives would report
+   * nothing but NaN (a trace of Unix times in seconds, say) */
+  if (jobs->n && jobs->job[0].submit >= o.horizon)
+    return stk__errf(errmsg, STK_EINVAL,
+                     "%s: the first job arrives at %.0f s, after the horizon (%.0f s); times in "
+                     "seconds are taken as they are (only dated times start at 0)",
+                     jobs->path, jobs->job[0].submit, o.horizon);
   const struct stk__jpolicy *pol = stk__jpolicy_get(o.policy);
   if (!pol)
     return stk__errf(errmsg, STK_EINVAL, "no job policy '%s'; `stoker sim --list-policies` names them",

@@ -1,37 +1,86 @@
 /* Job lists for the job-level simulator: the Pollux artifact's workload
  * CSVs (jobs of measured applications with a GPU count and batch size) and
  * duration traces such as the Philly-derived one (a submit time, a GPU
- * count and a duration). Times are shifted so the first job arrives at the
- * earliest submit time of the file (workloads) or at 0 (traces with
- * wall-clock timestamps). The openb pod lists read as duration traces
+ * count and a duration). Times in seconds are kept as they are; dated
+ * times (YYYY-MM-DD HH:MM:SS, told apart by their syntax) are shifted so
+ * the earliest job arrives at 0. The openb pod lists read as duration traces
  * (num_gpu GPUs from creation_time to deletion_time; CPU pods skipped). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "jobs_impl.h"
 #include "sim_impl.h"
 
-static int parse_time(const struct stk__sim_csv *r, int col, double *out, char *errmsg) {
+/* A time column holds seconds or dates, decided by each field's syntax
+ * (never by its size); one file holds one or the other. */
+enum { TIME_UNSET, TIME_SECONDS, TIME_DATE };
+
+static int digits(const char *s, int n, int *out) {
+  int v = 0;
+  for (int i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return 0;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+ * days_from_civil), so a date before 1970 is as good as one after. */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+  y -= m <= 2;
+  int64_t era = (y >= 0 ? y : y - 399) / 400;
+  int64_t yoe = y - era * 400;
+  int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+/* "YYYY-MM-DD HH:MM:SS" exactly: 1 when s has that shape (*valid says
+ * whether it names a real day and time, *out its seconds since 1970),
+ * 0 when it does not look like a date at all. */
+static int parse_date(const char *s, double *out, int *valid) {
+  int y, mo, d, h, mi, se;
+  if (strlen(s) != 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' ||
+      s[16] != ':' || digits(s, 4, &y) || digits(s + 5, 2, &mo) || digits(s + 8, 2, &d) ||
+      digits(s + 11, 2, &h) || digits(s + 14, 2, &mi) || digits(s + 17, 2, &se))
+    return 0;
+  static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  *valid = mo >= 1 && mo <= 12 && d >= 1 && d <= mdays[mo - 1] + (mo == 2 && leap) && h <= 23 &&
+           mi <= 59 && se <= 59;
+  if (*valid) *out = (double)days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se;
+  return 1;
+}
+
+/* Field col as a time: seconds (a plain decimal number >= 0) or a date;
+ * *kind records which the file uses, and a row of the other kind fails. */
+static int parse_time(const struct stk__sim_csv *r, int col, int *kind, double *out,
+                      char *errmsg) {
   const char *s = stk__sim_csv_get(r, col);
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (*s && !*end && errno != ERANGE && isfinite(v) && v >= 0) {
-    *out = v;
-    return 0;
+  int valid = 0, k;
+  if (stk__sim_decimal(s, out) == 0 && *out >= 0) {
+    k = TIME_SECONDS;
+  } else if (parse_date(s, out, &valid) && valid) {
+    k = TIME_DATE;
+  } else {
+    return stk__errf(errmsg, STK_EFORMAT,
+                     "%s:%llu: %s '%s' is not seconds or a date YYYY-MM-DD HH:MM:SS%s", r->path,
+                     (unsigned long long)r->line, r->hdr[col], s,
+                     valid || !parse_date(s, out, &valid) ? "" : " (no such day or time)");
   }
-  struct tm tm;
-  memset(&tm, 0, sizeof tm);
-  const char *e = strptime(s, "%Y-%m-%d %H:%M:%S", &tm);
-  if (e && !*e) {
-    *out = (double)timegm(&tm);
-    return 0;
-  }
-  return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s '%s' is not seconds or YYYY-MM-DD HH:MM:SS",
-                   r->path, (unsigned long long)r->line, r->hdr[col], s);
+  if (*kind != TIME_UNSET && *kind != k)
+    return stk__errf(errmsg, STK_EFORMAT,
+                     k == TIME_SECONDS
+                         ? "%s:%llu: %s '%s' is seconds, but the rows above give dates "
+                           "(YYYY-MM-DD HH:MM:SS); use one or the other"
+                         : "%s:%llu: %s '%s' is a date, but the rows above give seconds; use one "
+                           "or the other",
+                     r->path, (unsigned long long)r->line, r->hdr[col], s);
+  *kind = k;
+  return 0;
 }
 
 struct jidx {
@@ -87,11 +136,12 @@ int stk_sim_jobs_load(struct stk_sim_jobs **out, const struct stk_sim_apps *apps
                    "%s: jobs of measured applications need the application traces (--traces)",
                    path);
   size_t cap = 0;
+  int kind = TIME_UNSET;
   while (!rc && (rc = stk__sim_csv_next(&r, errmsg)) == 0) {
     struct stk__jspec s;
     memset(&s, 0, sizeof s);
     int64_t rep;
-    rc = parse_time(&r, c_time, &s.submit, errmsg);
+    rc = parse_time(&r, c_time, &kind, &s.submit, errmsg);
     if (!rc) rc = stk__sim_csv_int(&r, c_rep, openb ? 0 : 1, 1 << 20, 0, 0, &rep, errmsg);
     if (rc) break;
     if (rep == 0) continue;
@@ -119,7 +169,11 @@ int stk_sim_jobs_load(struct stk_sim_jobs **out, const struct stk_sim_apps *apps
       if (rc) break;
     } else {
       double del;
-      rc = stk__sim_csv_num(&r, c_del, s.submit, &del, errmsg);
+      rc = parse_time(&r, c_del, &kind, &del, errmsg);
+      if (!rc && del < s.submit)
+        rc = stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %s '%s' is before %s '%s'", r.path,
+                       (unsigned long long)r.line, r.hdr[c_del], stk__sim_csv_get(&r, c_del),
+                       r.hdr[c_time], stk__sim_csv_get(&r, c_time));
       if (rc) break;
       s.duration = del - s.submit;
     }
@@ -172,8 +226,8 @@ int stk_sim_jobs_load(struct stk_sim_jobs **out, const struct stk_sim_apps *apps
     for (size_t i = 0; i < J->n; i++) J->job[i] = t[i].s;
     free(t);
   }
-  /* wall-clock traces start at 0 */
-  if (J->job[0].submit > 1e8) {
+  /* dated traces start at 0, whatever their year; seconds are kept */
+  if (kind == TIME_DATE) {
     double t0 = J->job[0].submit;
     for (size_t i = 0; i < J->n; i++) J->job[i].submit -= t0;
   }

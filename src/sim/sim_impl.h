@@ -69,8 +69,11 @@ const char *stk__sim_csv_get(const struct stk__sim_csv *r, int col);
  * when allow_empty, else an error naming the file, line and column. */
 int stk__sim_csv_int(const struct stk__sim_csv *r, int col, int64_t lo, int64_t hi, int allow_empty,
                      int64_t def, int64_t *out, char *errmsg);
-/* Parse field col as a finite number >= lo (-INFINITY: any); an error names
- * the file, line and column. */
+/* A finite decimal number ("12", "-0.5", "1.5e3"): 0, or STK_EFORMAT for
+ * anything else (hexadecimal, nan, inf, overflow, trailing text). */
+int stk__sim_decimal(const char *s, double *out);
+/* Parse field col as a finite decimal number >= lo (-INFINITY: any); an
+ * error names the file, line and column. */
 int stk__sim_csv_num(const struct stk__sim_csv *r, int col, double lo, double *out, char *errmsg);
 
 /* ---- cluster --------------------------------------------------------- */
