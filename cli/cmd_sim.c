@@ -471,11 +471,29 @@ static void on_sample(void *ctx, const struct stk_sim_sample *s) {
             s->frag_ratio, (unsigned long long)s->running, (unsigned long long)s->queued);
 }
 
+/* A name as one CSV field and its comma: quoted when it holds a comma, a
+ * quote or a line break (names read from quoted fields may). */
+static void csv_field(FILE *f, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) {
+    fprintf(f, "%s,", s);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputs("\",", f);
+}
+
 static void on_pod(void *ctx, const struct stk_sim_pod_record *p) {
   struct replay_out *o = ctx;
-  if (o->podlog)
-    fprintf(o->podlog, "%s,%s,%s,%lld,%lld,%lld\n", p->name, p->outcome, p->node,
-            (long long)p->creation, (long long)p->start, (long long)p->delay);
+  if (!o->podlog) return;
+  csv_field(o->podlog, p->name);
+  csv_field(o->podlog, p->outcome);
+  csv_field(o->podlog, p->node);
+  fprintf(o->podlog, "%lld,%lld,%lld\n", (long long)p->creation, (long long)p->start,
+          (long long)p->delay);
 }
 
 static int run_replay(const struct sim_args *a, const struct stk_sim_cluster *c) {
@@ -594,6 +612,30 @@ struct jobs_args {
   double *carbon;
   size_t ncarbon;
 };
+
+/* A plain finite decimal number ("0.5", "400", "1e3"), never hexadecimal,
+ * nan or inf: 0 and *out, or -1. */
+static int decimal(const char *s, double *out) {
+  const char *p = s;
+  int nd = 0;
+  if (*p == '+' || *p == '-') p++;
+  for (; *p >= '0' && *p <= '9'; p++) nd++;
+  if (*p == '.')
+    for (p++; *p >= '0' && *p <= '9'; p++) nd++;
+  if (!nd) return -1;
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+' || *p == '-') p++;
+    if (*p < '0' || *p > '9') return -1;
+    while (*p >= '0' && *p <= '9') p++;
+  }
+  if (*p) return -1;
+  errno = 0;
+  double v = strtod(s, NULL);
+  if (errno == ERANGE || !isfinite(v)) return -1;
+  *out = v;
+  return 0;
+}
 
 /* GPUs a power cap lets work at once: what the cap leaves after the idle
  * draw of every GPU, in busy GPUs (the engine's rule). */
@@ -750,10 +792,12 @@ static int jobs_parse(struct jobs_args *a, int argc, char **argv) {
         break;
       case J_CARBON: {
         char *end;
-        double v = strtod(optarg, &end);
-        if (*optarg && !*end) {
-          if (!(v >= 0) || v > 1e5) {
-            cli_error("sim", "--carbon: %s g/kWh is out of range", optarg);
+        double v;
+        (void)strtod(optarg, &end);
+        if (*optarg && !*end) { /* a number (or nan, inf, 0x..), not a file */
+          if (decimal(optarg, &v) || !(v >= 0) || v > 1e5) {
+            cli_error("sim", "--carbon: '%s' is not g/kWh (a finite number from 0 to 100000)",
+                      optarg);
             return -1;
           }
           a->o.carbon_g_kwh = v;
@@ -775,15 +819,24 @@ static int jobs_parse(struct jobs_args *a, int argc, char **argv) {
         a->nloads = 0;
         const char *s = optarg;
         while (*s) {
-          char *end;
-          double v = strtod(s, &end);
-          if (end == s || (*end && *end != ',') || a->nloads == 8 ||
+          char tok[32];
+          size_t n = strcspn(s, ",");
+          double v = NAN;
+          if (n < sizeof tok) {
+            memcpy(tok, s, n);
+            tok[n] = 0;
+            if (decimal(tok, &v)) v = NAN;
+          }
+          /* a load the artifact published; NaN (which compares with
+           * nothing) never gets that far */
+          if (!isfinite(v) || a->nloads == 8 ||
               !isfinite(stk_sim_jobs_published("tiresias", v, 0))) {
             cli_error("sim", "--loads: '%s' is not a list of 0.5, 1, 1.5, 2", optarg);
             return -1;
           }
           a->loads[a->nloads++] = v;
-          s = *end ? end + 1 : end;
+          s += n;
+          if (*s) s++;
         }
         break;
       }
@@ -849,12 +902,15 @@ static int load_carbon(struct jobs_args *a) {
     if (*p == '#' || *p == '\n' || !*p) continue;
     char *last = strrchr(p, ',');
     char *num = last ? last + 1 : p;
-    char *end;
-    double v = strtod(num, &end);
-    while (*end == ' ' || *end == '\r' || *end == '\n') end++;
-    if (end == num || *end || !(v >= 0)) {
-      if (ln == 1) continue; /* a header */
-      cli_error("sim", "--carbon: %s:%zu: '%.40s' is not g/kWh", a->carbon_file, ln, num);
+    while (*num == ' ' || *num == '\t') num++;
+    char *e = num + strlen(num);
+    while (e > num && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n')) *--e = 0;
+    double v;
+    if (decimal(num, &v) || !(v >= 0) || v > 1e5) {
+      /* a first line that does not start like a number is a header */
+      if (ln == 1 && !strchr("0123456789+-.", *num)) continue;
+      cli_error("sim", "--carbon: %s:%zu: '%.40s' is not g/kWh (a finite number from 0 to 100000)",
+                a->carbon_file, ln, num);
       fclose(f);
       return -1;
     }

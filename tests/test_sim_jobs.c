@@ -548,3 +548,44 @@ TEST(sim_jobs_bad_times_refused) {
                     "bad.csv:2: duration '1e400' is not a number");
 }
 
+/* A quoted field keeps its commas (and "" is a quote); a broken quote is
+ * refused with the file and line. */
+TEST(sim_csv_quoted_fields) {
+  struct stk_sim_jobs *j = jobs_from(NULL, "jobid,submit_time,num_gpus,duration\n"
+                                           "\"train, v2\",0,1,100\n"
+                                           "\"say \"\"hi\"\"\", 10 ,\"2\",50\n");
+  struct stk_sim_jobs_result r;
+  run(j, "fifo", 1, 2, &r);
+  CHECK_STR(r.rec[0].name, "train, v2");
+  CHECK_STR(r.rec[1].name, "say \"hi\"");
+  CHECK_EQ((long long)r.rec[1].submit, 10);
+  /* and the per-job CSV quotes it back */
+  FILE *f = fopen("out.csv", "w");
+  CHECK(f != NULL);
+  stk_sim_jobs_write_csv(f, &r, 1, NULL);
+  fclose(f);
+  char *csv = (char *)test_read_file("out.csv", NULL);
+  CHECK_CONTAINS(csv, "\nfifo,fifo,\"train, v2\",,0,");
+  CHECK_CONTAINS(csv, "\nfifo,fifo,\"say \"\"hi\"\"\",,10,");
+  free(csv);
+  stk_sim_jobs_result_free(&r);
+  stk_sim_jobs_free(j);
+  expect_jobs_error(NULL, "jobid,submit_time,num_gpus,duration\n\"open,0,1,100\n", STK_EFORMAT,
+                    "bad.csv:2: a quoted field has no closing quote");
+  expect_jobs_error(NULL, "jobid,submit_time,num_gpus,duration\n\"a\"b,0,1,100\n", STK_EFORMAT,
+                    "bad.csv:2: text after the closing quote of field 1");
+}
+
+/* A job list is of measured applications or of durations, not both. */
+TEST(sim_jobs_duration_beside_application_refused) {
+  struct stk_sim_apps *a = toy_apps();
+  expect_jobs_error(a,
+                    "name,time,application,num_replicas,batch_size,duration\na,0,toy,1,8,100\n",
+                    STK_EFORMAT,
+                    "bad.csv: has both an application column (jobs of measured applications) and a "
+                    "duration column (jobs of fixed length); give one");
+  expect_jobs_error(NULL,
+                    "name,num_gpu,creation_time,deletion_time,duration\na,1,0,100,50\n",
+                    STK_EFORMAT, "bad.csv: has both a duration and a deletion_time column");
+  stk_sim_apps_free(a);
+}

@@ -43,34 +43,52 @@ static int read_line(struct stk__sim_csv *r, char *errmsg) {
   return 0;
 }
 
-static char *trim(char *s) {
-  while (*s == ' ' || *s == '\t') s++;
-  char *e = s + strlen(s);
-  while (e > s && (e[-1] == ' ' || e[-1] == '\t')) *--e = 0;
-  if (e - s >= 2 && *s == '"' && e[-1] == '"') {
-    e[-1] = 0;
-    s++;
-  }
-  return s;
-}
-
-/* Split r->buf in place at commas into r->field. */
-static int split(struct stk__sim_csv *r) {
+/* Split r->buf in place at commas into r->field. A field may be quoted
+ * ("a, b" keeps its comma, "" inside is one quote); spaces and tabs around
+ * a field are dropped, those inside quotes kept. A quote that never closes,
+ * or text after a closing quote, fails with the file and line (a quoted
+ * field cannot span lines). */
+static int split(struct stk__sim_csv *r, char *errmsg) {
   r->nfield = 0;
   char *p = r->buf;
   for (;;) {
     if (r->nfield == r->capfield) {
       int cap = r->capfield ? r->capfield * 2 : 16;
       char **f = realloc(r->field, (size_t)cap * sizeof *f);
-      if (!f) return STK_ENOMEM;
+      if (!f) return stk__errf(errmsg, STK_ENOMEM, "%s: out of memory", r->path);
       r->field = f;
       r->capfield = cap;
     }
-    char *comma = strchr(p, ',');
-    if (comma) *comma = 0;
-    r->field[r->nfield++] = trim(p);
-    if (!comma) break;
-    p = comma + 1;
+    while (*p == ' ' || *p == '\t') p++;
+    char *start = p, *end;
+    if (*p == '"') {
+      char *w = p++;
+      for (;;) {
+        if (!*p)
+          return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: a quoted field has no closing quote",
+                           r->path, (unsigned long long)r->line);
+        if (*p == '"') {
+          if (p[1] != '"') break;
+          p++;
+        }
+        *w++ = *p++;
+      }
+      p++;
+      end = w;
+      while (*p == ' ' || *p == '\t') p++;
+      if (*p && *p != ',')
+        return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: text after the closing quote of field %d",
+                         r->path, (unsigned long long)r->line, r->nfield + 1);
+    } else {
+      char *comma = strchr(p, ',');
+      p = end = comma ? comma : p + strlen(p);
+      while (end > start && (end[-1] == ' ' || end[-1] == '\t')) end--;
+    }
+    char sep = *p;
+    *end = 0;
+    r->field[r->nfield++] = start;
+    if (!sep) break;
+    p++;
   }
   return 0;
 }
@@ -106,9 +124,9 @@ int stk__sim_csv_open(struct stk__sim_csv *r, const char *path, char *errmsg) {
   char *h = r->buf;
   if ((unsigned char)h[0] == 0xef && (unsigned char)h[1] == 0xbb && (unsigned char)h[2] == 0xbf)
     memmove(h, h + 3, strlen(h + 3) + 1); /* a UTF-8 byte-order mark */
-  if ((rc = split(r)) != 0) {
+  if ((rc = split(r, errmsg)) != 0) {
     stk__sim_csv_close(r);
-    return stk__errf(errmsg, rc, "%s: out of memory", r->path);
+    return rc;
   }
   r->nhdr = r->nfield;
   r->hdr = calloc((size_t)r->nhdr, sizeof *r->hdr);
@@ -147,7 +165,7 @@ int stk__sim_csv_next(struct stk__sim_csv *r, char *errmsg) {
     rc = read_line(r, errmsg);
   } while (rc == 0 && blank(r->buf));
   if (rc) return rc;
-  if ((rc = split(r)) != 0) return stk__errf(errmsg, rc, "%s: out of memory", r->path);
+  if ((rc = split(r, errmsg)) != 0) return rc;
   if (r->nfield != r->nhdr)
     return stk__errf(errmsg, STK_EFORMAT, "%s:%llu: %d fields, but the header has %d", r->path,
                      (unsigned long long)r->line, r->nfield, r->nhdr);

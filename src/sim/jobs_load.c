@@ -131,6 +131,16 @@ int stk_sim_jobs_load(struct stk_sim_jobs **out, const struct stk_sim_apps *apps
   else if (c_app < 0 && c_dur < 0 && c_del < 0)
     rc = stk__errf(errmsg, STK_EFORMAT, "%s: a job list needs an application or a duration column",
                    path);
+  /* a job's length comes from one place: a column beside it would be
+   * ignored without a word */
+  else if (c_app >= 0 && (c_dur >= 0 || c_del >= 0))
+    rc = stk__errf(errmsg, STK_EFORMAT,
+                   "%s: has both an application column (jobs of measured applications) and a "
+                   "%s column (jobs of fixed length); give one",
+                   path, c_dur >= 0 ? "duration" : "deletion_time");
+  else if (c_dur >= 0 && c_del >= 0)
+    rc = stk__errf(errmsg, STK_EFORMAT,
+                   "%s: has both a duration and a deletion_time column; give one", path);
   else if (c_app >= 0 && !apps)
     rc = stk__errf(errmsg, STK_EINVAL,
                    "%s: jobs of measured applications need the application traces (--traces)",
