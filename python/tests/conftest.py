@@ -12,10 +12,10 @@ STOKER_BIN = os.environ.get("STOKER_BIN") or os.path.join(ROOT, "build", "stoker
 try:
     import torch  # noqa: F401
     HAVE_TORCH = True
-except ImportError:  # only where python3-torch cannot be installed
+except ImportError:  # only in an environment without torch
     HAVE_TORCH = False
 
-needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed (apt-get install python3-torch)")
+needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed (scripts/install-deps python puts it in .venv)")
 
 import stoker  # noqa: E402
 

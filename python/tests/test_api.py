@@ -48,17 +48,22 @@ def test_stats_and_report(datasets):
     assert verdict.startswith(("input-bound", "input kept up"))
 
 
-def test_info_of_a_dataset_counted_as_it_arrives(datasets, tmp_path):
+def test_info_of_a_dataset_counted_as_it_arrives(tmp_path):
     # Through a cache without a manifest, the shards are counted as the
-    # loader reaches them: the first (of 4) at the start, all after an epoch.
-    with stoker.Loader(datasets["tfrecord"], 20, cache_dir=str(tmp_path / "c"), window=50) as ld:
+    # loader reaches them: a few of 40 at the start (the ring, one batch
+    # deep, lets the reader run only a few batches ahead of this thread),
+    # all after an epoch.
+    src = str(tmp_path / "src")
+    stoker.gen(src, 2000, format="tfrecord", size=64, classes=3, samples_per_shard=50, seed=5)
+    with stoker.Loader(src, 20, cache_dir=str(tmp_path / "c"), window=50, prefetch=1,
+                       prefetch_max=1) as ld:
         info = ld.dataset_info()
-        assert (info["samples_complete"], info["shards"]) == (False, 4)
-        assert 50 <= info["samples"] < 200
+        assert (info["samples_complete"], info["shards"]) == (False, 40)
+        assert 50 <= info["samples"] < 2000
         n = sum(len(b) for b in ld)
-        assert n == 200
+        assert n == 2000
         info = ld.dataset_info()
-        assert (info["samples"], info["samples_complete"]) == (200, True)
+        assert (info["samples"], info["samples_complete"]) == (2000, True)
 
 
 def test_repr_and_info(datasets):
