@@ -107,9 +107,57 @@ $(TESTBIN): $(TEST_OBJ) $(MPILIB) $(STATIC)
 # The fake NVML the watch tests load in place of libnvidia-ml.so.1 (a
 # scenario file drives it: tests/tools/fakenvml/README.md).
 FAKENVML := $(BUILD)/fakenvml/libnvidia-ml.so.1
-$(FAKENVML): tests/tools/fakenvml/fakenvml.c
+$(FAKENVML): tests/tools/fakenvml/fakenvml.c src/gpu/nvml_abi.h
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -g -O1 $(WARN) -o $@ $<
+
+# The header check: stoker declares the NVML and CUDA runtime ABI it
+# dlopens itself (src/gpu/nvml_abi.h, src/bench/cuda_abi.h), and
+# tests/tools/check-headers.c compares those declarations with the
+# toolkit's nvml.h and cuda_runtime_api.h at compile time. Where either
+# header is found, `make` builds it and a mismatch fails the build; where
+# neither is, the build goes on (the test abi_headers_match then skips).
+# The toolkit is CUDA_HOME, else /usr/local/cuda, else the one whose nvcc
+# is on the PATH; nvml.h is also looked for in /usr/include and in the
+# venv (PyPI's nvidia-nvml-dev). CUDA_INC= or NVML_INC= (empty) leaves one
+# out. `make check-headers` runs the check and says where it looked.
+CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)))
+HDR_DIRS  := $(strip $(if $(CUDA_HOME),$(CUDA_HOME)/include $(wildcard $(CUDA_HOME)/targets/*/include)))
+HDR_VENV  := $(or $(VENV),.venv)/lib/python3*/site-packages/nvidia/cu*/include
+ifeq ($(origin CUDA_INC),undefined)
+CUDA_INC  := $(patsubst %/cuda_runtime_api.h,%,$(firstword $(wildcard $(HDR_DIRS:%=%/cuda_runtime_api.h))))
+endif
+ifeq ($(origin NVML_INC),undefined)
+NVML_INC  := $(patsubst %/nvml.h,%,$(firstword $(wildcard $(HDR_DIRS:%=%/nvml.h) /usr/include/nvml.h $(HDR_VENV)/nvml.h)))
+endif
+HDR_FLAGS := $(strip $(if $(NVML_INC),-DSTK_CHECK_NVML=1 -isystem $(NVML_INC)) $(if $(CUDA_INC),-DSTK_CHECK_CUDA=1 -isystem $(CUDA_INC)))
+HDR_SRC   ?= tests/tools/check-headers.c
+HDR_OBJ   := $(BUILD)/obj/tests/tools/check-headers.o
+HDR_STAMP := $(BUILD)/check-headers.flags
+HDR_FAIL  := { echo "check-headers: stoker's declarations (src/gpu/nvml_abi.h, src/bench/cuda_abi.h) differ from the toolkit's headers: see the errors above" >&2; exit 1; }
+$(HDR_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(HDR_FLAGS)' | cmp -s - $@ || echo '$(HDR_FLAGS)' > $@
+$(HDR_OBJ): $(HDR_SRC) $(HDR_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  CHECK $(HDR_SRC) against$(NVML_INC:%= %/nvml.h)$(CUDA_INC:%= %/cuda_runtime_api.h)"
+	@$(CC) $(CFLAGS) $(HDR_FLAGS) -c $(HDR_SRC) -o $@ || $(HDR_FAIL)
+ifneq ($(HDR_FLAGS),)
+all: $(HDR_OBJ)
+endif
+.PHONY: check-headers
+check-headers:
+	@echo "check-headers: toolkit: $(or $(CUDA_HOME),none (no /usr/local/cuda, no nvcc on the PATH; set CUDA_HOME))"
+	@echo "check-headers: cuda_runtime_api.h: $(if $(CUDA_INC),$(CUDA_INC)/cuda_runtime_api.h,not found (looked in: $(or $(HDR_DIRS),no toolkit)))"
+	@echo "check-headers: nvml.h: $(if $(NVML_INC),$(NVML_INC)/nvml.h,not found (looked in: $(HDR_DIRS) /usr/include $(HDR_VENV); PyPI's nvidia-nvml-dev has it))"
+ifeq ($(HDR_FLAGS),)
+	@echo "check-headers: skipped: no header to check against"
+else
+	@mkdir -p $(dir $(HDR_OBJ))
+	@$(CC) $(CFLAGS) $(HDR_FLAGS) -c $(HDR_SRC) -o $(HDR_OBJ) || $(HDR_FAIL)
+	@echo "check-headers: stoker's declarations match$(NVML_INC:%= nvml.h)$(CUDA_INC:%= cuda_runtime_api.h)"
+endif
+-include $(HDR_OBJ:.o=.d)
 
 # Each test runs in its own process with a timeout; the last line is
 # "N passed, N failed, N skipped", C and Python added up (scripts/run-tests).

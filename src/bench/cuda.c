@@ -1,6 +1,8 @@
 /* The CUDA runtime through dlopen: the few entry points stoker needs for
- * pinned host buffers and for timing host-to-device copies, resolved by
- * name so that no build depends on CUDA being installed. */
+ * pinned host buffers and for timing host-to-device copies, declared in
+ * cuda_abi.h (checked against cuda_runtime_api.h by `make check-headers`
+ * where the toolkit is installed) and resolved by name, so that no build
+ * depends on CUDA being installed. */
 #include "cuda.h"
 
 #include <dlfcn.h>
@@ -8,57 +10,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* cudaError_t is an int-sized enum whose success value is 0. */
-typedef int cuerr;
-enum { CUDA_MEMCPY_H2D = 1 };
+#include "cuda_abi.h"
 
 struct stk__cuda {
   void *lib;
   char path[64];
   char name[256];
-  cuerr (*malloc_host)(void **p, size_t size);
-  cuerr (*free_host)(void *p);
-  cuerr (*malloc_dev)(void **p, size_t size);
-  cuerr (*free_dev)(void *p);
-  cuerr (*memcpy_)(void *dst, const void *src, size_t n, int kind);
-  cuerr (*sync)(void);
-  cuerr (*device_count)(int *n);
-  const char *(*error_string)(cuerr e);
-  cuerr (*get_props)(void *prop, int device); /* optional: only for the name */
+#define X(fn, type, required) __typeof__(type) fn;
+  CU_FUNCS(X)
+#undef X
 };
 
 static const char *const lib_names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
                                         "libcudart.so.11.0"};
 
-static const char *cu_msg(const struct stk__cuda *c, cuerr e) {
-  const char *s = c->error_string ? c->error_string(e) : NULL;
+static const char *cu_msg(const struct stk__cuda *c, cu_err e) {
+  const char *s = c->cudaGetErrorString ? c->cudaGetErrorString(e) : NULL;
   return s ? s : "unknown CUDA error";
 }
 
-/* Resolve every required symbol; the name of the first missing one, or
- * NULL when all are there. */
+/* Resolve every entry point; the name of the first required one missing,
+ * or NULL when all are there. */
 static const char *resolve(struct stk__cuda *c) {
-  struct {
-    const char *name;
-    void **slot;
-  } syms[] = {
-      {"cudaMallocHost", (void **)&c->malloc_host},
-      {"cudaFreeHost", (void **)&c->free_host},
-      {"cudaMalloc", (void **)&c->malloc_dev},
-      {"cudaFree", (void **)&c->free_dev},
-      {"cudaMemcpy", (void **)&c->memcpy_},
-      {"cudaDeviceSynchronize", (void **)&c->sync},
-      {"cudaGetDeviceCount", (void **)&c->device_count},
-      {"cudaGetErrorString", (void **)&c->error_string},
-  };
-  for (size_t i = 0; i < STK__ARRAY_LEN(syms); i++) {
-    /* Function pointers travel through void * here, as dlsym requires. */
-    *syms[i].slot = dlsym(c->lib, syms[i].name);
-    if (!*syms[i].slot) return syms[i].name;
-  }
-  void *p = dlsym(c->lib, "cudaGetDeviceProperties_v2");
-  if (!p) p = dlsym(c->lib, "cudaGetDeviceProperties");
-  *(void **)&c->get_props = p;
+  /* Function pointers travel through void * here, as dlsym requires. */
+#define X(fn, type, required)            \
+  *(void **)&c->fn = dlsym(c->lib, #fn); \
+  if ((required) && !c->fn) return #fn;
+  CU_FUNCS(X)
+#undef X
+  /* CUDA 12 gives its own cudaDeviceProp layout to the _v2 name (the
+   * plain one keeps CUDA 11's); CUDA 13 has the plain name only. Both
+   * begin with the name, all stoker reads. */
+  void *v2 = dlsym(c->lib, "cudaGetDeviceProperties_v2");
+  if (v2) *(void **)&c->cudaGetDeviceProperties = v2;
   return NULL;
 }
 
@@ -81,18 +65,17 @@ int stk__cuda_open(struct stk__cuda **out, char *err) {
     return STK_ENOTSUP;
   }
   int n = 0;
-  cuerr e = c->device_count(&n);
-  if (e != 0 || n < 1) {
+  cu_err e = c->cudaGetDeviceCount(&n);
+  if (e != CU_SUCCESS || n < 1) {
     stk__errf(err, STK_ENOTSUP, "no CUDA device: %s",
               e ? cu_msg(c, e) : "cudaGetDeviceCount found none");
     free(c);
     return STK_ENOTSUP;
   }
-  if (c->get_props) {
-    /* cudaDeviceProp begins with char name[256] in every CUDA version; the
-     * rest of its (version-dependent) size fits well inside 16 KiB. */
-    char *prop = calloc(1, 16384);
-    if (prop && c->get_props(prop, 0) == 0) snprintf(c->name, sizeof c->name, "%.255s", prop);
+  if (c->cudaGetDeviceProperties) {
+    struct cu_device_prop *prop = calloc(1, sizeof *prop);
+    if (prop && c->cudaGetDeviceProperties(prop, 0) == CU_SUCCESS)
+      snprintf(c->name, sizeof c->name, "%.255s", prop->name);
     free(prop);
   }
   *out = c;
@@ -110,13 +93,13 @@ const char *stk__cuda_device_name(const struct stk__cuda *c) { return c->name; }
 
 void *stk__cuda_host_alloc(struct stk__cuda *c, size_t size, char *err) {
   void *p = NULL;
-  cuerr e = c->malloc_host(&p, size ? size : 1);
-  if (e != 0 || !p) {
+  cu_err e = c->cudaMallocHost(&p, size ? size : 1);
+  if (e != CU_SUCCESS || !p) {
     stk__errf(err, STK_ENOMEM, "cudaMallocHost(%zu): %s", size, cu_msg(c, e));
     return NULL;
   }
   if ((uintptr_t)p % 4096) { /* page-aligned in practice; callers rely on it */
-    c->free_host(p);
+    c->cudaFreeHost(p);
     stk__errf(err, STK_ENOTSUP, "cudaMallocHost returned memory not aligned to 4096");
     return NULL;
   }
@@ -124,7 +107,7 @@ void *stk__cuda_host_alloc(struct stk__cuda *c, size_t size, char *err) {
 }
 
 void stk__cuda_host_free(struct stk__cuda *c, void *p) {
-  if (p) c->free_host(p);
+  if (p) c->cudaFreeHost(p);
 }
 
 void *stk__cuda_alloc_hook(void *ctx, size_t size) { return stk__cuda_host_alloc(ctx, size, NULL); }
@@ -144,8 +127,8 @@ int stk__cuda_h2d_bw(struct stk__cuda *c, size_t bytes, int reps, double *bps, c
   void *host = stk__cuda_host_alloc(c, bytes, err), *dev = NULL;
   if (!host) return STK_ENOMEM;
   int rc = 0;
-  cuerr e = c->malloc_dev(&dev, bytes);
-  if (e != 0) {
+  cu_err e = c->cudaMalloc(&dev, bytes);
+  if (e != CU_SUCCESS) {
     rc = stk__errf(err, STK_ENOMEM, "cudaMalloc(%zu): %s", bytes, cu_msg(c, e));
     goto out;
   }
@@ -153,7 +136,8 @@ int stk__cuda_h2d_bw(struct stk__cuda *c, size_t bytes, int reps, double *bps, c
   double t[64];
   for (int i = -1; i < reps && !rc; i++) {
     uint64_t t0 = stk_now_ns();
-    if ((e = c->memcpy_(dev, host, bytes, CUDA_MEMCPY_H2D)) != 0 || (e = c->sync()) != 0)
+    if ((e = c->cudaMemcpy(dev, host, bytes, CU_MEMCPY_HOST_TO_DEVICE)) != CU_SUCCESS ||
+        (e = c->cudaDeviceSynchronize()) != CU_SUCCESS)
       rc = stk__errf(err, STK_EIO, "cudaMemcpy host to device: %s", cu_msg(c, e));
     else if (i >= 0)
       t[i] = (double)(stk_now_ns() - t0) / 1e9;
@@ -164,7 +148,7 @@ int stk__cuda_h2d_bw(struct stk__cuda *c, size_t bytes, int reps, double *bps, c
     if (!(*bps > 0)) rc = stk__errf(err, STK_EIO, "H2D copies took no measurable time");
   }
 out:
-  if (dev) c->free_dev(dev);
+  if (dev) c->cudaFree(dev);
   stk__cuda_host_free(c, host);
   return rc;
 }

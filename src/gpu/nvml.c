@@ -1,5 +1,6 @@
 /* NVML through dlopen: the few types and entry points the agent needs are
- * declared here with NVML's C ABI (nvml.h is not needed to build), each
+ * declared with NVML's C ABI in nvml_abi.h (nvml.h is not needed to build;
+ * `make check-headers` compares them with it where it is installed), each
  * entry point is looked up by name and may be absent (an older driver), in
  * which case its figures are absent too. */
 #include <dlfcn.h>
@@ -10,84 +11,7 @@
 
 #include "../base/base.h"
 #include "nvml.h"
-
-typedef int nv_ret;
-typedef struct nv_dev *nv_dev;
-typedef struct nv_evset *nv_evset;
-typedef struct nv_gpm_sample *nv_gpm_sample;
-
-enum {
-  NV_SUCCESS = 0, NV_ERROR_NOT_SUPPORTED = 3, NV_ERROR_NO_PERMISSION = 4, NV_ERROR_NOT_FOUND = 6,
-  NV_ERROR_INSUFFICIENT_SIZE = 7, NV_ERROR_TIMEOUT = 10, NV_ERROR_FUNCTION_NOT_FOUND = 13,
-  NV_ERROR_GPU_IS_LOST = 15
-};
-#define NV_EVENT_XID 0x8ull
-
-struct nv_pci {
-  char bus_id_legacy[16];
-  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
-  char bus_id[32];
-};
-struct nv_util { unsigned gpu, memory; };
-struct nv_memory { unsigned long long total, free, used; };
-struct nv_proc { unsigned pid; unsigned long long used; unsigned gi, ci; };
-struct nv_proc_util {
-  unsigned pid;
-  unsigned long long ts;
-  unsigned sm, mem, enc, dec;
-};
-struct nv_violation { unsigned long long ref_time, violation_ns; };
-struct nv_event { nv_dev dev; unsigned long long type, data; unsigned gi, ci; };
-struct nv_gpm_metric {
-  unsigned id;
-  nv_ret ret;
-  double value;
-  struct { char *short_name, *long_name, *unit; } info;
-};
-#define NV_GPM_METRIC_MAX 98
-struct nv_gpm_get {
-  unsigned version, num;
-  nv_gpm_sample s1, s2;
-  struct nv_gpm_metric metrics[NV_GPM_METRIC_MAX];
-};
-struct nv_gpm_support { unsigned version, supported; };
-
-/* Entry points: name, type. Only the first three are required. */
-#define NV_FUNCS(X)                                                                          \
-  X(nvmlInit_v2, nv_ret (*)(void))                                                           \
-  X(nvmlDeviceGetCount_v2, nv_ret (*)(unsigned *))                                           \
-  X(nvmlDeviceGetHandleByIndex_v2, nv_ret (*)(unsigned, nv_dev *))                           \
-  X(nvmlShutdown, nv_ret (*)(void))                                                          \
-  X(nvmlErrorString, const char *(*)(nv_ret))                                                \
-  X(nvmlSystemGetDriverVersion, nv_ret (*)(char *, unsigned))                                \
-  X(nvmlDeviceGetName, nv_ret (*)(nv_dev, char *, unsigned))                                 \
-  X(nvmlDeviceGetUUID, nv_ret (*)(nv_dev, char *, unsigned))                                 \
-  X(nvmlDeviceGetPciInfo_v3, nv_ret (*)(nv_dev, struct nv_pci *))                            \
-  X(nvmlDeviceGetUtilizationRates, nv_ret (*)(nv_dev, struct nv_util *))                     \
-  X(nvmlDeviceGetMemoryInfo, nv_ret (*)(nv_dev, struct nv_memory *))                         \
-  X(nvmlDeviceGetPowerUsage, nv_ret (*)(nv_dev, unsigned *))                                 \
-  X(nvmlDeviceGetTotalEnergyConsumption, nv_ret (*)(nv_dev, unsigned long long *))           \
-  X(nvmlDeviceGetTemperature, nv_ret (*)(nv_dev, int, unsigned *))                           \
-  X(nvmlDeviceGetClockInfo, nv_ret (*)(nv_dev, int, unsigned *))                             \
-  X(nvmlDeviceGetCurrentClocksEventReasons, nv_ret (*)(nv_dev, unsigned long long *))        \
-  X(nvmlDeviceGetCurrentClocksThrottleReasons, nv_ret (*)(nv_dev, unsigned long long *))     \
-  X(nvmlDeviceGetViolationStatus, nv_ret (*)(nv_dev, int, struct nv_violation *))            \
-  X(nvmlDeviceGetComputeRunningProcesses_v3, nv_ret (*)(nv_dev, unsigned *, struct nv_proc *)) \
-  X(nvmlDeviceGetProcessUtilization,                                                         \
-    nv_ret (*)(nv_dev, struct nv_proc_util *, unsigned *, unsigned long long))               \
-  X(nvmlEventSetCreate, nv_ret (*)(nv_evset *))                                              \
-  X(nvmlDeviceRegisterEvents, nv_ret (*)(nv_dev, unsigned long long, nv_evset))              \
-  X(nvmlEventSetWait_v2, nv_ret (*)(nv_evset, struct nv_event *, unsigned))                  \
-  X(nvmlEventSetFree, nv_ret (*)(nv_evset))                                                  \
-  X(nvmlDeviceGetMigMode, nv_ret (*)(nv_dev, unsigned *, unsigned *))                        \
-  X(nvmlDeviceGetMaxMigDeviceCount, nv_ret (*)(nv_dev, unsigned *))                          \
-  X(nvmlDeviceGetMigDeviceHandleByIndex, nv_ret (*)(nv_dev, unsigned, nv_dev *))             \
-  X(nvmlDeviceGetGpuInstanceId, nv_ret (*)(nv_dev, unsigned *))                              \
-  X(nvmlGpmQueryDeviceSupport, nv_ret (*)(nv_dev, struct nv_gpm_support *))                  \
-  X(nvmlGpmSampleAlloc, nv_ret (*)(nv_gpm_sample *))                                         \
-  X(nvmlGpmSampleFree, nv_ret (*)(nv_gpm_sample))                                            \
-  X(nvmlGpmSampleGet, nv_ret (*)(nv_dev, nv_gpm_sample))                                     \
-  X(nvmlGpmMetricsGet, nv_ret (*)(struct nv_gpm_get *))
+#include "nvml_abi.h"
 
 #define MAX_DEV 64
 
@@ -265,8 +189,7 @@ static void sample_procs(struct stk__nvml *n, struct dev_state *d, struct stk__g
     struct stk__gpu_proc *p = &n->procs[i];
     p->pid = n->raw[i].pid;
     p->gpu_instance = n->raw[i].gi;
-    /* NVML_VALUE_NOT_AVAILABLE is all ones. */
-    p->used_bytes = n->raw[i].used == ~0ull ? NAN : (double)n->raw[i].used;
+    p->used_bytes = n->raw[i].used == NV_VALUE_NOT_AVAILABLE_ULL ? NAN : (double)n->raw[i].used;
     p->sm_util = NAN;
   }
   s->procs = n->procs;
@@ -301,7 +224,7 @@ static void sample_gpm(struct stk__nvml *n, struct dev_state *d, struct stk__gpu
       !n->nvmlGpmSampleGet || !n->nvmlGpmMetricsGet)
     return;
   if (d->gpm == 0) {
-    struct nv_gpm_support sup = {1, 0};
+    struct nv_gpm_support sup = {NV_GPM_SUPPORT_VERSION, 0};
     if (n->nvmlGpmQueryDeviceSupport(d->h, &sup) != NV_SUCCESS || !sup.supported ||
         n->nvmlGpmSampleAlloc(&d->gs[0]) != NV_SUCCESS ||
         n->nvmlGpmSampleAlloc(&d->gs[1]) != NV_SUCCESS) {
@@ -319,12 +242,12 @@ static void sample_gpm(struct stk__nvml *n, struct dev_state *d, struct stk__gpu
   }
   struct nv_gpm_get *gp = &n->gpm_get;
   memset(gp, 0, sizeof *gp);
-  gp->version = 1;
+  gp->version = NV_GPM_METRICS_GET_VERSION;
   gp->num = 4;
   gp->s1 = d->gs[cur ^ 1];
   gp->s2 = d->gs[cur];
-  static const unsigned ids[4] = {1 /* graphics */, 2 /* SM util */, 5 /* any tensor */,
-                                  10 /* DRAM bandwidth */};
+  static const unsigned ids[4] = {NV_GPM_METRIC_GRAPHICS_UTIL, NV_GPM_METRIC_SM_UTIL,
+                                  NV_GPM_METRIC_ANY_TENSOR_UTIL, NV_GPM_METRIC_DRAM_BW_UTIL};
   for (int i = 0; i < 4; i++) gp->metrics[i].id = ids[i];
   if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmMetricsGet(gp))) return;
   double *dst[4] = {&s->gr_active, &s->sm_active, &s->tensor_active, &s->dram_active};
@@ -335,7 +258,7 @@ static void sample_gpm(struct stk__nvml *n, struct dev_state *d, struct stk__gpu
 static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
   unsigned cur = 0, pend = 0, max = 0;
   if (!n->nvmlDeviceGetMigMode || n->nvmlDeviceGetMigMode(d->h, &cur, &pend) != NV_SUCCESS ||
-      cur != 1)
+      cur != NV_DEVICE_MIG_ENABLE)
     return;
   if (!n->nvmlDeviceGetMaxMigDeviceCount || !n->nvmlDeviceGetMigDeviceHandleByIndex ||
       !ok(n, s, STK__NVML_mig, n->nvmlDeviceGetMaxMigDeviceCount(d->h, &max)))
@@ -414,11 +337,14 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
   if (n->nvmlDeviceGetTotalEnergyConsumption &&
       ok(n, s, STK__NVML_energy, n->nvmlDeviceGetTotalEnergyConsumption(h, &e)))
     s->energy_mj = (double)e;
-  if (n->nvmlDeviceGetTemperature && ok(n, s, STK__NVML_temp, n->nvmlDeviceGetTemperature(h, 0, &v)))
+  if (n->nvmlDeviceGetTemperature &&
+      ok(n, s, STK__NVML_temp, n->nvmlDeviceGetTemperature(h, NV_TEMPERATURE_GPU, &v)))
     s->temp_c = v;
-  if (n->nvmlDeviceGetClockInfo && ok(n, s, STK__NVML_sm_clock, n->nvmlDeviceGetClockInfo(h, 1, &v)))
+  if (n->nvmlDeviceGetClockInfo &&
+      ok(n, s, STK__NVML_sm_clock, n->nvmlDeviceGetClockInfo(h, NV_CLOCK_SM, &v)))
     s->sm_clock_mhz = v;
-  if (n->nvmlDeviceGetClockInfo && ok(n, s, STK__NVML_mem_clock, n->nvmlDeviceGetClockInfo(h, 2, &v)))
+  if (n->nvmlDeviceGetClockInfo &&
+      ok(n, s, STK__NVML_mem_clock, n->nvmlDeviceGetClockInfo(h, NV_CLOCK_MEM, &v)))
     s->mem_clock_mhz = v;
   nv_ret (*reasons)(nv_dev, unsigned long long *) = n->nvmlDeviceGetCurrentClocksEventReasons
                                                         ? n->nvmlDeviceGetCurrentClocksEventReasons
@@ -426,9 +352,11 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
   if (reasons && ok(n, s, STK__NVML_reasons, reasons(h, &e))) s->reasons = (double)e;
   struct nv_violation vt;
   if (n->nvmlDeviceGetViolationStatus) {
-    if (ok(n, s, STK__NVML_violation, n->nvmlDeviceGetViolationStatus(h, 0, &vt)))
+    if (ok(n, s, STK__NVML_violation,
+           n->nvmlDeviceGetViolationStatus(h, NV_PERF_POLICY_POWER, &vt)))
       s->viol_power_ns = (double)vt.violation_ns;
-    if (ok(n, s, STK__NVML_violation, n->nvmlDeviceGetViolationStatus(h, 1, &vt)))
+    if (ok(n, s, STK__NVML_violation,
+           n->nvmlDeviceGetViolationStatus(h, NV_PERF_POLICY_THERMAL, &vt)))
       s->viol_thermal_ns = (double)vt.violation_ns;
   }
   sample_procs(n, d, s);

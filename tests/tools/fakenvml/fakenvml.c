@@ -3,18 +3,33 @@
  * format is in tests/tools/fakenvml/README.md). Each nvmlDeviceGetCount_v2
  * call begins the next step of the scenario, so a test that samples N times
  * sees steps 0..N-1 whatever the wall clock does. Built by the Makefile as
- * build/fakenvml/libnvidia-ml.so.1; never linked into stoker. */
+ * build/fakenvml/libnvidia-ml.so.1; never linked into stoker. Its types,
+ * structs and codes are stoker's own (src/gpu/nvml_abi.h, which the header
+ * check compares with nvml.h), and every entry point is declared from that
+ * list before it is defined here, so the fake cannot drift from what
+ * stoker calls. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../../../src/gpu/nvml_abi.h"
+
+/* Each entry point stoker looks up, with stoker's type: a definition below
+ * of another type does not compile. */
+#define X(name, type) __typeof__(*(type)0) name;
+NV_FUNCS(X)
+#undef X
 
 #define MAXG 16
 #define MAXP 2048
 #define MAXEV 1000000
 #define MAXMIG 7
 
-enum { OK = 0, E_INVALID = 2, E_NOT_SUPPORTED = 3, E_NOT_FOUND = 6, E_INSUFFICIENT = 7,
-       E_TIMEOUT = 10, E_UNKNOWN = 999, E_LOST = 15 };
+enum {
+  OK = NV_SUCCESS, E_INVALID = NV_ERROR_INVALID_ARGUMENT, E_NOT_SUPPORTED = NV_ERROR_NOT_SUPPORTED,
+  E_NOT_FOUND = NV_ERROR_NOT_FOUND, E_INSUFFICIENT = NV_ERROR_INSUFFICIENT_SIZE,
+  E_TIMEOUT = NV_ERROR_TIMEOUT, E_UNKNOWN = NV_ERROR_UNKNOWN, E_LOST = NV_ERROR_GPU_IS_LOST
+};
 
 struct proc { unsigned pid; double used_mib, sm; int gi; };
 struct mig { int kind; int gpu; unsigned gi; char profile[32]; double total_mib, used_mib; };
@@ -239,36 +254,38 @@ static int failing(const struct gpu *g, const char *fn) {
 }
 
 #define DEV_CHECK(fn)                                     \
-  struct gpu *g = (struct gpu *)dev;                      \
+  struct gpu *g = (struct gpu *)(void *)dev;              \
   if (!g || g->kind != 0) return E_INVALID;               \
   if (g->lost) return E_LOST;                             \
   if (failing(g, fn)) return E_UNKNOWN;
 
-int nvmlShutdown(void);
-int nvmlInit_v2(void) {
+nv_ret nvmlInit_v2(void) {
   load();
   if (init_fail) nvmlShutdown(); /* no shutdown follows a failed init */
-  return init_fail;
+  return (nv_ret)init_fail;
 }
-int nvmlShutdown(void) {
+nv_ret nvmlShutdown(void) {
   for (unsigned i = 0; i < nevents && events; i++) free(events[i].line);
   free(events);
   events = NULL;
   nevents = 0;
   return OK;
 }
-const char *nvmlErrorString(int r) {
+const char *nvmlErrorString(nv_ret r) {
   switch (r) {
   case OK: return "Success";
   case E_NOT_SUPPORTED: return "Not Supported";
   case E_LOST: return "GPU is lost";
-  case 9: return "Driver Not Loaded";
+  case NV_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
   default: return "Unknown Error";
   }
 }
-int nvmlSystemGetDriverVersion(char *v, unsigned len) { snprintf(v, len, "%s", driver); return OK; }
+nv_ret nvmlSystemGetDriverVersion(char *v, unsigned len) {
+  snprintf(v, len, "%s", driver);
+  return OK;
+}
 
-int nvmlDeviceGetCount_v2(unsigned *count) {
+nv_ret nvmlDeviceGetCount_v2(unsigned *count) {
   step++;
   while (next_event < nevents && events[next_event].step <= step) run_event(&events[next_event++]);
   for (unsigned i = 0; i < ngpus; i++)
@@ -276,14 +293,14 @@ int nvmlDeviceGetCount_v2(unsigned *count) {
   *count = ngpus;
   return OK;
 }
-int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **dev) {
+nv_ret nvmlDeviceGetHandleByIndex_v2(unsigned i, nv_dev *dev) {
   if (i >= ngpus) return E_INVALID;
   if (gpus[i].lost) return E_LOST;
-  *dev = &gpus[i];
+  *dev = (nv_dev)(void *)&gpus[i];
   return OK;
 }
-int nvmlDeviceGetName(void *dev, char *name, unsigned len) {
-  struct mig *m = dev;
+nv_ret nvmlDeviceGetName(nv_dev dev, char *name, unsigned len) {
+  struct mig *m = (struct mig *)(void *)dev;
   if (m && m->kind == 1) {
     snprintf(name, len, "%s MIG %s", gpus[m->gpu].name, m->profile);
     return OK;
@@ -292,76 +309,75 @@ int nvmlDeviceGetName(void *dev, char *name, unsigned len) {
   snprintf(name, len, "%s", g->name);
   return OK;
 }
-int nvmlDeviceGetUUID(void *dev, char *uuid, unsigned len) {
+nv_ret nvmlDeviceGetUUID(nv_dev dev, char *uuid, unsigned len) {
   DEV_CHECK("nvmlDeviceGetUUID");
   snprintf(uuid, len, "%s", g->uuid);
   return OK;
 }
-struct pci { char legacy[16]; unsigned domain, bus, device, id, sub; char bus_id[32]; };
-int nvmlDeviceGetPciInfo_v3(void *dev, struct pci *p) {
+nv_ret nvmlDeviceGetPciInfo_v3(nv_dev dev, struct nv_pci *p) {
   DEV_CHECK("nvmlDeviceGetPciInfo_v3");
   memset(p, 0, sizeof *p);
   snprintf(p->bus_id, sizeof p->bus_id, "%s", g->pci);
   return OK;
 }
-int nvmlDeviceGetUtilizationRates(void *dev, unsigned *u) {
+nv_ret nvmlDeviceGetUtilizationRates(nv_dev dev, struct nv_util *u) {
   DEV_CHECK("nvmlDeviceGetUtilizationRates");
-  u[0] = (unsigned)g->util;
-  u[1] = (unsigned)g->mem_util;
+  u->gpu = (unsigned)g->util;
+  u->memory = (unsigned)g->mem_util;
   return OK;
 }
-int nvmlDeviceGetMemoryInfo(void *dev, unsigned long long *m) {
-  struct mig *mi = dev;
+nv_ret nvmlDeviceGetMemoryInfo(nv_dev dev, struct nv_memory *m) {
+  struct mig *mi = (struct mig *)(void *)dev;
   if (mi && mi->kind == 1) {
-    m[0] = (unsigned long long)(mi->total_mib * 1048576);
-    m[2] = (unsigned long long)(mi->used_mib * 1048576);
-    m[1] = m[0] - m[2];
+    m->total = (unsigned long long)(mi->total_mib * 1048576);
+    m->used = (unsigned long long)(mi->used_mib * 1048576);
+    m->free = m->total - m->used;
     return OK;
   }
   DEV_CHECK("nvmlDeviceGetMemoryInfo");
-  m[0] = (unsigned long long)(g->mem_total_mib * 1048576);
-  m[2] = (unsigned long long)(g->fb_used_mib * 1048576);
-  m[1] = m[0] > m[2] ? m[0] - m[2] : 0;
+  m->total = (unsigned long long)(g->mem_total_mib * 1048576);
+  m->used = (unsigned long long)(g->fb_used_mib * 1048576);
+  m->free = m->total > m->used ? m->total - m->used : 0;
   return OK;
 }
-int nvmlDeviceGetPowerUsage(void *dev, unsigned *mw) {
+nv_ret nvmlDeviceGetPowerUsage(nv_dev dev, unsigned *mw) {
   DEV_CHECK("nvmlDeviceGetPowerUsage");
   *mw = (unsigned)(g->power_w * 1000 + 0.5);
   return OK;
 }
-int nvmlDeviceGetTotalEnergyConsumption(void *dev, unsigned long long *mj) {
+nv_ret nvmlDeviceGetTotalEnergyConsumption(nv_dev dev, unsigned long long *mj) {
   DEV_CHECK("nvmlDeviceGetTotalEnergyConsumption");
   *mj = (unsigned long long)(g->energy_mj + 0.5);
   return OK;
 }
-int nvmlDeviceGetTemperature(void *dev, int sensor, unsigned *t) {
+nv_ret nvmlDeviceGetTemperature(nv_dev dev, unsigned sensor, unsigned *t) {
   DEV_CHECK("nvmlDeviceGetTemperature");
-  if (sensor != 0) return E_NOT_SUPPORTED;
+  if (sensor != NV_TEMPERATURE_GPU) return E_NOT_SUPPORTED;
   *t = (unsigned)g->temp;
   return OK;
 }
-int nvmlDeviceGetClockInfo(void *dev, int type, unsigned *mhz) {
+nv_ret nvmlDeviceGetClockInfo(nv_dev dev, unsigned type, unsigned *mhz) {
   DEV_CHECK("nvmlDeviceGetClockInfo");
-  if (type == 1) *mhz = (unsigned)g->sm_clock;
-  else if (type == 2) *mhz = (unsigned)g->mem_clock;
+  if (type == NV_CLOCK_SM) *mhz = (unsigned)g->sm_clock;
+  else if (type == NV_CLOCK_MEM) *mhz = (unsigned)g->mem_clock;
   else return E_NOT_SUPPORTED;
   return OK;
 }
-int nvmlDeviceGetCurrentClocksEventReasons(void *dev, unsigned long long *r) {
+nv_ret nvmlDeviceGetCurrentClocksEventReasons(nv_dev dev, unsigned long long *r) {
   DEV_CHECK("nvmlDeviceGetCurrentClocksEventReasons");
   *r = g->reasons;
   return OK;
 }
-int nvmlDeviceGetViolationStatus(void *dev, int policy, unsigned long long *v) {
+nv_ret nvmlDeviceGetViolationStatus(nv_dev dev, unsigned policy, struct nv_violation *v) {
   DEV_CHECK("nvmlDeviceGetViolationStatus");
-  v[0] = (unsigned long long)step * 1000000ull;
-  if (policy == 0) v[1] = (unsigned long long)g->viol_power_ns;
-  else if (policy == 1) v[1] = (unsigned long long)g->viol_thermal_ns;
+  v->ref_time = (unsigned long long)step * 1000000ull;
+  if (policy == NV_PERF_POLICY_POWER) v->violation_ns = (unsigned long long)g->viol_power_ns;
+  else if (policy == NV_PERF_POLICY_THERMAL)
+    v->violation_ns = (unsigned long long)g->viol_thermal_ns;
   else return E_NOT_SUPPORTED;
   return OK;
 }
-struct pinfo { unsigned pid; unsigned long long used; unsigned gi, ci; };
-int nvmlDeviceGetComputeRunningProcesses_v3(void *dev, unsigned *count, struct pinfo *out) {
+nv_ret nvmlDeviceGetComputeRunningProcesses_v3(nv_dev dev, unsigned *count, struct nv_proc *out) {
   DEV_CHECK("nvmlDeviceGetComputeRunningProcesses_v3");
   if (*count < g->nprocs || (!out && g->nprocs)) {
     *count = g->nprocs;
@@ -376,9 +392,8 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void *dev, unsigned *count, struct p
   *count = g->nprocs;
   return OK;
 }
-struct putil { unsigned pid; unsigned long long ts; unsigned sm, mem, enc, dec; };
-int nvmlDeviceGetProcessUtilization(void *dev, struct putil *out, unsigned *count,
-                                    unsigned long long last_seen) {
+nv_ret nvmlDeviceGetProcessUtilization(nv_dev dev, struct nv_proc_util *out, unsigned *count,
+                                       unsigned long long last_seen) {
   DEV_CHECK("nvmlDeviceGetProcessUtilization");
   unsigned long long ts = (unsigned long long)(step + 1) * 1000000ull;
   unsigned n = 0;
@@ -403,63 +418,63 @@ int nvmlDeviceGetProcessUtilization(void *dev, struct putil *out, unsigned *coun
 
 /* XID events: one set, events queued by "xid N" in the scenario. */
 static int evset_token;
-int nvmlEventSetCreate(void **set) { *set = &evset_token; return OK; }
-int nvmlDeviceRegisterEvents(void *dev, unsigned long long types, void *set) {
+nv_ret nvmlEventSetCreate(nv_evset *set) { *set = (nv_evset)(void *)&evset_token; return OK; }
+nv_ret nvmlDeviceRegisterEvents(nv_dev dev, unsigned long long types, nv_evset set) {
   (void)types;
   (void)set;
   DEV_CHECK("nvmlDeviceRegisterEvents");
   return OK;
 }
-struct evdata { void *dev; unsigned long long type, data; unsigned gi, ci; };
-int nvmlEventSetWait_v2(void *set, struct evdata *d, unsigned timeout_ms) {
+nv_ret nvmlEventSetWait_v2(nv_evset set, struct nv_event *d, unsigned timeout_ms) {
   (void)set;
   (void)timeout_ms;
   if (!nxid) return E_TIMEOUT;
-  d->dev = &gpus[xids[0].gpu];
-  d->type = 0x8;
+  d->dev = (nv_dev)(void *)&gpus[xids[0].gpu];
+  d->type = NV_EVENT_XID;
   d->data = xids[0].xid;
   d->gi = d->ci = 0xFFFFFFFFu;
   memmove(&xids[0], &xids[1], --nxid * sizeof xids[0]);
   return OK;
 }
-int nvmlEventSetFree(void *set) { (void)set; return OK; }
+nv_ret nvmlEventSetFree(nv_evset set) { (void)set; return OK; }
 
-int nvmlDeviceGetMigMode(void *dev, unsigned *cur, unsigned *pend) {
+nv_ret nvmlDeviceGetMigMode(nv_dev dev, unsigned *cur, unsigned *pend) {
   DEV_CHECK("nvmlDeviceGetMigMode");
-  *cur = *pend = g->nmig ? 1 : 0;
+  *cur = *pend = g->nmig ? NV_DEVICE_MIG_ENABLE : 0;
   return OK;
 }
-int nvmlDeviceGetMaxMigDeviceCount(void *dev, unsigned *count) {
+nv_ret nvmlDeviceGetMaxMigDeviceCount(nv_dev dev, unsigned *count) {
   DEV_CHECK("nvmlDeviceGetMaxMigDeviceCount");
   *count = g->nmig ? MAXMIG : 0;
   return OK;
 }
-int nvmlDeviceGetMigDeviceHandleByIndex(void *dev, unsigned i, void **mig) {
+nv_ret nvmlDeviceGetMigDeviceHandleByIndex(nv_dev dev, unsigned i, nv_dev *mig) {
   DEV_CHECK("nvmlDeviceGetMigDeviceHandleByIndex");
   if (i >= g->nmig) return E_NOT_FOUND;
-  *mig = &g->migs[i];
+  *mig = (nv_dev)(void *)&g->migs[i];
   return OK;
 }
-int nvmlDeviceGetGpuInstanceId(void *dev, unsigned *id) {
-  struct mig *m = dev;
+nv_ret nvmlDeviceGetGpuInstanceId(nv_dev dev, unsigned *id) {
+  struct mig *m = (struct mig *)(void *)dev;
   if (!m || m->kind != 1) return E_INVALID;
   *id = m->gi;
   return OK;
 }
 
-/* GPM: a sample records the activity figures at the step it was taken. */
-struct gpm_sample { double smact, tensor, dram, gr; };
-struct gpm_metric { unsigned id; int ret; double value; void *info[3]; };
-struct gpm_get { unsigned version, num; struct gpm_sample *s1, *s2; struct gpm_metric m[98]; };
-struct gpm_support { unsigned version, supported; };
-int nvmlGpmQueryDeviceSupport(void *dev, struct gpm_support *s) {
+/* GPM: a sample (NVML's opaque struct, defined here) records the activity
+ * figures at the step it was taken. */
+struct nvmlGpmSample_st { double smact, tensor, dram, gr; };
+nv_ret nvmlGpmQueryDeviceSupport(nv_dev dev, struct nv_gpm_support *s) {
   DEV_CHECK("nvmlGpmQueryDeviceSupport");
   s->supported = g->gpm ? 1 : 0;
   return OK;
 }
-int nvmlGpmSampleAlloc(struct gpm_sample **s) { *s = calloc(1, sizeof **s); return *s ? OK : E_UNKNOWN; }
-int nvmlGpmSampleFree(struct gpm_sample *s) { free(s); return OK; }
-int nvmlGpmSampleGet(void *dev, struct gpm_sample *s) {
+nv_ret nvmlGpmSampleAlloc(nv_gpm_sample *s) {
+  *s = calloc(1, sizeof **s);
+  return *s ? OK : E_UNKNOWN;
+}
+nv_ret nvmlGpmSampleFree(nv_gpm_sample s) { free(s); return OK; }
+nv_ret nvmlGpmSampleGet(nv_dev dev, nv_gpm_sample s) {
   DEV_CHECK("nvmlGpmSampleGet");
   if (!g->gpm) return E_NOT_SUPPORTED;
   s->smact = g->smact;
@@ -468,16 +483,17 @@ int nvmlGpmSampleGet(void *dev, struct gpm_sample *s) {
   s->gr = g->gr;
   return OK;
 }
-int nvmlGpmMetricsGet(struct gpm_get *g) {
-  if (g->version != 1 || !g->s2) return E_INVALID;
-  for (unsigned i = 0; i < g->num && i < 98; i++) {
-    g->m[i].ret = OK;
-    switch (g->m[i].id) {
-    case 1: g->m[i].value = g->s2->gr; break;
-    case 2: g->m[i].value = g->s2->smact; break;
-    case 5: g->m[i].value = g->s2->tensor; break;
-    case 10: g->m[i].value = g->s2->dram; break;
-    default: g->m[i].ret = E_NOT_SUPPORTED;
+nv_ret nvmlGpmMetricsGet(struct nv_gpm_get *g) {
+  if (g->version != NV_GPM_METRICS_GET_VERSION || !g->s2) return E_INVALID;
+  for (unsigned i = 0; i < g->num && i < NV_GPM_METRIC_MAX; i++) {
+    struct nv_gpm_metric *m = &g->metrics[i];
+    m->ret = OK;
+    switch (m->id) {
+    case NV_GPM_METRIC_GRAPHICS_UTIL: m->value = g->s2->gr; break;
+    case NV_GPM_METRIC_SM_UTIL: m->value = g->s2->smact; break;
+    case NV_GPM_METRIC_ANY_TENSOR_UTIL: m->value = g->s2->tensor; break;
+    case NV_GPM_METRIC_DRAM_BW_UTIL: m->value = g->s2->dram; break;
+    default: m->ret = E_NOT_SUPPORTED;
     }
   }
   return OK;
