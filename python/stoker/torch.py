@@ -159,9 +159,14 @@ class StokerDataset(IterableDataset):
         lens = memoryview(batch.lengths).cast("B").cast("Q").tolist()
         offs = memoryview(batch.offsets).cast("B").cast("Q").tolist()
         if all(ln == lens[0] for ln in lens):
+            # The loader fills a batch in read order, so its samples may lie
+            # in any order in its memory: a view where they are evenly
+            # spaced forwards, else one gather (a copy) into (n, len).
             stride = offs[1] - offs[0] if n > 1 else lens[0]
-            if all(o == offs[0] + i * stride for i, o in enumerate(offs)):
+            if stride >= lens[0] and all(o == offs[0] + i * stride for i, o in enumerate(offs)):
                 return data.as_strided((n, lens[0]), (stride, 1), offs[0])
+            idx = torch.tensor(offs, dtype=torch.int64).unsqueeze(1) + torch.arange(lens[0])
+            return data[idx]
         return [data[o:o + ln] for o, ln in zip(offs, lens)]
 
     # One loader serves pass after pass: opened at the first pass with every
