@@ -99,7 +99,9 @@ struct stk_decode_cfg {
   float ratio_min, ratio_max; /* crop aspect range; 0,0 = 3/4, 4/3 */
   int dtype;         /* enum stk_dtype; F32 is normalized by mean/std */
   int layout;        /* enum stk_layout */
-  float mean[3], std[3]; /* in 0..255 units; zeros = ImageNet's */
+  float mean[3], std[3]; /* in 0..255 units; std all zeros = ImageNet's std, and
+                            ImageNet's mean when mean is all zeros too; a std
+                            given with a zero mean is mean 0 */
 };
 
 /* ---- loader ---------------------------------------------------------- */

@@ -18,6 +18,7 @@ full reference.
 """
 import json
 import logging
+import math
 import threading
 import warnings
 
@@ -98,6 +99,11 @@ def set_log_level(level):
 
 
 # ---- argument checking ----------------------------------------------------------
+
+# ImageNet's per-channel mean and std in 0..255 units: the decoder's default
+# (src/loader/decode_jpeg.c), here to complete a mean or std given alone.
+_IMAGENET_MEAN = (123.675, 116.28, 103.53)
+_IMAGENET_STD = (58.395, 57.12, 57.375)
 
 _SIZE_UNITS = {"": 1, "k": 1024, "kib": 1024, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30,
                "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40, "kb": 1000, "mb": 10**6,
@@ -340,6 +346,11 @@ def _options(source, batch_size=64, *, shuffle=True, seed=0, epochs=1,
         o["ratio_min"], o["ratio_max"] = _pair("ratio", ratio)
         if not 0 < o["ratio_min"] <= o["ratio_max"]:
             raise ValueError(f"ratio: {ratio!r} is not 0 < min <= max")
+    # One of the two alone keeps ImageNet's other (the C default applies
+    # only when neither is given).
+    if (mean is None) != (std is None):
+        mean = _IMAGENET_MEAN if mean is None else mean
+        std = _IMAGENET_STD if std is None else std
     for nm, v in (("mean", mean), ("std", std)):
         if v is None:
             continue
@@ -348,6 +359,8 @@ def _options(source, batch_size=64, *, shuffle=True, seed=0, epochs=1,
         for i, x in enumerate(v):
             if isinstance(x, bool) or not isinstance(x, (int, float)):
                 raise TypeError(f"{nm}: expected three numbers (one per channel)")
+            if not math.isfinite(x):
+                raise ValueError(f"{nm}: every value must be a finite number")
             if nm == "std" and x <= 0:
                 raise ValueError("std: every value must be > 0")
             o[f"{nm}{i}"] = float(x)

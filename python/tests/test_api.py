@@ -6,6 +6,7 @@ import io
 import re
 import subprocess
 
+import pytest
 import stoker
 from conftest import STOKER_BIN
 
@@ -74,3 +75,24 @@ def test_repr_and_info(datasets):
         assert ld.engine in ("io_uring", "pread")
         b = next(ld)
         assert "n=16" in repr(b) and "uint8" in repr(b.data)
+
+
+def test_mean_or_std_alone_keeps_the_other_default(datasets):
+    # A mean given alone is used with ImageNet's std; a std alone with
+    # ImageNet's mean (neither is ignored, neither zeroes the other).
+    import numpy as np
+    im_mean = np.array([123.675, 116.28, 103.53], dtype=np.float64)
+    im_std = np.array([58.395, 57.12, 57.375], dtype=np.float64)
+
+    def first(**kw):
+        with stoker.Loader(datasets["jpeg_tfrecord"], 8, decode="jpeg", dtype="f32", eval=True,
+                           size=32, shuffle=False, **kw) as ld:
+            return np.asarray(next(ld).data, dtype=np.float64).copy()  # (n, H, W, 3)
+
+    base = first()
+    pixels = base * im_std + im_mean
+    assert np.allclose(first(mean=(0, 0, 0)), pixels / im_std, atol=1e-3)
+    assert np.allclose(first(std=(1, 1, 1)), pixels - im_mean, atol=1e-2)
+    assert np.allclose(first(mean=(10, 20, 30)), (pixels - (10, 20, 30)) / im_std, atol=1e-3)
+    with pytest.raises(ValueError, match="mean"):
+        first(mean=(float("nan"), 0, 0))

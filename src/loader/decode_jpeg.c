@@ -89,11 +89,20 @@ struct jpeg_tls {
 /* ---- configuration --------------------------------------------------- */
 
 static int resolve_norm(const struct stk_decode_cfg *cfg, struct params *p, char *err) {
-  int set = cfg->std[0] != 0 || cfg->std[1] != 0 || cfg->std[2] != 0;
+  /* std all zeros: ImageNet's std, and ImageNet's mean too unless a mean is
+   * given (a mean alone is the caller's, not ignored). A std given with a
+   * zero mean is a zero mean (scaling to 0..1 is mean 0, std 255). */
+  int std_set = cfg->std[0] != 0 || cfg->std[1] != 0 || cfg->std[2] != 0;
+  int mean_set = std_set || cfg->mean[0] != 0 || cfg->mean[1] != 0 || cfg->mean[2] != 0;
   for (int c = 0; c < 3; c++) {
-    float mean = set ? cfg->mean[c] : imagenet_mean[c], sd = set ? cfg->std[c] : imagenet_std[c];
-    if (!(sd > 0) || !isfinite(mean) || !isfinite(sd))
-      return stk__errf(err, STK_EINVAL, "jpeg: std[%d] = %g must be positive", c, (double)sd);
+    float mean = mean_set ? cfg->mean[c] : imagenet_mean[c];
+    float sd = std_set ? cfg->std[c] : imagenet_std[c];
+    if (!isfinite(mean))
+      return stk__errf(err, STK_EINVAL, "jpeg: mean[%d] = %g must be a finite number", c,
+                       (double)mean);
+    if (!(sd > 0) || !isfinite(sd))
+      return stk__errf(err, STK_EINVAL, "jpeg: std[%d] = %g must be positive and finite", c,
+                       (double)sd);
     p->scale[c] = 1.0f / sd;
     p->bias[c] = -mean / sd;
   }
@@ -101,7 +110,7 @@ static int resolve_norm(const struct stk_decode_cfg *cfg, struct params *p, char
 }
 
 /* Fill p from cfg: zero fields take torchvision's ResNet-50 defaults;
- * mean/std are ImageNet's when std is all zeros. */
+ * mean/std as resolve_norm says. */
 static int resolve(const struct stk_decode_cfg *cfg, struct params *p, char *err) {
   p->oh = cfg->out_h ? cfg->out_h : OUT_DEFAULT;
   p->ow = cfg->out_w ? cfg->out_w : OUT_DEFAULT;
