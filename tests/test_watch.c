@@ -4,11 +4,14 @@
  * buckets) is checked against the scenario it came from; device metrics
  * keep dcgm-exporter's names and labels; faults (NVML missing, a GPU lost,
  * a failing call, a malformed mapping file) leave the agent running. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../src/loader/publish.h"
@@ -227,12 +230,17 @@ TEST(watch_nvml_init_fails) {
   stk_watch_close(w);
 }
 
+/* This process's open descriptors, counted in-process: a shell's `ls`
+ * raced popen(), which may not yet have closed its end of the pipe. */
 static int count_fds(void) {
-  char *out = NULL;
-  CHECK_OK(test_sh(&out, "ls /proc/%d/fd | wc -l", (int)getpid()));
-  int n = atoi(out);
-  free(out);
-  return n;
+  DIR *d = opendir("/proc/self/fd");
+  CHECK(d != NULL);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n - 1; /* not the directory's own */
 }
 
 /* Processes come and go: a process's series end with it; a job seen only
@@ -352,10 +360,11 @@ TEST(watch_malformed_mapping_file) {
   stk_watch_close(w);
 }
 
-/* Write a publication file by hand, as another publisher would. */
-static struct stk_pub *fake_pub(const char *dir, uint64_t wait_ns) {
+/* Write a publication file by hand, as another publisher would: mapped
+ * shared, named loader-PID-N.pub. */
+static struct stk_pub *fake_pub_n(const char *dir, int n, uint64_t wait_ns) {
   char path[256];
-  snprintf(path, sizeof path, "%s/loader-%d-99.pub", dir, (int)getpid());
+  snprintf(path, sizeof path, "%s/loader-%d-%d.pub", dir, (int)getpid(), n);
   int fd = open(path, O_RDWR | O_CREAT, 0644);
   CHECK(fd >= 0);
   CHECK(ftruncate(fd, STK_PUB_SIZE) == 0);
@@ -371,6 +380,8 @@ static struct stk_pub *fake_pub(const char *dir, uint64_t wait_ns) {
   snprintf(p->stage[0].name, 16, "read");
   return p;
 }
+
+static struct stk_pub *fake_pub(const char *dir, uint64_t wait_ns) { return fake_pub_n(dir, 99, wait_ns); }
 
 TEST(watch_input_stall_goes_to_the_job) {
   /* GPU 0 runs this process, mapped to job J; its loader's consumer waits
@@ -514,6 +525,251 @@ TEST(watch_publication_off) {
   free(out);
 }
 
+/* ---- publications are untrusted input (issue 21, "Safe as root") ---- */
+
+static void fake_proc_host(unsigned long user, unsigned long idle, unsigned long steal);
+
+/* A version 1.0 publication for pid (its start time from the real /proc). */
+static void pub_for(struct stk_pub *p, uint32_t pid) {
+  memset(p, 0, sizeof *p);
+  memcpy(p->magic, STK_PUB_MAGIC, 8);
+  p->version = STK_PUB_VERSION;
+  p->minor = STK_PUB_MINOR;
+  p->size = STK_PUB_SIZE;
+  p->pid = pid;
+  p->pid_start_ticks = stk__pid_start_ticks("/proc", (long)pid);
+  p->batches = 7;
+  snprintf(p->stage[0].name, 16, "read");
+}
+
+/* Write len bytes of *p (zeros past it) to path, owned by uid. */
+static void write_pub(const char *path, const struct stk_pub *p, size_t len, uid_t uid) {
+  uint8_t *b = calloc(1, len + 1);
+  CHECK(b != NULL);
+  memcpy(b, p, len < sizeof *p ? len : sizeof *p);
+  test_write_file(path, b, len);
+  free(b);
+  CHECK(chown(path, uid, (gid_t)-1) == 0);
+}
+
+static double loader_series(const char *text, long pid) {
+  char pre[128];
+  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%ld\"", pid);
+  return metric(text, pre);
+}
+
+static double rejected(const char *text, const char *reason) {
+  char pre[128];
+  snprintf(pre, sizeof pre, "stoker_watch_loader_errors_total{reason=\"%s\"}", reason);
+  return metric(text, pre);
+}
+
+/* Any local user can write the runtime directory. Files that are cut,
+ * grown, replaced or garbage while the root agent reads them are skipped
+ * and counted once each, never a signal: before the agent read by copy, the
+ * first truncation killed it with SIGBUS. */
+TEST(watch_publication_truncated_grown_swapped_garbage) {
+  mkdir("rt", 0755);
+  struct stk_pub *cut = fake_pub_n("rt", 1, 5); /* mapped, as a loader keeps it */
+  struct stk_pub *half = fake_pub_n("rt", 2, 5);
+  struct stk_pub *grown = fake_pub_n("rt", 3, 5);
+  struct stk_pub *swapped = fake_pub_n("rt", 4, 5);
+  struct stk_watch_opts o = {.nvml_lib = "none", .runtime_dir = "rt"};
+  struct stk_watch *w = agent("none.txt", &o);
+  CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK_NEAR(loader_series(t, getpid()), 0);
+  free(t);
+  char path[256];
+  snprintf(path, sizeof path, "rt/loader-%d-1.pub", (int)getpid());
+  CHECK(truncate(path, 0) == 0);
+  snprintf(path, sizeof path, "rt/loader-%d-2.pub", (int)getpid());
+  CHECK(truncate(path, 512) == 0);
+  snprintf(path, sizeof path, "rt/loader-%d-3.pub", (int)getpid());
+  CHECK(truncate(path, STK_PUB_SIZE + 8) == 0);
+  /* Another file put in number 4's place: judged afresh, and counted. */
+  struct stk_pub p;
+  pub_for(&p, (uint32_t)getpid());
+  p.batches = 42;
+  write_pub("rt/new.tmp", &p, STK_PUB_SIZE, getuid());
+  snprintf(path, sizeof path, "rt/loader-%d-4.pub", (int)getpid());
+  CHECK(rename("rt/new.tmp", path) == 0);
+  /* Garbage, and a file whose magic never comes. */
+  test_write_file("rt/loader-1-1.pub", "garbage, not a publication", 26);
+  uint8_t zeros[STK_PUB_SIZE] = {0};
+  test_write_file("rt/loader-1-2.pub", zeros, sizeof zeros);
+  for (int s = 0; s < 5; s++) CHECK_OK(stk_watch_sample(w));
+  t = expo(w);
+  CHECK_NEAR(rejected(t, "size"), 3);    /* cut to 0, cut to 512, grown: once each */
+  CHECK_NEAR(rejected(t, "format"), 2);  /* the garbage, the file never finished */
+  CHECK_NEAR(rejected(t, "swapped"), 1);
+  CHECK_NEAR(loader_series(t, getpid()), 42); /* only the file now in number 4's place */
+  free(t);
+  stk_watch_close(w);
+  munmap(cut, STK_PUB_SIZE);
+  munmap(half, STK_PUB_SIZE);
+  munmap(grown, STK_PUB_SIZE);
+  munmap(swapped, STK_PUB_SIZE);
+}
+
+/* A child that becomes uid 65534 and waits to be killed. */
+static pid_t child_of_another_user(void) {
+  int ready[2];
+  CHECK(pipe(ready) == 0);
+  pid_t c = fork();
+  CHECK(c >= 0);
+  if (c == 0) {
+    close(ready[0]);
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(1);
+    (void)!write(ready[1], "x", 1);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char x;
+  CHECK_MSG(read(ready[0], &x, 1) == 1, "the child could not become uid 65534");
+  close(ready[0]);
+  return c;
+}
+
+/* A publication speaks only for processes of its own owner: a user's file
+ * naming another user's process would inflate that job's input stall. */
+TEST(watch_publication_for_another_users_pid) {
+  if (geteuid() != 0) SKIP("needs root (chown, setuid)");
+  mkdir("rt", 01777);
+  pid_t other = child_of_another_user();
+  struct stk_pub p;
+  /* A file of uid 65534 naming this (root's) process. */
+  pub_for(&p, (uint32_t)getpid());
+  write_pub("rt/loader-1-1.pub", &p, STK_PUB_SIZE, 65534);
+  /* A root's file naming uid 65534's process. */
+  pub_for(&p, (uint32_t)other);
+  write_pub("rt/loader-1-2.pub", &p, STK_PUB_SIZE, 0);
+  /* uid 65534's own file for its own process: believed. */
+  p.batches = 11;
+  write_pub("rt/loader-1-3.pub", &p, STK_PUB_SIZE, 65534);
+  struct stk_watch_opts o = {.nvml_lib = "none", .runtime_dir = "rt"};
+  struct stk_watch *w = agent("none.txt", &o);
+  for (int s = 0; s < 3; s++) CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK(isnan(loader_series(t, getpid())));
+  CHECK_NEAR(loader_series(t, other), 11);
+  CHECK_NEAR(rejected(t, "owner"), 2);
+  free(t);
+  stk_watch_close(w);
+  kill(other, SIGKILL);
+  waitpid(other, NULL, 0);
+}
+
+/* A publication's own job id (its environment's) cannot take it into a
+ * job whose GPU processes all belong to another user. */
+TEST(watch_publication_job_claim_for_another_users_job) {
+  if (geteuid() != 0) SKIP("needs root (setuid)");
+  pid_t other = child_of_another_user();
+  FILE *f = fopen("sc.txt", "w");
+  fprintf(f, "gpu 0\nat 0 gpu 0 util 50 proc %d\n", (int)other);
+  fclose(f);
+  mkdir("map", 0755);
+  write_str("map/0", "theirs\n");
+  mkdir("rt", 0755);
+  struct stk_pub p;
+  pub_for(&p, (uint32_t)getpid()); /* this process: no GPU, no cgroup job */
+  snprintf(p.job, sizeof p.job, "theirs");
+  write_pub("rt/loader-1-1.pub", &p, STK_PUB_SIZE, getuid());
+  pub_for(&p, (uint32_t)getpid());
+  p.batches = 3;
+  snprintf(p.job, sizeof p.job, "mine");
+  write_pub("rt/loader-1-2.pub", &p, STK_PUB_SIZE, getuid());
+  struct stk_watch_opts o = {.mapping_dir = "map", .runtime_dir = "rt", .proc_root = "proc"};
+  fake_proc_host(1, 1, 0);
+  char path[64];
+  snprintf(path, sizeof path, "proc/%d", (int)other);
+  mkdir(path, 0755);
+  snprintf(path, sizeof path, "proc/%d/status", (int)other);
+  write_str(path, "Name:\tother\nUid:\t65534\t65534\t65534\t65534\n");
+  struct stk_watch *w = agent("sc.txt", &o);
+  for (int s = 0; s < 2; s++) CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  char pre[160];
+  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",hpc_job=\"pid-%d\"}", (int)getpid(),
+           (int)getpid());
+  CHECK_NEAR(metric(t, pre), 7);
+  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",hpc_job=\"mine\"}", (int)getpid());
+  CHECK_NEAR(metric(t, pre), 3);
+  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",hpc_job=\"theirs\"}", (int)getpid());
+  CHECK(isnan(metric(t, pre)));
+  free(t);
+  stk_watch_close(w);
+  kill(other, SIGKILL);
+  waitpid(other, NULL, 0);
+}
+
+/* The version rule of stoker/publication.h: a newer minor of version 1
+ * (longer, its extra bytes unknown here) is read as 1.0; another major, or
+ * a size field that is not the file's length, is skipped and counted. */
+TEST(watch_publication_version_rule) {
+  mkdir("rt", 0755);
+  struct stk_pub p;
+  pub_for(&p, (uint32_t)getpid());
+  p.minor = STK_PUB_MINOR + 1;
+  p.size = 2048;
+  p.batches = 5;
+  write_pub("rt/loader-1-1.pub", &p, 2048, getuid());
+  pub_for(&p, (uint32_t)getpid());
+  p.version = STK_PUB_VERSION + 1;
+  write_pub("rt/loader-1-2.pub", &p, STK_PUB_SIZE, getuid());
+  pub_for(&p, (uint32_t)getpid());
+  p.size = 2048; /* but 1,024 bytes long */
+  write_pub("rt/loader-1-3.pub", &p, STK_PUB_SIZE, getuid());
+  pub_for(&p, (uint32_t)getpid());
+  p.size = 1000; /* shorter than version 1.0 */
+  write_pub("rt/loader-1-4.pub", &p, 1000, getuid());
+  struct stk_watch_opts o = {.nvml_lib = "none", .runtime_dir = "rt"};
+  struct stk_watch *w = agent("none.txt", &o);
+  for (int s = 0; s < 2; s++) CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK_NEAR(loader_series(t, getpid()), 5);
+  CHECK_NEAR(rejected(t, "version"), 1);
+  CHECK_NEAR(rejected(t, "size"), 2);
+  free(t);
+  stk_watch_close(w);
+}
+
+/* Strings in a publication become label values: whatever bytes a user
+ * writes, the page stays printable ASCII and valid UTF-8 (one bad label
+ * value makes Prometheus drop the whole scrape). */
+TEST(watch_publication_strings_cannot_break_the_page) {
+  mkdir("rt", 0755);
+  struct stk_pub p;
+  pub_for(&p, (uint32_t)getpid());
+  memcpy(p.job, "a\"b\\c\nd\xff}", 10);
+  memcpy(p.stage[1].name, "\xe2\x82 {x=\"1\"}", 11);
+  memcpy(p.dataset, "/d/\xc3\xa9t\xc3\xa9/\xed\xa0\x80/\x01\x7f", 15);
+  write_pub("rt/loader-1-1.pub", &p, STK_PUB_SIZE, getuid());
+  struct stk_watch_opts o = {.nvml_lib = "none", .runtime_dir = "rt", .proc_root = "proc"};
+  fake_proc_host(1, 1, 0); /* no cgroup job: the publication's job id is used */
+  struct stk_watch *w = agent("none.txt", &o);
+  CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  char pre[160];
+  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",hpc_job=\"a_b_c_d__\"}", (int)getpid());
+  CHECK_NEAR(metric(t, pre), 7);
+  CHECK(strstr(t, "stage=\"____x__1__\"") != NULL);
+  for (const unsigned char *c = (const unsigned char *)t; *c; c++)
+    CHECK_MSG(*c == '\n' || (*c >= 0x20 && *c < 0x7f), "byte 0x%02x in the exposition", *c);
+  free(t);
+  FILE *f = fopen("out.json", "w");
+  struct stk_json j;
+  stk_json_init(&j, f, 0);
+  stk_watch_json(w, &j);
+  fclose(f);
+  char *out = NULL;
+  CHECK_OK(test_sh(&out, "/usr/bin/python3 -c 'import json; d=json.load(open(\"out.json\", encoding=\"utf-8\")); "
+                         "print(ascii(d[\"loaders\"][0][\"dataset\"]))'"));
+  CHECK_STR(out, "'/d/\\xe9t\\xe9/?" "?" "?/?" "?'\n"); /* split: no trigraphs */
+  free(out);
+  stk_watch_close(w);
+}
+
 TEST(watch_reaper_acts_once_and_spares_exempt) {
   write_str("sc.txt", "gpu 0\ngpu 1\ngpu 2\nat 0 gpu 0 util 0\nat 0 gpu 1 util 0\nat 0 gpu 2 util 5\n");
   mkdir("map", 0755);
@@ -580,6 +836,11 @@ static void fake_proc_host(unsigned long user, unsigned long idle, unsigned long
   fclose(f);
   snprintf(buf, sizeof buf, "proc/%d/stat", (int)getpid());
   test_write_file(buf, st, n);
+  /* Its owner, which a publication must share to speak for it. */
+  snprintf(buf, sizeof buf, "proc/%d/status", (int)getpid());
+  snprintf(st, sizeof st, "Name:\tstoker-test\nUid:\t%u\t%u\t%u\t%u\n", (unsigned)getuid(),
+           (unsigned)geteuid(), (unsigned)geteuid(), (unsigned)geteuid());
+  write_str(buf, st);
 }
 
 TEST(watch_host_metrics_from_proc) {

@@ -9,6 +9,7 @@
 #include "stoker/format.h"
 #include "stoker/gen.h"
 #include "stoker/loader.h"
+#include "stoker/publication.h"
 #include "stoker/util.h"
 #include "stoker/watch.h"
 #include "stoker/workload.h"

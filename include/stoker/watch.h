@@ -3,10 +3,8 @@
  * through the small shared-memory files the loaders publish, attributes GPU
  * time, throttling and input stalls to jobs, and serves the figures to
  * Prometheus under dcgm-exporter's names. docs/watch.md lists every metric.
- *
- * This header also fixes the loader publication format (struct stk_pub),
- * so that other publishers (the Python binding, other loaders) can write
- * the same files. */
+ * The files the loaders publish have their own header, the format's
+ * contract with agents of other versions: stoker/publication.h. */
 #ifndef STOKER_WATCH_H
 #define STOKER_WATCH_H
 
@@ -19,59 +17,6 @@
 extern "C" {
 #endif
 
-/* ---- the loader publication file (format version 1) -------------------
- *
- * Each running loader keeps one file of exactly STK_PUB_SIZE bytes, mapped
- * shared, in the runtime directory ($STOKER_RUNTIME_DIR, else
- * /dev/shm/stoker), named "loader-PID-N.pub". All integers are in the
- * host's byte order. Strings are NUL-terminated and written once before the
- * first counter update. Counters are written under a sequence lock: the
- * writer makes seq odd, writes, then makes it even again; a reader copies
- * the counters and retries while seq was odd or changed. A reader must
- * check magic, version and size, and treat a file whose pid is gone (or
- * whose pid_start_ticks no longer match /proc/PID/stat) as stale.
- * Setting STOKER_PUBLISH=0 turns publication off. */
-#define STK_PUB_MAGIC "STKLOAD\0"
-#define STK_PUB_VERSION 1u
-#define STK_PUB_SIZE 1024u
-#define STK_PUB_STAGES 4
-#define STK_PUB_CLOSED 1u /* flags: the loader has closed (final counters) */
-
-struct stk_pub_stage {
-  char name[16];         /* "read", "decode", "batch", "ring" */
-  uint64_t busy_ns;      /* summed over the stage's threads */
-  uint64_t wait_in_ns;   /* blocked waiting for input */
-  uint64_t wait_out_ns;  /* blocked because the next stage was full */
-  uint64_t items, bytes;
-  uint32_t threads, pad;
-};
-
-struct stk_pub {
-  char magic[8];                  /*   0 STK_PUB_MAGIC */
-  uint32_t version;               /*   8 STK_PUB_VERSION */
-  uint32_t size;                  /*  12 STK_PUB_SIZE */
-  uint64_t seq;                   /*  16 sequence lock */
-  uint32_t pid;                   /*  24 the publishing process */
-  uint32_t flags;                 /*  28 STK_PUB_CLOSED */
-  uint64_t pid_start_ticks;       /*  32 field 22 of /proc/PID/stat */
-  uint64_t open_unix_ns;          /*  40 when the loader opened */
-  uint64_t update_unix_ns;        /*  48 last counter update */
-  uint64_t wall_ns;               /*  56 since open */
-  uint64_t batches, samples;      /*  64 delivered to the consumer */
-  uint64_t bytes, skipped;        /*  80 */
-  uint64_t consumer_wait_ns;      /*  96 total time the consumer waited */
-  uint64_t waiting_since_unix_ns; /* 104 the consumer is waiting since; 0 not */
-  uint64_t cache_hits;            /* 112 reads served from a cache tier */
-  uint64_t cache_misses;          /* 120 reads that waited for the origin */
-  uint64_t cache_fetch_bytes;     /* 128 bytes fetched from the origin */
-  uint64_t ring_depth;            /* 136 prefetch ring depth now */
-  uint64_t mem_bytes;             /* 144 batch buffers allocated */
-  uint64_t reserved[5];           /* 152 zero */
-  struct stk_pub_stage stage[STK_PUB_STAGES]; /* 192 */
-  char job[64];                   /* 448 job id from the environment, or "" */
-  char dataset[512];              /* 512 the dataset's root or URL */
-};
-
 /* ---- the agent -------------------------------------------------------- */
 
 struct stk_watch_opts {
@@ -81,7 +26,8 @@ struct stk_watch_opts {
   const char *nvml_lib;      /* NVML library (default libnvidia-ml.so.1);
                                 "none" disables NVML */
   const char *mapping_dir;   /* dcgm-exporter HPC job-mapping dir, or NULL */
-  const char *runtime_dir;   /* loader publications (default as above) */
+  const char *runtime_dir;   /* loader publications ($STOKER_RUNTIME_DIR,
+                                else /dev/shm/stoker) */
   const char *proc_root;     /* default "/proc" */
   const char *hostname;      /* default gethostname() */
   double price_per_kwh;      /* energy price (default 0: no cost figures) */

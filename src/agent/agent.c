@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +28,22 @@ const struct ag_reason ag_reasons[AG_NREASONS] = {
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static double mono_s(void) { return (double)stk_now_ns() / 1e9; }
+
+/* Publications are believed only for their owners' processes, whoever owns
+ * the directory; but a directory where one user may remove or replace
+ * another's files lets that user hide the other's loaders. Say so once. */
+static void check_runtime_dir(const char *dir) {
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+    stk_log(STK_LOG_WARN,
+            "watch: runtime directory %s is writable by every user without the sticky bit: "
+            "anyone can remove others' loader publications (chmod 1777 %s)", dir, dir);
+  else if (st.st_uid != 0 && st.st_uid != geteuid() && (st.st_mode & (S_IWGRP | S_IWOTH)))
+    stk_log(STK_LOG_WARN,
+            "watch: runtime directory %s belongs to uid %u, who can remove others' loader "
+            "publications; let root create it (mode 1777)", dir, (unsigned)st.st_uid);
+}
 
 int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, char *errmsg) {
   struct stk_watch_opts o = opts ? *opts : (struct stk_watch_opts){0};
@@ -70,6 +87,7 @@ int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, ch
     stk_watch_close(w);
     return stk__errf(errmsg, STK_ENOMEM, "out of memory");
   }
+  check_runtime_dir(w->runtime_dir);
   for (unsigned i = 0; i < AG_MAX_GPUS; i++) w->gpus[i].prev_energy_mj = NAN;
   w->host.cpu_busy = w->host.cpu_steal = NAN;
   if (w->nvml_lib && !strcmp(w->nvml_lib, "none"))
@@ -188,6 +206,21 @@ static void sample_gpus(struct stk_watch *w) {
   }
 }
 
+/* A loader's own word for its job (its environment's job id) counts only
+ * where it cannot speak for another user: not for a job whose GPU
+ * processes all belong to other users than the publication's owner. */
+static int job_claim_ok(struct stk_watch *w, const struct ag_loader *L) {
+  int others = 0;
+  for (unsigned gi = 0; gi < w->ngpus; gi++)
+    for (unsigned k = 0; k < w->gpus[gi].nprocs; k++) {
+      const struct ag_proc *p = &w->gpus[gi].procs[k];
+      if (strcmp(p->job, L->pub.job)) continue;
+      if (stk__ag_pid_has_uid(w, p->pid, L->uid) == 1) return 1;
+      others = 1;
+    }
+  return !others;
+}
+
 /* Attribute processes and GPUs to jobs (after the mapping is read). */
 static void attribute(struct stk_watch *w) {
   for (unsigned i = 0; i < w->ngpus; i++) {
@@ -220,7 +253,7 @@ static void attribute(struct stk_watch *w) {
     const char *cg = L->job[0] ? NULL : stk__ag_proc_info(w, L->pub.pid, NULL);
     if (cg && cg[0]) snprintf(L->job, AG_JOB_LEN, "%s", cg);
     if (!L->job[0]) {
-      if (L->pub.job[0])
+      if (L->pub.job[0] && job_claim_ok(w, L))
         snprintf(L->job, AG_JOB_LEN, "%s", L->pub.job);
       else
         snprintf(L->job, AG_JOB_LEN, "pid-%u", L->pub.pid);

@@ -12,12 +12,14 @@
 
 #include "../base/base.h"
 #include "../gpu/nvml.h"
+#include "stoker/publication.h"
 #include "stoker/watch.h"
 
 #define AG_MAX_GPUS 64
 #define AG_JOB_LEN 64
 #define AG_JOBS_PER_GPU 4
 #define AG_NREASONS 6
+#define AG_MAX_PUB_FILES 1024 /* publication files tracked at once (live or rejected) */
 
 /* The throttle reasons counted by name (NVML bit, label). */
 extern const struct ag_reason { uint64_t bit; const char *name; } ag_reasons[AG_NREASONS];
@@ -44,10 +46,36 @@ struct ag_gpu {
   double xid_total;
 };
 
+/* A publication file's state (sources.c): NEW until a first good read,
+ * LIVE while it reads well for a live process of its owner, REJECTED
+ * (counted once, not read again while that inode has that name), GONE
+ * (forgotten at the end of the sample). */
+enum { AG_PUB_NEW, AG_PUB_LIVE, AG_PUB_REJECTED, AG_PUB_GONE };
+
+/* Why a publication file was skipped: the reason label of
+ * stoker_watch_loader_errors_total. */
+enum ag_pub_reject {
+  AG_REJ_SIZE,    /* truncated, grown, or a size out of bounds */
+  AG_REJ_FORMAT,  /* not a publication (garbage, or never finished) */
+  AG_REJ_VERSION, /* a major version this agent does not know */
+  AG_REJ_BUSY,    /* no consistent copy this sample (counted per sample) */
+  AG_REJ_IO,      /* the read failed */
+  AG_REJ_OWNER,   /* names a process of another user */
+  AG_REJ_SWAPPED, /* another file put in a tracked one's place */
+  AG_REJ_TYPE,    /* not a regular file (a link, a FIFO, ...) */
+  AG_REJ_LIMIT,   /* left out: AG_MAX_PUB_FILES tracked (counted per sample) */
+  AG_REJ_N
+};
+extern const char *const ag_pub_reject_names[AG_REJ_N];
+
 struct ag_loader {
   char name[256];                /* file name in the runtime directory */
-  const void *map;               /* the mapped file (read-only) */
-  struct stk_pub pub;            /* latest consistent copy */
+  int fd;                        /* kept open while NEW or LIVE; else -1 */
+  int state;                     /* AG_PUB_* */
+  uint64_t ino;                  /* the file judged under that name */
+  uint32_t uid;                  /* its owner */
+  unsigned tries;                /* samples it has been NEW */
+  struct stk_pub pub;            /* latest consistent copy (LIVE) */
   char job[AG_JOB_LEN];
   double prev_wait_s;            /* effective wait at the previous sample */
   int have_prev, seen;
@@ -104,10 +132,11 @@ struct stk_watch {
   unsigned ngpus;
   struct ag_job *jobs;
   unsigned njobs, jobs_cap;
-  struct ag_loader *loaders;
-  unsigned nloaders, loaders_cap;
+  struct ag_loader *loaders;     /* the LIVE ones first: [0, nloaders) */
+  unsigned nloaders, ntracked, loaders_cap;
   struct ag_host host;
-  uint64_t mapping_errors, loader_errors, reaper_warn, reaper_act, reaper_dry;
+  uint64_t mapping_errors, reaper_warn, reaper_act, reaper_dry;
+  uint64_t loader_errors[AG_REJ_N]; /* publication files skipped, by reason */
   char mapping_err_last[256];
   long clk_tck;
   struct ag_pcache *pc_prev, *pc_cur; /* last sample's (sorted by pid), this one's */
@@ -141,10 +170,18 @@ int stk__ag_parse_cgroup(const char *buf, char *job);
 int stk__ag_parse_map(const char *path, char *buf, char jobs[][AG_JOB_LEN], unsigned max,
                       unsigned *n, char *why, size_t whyn);
 int stk__ag_parse_stat(const char *buf, uint64_t *cpu_ticks, uint64_t *start);
+/* The four user ids (real, effective, saved, fs) of a /proc/PID/status
+ * text's "Uid:" line; 0 when found. */
+int stk__ag_parse_uids(const char *buf, uint32_t uids[4]);
+/* 1 when uid is one of PID's user ids (real, effective, saved, fs: the
+ * process can act as each), 0 when none, -1 when PID cannot be read. */
+int stk__ag_pid_has_uid(const struct stk_watch *w, uint32_t pid, uint32_t uid);
 /* Read the mapping directory into the GPUs' jobs (mapped = 1 where a file
  * names jobs); malformed files are counted and skipped. */
 void stk__ag_read_mapping(struct stk_watch *w);
-/* Discover, refresh and drop loader publications. */
+/* Discover, read (by copy, checked) and drop loader publications; only
+ * those of live processes of their files' owners end up in
+ * w->loaders[0 .. nloaders). Bad files are counted in loader_errors. */
 void stk__ag_loaders_sample(struct stk_watch *w);
 void stk__ag_loaders_free(struct stk_watch *w);
 

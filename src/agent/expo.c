@@ -214,8 +214,10 @@ static void agent_metrics(struct stk_watch *w, struct ag_buf *b) {
          "Job-mapping files skipped as malformed (counted at each sample).");
   stk__ag_printf(b, "stoker_watch_mapping_errors_total %llu\n", (unsigned long long)w->mapping_errors);
   family(b, "stoker_watch_loader_errors_total", "counter",
-         "Loader publication files that could not be read.");
-  stk__ag_printf(b, "stoker_watch_loader_errors_total %llu\n", (unsigned long long)w->loader_errors);
+         "Loader publication files skipped, by reason (docs/watch.md).");
+  for (int r = 0; r < AG_REJ_N; r++)
+    stk__ag_printf(b, "stoker_watch_loader_errors_total{reason=\"%s\"} %llu\n",
+                   ag_pub_reject_names[r], (unsigned long long)w->loader_errors[r]);
   family(b, "stoker_reaper_actions_total", "counter", "Idle-job reaper actions, by kind.");
   stk__ag_printf(b, "stoker_reaper_actions_total{action=\"warn\"} %llu\n",
                  (unsigned long long)w->reaper_warn);

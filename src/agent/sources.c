@@ -9,7 +9,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -374,11 +373,88 @@ void stk__ag_read_mapping(struct stk_watch *w) {
   closedir(d);
 }
 
-/* ---- loader publications ---- */
+/* ---- loader publications ----
+ *
+ * The runtime directory is writable by every user, so each file in it is
+ * untrusted input (docs/internals/watch.md, "Publications are untrusted").
+ * A file is tracked by name and inode: read by copy at each sample through
+ * a descriptor kept open, checked by the version rule of
+ * stoker/publication.h, and believed only for a live process of its own
+ * owner. A file that fails is counted once, by reason, and remembered as
+ * rejected (descriptor closed) until that name holds another inode. Live
+ * entries sit first in w->loaders, so the rest of the agent sees
+ * w->loaders[0 .. nloaders) only. */
 
-static void loader_drop(struct stk_watch *w, unsigned i) {
-  munmap((void *)w->loaders[i].map, STK_PUB_SIZE);
-  w->loaders[i] = w->loaders[--w->nloaders];
+const char *const ag_pub_reject_names[AG_REJ_N] = {"size",  "format",  "version", "busy", "io",
+                                                   "owner", "swapped", "type",    "limit"};
+
+int stk__ag_parse_uids(const char *buf, uint32_t uids[4]) {
+  const char *p = strstr(buf, "\nUid:");
+  if (!p && !strncmp(buf, "Uid:", 4)) p = buf - 1;
+  if (!p) return -1;
+  p += 5;
+  for (int i = 0; i < 4; i++) {
+    char *end;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p < '0' || *p > '9') return -1;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (v > UINT32_MAX) return -1;
+    uids[i] = (uint32_t)v;
+    p = end;
+  }
+  return 0;
+}
+
+int stk__ag_pid_has_uid(const struct stk_watch *w, uint32_t pid, uint32_t uid) {
+  char path[600], buf[4096];
+  uint32_t uids[4];
+  snprintf(path, sizeof path, "%s/%u/status", w->proc_root, pid);
+  if (slurp(path, buf, sizeof buf) <= 0 || stk__ag_parse_uids(buf, uids) != 0) return -1;
+  for (int i = 0; i < 4; i++)
+    if (uids[i] == uid) return 1;
+  return 0;
+}
+
+static void reject(struct stk_watch *w, struct ag_loader *L, enum ag_pub_reject why) {
+  w->loader_errors[why]++;
+  if (L->fd >= 0) close(L->fd);
+  L->fd = -1;
+  L->state = AG_PUB_REJECTED;
+  stk_log(STK_LOG_DEBUG, "watch: loader publication %s skipped: %s", L->name,
+          ag_pub_reject_names[why]);
+}
+
+static void untrack(struct stk_watch *w, unsigned i) {
+  if (w->loaders[i].fd >= 0) close(w->loaders[i].fd);
+  w->loaders[i] = w->loaders[--w->ntracked];
+}
+
+/* Start tracking name (a new file, or another inode under a known name;
+ * st is its lstat): open it without following links or blocking, and
+ * keep the descriptor. */
+static void track(struct stk_watch *w, struct ag_loader *L, const char *name,
+                  const struct stat *st) {
+  memset(L, 0, sizeof *L);
+  snprintf(L->name, sizeof L->name, "%s", name);
+  L->seen = 1;
+  L->ino = (uint64_t)st->st_ino;
+  L->uid = (uint32_t)st->st_uid;
+  L->fd = -1;
+  if (!S_ISREG(st->st_mode)) {
+    reject(w, L, AG_REJ_TYPE); /* a link, a FIFO, a directory */
+    return;
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", w->runtime_dir, name);
+  L->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  struct stat fst;
+  if (L->fd < 0 || fstat(L->fd, &fst) != 0 || (uint64_t)fst.st_ino != L->ino) {
+    /* Gone or replaced since the lstat, or no descriptor to spare: look
+     * again next sample. */
+    L->state = AG_PUB_GONE;
+    return;
+  }
+  L->state = AG_PUB_NEW;
 }
 
 static int loader_alive(const struct stk_watch *w, const struct stk_pub *p) {
@@ -388,83 +464,138 @@ static int loader_alive(const struct stk_watch *w, const struct stk_pub *p) {
   return !p->pid_start_ticks || t == p->pid_start_ticks;
 }
 
+/* Remove a stale file (its process gone without closing it), only if the
+ * name still holds the inode that was judged. */
+static void remove_stale(const struct stk_watch *w, const struct ag_loader *L) {
+  char path[1024];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", w->runtime_dir, L->name);
+  if (lstat(path, &st) == 0 && (uint64_t)st.st_ino == L->ino) unlink(path);
+}
+
+/* Read a tracked file (new or live) once for this sample. */
+static void refresh(struct stk_watch *w, struct ag_loader *L) {
+  struct stk_pub pub;
+  int rc = stk__pub_read_fd(L->fd, &pub);
+  switch (rc) {
+  case STK__PUB_OK: break;
+  case STK__PUB_NEW:
+    /* Its writer is still making it (microseconds); not for long. A file
+     * that was good and is now empty was cut. */
+    if (L->state == AG_PUB_NEW && L->tries++ < 2) return;
+    struct stat st;
+    reject(w, L, fstat(L->fd, &st) == 0 && st.st_size == 0 ? AG_REJ_SIZE : AG_REJ_FORMAT);
+    return;
+  case STK__PUB_BUSY:
+    /* Its writer kept it changing: keep the last copy, if any. */
+    w->loader_errors[AG_REJ_BUSY]++;
+    return;
+  case STK__PUB_SIZE: reject(w, L, AG_REJ_SIZE); return;
+  case STK__PUB_VERSION: reject(w, L, AG_REJ_VERSION); return;
+  case STK__PUB_IO: reject(w, L, AG_REJ_IO); return;
+  default: reject(w, L, AG_REJ_FORMAT); return;
+  }
+  if (!loader_alive(w, &pub)) {
+    if (!(pub.flags & STK_PUB_CLOSED)) remove_stale(w, L);
+    L->state = AG_PUB_GONE;
+    return;
+  }
+  int own = stk__ag_pid_has_uid(w, pub.pid, L->uid);
+  if (own < 0) { /* ended just now: forget it, look again next sample */
+    L->state = AG_PUB_GONE;
+    return;
+  }
+  if (!own) {
+    stk_log(STK_LOG_WARN,
+            "watch: %s/%s (owner uid %u) names pid %u, a process of another user; ignored",
+            w->runtime_dir, L->name, L->uid, pub.pid);
+    reject(w, L, AG_REJ_OWNER);
+    return;
+  }
+  if (L->state == AG_PUB_LIVE && pub.pid != L->pub.pid) L->have_prev = 0; /* another process */
+  L->pub = pub;
+  L->state = AG_PUB_LIVE;
+}
+
 void stk__ag_loaders_sample(struct stk_watch *w) {
-  for (unsigned i = 0; i < w->nloaders; i++) w->loaders[i].seen = 0;
+  for (unsigned i = 0; i < w->ntracked; i++) w->loaders[i].seen = 0;
   DIR *d = opendir(w->runtime_dir);
-  if (!d) goto sweep;
+  unsigned added = 0, left_out = 0;
   struct dirent *e;
-  unsigned added = 0;
-  while ((e = readdir(d))) {
+  while (d && (e = readdir(d))) {
     size_t l = strlen(e->d_name);
     if (strncmp(e->d_name, "loader-", 7) || l < 12 || strcmp(e->d_name + l - 4, ".pub") ||
         l >= sizeof w->loaders[0].name)
       continue;
-    unsigned i;
-    for (i = 0; i < w->nloaders; i++)
-      if (!strcmp(w->loaders[i].name, e->d_name)) break;
-    if (i < w->nloaders) {
-      w->loaders[i].seen = 1;
-      continue;
-    }
-    if (added++ >= 256) continue; /* bounded work per sample */
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", w->runtime_dir, e->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) continue;
+    /* The name's inode now (not d_ino, which overlayfs may not keep equal
+     * to st_ino): a file renamed over a tracked one shows here. */
     struct stat st;
-    const void *m = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == STK_PUB_SIZE)
-      m = mmap(NULL, STK_PUB_SIZE, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) {
-      w->loader_errors++;
-      continue;
-    }
-    if (w->nloaders == w->loaders_cap) {
-      unsigned nc = w->loaders_cap ? w->loaders_cap * 2 : 16;
-      void *q = realloc(w->loaders, nc * sizeof *w->loaders);
-      if (!q) {
-        munmap((void *)m, STK_PUB_SIZE);
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    unsigned i;
+    for (i = 0; i < w->ntracked; i++)
+      if (!strcmp(w->loaders[i].name, e->d_name)) break;
+    if (i < w->ntracked) {
+      struct ag_loader *L = &w->loaders[i];
+      if ((uint64_t)st.st_ino == L->ino) {
+        L->seen = 1;
         continue;
       }
+      if (L->state != AG_PUB_REJECTED) {
+        /* Another file put in a tracked one's place: no loader does that. */
+        w->loader_errors[AG_REJ_SWAPPED]++;
+        stk_log(STK_LOG_DEBUG, "watch: loader publication %s was replaced", L->name);
+      }
+      if (L->fd >= 0) close(L->fd);
+      track(w, L, e->d_name, &st); /* the name's new file, judged afresh */
+      continue;
+    }
+    if (added >= 256) continue; /* bounded work per sample: the rest next time */
+    if (w->ntracked >= AG_MAX_PUB_FILES) {
+      left_out++;
+      continue;
+    }
+    if (w->ntracked == w->loaders_cap) {
+      unsigned nc = w->loaders_cap ? w->loaders_cap * 2 : 16;
+      void *q = realloc(w->loaders, nc * sizeof *w->loaders);
+      if (!q) continue;
       w->loaders = q;
       w->loaders_cap = nc;
     }
-    struct ag_loader *L = &w->loaders[w->nloaders++];
-    memset(L, 0, sizeof *L);
-    snprintf(L->name, sizeof L->name, "%s", e->d_name);
-    L->map = m;
-    L->seen = 1;
+    added++;
+    track(w, &w->loaders[w->ntracked++], e->d_name, &st);
   }
-  closedir(d);
-sweep:
-  for (unsigned i = 0; i < w->nloaders;) {
+  if (d) closedir(d);
+  if (left_out) {
+    w->loader_errors[AG_REJ_LIMIT] += left_out;
+    stk_log(STK_LOG_DEBUG, "watch: %u loader publications left out: %u files tracked already",
+            left_out, AG_MAX_PUB_FILES);
+  }
+  /* Files no longer there are forgotten; new and live ones are read. */
+  for (unsigned i = 0; i < w->ntracked;) {
     struct ag_loader *L = &w->loaders[i];
-    int rc = L->seen ? stk__pub_read(L->map, &L->pub) : -1;
-    if (rc == STK_EFORMAT && L->seen && !L->have_prev) {
-      /* Perhaps still being created: look again next time, once. */
-      L->have_prev = -1;
-      i++;
+    if (L->seen && (L->state == AG_PUB_NEW || L->state == AG_PUB_LIVE)) refresh(w, L);
+    if (!L->seen || L->state == AG_PUB_GONE) {
+      untrack(w, i);
       continue;
     }
-    if (rc != 0 || !loader_alive(w, &L->pub)) {
-      if (rc == 0 && !(L->pub.flags & STK_PUB_CLOSED)) {
-        /* Its process is gone without closing: remove the stale file. */
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", w->runtime_dir, L->name);
-        unlink(path);
-      } else if (rc != 0 && rc != -1) {
-        w->loader_errors++;
-      }
-      loader_drop(w, i);
-      continue;
-    }
-    if (L->have_prev < 0) L->have_prev = 0;
     i++;
   }
+  /* Live entries first: the agent reads w->loaders[0 .. nloaders). */
+  unsigned live = 0;
+  for (unsigned i = 0; i < w->ntracked; i++)
+    if (w->loaders[i].state == AG_PUB_LIVE) {
+      if (i != live) {
+        struct ag_loader t = w->loaders[live];
+        w->loaders[live] = w->loaders[i];
+        w->loaders[i] = t;
+      }
+      live++;
+    }
+  w->nloaders = live;
 }
 
 void stk__ag_loaders_free(struct stk_watch *w) {
-  while (w->nloaders) loader_drop(w, w->nloaders - 1);
+  while (w->ntracked) untrack(w, w->ntracked - 1);
+  w->nloaders = 0;
   free(w->loaders);
 }

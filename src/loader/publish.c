@@ -1,7 +1,7 @@
 /* Loader publication: each running loader keeps its counters in a small
- * shared-memory file (struct stk_pub, include/stoker/watch.h) so that the
- * metrics agent can read every loader on the node without asking it
- * anything. Publication never fails a loader: any error just leaves it
+ * shared-memory file (struct stk_pub, include/stoker/publication.h) so
+ * that the metrics agent can read every loader on the node without asking
+ * it anything. Publication never fails a loader: any error just leaves it
  * unpublished. Updates are rate-limited, since next() is hot. */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include "../base/base.h"
 #include "loader_impl.h"
 #include "publish.h"
-#include "stoker/watch.h"
+#include "stoker/publication.h"
 
 #define UPDATE_EVERY_NS 50000000ull /* at most 20 updates a second */
 
@@ -65,6 +65,7 @@ struct stk__publish *stk__publish_open(const char *dataset) {
   }
   struct stk_pub *p = m;
   p->version = STK_PUB_VERSION;
+  p->minor = STK_PUB_MINOR;
   p->size = STK_PUB_SIZE;
   p->pid = (uint32_t)getpid();
   p->pid_start_ticks = stk__pid_start_ticks("/proc", (long)getpid());

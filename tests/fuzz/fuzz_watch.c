@@ -1,6 +1,8 @@
 /* Fuzz the metrics agent's parsers of files other programs write: a
- * process's cgroup (its job), a job-mapping file, a /proc/PID/stat line and
- * a loader publication. The first byte picks the parser. */
+ * process's cgroup (its job), a job-mapping file, a /proc/PID/stat line, a
+ * loader publication's bytes and a /proc/PID/status "Uid:" line. The first
+ * byte picks the parser. (fuzz_publication.c drives whole publication
+ * files through the agent.) */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
-  unsigned which = data[0] % 4;
+  unsigned which = data[0] % 5;
   data++;
   size--;
   if (size > 8192) size = 8192;
@@ -34,14 +36,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   case 2:
     stk__ag_parse_stat(text, &ticks, &start);
     break;
-  default: {
-    static uint64_t map[STK_PUB_SIZE / 8];
+  case 3: {
     struct stk_pub out;
-    memset(map, 0, sizeof map);
-    memcpy(map, data, size < STK_PUB_SIZE ? size : STK_PUB_SIZE);
-    if (stk__pub_read(map, &out) == 0 && (strlen(out.job) >= sizeof out.job ||
-                                           strlen(out.dataset) >= sizeof out.dataset))
+    if (stk__pub_parse(data, size, &out) == STK__PUB_OK &&
+        (strlen(out.job) >= sizeof out.job || strlen(out.dataset) >= sizeof out.dataset))
       abort();
+    break;
+  }
+  default: {
+    uint32_t uids[4];
+    stk__ag_parse_uids(text, uids);
   }
   }
   free(text);
