@@ -2,7 +2,9 @@
  * and the node's stoker loaders, attributes GPU time, throttling and input
  * stalls to jobs, serves them to Prometheus on /metrics, and optionally
  * reaps jobs whose GPUs sat idle. --once prints one reading and exits. */
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -54,7 +56,10 @@ const char cmd_watch_usage[] =
     "  --reap-warn-command CMD  run at the warning ({job}, {minutes})\n"
     "  --reap-exempt PATTERN never act on jobs matching PATTERN (repeatable)\n"
     "  --reap-dry-run        log what would be done, run nothing\n"
-    "  -q, --quiet           no status lines on stderr\n";
+    "  -q, --quiet           no status lines on stderr\n"
+    "\n"
+    "SIGTERM stops it cleanly (exit 0: systemctl stop, a pod's deletion); Ctrl-C\n"
+    "(SIGINT) exits 130.\n";
 
 enum {
   O_INTERVAL = 1, O_ONCE, O_JSON, O_SAMPLES, O_FAST, O_NVML, O_MAPDIR, O_RUNDIR, O_PROC,
@@ -74,6 +79,28 @@ static int write_atomic(const char *path, const char *buf, size_t len) {
     return -1;
   }
   return 0;
+}
+
+/* SIGTERM is how a service manager stops an agent (systemctl stop, a
+ * pod's deletion): a clean stop, exit 0, so that the unit ends inactive,
+ * not failed. SIGINT (Ctrl-C at a terminal) stays an interruption (130).
+ * As with cli_catch_signals(), a second signal takes the default action. */
+static volatile sig_atomic_t terminated;
+
+static void on_term(int sig) {
+  int saved = errno;
+  terminated = 1;
+  __atomic_store_n(&cli_interrupted, 1, __ATOMIC_RELAXED);
+  signal(sig, SIG_DFL);
+  errno = saved;
+}
+
+static void catch_term(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_term;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
 }
 
 int cmd_watch_run(int argc, char **argv) {
@@ -191,6 +218,7 @@ int cmd_watch_run(int argc, char **argv) {
   }
   if (!quiet) fprintf(stderr, "stoker watch: %s\n", stk_watch_nvml_status(w));
   cli_catch_signals();
+  catch_term();
   if (once) {
     no_http = 1;
     samples = 2;
@@ -252,6 +280,6 @@ int cmd_watch_run(int argc, char **argv) {
     }
   }
   stk_watch_close(w);
-  if (rc == CLI_OK && cli_stop_requested() && !keep) rc = CLI_INTERRUPTED;
+  if (rc == CLI_OK && cli_stop_requested() && !keep && !terminated) rc = CLI_INTERRUPTED;
   return rc;
 }
