@@ -1137,28 +1137,71 @@ static PyObject *mod_log(PyObject *m, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* An integer argument of fn in 0..max, or a one-line error naming it: bools,
+ * floats and strings are refused, not truncated or wrapped. */
+static int arg_u64(PyObject *v, const char *fn, const char *k, unsigned long long max,
+                   unsigned long long *out) {
+  if (!v) return 0;
+  if (PyBool_Check(v) || !PyLong_Check(v)) {
+    PyErr_Format(PyExc_TypeError, "%s: %s: expected a whole number, got %s", fn, k,
+                 Py_TYPE(v)->tp_name);
+    return -1;
+  }
+  int overflow = 0, bad;
+  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+  if (x == -1 && PyErr_Occurred()) return -1;
+  unsigned long long u = (unsigned long long)x;
+  if (overflow > 0) { /* past INT64_MAX: may still fit 64 unsigned bits */
+    u = PyLong_AsUnsignedLongLong(v);
+    bad = u == (unsigned long long)-1 && PyErr_Occurred();
+    if (bad) PyErr_Clear();
+  } else {
+    bad = overflow || x < 0;
+  }
+  if (bad || u > max) {
+    PyErr_Format(PyExc_ValueError, "%s: %s: %R is out of range (0..%llu)", fn, k, v, max);
+    return -1;
+  }
+  *out = u;
+  return 0;
+}
+
 static PyObject *mod_gen(PyObject *m, PyObject *args, PyObject *kw) {
   (void)m;
   static char *kwlist[] = {"dir",     "samples",           "format", "size",  "stdev",   "jpeg",
                            "classes", "samples_per_shard", "seed",   "force", "quality", NULL};
   const char *dir, *format = "tfrecord";
-  unsigned long long samples, size = 0, stdev = 0, per = 0, seed = 0;
-  unsigned int classes = 0;
-  int force = 0, quality = 0;
-  PyObject *jpeg = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "sK|$sKKOIKKpi:gen", kwlist, &dir, &samples, &format,
-                                   &size, &stdev, &jpeg, &classes, &per, &seed, &force, &quality))
+  unsigned long long samples = 0, size = 0, stdev = 0, per = 0, seed = 0, classes = 0,
+                     quality = 0;
+  int force = 0;
+  PyObject *jpeg = Py_None, *o_samples, *o_size = NULL, *o_stdev = NULL, *o_classes = NULL,
+           *o_per = NULL, *o_seed = NULL, *o_quality = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|$sOOOOOOpO:gen", kwlist, &dir, &o_samples,
+                                   &format, &o_size, &o_stdev, &jpeg, &o_classes, &o_per, &o_seed,
+                                   &force, &o_quality))
     return NULL;
+  if (arg_u64(o_samples, "gen", "samples", INT64_MAX, &samples) ||
+      arg_u64(o_size, "gen", "size", INT64_MAX, &size) ||
+      arg_u64(o_stdev, "gen", "stdev", INT64_MAX, &stdev) ||
+      arg_u64(o_classes, "gen", "classes", INT32_MAX, &classes) ||
+      arg_u64(o_per, "gen", "samples_per_shard", INT64_MAX, &per) ||
+      arg_u64(o_seed, "gen", "seed", UINT64_MAX, &seed) ||
+      arg_u64(o_quality, "gen", "quality", 100, &quality))
+    return NULL;
+  if (samples == 0) {
+    PyErr_SetString(PyExc_ValueError, "gen: samples must be at least 1");
+    return NULL;
+  }
   struct stk_gen_opts g = {.dir = dir,
                            .format = format,
                            .samples = samples,
                            .size_mean = size,
                            .size_stdev = stdev,
-                           .classes = classes,
+                           .classes = (unsigned)classes,
                            .samples_per_shard = per,
                            .seed = seed,
                            .force = force,
-                           .quality = quality};
+                           .quality = (int)quality};
   if (jpeg != Py_None && !PyTuple_Check(jpeg)) {
     PyErr_SetString(PyExc_TypeError, "jpeg: expected (min_w, min_h, max_w, max_h)");
     return NULL;

@@ -264,3 +264,28 @@ def test_private_constructor_checks_too(datasets):
         next(ld)
     with pytest.raises(ValueError):
         ld._stats_json()
+
+
+@pytest.mark.parametrize("args,kwargs,exc,word", [
+    ((-1,), {}, ValueError, "samples"),
+    ((0,), {}, ValueError, "samples"),
+    ((2.5,), {}, TypeError, "samples"),
+    (("3",), {}, TypeError, "samples"),
+    ((10,), dict(size=-3), ValueError, "size"),
+    ((10,), dict(quality=101), ValueError, "quality"),
+    ((10,), dict(classes=True), TypeError, "classes"),
+    ((10,), dict(seed=2 ** 64), ValueError, "seed"),
+])
+def test_gen_bad_arguments(tmp_path, args, kwargs, exc, word):
+    # Refused with the argument named, and nothing written (-1 was taken as
+    # 2^64 - 1 samples and returned success with an empty folder).
+    d = tmp_path / "g"
+    with pytest.raises(exc, match=word):
+        stoker.gen(str(d), *args, **kwargs)
+    assert not d.exists() or not any(d.iterdir())
+
+
+def test_gen_largest_seed(tmp_path):
+    stoker.gen(str(tmp_path / "g"), 3, size=8, seed=2 ** 64 - 1)
+    with stoker.Loader(str(tmp_path / "g"), 3) as ld:
+        assert len(next(ld)) == 3
