@@ -3,7 +3,8 @@
  * budget and cancellation against sockets made here, and, through
  * tests/tools/serve, real servers: nginx (ranged gets, stat, 404, TLS), the
  * fault proxy (503s, 429 with Retry-After, truncated bodies, resets) and an
- * S3 server that verifies SigV4 (get, stat, list, a wrong secret). Tests
+ * S3 server that verifies SigV4 (moto: get, stat, list, a wrong secret, a
+ * session token). Tests
  * named *concurrent* also run under ThreadSanitizer. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -61,8 +62,8 @@ static const char *serve_tool(const char *kind) {
   if (access(path, X_OK) != 0) SKIP("tests/tools/serve is missing");
   if (!strncmp(kind, "nginx", 5) && access("/usr/sbin/nginx", X_OK) != 0)
     SKIP("nginx is not installed (scripts/install-deps test)");
-  if (!strcmp(kind, "s3") && test_sh(NULL, "command -v node && command -v npm") != 0)
-    SKIP("node and npm are not installed (scripts/install-deps test)");
+  if (!strcmp(kind, "s3") && test_sh(NULL, "%s setup >/dev/null 2>&1", path) != 0)
+    SKIP("moto[server] is not installed in .venv or $STOKER_VENV (scripts/install-deps test)");
   return path;
 }
 
@@ -930,22 +931,29 @@ TEST(origin_http_proxy_truncate_reset) {
 
 /* ---- S3 ------------------------------------------------------------------- */
 
-/* An S3 server holding dir "src" in bucket "bkt"; endpoint into ep. */
-static void start_s3(char *ep, size_t n, char *key, char *secret) {
+/* Temporary credentials of an S3 test server (an assumed role's). */
+struct s3_session {
+  char key[128], secret[128], token[1024];
+};
+
+/* An S3 server holding dir "src" in bucket "bkt"; endpoint into ep, an IAM
+ * user's key and secret, and, if sess, temporary credentials. */
+static void start_s3(char *ep, size_t n, char *key, char *secret, struct s3_session *sess) {
   mkdir("src", 0755);
   mkdir("src/ds", 0755);
   mkdir("src/ds/sub", 0755);
   write_obj("src/ds/shard-0.bin", 11, 3u << 20);
   write_obj("src/ds/shard-1.bin", 12, 1000);
-  /* s3rver escapes a '&' in a listed key twice: keep to other specials */
-  write_obj("src/ds/sub/odd name+(1).bin", 13, 77);
+  write_obj("src/ds/sub/odd &name+(1).bin", 13, 77);
   write_obj("src/other.bin", 14, 5);
   char *out = serve("s3", "src bkt");
-  char creds[256];
+  char creds[256], temp[1400];
   line_of(out, 0, ep, n);
   line_of(out, 1, creds, sizeof creds);
+  line_of(out, 2, temp, sizeof temp);
   free(out);
   CHECK(sscanf(creds, "%127s %127s", key, secret) == 2);
+  if (sess) CHECK(sscanf(temp, "%127s %127s %1023s", sess->key, sess->secret, sess->token) == 3);
   unsetenv("AWS_PROFILE");
   unsetenv("AWS_SESSION_TOKEN");
   setenv("AWS_SHARED_CREDENTIALS_FILE", "no-such-file", 1);
@@ -954,7 +962,8 @@ static void start_s3(char *ep, size_t n, char *key, char *secret) {
 
 TEST(origin_s3_get_stat_list) {
   char ep[256], key[128], secret[128], err[STK_ERRMSG_MAX];
-  start_s3(ep, sizeof ep, key, secret);
+  struct s3_session sess;
+  start_s3(ep, sizeof ep, key, secret, &sess);
   setenv("AWS_ACCESS_KEY_ID", key, 1);
   setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
   setenv("AWS_ENDPOINT_URL", ep, 1);
@@ -966,7 +975,7 @@ TEST(origin_s3_get_stat_list) {
   CHECK_EQ(l.n, 3);
   CHECK_STR(l.names[0], "shard-0.bin");
   CHECK_STR(l.names[1], "shard-1.bin");
-  CHECK_STR(l.names[2], "sub/odd name+(1).bin");
+  CHECK_STR(l.names[2], "sub/odd &name+(1).bin");
   CHECK_EQ(l.info[0].size, 3u << 20);
   CHECK_EQ(l.info[2].size, 77);
 
@@ -974,7 +983,7 @@ TEST(origin_s3_get_stat_list) {
   CHECK_OK(stk__origin_stat(o, "shard-0.bin", &info, err));
   CHECK_EQ(info.size, 3u << 20);
   CHECK_STR(info.etag, l.info[0].etag);
-  CHECK_OK(stk__origin_stat(o, "sub/odd name+(1).bin", &info, err));
+  CHECK_OK(stk__origin_stat(o, "sub/odd &name+(1).bin", &info, err));
   CHECK_EQ(info.size, 77);
 
   uint8_t *want = make_bytes(11, 3u << 20);
@@ -986,7 +995,7 @@ TEST(origin_s3_get_stat_list) {
   CHECK_EQ(info.size, 3u << 20);
   free(want);
   want = make_bytes(13, 77);
-  CHECK_OK(stk__origin_get(o, "sub/odd name+(1).bin", 0, UINT64_MAX, fd, 0, NULL, NULL, err));
+  CHECK_OK(stk__origin_get(o, "sub/odd &name+(1).bin", 0, UINT64_MAX, fd, 0, NULL, NULL, err));
   check_fd_bytes(fd, 0, want, 77);
   free(want);
 
@@ -995,8 +1004,18 @@ TEST(origin_s3_get_stat_list) {
   CHECK_EQ(stk__origin_stat(o, "missing.bin", &info, err), STK_ENOENT);
   stk__origin_close(o);
 
-  /* The whole bucket, and a session token (sent, signed). */
+  /* The whole bucket, with temporary credentials: their session token is
+   * sent and signed (a wrong one is refused, with S3's 400 InvalidToken). */
+  setenv("AWS_ACCESS_KEY_ID", sess.key, 1);
+  setenv("AWS_SECRET_ACCESS_KEY", sess.secret, 1);
   setenv("AWS_SESSION_TOKEN", "token-abc", 1);
+  o = open_ok("s3://bkt", NULL);
+  CHECK(stk__origin_stat(o, "other.bin", &info, err) != 0);
+  CHECK(stk__origin_get(o, "other.bin", 0, UINT64_MAX, fd, 0, NULL, NULL, err) != 0);
+  CHECK_CONTAINS(err, "InvalidToken");
+  CHECK(strstr(err, "token-abc") == NULL);
+  stk__origin_close(o);
+  setenv("AWS_SESSION_TOKEN", sess.token, 1);
   o = open_ok("s3://bkt", NULL);
   l.n = 0;
   CHECK_OK(stk__origin_list(o, list_cb, &l, err));
@@ -1014,7 +1033,7 @@ TEST(origin_s3_get_stat_list) {
 
 TEST(origin_s3_credentials_file) {
   char ep[256], key[128], secret[128], err[STK_ERRMSG_MAX];
-  start_s3(ep, sizeof ep, key, secret);
+  start_s3(ep, sizeof ep, key, secret, NULL);
   unsetenv("AWS_ACCESS_KEY_ID");
   unsetenv("AWS_SECRET_ACCESS_KEY");
   unsetenv("AWS_ENDPOINT_URL");
@@ -1059,9 +1078,12 @@ TEST(origin_s3_credentials_file) {
 
 TEST(origin_s3_wrong_secret) {
   char ep[256], key[128], secret[128], err[STK_ERRMSG_MAX];
-  start_s3(ep, sizeof ep, key, secret);
-  const char *bad = "WrongSecretKeyZZ9", *token = "SessionTokenQQ7";
-  setenv("AWS_ACCESS_KEY_ID", key, 1);
+  struct s3_session sess;
+  start_s3(ep, sizeof ep, key, secret, &sess);
+  /* Temporary credentials with the right token and a wrong secret: the
+   * token is valid, so the signature is what S3 refuses. */
+  const char *bad = "WrongSecretKeyZZ9", *token = sess.token;
+  setenv("AWS_ACCESS_KEY_ID", sess.key, 1);
   setenv("AWS_SECRET_ACCESS_KEY", bad, 1);
   setenv("AWS_SESSION_TOKEN", token, 1);
   struct stk_origin_opts oo = {.s3_endpoint = ep, .s3_region = "us-east-1", .s3_addressing = 1};

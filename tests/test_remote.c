@@ -1,8 +1,9 @@
 /* End to end against real servers on loopback (tests/tools/serve): nginx
- * for http://, s3rver (checks SigV4) for s3://, and the fault-injecting
+ * for http://, moto's S3 (checks SigV4) for s3://, and the fault-injecting
  * proxy. Each test starts its own servers in its own directory; the runner
  * kills them with the test's process group. Tests skip, saying why, when a
- * server cannot be started here. */
+ * server is not installed here; an S3 server that is installed but does not
+ * start fails the test. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,22 @@ static void serve(const char *args, char *url, size_t n) {
   free(out);
 }
 
+/* Start `serve s3 DIR BUCKET`: its endpoint, key and secret. SKIPs only
+ * when moto is not installed (serve setup says so). */
+static void serve_s3(const char *args, char *ep, char *key, char *secret) {
+  char cmd[512], *out = NULL;
+  if (sh(&out, "$SERVE setup") != 0) {
+    fprintf(stderr, "%s", out);
+    free(out);
+    SKIP("moto[server] is not installed (scripts/install-deps test)");
+  }
+  free(out);
+  snprintf(cmd, sizeof cmd, "$SERVE s3 %s 2>serve.err || { cat serve.err; exit 1; }", args);
+  CHECK_MSG(sh(&out, cmd) == 0, "serve s3 %s: %s", args, out);
+  CHECK(sscanf(out, "%255s %127s %127s", ep, key, secret) == 3);
+  free(out);
+}
+
 static long json_u64(const char *json, const char *key) {
   char k[64];
   snprintf(k, sizeof k, "\"%s\": ", key);
@@ -85,14 +102,8 @@ TEST(remote_http_nginx_feed_verify_inspect) {
 TEST(remote_s3_signed_and_refused) {
   dataset(120, 40);
   char cmd[1024], *out = NULL;
-  int rc = sh(&out, "$SERVE s3 src bucket 2>serve.err");
-  if (rc != 0) {
-    free(out);
-    SKIP("cannot start the S3 server (npm s3rver) here");
-  }
   char ep[256], key[128], secret[128];
-  CHECK(sscanf(out, "%255s %127s %127s", ep, key, secret) == 3);
-  free(out);
+  serve_s3("src bucket", ep, key, secret);
   snprintf(cmd, sizeof cmd,
            "AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s $STK feed s3://bucket --s3-endpoint %s "
            "--json -q",
@@ -421,14 +432,8 @@ TEST(remote_shard_list_and_s3_pattern) {
   CHECK(sh(&out, "$STK inspect mixed.txt") != 0);
   CHECK_CONTAINS(out, "shard-00000.tar and src/train/shard-00001.tar: shards on different origins");
   free(out);
-  int rc = sh(&out, "$SERVE s3 src/train bucket 2>serve.err");
-  if (rc != 0) {
-    free(out);
-    SKIP("cannot start the S3 server (npm s3rver) here");
-  }
   char ep[256], key[128], secret[128], extra[1024];
-  CHECK(sscanf(out, "%255s %127s %127s", ep, key, secret) == 3);
-  free(out);
+  serve_s3("src/train bucket", ep, key, secret);
   setenv("AWS_ACCESS_KEY_ID", key, 1);
   setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
   snprintf(extra, sizeof extra, "--s3-endpoint %s", ep);
