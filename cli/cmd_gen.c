@@ -16,8 +16,8 @@ const char cmd_gen_usage[] =
     "Write a synthetic dataset of N samples into DIR. The same options and seed\n"
     "always write byte-identical files.\n"
     "\n"
-    "  --format F              tfrecord, wds, npy, npz, mds, files\n"
-    "  --samples N             number of samples\n"
+    "  --format F              tfrecord, wds, npy, npz, mds, megatron, files\n"
+    "  --samples N             number of samples (megatron: documents)\n"
     "payload (random bytes unless --jpeg):\n"
     "  --size MEAN             mean payload size, 1 B to 2GiB (default 112KiB)\n"
     "  --size-stdev SD         normal spread of the size (default 0); each size\n"
@@ -28,6 +28,17 @@ const char cmd_gen_usage[] =
     "  --classes K             labels drawn from 0..K-1 (files, npy: one folder\n"
     "                          per label; wds: a .cls member; npz: y; others: a\n"
     "                          label field)\n"
+    "megatron (a token corpus: shard-NNNNN.bin + .idx pairs, one sequence per\n"
+    "document, each ending with token VOCAB-1 as its end-of-document):\n"
+    "  --doc-len MEAN          mean tokens per document (default 1024)\n"
+    "  --doc-len-stdev SD      spread of the document length (default 0: all equal)\n"
+    "  --doc-len-dist D        normal or lognormal (default normal; lognormal has\n"
+    "                          the long tail of real corpora); each length drawn\n"
+    "                          is kept within 1..2^31-1\n"
+    "  --vocab V               tokens 0..V-1 (default 50257, GPT-2's)\n"
+    "  --dtype T               uint8, int8, int16, uint16, int32, int64 (default\n"
+    "                          uint16 when V < 65500, else int32, as Megatron's\n"
+    "                          preprocessing picks)\n"
     "sharding:\n"
     "  --shard-size SIZE       start a new shard past SIZE bytes\n"
     "  --samples-per-shard N   start a new shard every N samples\n"
@@ -43,7 +54,8 @@ const char cmd_gen_usage[] =
     "  -q, --quiet             no progress line or summary\n";
 
 enum { O_FORMAT = 256, O_SAMPLES, O_SIZE, O_SDEV, O_JPEG, O_QUALITY, O_CLASSES, O_SHARD_SIZE,
-       O_PER_SHARD, O_SEED, O_FORCE, O_NOINDEX };
+       O_PER_SHARD, O_SEED, O_FORCE, O_NOINDEX, O_DOC_LEN, O_DOC_SDEV, O_DOC_DIST, O_VOCAB,
+       O_DTYPE };
 
 static const struct option options[] = {
     {"format", 1, 0, O_FORMAT},           {"samples", 1, 0, O_SAMPLES},
@@ -52,7 +64,10 @@ static const struct option options[] = {
     {"classes", 1, 0, O_CLASSES},         {"shard-size", 1, 0, O_SHARD_SIZE},
     {"samples-per-shard", 1, 0, O_PER_SHARD}, {"seed", 1, 0, O_SEED},
     {"force", 0, 0, O_FORCE},             {"no-index", 0, 0, O_NOINDEX},
-    {"quiet", 0, 0, 'q'},                 {0, 0, 0, 0}};
+    {"doc-len", 1, 0, O_DOC_LEN},         {"doc-len-stdev", 1, 0, O_DOC_SDEV},
+    {"doc-len-dist", 1, 0, O_DOC_DIST},   {"vocab", 1, 0, O_VOCAB},
+    {"dtype", 1, 0, O_DTYPE},             {"quiet", 0, 0, 'q'},
+    {0, 0, 0, 0}};
 
 /* "WxH" into *w, *h; 0 or -1. */
 static int parse_dims(const char *s, int *w, int *h) {
@@ -111,6 +126,17 @@ static int parse_option(struct stk_gen_opts *g, int c, const char *v, int *quiet
     case O_SEED: return cli_u64("gen", "--seed", v, 0, UINT64_MAX, &g->seed);
     case O_FORCE: g->force = 1; return 0;
     case O_NOINDEX: g->no_index = 1; return 0;
+    case O_DOC_LEN: return cli_u64("gen", "--doc-len", v, 1, INT32_MAX, &g->doc_len_mean);
+    case O_DOC_SDEV: return cli_u64("gen", "--doc-len-stdev", v, 0, INT32_MAX, &g->doc_len_stdev);
+    case O_DOC_DIST:
+      if (!strcmp(v, "normal") || !strcmp(v, "lognormal")) {
+        g->doc_len_lognormal = v[0] == 'l';
+        return 0;
+      }
+      cli_error("gen", "--doc-len-dist: '%s' is not normal or lognormal", v);
+      return -1;
+    case O_VOCAB: return cli_u64("gen", "--vocab", v, 2, 1ull << 32, &g->vocab);
+    case O_DTYPE: g->dtype = v; return 0;
     case 'q': *quiet = 1; return 0;
     default: return -1;
   }

@@ -11,12 +11,14 @@ const char cmd_inspect_usage[] =
     "usage: stoker inspect PATH [OPTIONS]\n"
     "\n"
     "Describe the dataset at PATH (a directory of shards, one shard, an MDS\n"
-    "directory, a brace pattern such as 'train/shard-{000000..001023}.tar', or a\n"
+    "directory, a Megatron prefix such as data/corpus for corpus.bin + corpus.idx,\n"
+    "a brace pattern such as 'train/shard-{000000..001023}.tar', or a\n"
     "shard-list file: *.txt, *.list, one path or URL per line): format, shards,\n"
-    "samples, total bytes, sample sizes, and the fields of the first sample. A\n"
-    "folder holding shards of several formats needs --format.\n"
+    "samples, total bytes, sample sizes, what the format records of the whole\n"
+    "dataset (Megatron: dtype, tokens, sequences, documents), and the fields of\n"
+    "the first sample. A folder holding shards of several formats needs --format.\n"
     "\n"
-    "  --format F     tfrecord, wds, npy, npz, mds, files (default: detect)\n"
+    "  --format F     tfrecord, wds, npy, npz, mds, megatron, files (default: detect)\n"
     "  --json         print JSON on stdout\n"
     "  -v, --verbose  list every shard\n"
     "PATH may be a URL (http(s)://, s3://, file://), read through the shard cache:\n"
@@ -70,6 +72,12 @@ static void print_text(struct stk_dataset *ds, const char *path, const struct su
          stk_fmt_bytes(s->bytes, b1, sizeof b1));
   printf("sample:   min %s, mean %s, max %s\n", stk_fmt_bytes(s->min, b2, sizeof b2),
          stk_fmt_bytes(s->bytes / n, b3, sizeof b3), stk_fmt_bytes(s->max, b4, sizeof b4));
+  char v[64], k[40];
+  const char *name;
+  for (int i = 0; stk_dataset_property(ds, i, &name, v, sizeof v) == 0; i++) {
+    snprintf(k, sizeof k, "%s:", name);
+    printf("%-9s %s\n", k, v);
+  }
   const struct stk_sample *f = &s->first;
   printf("first:    key '%s', label %d, %d field%s\n", f->key, (int)f->label, f->nfields,
          f->nfields == 1 ? "" : "s");
@@ -111,6 +119,17 @@ static void print_json(struct stk_dataset *ds, const char *path, const struct su
   stk_json_kdbl(&j, "mean", (double)s->bytes / (double)n);
   stk_json_ku64(&j, "max", s->max);
   stk_json_obj_end(&j);
+  char v[64];
+  const char *name;
+  if (stk_dataset_property(ds, 0, &name, v, sizeof v) == 0) {
+    stk_json_key(&j, "properties");
+    stk_json_obj_begin(&j);
+    for (int i = 0; stk_dataset_property(ds, i, &name, v, sizeof v) == 0; i++) {
+      if (v[0] && strspn(v, "0123456789") == strlen(v)) stk_json_ku64(&j, name, strtoull(v, NULL, 10));
+      else stk_json_kstr(&j, name, v);
+    }
+    stk_json_obj_end(&j);
+  }
   stk_json_key(&j, "first_sample");
   stk_json_obj_begin(&j);
   stk_json_kstr(&j, "key", s->first.key);

@@ -12,9 +12,11 @@ const char cmd_verify_usage[] =
     "\n"
     "Read every sample of the dataset at PATH, checking framing and every stored\n"
     "checksum (TFRecord CRC32C, tar header checksums, zip CRC32 of npz members).\n"
+    "A Megatron .idx is checked entry by entry against its .bin (lengths, byte\n"
+    "offsets, document indices) before any sequence is read.\n"
     "Stops at the first bad sample, printing its file and offset (exit 1).\n"
     "\n"
-    "  --format F    tfrecord, wds, npy, npz, mds, files (default: detect)\n"
+    "  --format F    tfrecord, wds, npy, npz, mds, megatron, files (default: detect)\n"
     "  -q, --quiet   no progress line\n"
     "PATH may be a URL (http(s)://, s3://, file://), read through the shard cache:\n"
     CLI_CACHE_USAGE;

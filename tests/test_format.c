@@ -111,7 +111,7 @@ TEST(format_table) {
     CHECK(caps & STK_FMT_WRITE);
     n++;
   }
-  CHECK_EQ(n, 6);
+  CHECK_EQ(n, 7); /* tfrecord wds npy npz mds megatron files */
   CHECK(stk__format_find("nope") == NULL);
 }
 

@@ -1,5 +1,6 @@
 /* Datasets on disk: sharded files in one of the formats users already have
- * (TFRecord, WebDataset tar, NumPy npy/npz, Mosaic MDS, plain files), each a
+ * (TFRecord, WebDataset tar, NumPy npy/npz, Mosaic MDS, Megatron-LM's
+ * indexed token datasets, plain files), each a
  * backend behind one struct stk_format_ops. A dataset is a list of shards,
  * each with an index of the byte range of every sample, so that any sample
  * can be read by its global number. */
@@ -35,7 +36,9 @@ struct stk_field {
   uint64_t len;     /* stored bytes at data */
   uint64_t raw_len; /* bytes after decoding the encoding (== len for NONE) */
   int encoding;     /* enum stk_encoding */
-  uint32_t elem;    /* STK_ENC_STRIDED: bytes per element */
+  uint32_t elem;    /* STK_ENC_STRIDED: bytes per element; otherwise, when
+                       nonzero, the size of the field's elements (a Megatron
+                       sequence's tokens: 2 for uint16) */
   uint64_t stride;  /* STK_ENC_STRIDED: bytes from one element to the next */
 };
 
@@ -78,7 +81,8 @@ STK_EXPORT int stk_format_info(int i, const char **name, unsigned *caps, const c
 struct stk_cache_opts;
 
 struct stk_dataset_opts {
-  const char *format; /* "tfrecord", "wds", "npy", "npz", "mds", "files", or NULL to detect */
+  const char *format; /* "tfrecord", "wds", "npy", "npz", "mds", "megatron", "files", or
+                         NULL to detect */
   int index_threads;  /* threads building shard indexes; 0 = number of cores */
   /* Cache tiers (stoker/cache.h) for a URL, or for a path to read through a
    * disk tier (cache->dir set). NULL: URLs get a RAM tier with defaults. */
@@ -91,8 +95,9 @@ struct stk_dataset_opts {
  * its data) must not. */
 STK_EXPORT int stk_dataset_path_is_source(const char *path);
 
-/* Open the dataset at path: a directory of shards, a single shard file, or
- * an MDS directory with index.json; or a URL (file://, http://, https://,
+/* Open the dataset at path: a directory of shards, a single shard file, an
+ * MDS directory with index.json, or a Megatron prefix (corpus for
+ * corpus.bin + corpus.idx; local only); or a URL (file://, http://, https://,
  * s3://bucket/prefix) whose shards are staged through the cache: see
  * stoker/cache.h and docs/internals/cache.md. Builds (or reads) every shard's index,
  * except for a remote dataset without a manifest or dataset index: its shards are
@@ -154,6 +159,14 @@ STK_EXPORT int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
 /* The cache's figures so far; STK_ENOENT when the dataset has no cache. */
 struct stk_cache_stats;
 STK_EXPORT int stk_dataset_cache_stats(const struct stk_dataset *ds, struct stk_cache_stats *st);
+
+/* What the format records about the whole dataset beyond samples and
+ * bytes, as name/value text (Megatron: dtype, token_bytes, tokens,
+ * sequences, documents): the i-th pair from 0, its value written into
+ * buf[n]; STK_ENOENT past the last, and for formats that record none.
+ * *name is a static string. */
+STK_EXPORT int stk_dataset_property(const struct stk_dataset *ds, int i, const char **name,
+                                    char *buf, size_t n);
 
 /* Detail string of the dataset's last error; never NULL. */
 STK_EXPORT const char *stk_dataset_errmsg(const struct stk_dataset *ds);

@@ -23,7 +23,7 @@ struct stk_gen_stats {
 
 struct stk_gen_opts {
   const char *dir;            /* output directory */
-  const char *format;         /* "tfrecord", "wds", "npy", "npz", "mds", "files" */
+  const char *format;         /* "tfrecord", "wds", "npy", "npz", "mds", "megatron", "files" */
   uint64_t samples;           /* > 0 */
   uint64_t size_mean;         /* random payload bytes per sample; 0 = 112 KiB */
   uint64_t size_stdev;        /* normal spread of the size; 0 = all equal */
@@ -38,6 +38,20 @@ struct stk_gen_opts {
   int force;                  /* replace what is in dir; else dir must be empty */
   int no_index;               /* tfrecord: skip the DALI .idx files */
   struct stk_gen_stats *stats; /* filled on success when not NULL */
+  /* megatron: a token corpus of `samples` documents (one sequence each).
+   * Document lengths in tokens are drawn around doc_len_mean (0 = 1024)
+   * with a normal spread of doc_len_stdev (0 = all equal), or lognormal
+   * with that mean and stdev when doc_len_lognormal; each is kept within
+   * 1 .. 2^31 - 1 tokens. Tokens are uniform in [0, vocab - 1) and each
+   * document ends with vocab - 1 (its end-of-document token); vocab 0 =
+   * 50257 (GPT-2's). dtype: Megatron's name ("uint8", "int8", "int16",
+   * "uint16", "int32", "int64"); NULL = uint16 when vocab < 65500, else
+   * int32, as Megatron's preprocessing picks. size_mean and size_stdev
+   * are not used. */
+  uint64_t doc_len_mean, doc_len_stdev;
+  int doc_len_lognormal;
+  uint64_t vocab;
+  const char *dtype;
 };
 
 /* Progress callback: done samples of total, bytes so far. Return nonzero

@@ -361,6 +361,13 @@ const char *stk_dataset_format(const struct stk_dataset *ds) { return ds->fmt->n
 unsigned stk_dataset_caps(const struct stk_dataset *ds) { return ds->fmt->caps; }
 const char *stk_dataset_errmsg(const struct stk_dataset *ds) { return ds->err; }
 
+int stk_dataset_property(const struct stk_dataset *ds, int i, const char **name, char *buf,
+                         size_t n) {
+  if (!ds || !name || !buf || !n || i < 0 || !ds->fmt->property) return STK_ENOENT;
+  buf[0] = 0;
+  return ds->fmt->property(ds, i, name, buf, n);
+}
+
 int stk_dataset_shard_info(const struct stk_dataset *ds, size_t i, struct stk_shard_info *out) {
   if (i >= ds->nshards) return STK_ENOENT;
   if (ds->streamed && i >= __atomic_load_n(&ds->counted, __ATOMIC_ACQUIRE)) {

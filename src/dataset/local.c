@@ -266,15 +266,72 @@ static const struct stk_format_ops *dir_index_format(const char *dir) {
 
 #define FMT_MAX 32
 
-/* Per format, how many of names[0..n) carry its extensions; the format
- * with the most in *best. Returns how many formats have any. */
-static int count_exts(const char *const *names, size_t n, size_t *count,
+/* The first extension of a format's list (".bin" of ".bin"), into out. */
+static void first_ext(const struct stk_format_ops *f, char *out, size_t n) {
+  size_t l = strcspn(f->exts, " ");
+  snprintf(out, n, "%.*s", (int)l, f->exts);
+}
+
+/* PREFIX + ext for a path that is PREFIX + first ext of f (or PREFIX). */
+static char *swap_ext(const struct stk_format_ops *f, const char *path, const char *ext) {
+  char own[32];
+  first_ext(f, own, sizeof own);
+  size_t n = strlen(path), ol = strlen(own);
+  if (n > ol && !strcmp(path + n - ol, own)) n -= ol;
+  char *p = malloc(n + strlen(ext) + 1);
+  if (p) sprintf(p, "%.*s%s", (int)n, path, ext);
+  return p;
+}
+
+/* The format that claims the file dir/name (dir NULL: name is a path) by
+ * its extension: a paired format's (Megatron's x.bin) only when its
+ * companion (x.idx) is there too. */
+static const struct stk_format_ops *by_ext_here(const char *dir, const char *name) {
+  const char *b = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+  const struct stk_format_ops *f = stk__format_by_ext(b);
+  for (int i = 0; !f && stk_formats[i]; i++) {
+    const struct stk_format_ops *g = stk_formats[i];
+    char own[32];
+    if (!g->pair_ext) continue;
+    first_ext(g, own, sizeof own);
+    if (!stk__has_ext(b, own)) continue;
+    char *full = dir ? path_join(dir, name) : strdup(name);
+    char *other = full ? swap_ext(g, full, g->pair_ext) : NULL;
+    if (other && access(other, F_OK) == 0) f = g;
+    free(other);
+    free(full);
+  }
+  return f;
+}
+
+/* A dataset named by a prefix that is no file itself (Megatron's corpus
+ * for corpus.bin and corpus.idx): the paired format whose two files are
+ * there, else NULL. */
+static const struct stk_format_ops *by_prefix(const char *root) {
+  for (int i = 0; stk_formats[i]; i++) {
+    const struct stk_format_ops *g = stk_formats[i];
+    if (!g->pair_ext) continue;
+    char own[32];
+    first_ext(g, own, sizeof own);
+    char *a = malloc(strlen(root) + strlen(own) + 1), *b = swap_ext(g, root, g->pair_ext);
+    if (a) sprintf(a, "%s%s", root, own);
+    int both = a && b && access(a, F_OK) == 0 && access(b, F_OK) == 0;
+    free(a);
+    free(b);
+    if (both) return g;
+  }
+  return NULL;
+}
+
+/* Per format, how many of names[0..n) carry its extensions (names in dir,
+ * or paths when dir is NULL); the format with the most in *best. Returns
+ * how many formats have any. */
+static int count_exts(const char *dir, const char *const *names, size_t n, size_t *count,
                       const struct stk_format_ops **best) {
   memset(count, 0, FMT_MAX * sizeof *count);
   for (size_t i = 0; i < n; i++) {
     if (!names[i]) continue;
-    const char *b = strrchr(names[i], '/') ? strrchr(names[i], '/') + 1 : names[i];
-    const struct stk_format_ops *f = stk__format_by_ext(b);
+    const struct stk_format_ops *f = by_ext_here(dir, names[i]);
     for (int k = 0; f && stk_formats[k] && k < FMT_MAX; k++)
       if (stk_formats[k] == f) count[k]++;
   }
@@ -354,7 +411,7 @@ static int detect_dir(const char *root, const struct stk_format_ops **out, char 
   }
   size_t count[FMT_MAX];
   const struct stk_format_ops *best;
-  int kinds = count_exts(names, n, count, &best);
+  int kinds = count_exts(root, names, n, count, &best);
   free(names);
   if (kinds > 1) rc = mix_error(root, count, err);
   *out = best ? best : tree_format();
@@ -377,6 +434,8 @@ static int find_format(const char *name, const struct stk_format_ops **out, char
 static int detect(const char *root, const struct stk_dataset_opts *opts,
                   const struct stk_format_ops **out, char *err) {
   if (opts && opts->format && *opts->format) return find_format(opts->format, out, err);
+  struct stat st;
+  if (stat(root, &st) != 0 && errno == ENOENT && (*out = by_prefix(root)) != NULL) return 0;
   int dir;
   int rc = is_dir(root, &dir, err);
   if (rc) return rc;
@@ -387,7 +446,7 @@ static int detect(const char *root, const struct stk_dataset_opts *opts,
       *out = stk_formats[i];
       return 0;
     }
-  if (!(*out = stk__format_by_ext(base)) && !(*out = sniff(root))) *out = tree_format();
+  if (!(*out = by_ext_here(NULL, root)) && !(*out = sniff(root))) *out = tree_format();
   return 0;
 }
 
@@ -398,7 +457,7 @@ static int detect_named(const struct stk__names *names, const struct stk_dataset
   if (opts && opts->format && *opts->format) return find_format(opts->format, out, err);
   size_t count[FMT_MAX];
   const struct stk_format_ops *best;
-  if (count_exts((const char *const *)names->v, names->n, count, &best) > 1)
+  if (count_exts(NULL, (const char *const *)names->v, names->n, count, &best) > 1)
     return mix_error(names->v[0], count, err);
   if (best) {
     *out = best;

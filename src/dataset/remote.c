@@ -532,6 +532,14 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   if (!rc && ds->nshards == 0)
     rc = stk__errf(err, STK_EEMPTY, "%s: empty dataset: no %s shards found", ds->root,
                    ds->fmt ? ds->fmt->name : "");
+  /* A paired format reads its companion file (Megatron's .idx beside each
+   * .bin) by path, which the cache does not stage: refused until it can
+   * serve ranges of such objects. */
+  if (!rc && ds->fmt->pair_ext)
+    rc = stk__errf(err, STK_ENOTSUP,
+                   "%s: %s datasets are read from local files only for now (the cache does not "
+                   "stage the %s beside each shard); copy them to a local or mounted file system",
+                   ds->root, ds->fmt->name, ds->fmt->pair_ext);
   /* One sample per file (a folder tree): nothing is staged at open, and
    * sizes are learned as files arrive; a HEAD per file would cost more. */
   if (!rc && !(ds->fmt->caps & STK_FMT_TREE)) rc = head_sizes(o, &t, err);

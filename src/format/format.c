@@ -13,7 +13,7 @@
 
 const struct stk_format_ops *const stk_formats[] = {
     &stk__fmt_tfrecord, &stk__fmt_wds, &stk__fmt_npy, &stk__fmt_npz,
-    &stk__fmt_mds,      &stk__fmt_files, NULL,
+    &stk__fmt_mds,      &stk__fmt_megatron, &stk__fmt_files, NULL,
 };
 
 int stk_format_info(int i, const char **name, unsigned *caps, const char **desc) {
@@ -161,7 +161,8 @@ const struct stk_format_ops *stk__format_sniff(const uint8_t *buf, size_t n) {
 
 const struct stk_format_ops *stk__format_by_ext(const char *name) {
   for (int i = 0; stk_formats[i]; i++)
-    if (stk_formats[i]->exts && *stk_formats[i]->exts && stk__has_ext(name, stk_formats[i]->exts))
+    if (stk_formats[i]->exts && *stk_formats[i]->exts && !stk_formats[i]->pair_ext &&
+        stk__has_ext(name, stk_formats[i]->exts))
       return stk_formats[i];
   return NULL;
 }

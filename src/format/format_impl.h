@@ -81,6 +81,12 @@ struct stk_format_ops {
   int (*sniff)(const uint8_t *buf, size_t n);
   const char *side_exts;
   const char *dir_index;
+  /* A shard NAME.ext (ext: the first of exts) is this format's only when
+   * NAME + pair_ext lies beside it (Megatron's corpus.bin and corpus.idx):
+   * detection by extension alone would take any folder of .bin files. The
+   * format reads that companion by path, so its datasets are local only
+   * for now (remote opening refuses them). NULL for other formats. */
+  const char *pair_ext;
 
   /* Find the shards under root (a directory or one file) and fill
    * ds->shards/nshards (paths only). NULL: the generic walk of dataset.c
@@ -100,6 +106,11 @@ struct stk_format_ops {
    * nfields and fields of out; out->index is the caller's (left as is). */
   int (*parse)(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
                uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err);
+
+  /* Dataset-level figures beyond samples and bytes, for `stoker inspect`
+   * (stk_dataset_property): the i-th name and its value as text into
+   * buf[n]; STK_ENOENT past the last. Optional. */
+  int (*property)(const struct stk_dataset *ds, int i, const char **name, char *buf, size_t n);
 
   /* Release fmt_state. Optional. */
   void (*free_state)(struct stk_dataset *ds);
@@ -122,6 +133,36 @@ extern const struct stk_format_ops stk__fmt_npy;
 extern const struct stk_format_ops stk__fmt_npz;
 extern const struct stk_format_ops stk__fmt_mds;
 extern const struct stk_format_ops stk__fmt_files;
+extern const struct stk_format_ops stk__fmt_megatron;
+
+/* Megatron's indexed dataset (megatron.c), for the token samplers built on
+ * it. A dtype of Megatron's DType enum: its code in the .idx, item size,
+ * whether it is signed or floating point, and NumPy's name for it. */
+struct stk__megatron_dtype {
+  uint8_t code, size, is_signed, is_float;
+  const char *name;
+};
+const struct stk__megatron_dtype *stk__megatron_dtype_by_code(unsigned code);
+const struct stk__megatron_dtype *stk__megatron_dtype_by_name(const char *name);
+/* One pair's checked .idx, mapped for the dataset's lifetime: the arrays
+ * point into the mapping, little-endian and possibly unaligned (read them
+ * with stk__ld32/stk__ld64): lengths (int32, tokens) and pointers (int64,
+ * bytes into the .bin) of `sequences` sequences, and documents + 1
+ * document indices (int64; sequence numbers, first 0, last `sequences`). */
+struct stk__megatron_shard {
+  const struct stk__megatron_dtype *dtype;
+  uint64_t sequences, documents, tokens;
+  const uint8_t *lengths, *pointers, *doc_index;
+  const uint8_t *map; /* owned by the dataset */
+  size_t map_len;
+};
+/* Shard si's index (after it was indexed), or NULL when the dataset is not
+ * a Megatron one or the shard is not indexed yet. */
+const struct stk__megatron_shard *stk__megatron_shard(const struct stk_dataset *ds, size_t si);
+/* Set the token dtype ("uint16", "int32", ...) a megatron writer writes;
+ * before its first sample. The default is uint8 (each byte a token).
+ * STK_EINVAL for an unknown name. */
+int stk__megatron_writer_dtype(struct stk_writer *w, const char *name);
 
 /* An open writer: the generic part (writer.c) and the backend's state.
  * Backends write through stk__wr_write() so byte counts stay right. */
@@ -265,8 +306,9 @@ const struct stk_format_ops *stk__format_find(const char *name);
 /* The backend whose magic bytes (or sniff hook) match the first n bytes of
  * a shard; NULL if none does. */
 const struct stk_format_ops *stk__format_sniff(const uint8_t *buf, size_t n);
-/* The first backend (in table order) that claims name by its extension;
- * NULL if none. */
+/* The first backend (in table order) that claims name by its extension
+ * alone; NULL if none. Formats with a pair_ext are left to the dataset
+ * layer, which can look for the companion file. */
 const struct stk_format_ops *stk__format_by_ext(const char *name);
 /* The formats' names, comma-separated, for messages ("tfrecord, wds, ..."). */
 const char *stk__format_names(void);

@@ -9,7 +9,11 @@
  * y=labels): x is a uint8 array of shape (H, W, N) holding the file's N
  * samples along its last axis (N = samples per shard), y their N labels
  * (int64; 0 without classes, as DLIO writes them). The writer's unit is
- * then a file, not a sample. */
+ * then a file, not a sample.
+ *
+ * A megatron corpus is documents of random tokens, one sequence each, whose
+ * lengths follow the drawn distribution; the writer lays out the .bin and
+ * its .idx (src/format/megatron.c). */
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
 #include <errno.h>
@@ -96,6 +100,99 @@ static uint64_t per_unit(const struct stk_gen_opts *o) {
 static uint64_t units(const struct stk_gen_opts *o) {
   uint64_t k = per_unit(o);
   return o->samples / k + (o->samples % k != 0);
+}
+
+/* ---- megatron token corpora ---------------------------------------------- */
+
+#define GEN_DOC_LEN 1024
+#define GEN_VOCAB 50257
+
+static int is_megatron(const struct stk_gen_opts *o) { return !strcmp(o->format, "megatron"); }
+static uint64_t gen_vocab(const struct stk_gen_opts *o) { return o->vocab ? o->vocab : GEN_VOCAB; }
+
+/* The token dtype: the one asked for, else Megatron's rule (uint16 below a
+ * vocabulary of 65500, else int32). */
+static const struct stk__megatron_dtype *gen_dtype(const struct stk_gen_opts *o) {
+  if (o->dtype) return stk__megatron_dtype_by_name(o->dtype);
+  return stk__megatron_dtype_by_name(gen_vocab(o) < 65500 ? "uint16" : "int32");
+}
+
+/* A document's length in tokens: normal, or lognormal with the same mean
+ * and standard deviation. */
+static uint64_t draw_doc_len(const struct stk_gen_opts *o, struct stk_rng *r) {
+  double mean = o->doc_len_mean ? (double)o->doc_len_mean : GEN_DOC_LEN, sd = (double)o->doc_len_stdev;
+  double v = mean;
+  if (sd > 0 && o->doc_len_lognormal) {
+    double s2 = log1p(sd * sd / (mean * mean));
+    v = exp(log(mean) - s2 / 2 + sqrt(s2) * stk_rng_normal(r));
+  } else if (sd > 0) {
+    v = mean + sd * stk_rng_normal(r);
+  }
+  if (!(v >= 1)) v = 1;
+  if (v > (double)INT32_MAX) v = (double)INT32_MAX;
+  return (uint64_t)llround(v);
+}
+
+/* n tokens of dt->size bytes at p: random bytes scaled into [0, vocab - 1)
+ * in place (multiply and shift: no division per token), and the last one
+ * vocab - 1. */
+static void fill_tokens(uint8_t *p, uint64_t n, const struct stk__megatron_dtype *dt,
+                        uint64_t vocab, struct stk_rng *r) {
+  uint64_t v = vocab - 1;
+  stk_rng_fill(r, p, (size_t)(n * dt->size));
+  switch (dt->size) {
+  case 1:
+    for (uint64_t i = 0; i < n; i++) p[i] = (uint8_t)((p[i] * v) >> 8);
+    break;
+  case 2:
+    for (uint64_t i = 0; i < n; i++) stk__st16(p + 2 * i, (uint16_t)((stk__ld16(p + 2 * i) * v) >> 16));
+    break;
+  case 4:
+    for (uint64_t i = 0; i < n; i++)
+      stk__st32(p + 4 * i, (uint32_t)(((uint64_t)stk__ld32(p + 4 * i) * v) >> 32));
+    break;
+  default:
+    for (uint64_t i = 0; i < n; i++)
+      stk__st64(p + 8 * i, (((uint64_t)stk__ld32(p + 8 * i)) * v) >> 32);
+  }
+  uint8_t *last = p + (n - 1) * dt->size;
+  if (dt->size == 1) *last = (uint8_t)v;
+  else if (dt->size == 2) stk__st16(last, (uint16_t)v);
+  else if (dt->size == 4) stk__st32(last, (uint32_t)v);
+  else stk__st64(last, v);
+}
+
+static int make_doc(const struct stk_gen_opts *o, struct stk_sample *s, struct buf *b,
+                    struct stk_rng *r) {
+  const struct stk__megatron_dtype *dt = gen_dtype(o);
+  uint64_t n = draw_doc_len(o, r);
+  if (n * dt->size > GEN_MAX_SIZE) n = GEN_MAX_SIZE / dt->size;
+  if (reserve(&b[0], (size_t)(n * dt->size))) return STK_ENOMEM;
+  fill_tokens(b[0].p, n, dt, gen_vocab(o), r);
+  stk__sample_add(s, "tokens", 6, b[0].p, n * dt->size);
+  return 0;
+}
+
+/* The largest vocabulary a dtype holds (tokens 0 .. vocab - 1). */
+static uint64_t dtype_vocab_max(const struct stk__megatron_dtype *dt) {
+  if (dt->size >= 4) return dt->size == 4 ? (1ull << 31) : (1ull << 32);
+  return 1ull << (8 * dt->size - dt->is_signed);
+}
+
+static int check_megatron(const struct stk_gen_opts *o, char *err) {
+  const struct stk__megatron_dtype *dt = gen_dtype(o);
+  if (!dt || dt->is_float)
+    return stk__errf(err, STK_EINVAL,
+                     "gen: --dtype '%s' is not one of uint8, int8, int16, uint16, int32, int64",
+                     o->dtype ? o->dtype : "");
+  if (gen_vocab(o) < 2 || gen_vocab(o) > dtype_vocab_max(dt))
+    return stk__errf(err, STK_EINVAL, "gen: a vocabulary of %llu tokens %s", (unsigned long long)gen_vocab(o),
+                     gen_vocab(o) < 2 ? "is too small (at least 2: one for the end of a document)"
+                                      : dt->size == 8 ? "is over what gen draws (2^32)"
+                                                      : "does not fit the dtype");
+  if (o->doc_len_mean > INT32_MAX)
+    return stk__errf(err, STK_EINVAL, "gen: a document holds at most 2^31 - 1 tokens");
+  return 0;
 }
 
 static uint64_t draw_size(const struct stk_gen_opts *o, struct stk_rng *r) {
@@ -237,7 +334,9 @@ static int make_sample(const struct stk_gen_opts *o, uint64_t i, struct stk_samp
   s->index = i;
   s->label = o->classes ? (int32_t)stk_rng_below(&r, o->classes) : -1;
   snprintf(s->key, sizeof s->key, "%08llu", (unsigned long long)i);
-  int rc = is_arrays(o) ? make_arrays(o, s, b, &r) : make_payload(o, s, b, &r, err);
+  int rc = is_megatron(o) ? make_doc(o, s, b, &r)
+           : is_arrays(o) ? make_arrays(o, s, b, &r)
+                          : make_payload(o, s, b, &r, err);
   if (rc == STK_ENOMEM)
     stk__errf(err, rc, "out of memory making sample %llu", (unsigned long long)i);
   return rc;
@@ -312,6 +411,11 @@ static void release_chunk(struct ring *g, struct chunk *c) {
 /* Rough payload bytes of one sample, in [1, GEN_MAX_SIZE], to size chunks
  * and the ring. */
 static uint64_t size_guess(const struct stk_gen_opts *o) {
+  if (is_megatron(o)) {
+    const struct stk__megatron_dtype *dt = gen_dtype(o);
+    uint64_t toks = (o->doc_len_mean ? o->doc_len_mean : GEN_DOC_LEN) + o->doc_len_stdev;
+    return STK__MAX(1, STK__MIN(toks * (dt ? dt->size : 1), GEN_MAX_SIZE));
+  }
   if (is_jpeg(o)) {
     uint64_t px = (uint64_t)o->jpeg_max_w * (uint64_t)o->jpeg_max_h;
     return is_arrays(o) ? 3 * px : px / 2 + 1;
@@ -407,6 +511,15 @@ static int check_opts(const struct stk_gen_opts *o, char *err) {
     return stk__errf(err, STK_EINVAL, "gen: bad JPEG size range %dx%d-%dx%d", o->jpeg_min_w,
                      o->jpeg_min_h, o->jpeg_max_w, o->jpeg_max_h);
   if (o->classes > INT32_MAX) return stk__errf(err, STK_EINVAL, "gen: too many classes");
+  if (is_megatron(o)) {
+    int rc = check_megatron(o, err);
+    if (rc) return rc;
+    if (is_jpeg(o) || o->classes)
+      return stk__errf(err, STK_EINVAL, "gen: a megatron corpus holds tokens: no --jpeg or --classes");
+  } else if (o->vocab || o->dtype || o->doc_len_mean || o->doc_len_stdev) {
+    return stk__errf(err, STK_EINVAL,
+                     "gen: --vocab, --dtype and --doc-len are for --format megatron");
+  }
   if (o->size_mean > GEN_MAX_SIZE) { /* refused, not clamped: the user asked for that size */
     char b[32];
     return stk__errf(err, STK_EINVAL, "--size: %s is over the largest sample gen writes (2 GiB)",
@@ -484,6 +597,8 @@ int stk_gen(const struct stk_gen_opts *o, stk_gen_progress_fn progress, void *ct
                                .samples_per_shard = o ? o->samples_per_shard : 0,
                                .write_index = o ? !o->no_index : 0};
   if (!rc) rc = stk_writer_open(&w, &wo, err);
+  if (!rc && is_megatron(o) && (rc = stk__megatron_writer_dtype(w, gen_dtype(o)->name)) != 0)
+    stk__errf(err, rc, "%s", w->err);
   if (!rc) rc = class_dirs(o, w, err);
   if (!rc) rc = gen_loop(o, w, progress, ctx, err);
   if (!rc && (rc = stk__writer_finish(w)) != 0) stk__errf(err, rc, "%s", w->err);
