@@ -5,6 +5,9 @@
 #include <math.h>
 #include <unistd.h>
 
+#include "stoker/error.h"
+
+#include "../src/loader/gpt_index.h"
 #include "../src/loader/mt19937.h"
 #include "test.h"
 
@@ -156,4 +159,239 @@ TEST(gpt_interval_64bit_branch) {
   CHECK_EQ(stk__mt_interval(&a, 0), 0);
   CHECK_EQ(stk__mt_interval(&a, 0xffffffffu), stk__mt_next32(&b));
   CHECK_EQ(stk__mt_next32(&a), stk__mt_next32(&b));
+}
+
+/* ---- the document, sample and shuffle indices -------------------------- */
+
+/* Megatron's GPTDataset index build, restated in NumPy from its semantics
+ * (megatron-core 0.16.1's gpt_dataset.py and helpers.cpp) and computed a
+ * different way where it can be: a sample-index row is found from the
+ * global token position of its window (searchsorted over the document
+ * index's cumulative lengths), not by walking documents as the C does.
+ * cases.txt lists each case; its arrays go to files named after it. */
+static const char gpt_ref_py[] =
+    "import numpy as np\n"
+    "I32 = np.iinfo(np.int32).max\n"
+    "def megatron(lengths, docs, seq, num_samples, seed, extra, drop_last):\n"
+    "    T = int(np.sum(lengths[docs]))\n"
+    "    E = 1\n"
+    "    if num_samples is not None:\n"
+    "        while E * T < num_samples * seq + extra: E += 1\n"
+    "    sep = False\n"
+    "    if E > 1:\n"
+    "        sans = ((E - 1) * T - extra) // seq\n"
+    "        per = (T - extra) // seq\n"
+    "        last = num_samples - sans\n"
+    "        assert 0 <= last <= per + 1\n"
+    "        sep = last < int(0.80 * per)\n"
+    "    rs = np.random.RandomState(seed)\n"
+    "    def epochs(k):\n"
+    "        d = np.tile(docs, k).astype(np.int32); rs.shuffle(d); return d\n"
+    "    di = np.concatenate((epochs(E - 1), epochs(1))) if sep else epochs(E)\n"
+    "    t = E * T - extra\n"
+    "    n = t // seq if drop_last else int(np.ceil(np.float32(t) / np.float32(seq)))\n"
+    "    cum = np.cumsum(lengths[di].astype(np.int64))\n"
+    "    g = np.arange(1, n + 1, dtype=np.int64) * seq + extra - 1\n"
+    "    pos = np.searchsorted(cum, g, side='right')\n"
+    "    past = pos >= len(di)\n"
+    "    pos[past] = len(di) - 1\n"
+    "    start = cum[pos] - lengths[di[pos]]\n"
+    "    off = g - start + 1 - extra\n"
+    "    off[past] = lengths[di[-1]] - extra\n"
+    "    si = np.zeros((n + 1, 2), dtype=np.int64)\n"
+    "    si[1:, 0] = pos; si[1:, 1] = off\n"
+    "    si = si.astype(np.int32 if max(len(di), lengths.max()) <= I32 else np.int64)\n"
+    "    st = np.uint32 if n < np.iinfo(np.uint32).max - 1 else np.int64\n"
+    "    head = sans if sep else n\n"
+    "    a = np.arange(0, head, dtype=st); rs.shuffle(a)\n"
+    "    b = np.arange(head, n, dtype=st); rs.shuffle(b)\n"
+    "    return E, sep, di, si, np.concatenate((a, b)) if head != n else a\n"
+    "g = np.random.RandomState(99)\n"
+    "corpora = {\n"
+    "    'a': g.randint(1, 300, size=1000).astype(np.int32),\n"
+    "    'z': np.where(g.rand(3000) < 0.2, 0, g.randint(1, 5000, size=3000)).astype(np.int32),\n"
+    "    'one': np.array([10], dtype=np.int32),\n"
+    "    'exact': np.full(50, 65, dtype=np.int32),\n"
+    "    'big': g.randint(1, 2000, size=200000).astype(np.int32),\n"
+    "}\n"
+    "cases = [  # name corpus first last seq num_samples seed extra drop_last\n"
+    "    ('one_epoch', 'a', 0, 1000, 64, None, 1234, 1, 1),\n"
+    "    ('split_sep', 'a', 100, 900, 128, 2800, 1234, 1, 1),\n"
+    "    ('split_nosep', 'a', 100, 900, 128, 3600, 7, 1, 1),\n"
+    "    ('four_epochs_sep', 'a', 0, 1000, 50, 8982, 3, 1, 1),\n"
+    "    ('no_extra', 'a', 0, 1000, 100, 4000, 5, 0, 1),\n"
+    "    ('keep_last', 'a', 0, 1000, 37, None, 6, 1, 0),\n"
+    "    ('keep_last_no_extra', 'a', 0, 1000, 37, None, 8, 0, 0),\n"
+    "    ('zeros_long', 'z', 0, 3000, 16, None, 0, 1, 1),\n"
+    "    ('zeros_epochs', 'z', 500, 2500, 4096, 3000, 0xffffffff, 1, 1),\n"
+    "    ('tiny_many_epochs', 'one', 0, 1, 3, 20, 1, 1, 1),\n"
+    "    ('exact_docs', 'exact', 0, 50, 64, 120, 11, 1, 1),\n"
+    "    ('exact_docs_no_extra', 'exact', 0, 50, 65, None, 12, 0, 1),\n"
+    "    ('big_two_epochs', 'big', 0, 200000, 256, 1500000, 1234, 1, 1),\n"
+    "]\n"
+    "with open('cases.txt', 'w') as f:\n"
+    "    for name, c, lo, hi, seq, ns, seed, extra, dl in cases:\n"
+    "        L = corpora[c]\n"
+    "        L.astype('<i4').tofile('len-' + name)\n"
+    "        docs = np.arange(lo, hi, dtype=np.int32)\n"
+    "        E, sep, di, si, sh = megatron(L, docs, seq, ns, seed, extra, dl)\n"
+    "        di.astype('<i4').tofile('doc-' + name)\n"
+    "        si.tofile('sample-' + name)\n"
+    "        sh.tofile('shuffle-' + name)\n"
+    "        f.write('%s %d %d %d %d %d %d %d %d %d %d %d %d\\n' % (name, lo, hi, seq, ns or 0,\n"
+    "                seed, extra, dl, E, int(sep), si.dtype.itemsize, sh.dtype.itemsize, len(sh)))\n";
+
+struct gpt_case {
+  char name[64];
+  int lo, hi, seq, extra, drop_last, epochs, sep, sample_es, shuffle_es;
+  unsigned long long num_samples, seed, n;
+};
+
+/* Every token of window k, found through the window (the O(1) resume
+ * path), is the next stretch of the document index's token stream from
+ * global position sample * seq_len: the pieces are contiguous in that
+ * stream, stay inside their documents and hold seq_len + extra tokens, or
+ * what is left of the stream for a kept partial window. */
+static void check_windows(const struct stk__gpt_index *ix, const int32_t *len) {
+  int64_t *cum = malloc((ix->n_doc + 1) * sizeof *cum);
+  cum[0] = 0;
+  for (uint64_t i = 0; i < ix->n_doc; i++) cum[i + 1] = cum[i] + len[ix->doc_index[i]];
+  int64_t total = cum[ix->n_doc];
+  uint64_t cap = 16;
+  struct stk__gpt_piece *pc = malloc(cap * sizeof *pc);
+  char err[STK_ERRMSG_MAX];
+  for (uint64_t k = 0; k < ix->n_samples; k++) {
+    struct stk__gpt_window w;
+    CHECK_OK(stk__gpt_window(ix, k, &w, err));
+    uint64_t np = stk__gpt_window_pieces(ix, len, &w, pc, cap);
+    if (np > cap) {
+      cap = np;
+      pc = realloc(pc, cap * sizeof *pc);
+      CHECK_EQ(stk__gpt_window_pieces(ix, len, &w, pc, cap), np);
+    }
+    int64_t g = (int64_t)w.sample * ix->seq_len, want = ix->seq_len + ix->extra, got = 0;
+    if (g + want > total) want = total - g;
+    for (uint64_t j = 0; j < np; j++) {
+      int64_t pos = w.pos_begin + (int64_t)j;
+      CHECK_EQ(pc[j].doc, ix->doc_index[pos]);
+      CHECK_MSG(pc[j].offset >= 0 && pc[j].len >= 0 && pc[j].offset + pc[j].len <= len[pc[j].doc],
+                "window %" PRIu64 " piece %" PRIu64 " leaves its document", k, j);
+      if (pc[j].len > 0)
+        CHECK_MSG(cum[pos] + pc[j].offset == g + got, "window %" PRIu64 " piece %" PRIu64
+                  " is not where the stream continues", k, j);
+      got += pc[j].len;
+    }
+    CHECK_MSG(got == want, "window %" PRIu64 " (sample %" PRIu64 ") has %" PRId64
+              " tokens, expected %" PRId64, k, w.sample, got, want);
+  }
+  free(pc);
+  free(cum);
+  CHECK_EQ(stk__gpt_window(ix, ix->n_samples, &(struct stk__gpt_window){0}, err), STK_ERANGE);
+}
+
+TEST(gpt_index_matches_numpy_reference) {
+  NEED_NUMPY();
+  run_py(gpt_ref_py);
+  FILE *f = fopen("cases.txt", "r");
+  CHECK(f != NULL);
+  struct gpt_case c;
+  int n_cases = 0, n_sep = 0, n_multi = 0;
+  while (fscanf(f, "%63s %d %d %d %llu %llu %d %d %d %d %d %d %llu", c.name, &c.lo, &c.hi, &c.seq,
+                &c.num_samples, &c.seed, &c.extra, &c.drop_last, &c.epochs, &c.sep, &c.sample_es,
+                &c.shuffle_es, &c.n) == 13) {
+    char path[128], err[STK_ERRMSG_MAX] = "";
+    uint64_t n_len, m;
+    snprintf(path, sizeof path, "len-%s", c.name);
+    int32_t *len = read_arr(path, 4, &n_len);
+    int32_t *docs = malloc((size_t)(c.hi - c.lo) * sizeof *docs);
+    for (int i = c.lo; i < c.hi; i++) docs[i - c.lo] = i;
+    struct stk__gpt_cfg cfg = {.lengths = len, .n_lengths = n_len, .docs = docs,
+                               .n_docs = (uint64_t)(c.hi - c.lo), .seq_len = c.seq,
+                               .num_samples = c.num_samples, .seed = (uint32_t)c.seed,
+                               .no_extra_token = !c.extra, .keep_last_partial = !c.drop_last};
+    struct stk__gpt_index ix;
+    int rc = stk__gpt_index_build(&cfg, &ix, err);
+    CHECK_MSG(rc == 0, "%s: %s", c.name, err);
+    CHECK_MSG(ix.num_epochs == (uint32_t)c.epochs, "%s: %u epochs, expected %d", c.name,
+              ix.num_epochs, c.epochs);
+    CHECK_MSG(ix.separate_final_epoch == c.sep, "%s: separate_final_epoch", c.name);
+    snprintf(path, sizeof path, "doc-%s", c.name);
+    int32_t *di = read_arr(path, 4, &m);
+    CHECK_MSG(m == ix.n_doc && memcmp(di, ix.doc_index, m * 4) == 0, "%s: document index", c.name);
+    snprintf(path, sizeof path, "sample-%s", c.name);
+    CHECK_EQ(ix.sample_i64 ? 8 : 4, c.sample_es);
+    void *si = read_arr(path, (size_t)c.sample_es, &m);
+    CHECK_MSG(m == 2 * (ix.n_samples + 1), "%s: %" PRIu64 " sample rows, expected %" PRIu64,
+              c.name, ix.n_samples + 1, m / 2);
+    for (uint64_t r = 0; r <= ix.n_samples; r++) {
+      int64_t a, b;
+      stk__gpt_sample_row(&ix, r, &a, &b);
+      int64_t ea = c.sample_es == 4 ? ((int32_t *)si)[2 * r] : ((int64_t *)si)[2 * r];
+      int64_t eb = c.sample_es == 4 ? ((int32_t *)si)[2 * r + 1] : ((int64_t *)si)[2 * r + 1];
+      CHECK_MSG(a == ea && b == eb,
+                "%s: sample row %" PRIu64 " is (%" PRId64 ", %" PRId64 "), expected (%" PRId64
+                ", %" PRId64 ")", c.name, r, a, b, ea, eb);
+    }
+    snprintf(path, sizeof path, "shuffle-%s", c.name);
+    CHECK_EQ(ix.shuffle_i64 ? 8 : 4, c.shuffle_es);
+    void *sh = read_arr(path, (size_t)c.shuffle_es, &m);
+    CHECK_MSG(m == ix.n_samples && m == c.n, "%s: shuffle index length", c.name);
+    CHECK_MSG(m == 0 || memcmp(sh, ix.shuffle_index, m * (size_t)c.shuffle_es) == 0,
+              "%s: shuffle index", c.name);
+    check_windows(&ix, len);
+    stk__gpt_index_free(&ix);
+    free(len), free(docs), free(di), free(si), free(sh);
+    n_cases++;
+    n_sep += c.sep;
+    n_multi += c.epochs > 1 && !c.sep;
+  }
+  fclose(f);
+  CHECK_EQ(n_cases, 13);
+  CHECK_MSG(n_sep >= 3 && n_multi >= 2, "the cases cover both final-epoch rules (%d, %d)", n_sep,
+            n_multi);
+}
+
+/* Bad input is refused with a sentence naming what is wrong. */
+TEST(gpt_index_refuses_bad_input) {
+  int32_t len[4] = {5, 0, 7, 3}, docs[2] = {0, 2}, bad[2] = {0, 4}, empty[2] = {1, 1};
+  int32_t neg[2] = {5, -1};
+  char err[STK_ERRMSG_MAX];
+  struct stk__gpt_index ix;
+  struct stk__gpt_cfg c = {.lengths = len, .n_lengths = 4, .docs = docs, .n_docs = 2, .seq_len = 0};
+  CHECK_EQ(stk__gpt_index_build(&c, &ix, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "seq_len must be at least 1");
+  CHECK(ix.doc_index == NULL && ix.sample_index == NULL && ix.shuffle_index == NULL);
+  c.seq_len = 4;
+  c.n_lengths = 0;
+  CHECK_EQ(stk__gpt_index_build(&c, &ix, err), STK_EEMPTY);
+  CHECK_CONTAINS(err, "corpus has no documents");
+  c.n_lengths = 4;
+  c.n_docs = 0;
+  CHECK_EQ(stk__gpt_index_build(&c, &ix, err), STK_EEMPTY);
+  CHECK_CONTAINS(err, "split has no documents");
+  c.docs = bad, c.n_docs = 2;
+  CHECK_EQ(stk__gpt_index_build(&c, &ix, err), STK_ERANGE);
+  CHECK_CONTAINS(err, "document id 4, outside the corpus (4 documents)");
+  c.docs = empty;
+  CHECK_EQ(stk__gpt_index_build(&c, &ix, err), STK_EEMPTY);
+  CHECK_CONTAINS(err, "hold no tokens");
+  c.lengths = neg, c.n_lengths = 2, c.docs = NULL;
+  CHECK_EQ(stk__gpt_index_build(&c, &ix, err), STK_ERANGE);
+  CHECK_CONTAINS(err, "document 1 has a negative length");
+  c.lengths = len, c.n_lengths = 4, c.docs = docs;
+  c.num_samples = UINT64_MAX / 2;
+  CHECK_EQ(stk__gpt_index_build(&c, &ix, err), STK_ERANGE);
+  CHECK_CONTAINS(err, "overflow");
+  c.num_samples = 1ull << 33; /* 2^35 tokens of a 12-token split: 2.9e9 epochs */
+  CHECK_EQ(stk__gpt_index_build(&c, &ix, err), STK_ERANGE);
+  CHECK_CONTAINS(err, "epochs");
+  /* docs NULL means the whole corpus; a split too short for one window has
+   * no samples, which is not an error (Megatron builds it too) */
+  c.num_samples = 0, c.docs = NULL, c.seq_len = 100;
+  CHECK_OK(stk__gpt_index_build(&c, &ix, err));
+  CHECK_EQ(ix.n_samples, 0);
+  CHECK_EQ(ix.tokens_per_epoch, 15);
+  CHECK_EQ(stk__gpt_window(&ix, 0, &(struct stk__gpt_window){0}, err), STK_ERANGE);
+  CHECK_CONTAINS(err, "past the last");
+  stk__gpt_index_free(&ix);
 }
