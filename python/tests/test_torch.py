@@ -155,3 +155,26 @@ def test_equal_size_samples_in_any_order(tmp_path):
                 assert bytes(row.numpy()) == ref[i], f"seed {seed}: sample {i}"
             seen += len(idx)
         assert seen == 66
+
+
+def test_rank_with_no_batches_ends_at_once(tmp_path):
+    # One sample, world size 2: rank 1 gets none, and with drop_last neither
+    # rank gets a batch of 4. Each pass must end at once; the loader (opened
+    # for 2^31 epochs) spun through every empty epoch (about an hour of CPU
+    # with drop_last).
+    import stoker
+    src = str(tmp_path / "ds")
+    stoker.gen(src, 1, format="tfrecord", size=100, seed=1)
+    code = textwrap.dedent(f"""
+        import stoker.torch as st
+        for rank, kw in ((1, {{}}), (0, {{"drop_last": True}}), (1, {{"drop_last": True}})):
+            ds = st.StokerDataset({src!r}, 4, rank=rank, world_size=2, **kw)
+            for epoch in range(3):
+                assert sum(1 for _ in ds) == 0, (rank, kw, epoch)
+        ds = st.StokerDataset({src!r}, 4, rank=0, world_size=2)
+        assert [len(x) for x, _ in ds] == [1]
+        print("ok")
+    """)
+    r = run_py(code, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    assert "gets no batch of an epoch" in r.stderr

@@ -137,6 +137,8 @@ struct stk_loader {
   /* Reader-private. */
   uint64_t epoch;
   uint64_t epoch_taken; /* samples drawn in this epoch (for epoch_samples) */
+  uint64_t epoch_batches; /* batches this epoch has given */
+  int epoch_whole;        /* this epoch began at its first sample (not resumed) */
   int sampler_eof;
   struct fdent fds[FD_CACHE];
   uint64_t fd_clock;
@@ -346,6 +348,8 @@ static int next_sample(struct stk_loader *l, uint64_t *id, uint64_t *epoch, char
 static void advance_epoch(struct stk_loader *l) {
   l->epoch++;
   l->epoch_taken = 0;
+  l->epoch_batches = 0;
+  l->epoch_whole = 1;
   if (l->epoch >= l->o.epochs)
     l->sampler_eof = 1;
   else
@@ -646,12 +650,23 @@ static int fill_job(struct stk_loader *l, struct job *j) {
     int epoch_end = j->n < l->o.batch_size && !j->err;
     if (j->err) return 0;
     if (epoch_end) {
-      int partial = j->n > 0;
+      int partial = j->n > 0, keep = partial && !l->o.drop_last;
+      /* A whole epoch that gave this rank no batch: so will every later one
+       * (its share depends only on the sample count, rank, world and batch
+       * size), so the run ends here instead of spinning through them. */
+      int barren = l->epoch_whole && l->epoch_batches == 0 && !keep;
       if (!l->sampler_eof) advance_epoch(l);
-      if (partial && !l->o.drop_last) return 0;
+      if (keep) return 0;
+      if (barren && !l->sampler_eof) {
+        stk_log(STK_LOG_WARN, "rank %u of %u gets no batch of an epoch (batch size %u%s): its "
+                 "run ends", l->o.sampler.rank, l->o.sampler.world ? l->o.sampler.world : 1,
+                 l->o.batch_size, l->o.drop_last ? ", drop_last" : "");
+        l->sampler_eof = 1;
+      }
       if (l->sampler_eof) return STK_EOF;
       continue;
     }
+    l->epoch_batches++;
     return 0;
   }
 }
@@ -1200,6 +1215,7 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
   struct stk_loader *l = calloc(1, sizeof *l);
   if (!l) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
   l->ds = ds;
+  l->epoch_whole = 1;
   if (opts) stk__loader_opts_copy(&l->o, opts); /* an older caller's struct may be shorter */
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->cv_free, NULL);
@@ -1231,6 +1247,7 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
     l->epoch = l->o.resume->epoch;
     uint32_t world = l->o.sampler.world ? l->o.sampler.world : 1;
     l->epoch_taken = l->o.resume->position / world;
+    l->epoch_whole = l->o.resume->position == 0;
     if (!rc && l->epoch >= l->o.epochs) l->sampler_eof = 1;
   }
   l->dec = decoders[l->o.decode.kind];
