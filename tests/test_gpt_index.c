@@ -2,6 +2,7 @@
  * RandomState stream, the document, sample and shuffle indices, the blend
  * indices and resume arithmetic, each checked against a reference that a
  * short NumPy script in the test computes independently of the C code. */
+#include <float.h>
 #include <math.h>
 #include <unistd.h>
 
@@ -394,4 +395,140 @@ TEST(gpt_index_refuses_bad_input) {
   CHECK_EQ(stk__gpt_window(&ix, 0, &(struct stk__gpt_window){0}, err), STK_ERANGE);
   CHECK_CONTAINS(err, "past the last");
   stk__gpt_index_free(&ix);
+}
+
+/* ---- blends --------------------------------------------------------------- */
+
+/* BlendedDataset's indices restated in Python: for each sample the source
+ * whose count lags weight * max(i, 1) most (the first on ties), weights
+ * normalized as Megatron's normalize() does with NumPy, twice for a
+ * weighted blend (builder, then BlendedDataset); the exhaustive variant
+ * over the sources not yet spent; the builder's per-source sizes. */
+static const char blend_ref_py[] =
+    "import math, numpy as np\n"
+    "def normalize(w):\n"
+    "    w = np.array(w, dtype=np.float64); return (w / np.sum(w)).tolist()\n"
+    "def blend(w, size):\n"
+    "    taken = [0] * len(w); di = []; dsi = []\n"
+    "    for i in range(size):\n"
+    "        at = max(float(i), 1.0)\n"
+    "        e = [w[s] * at - taken[s] for s in range(len(w))]\n"
+    "        best = max(range(len(w)), key=lambda s: (e[s], -s))\n"
+    "        di.append(best); dsi.append(taken[best]); taken[best] += 1\n"
+    "    return np.array(di, np.int16), np.array(dsi, np.int64)\n"
+    "def exhaustive(sizes):\n"
+    "    total = sum(sizes); w = [s / total for s in sizes]\n"
+    "    taken = [0] * len(sizes); live = list(range(len(sizes))); di = []; dsi = []; i = 0\n"
+    "    while live:\n"
+    "        at = max(float(i), 1.0)\n"
+    "        best = max(live, key=lambda s: (w[s] * at - taken[s], -s))\n"
+    "        di.append(best); dsi.append(taken[best]); taken[best] += 1\n"
+    "        if taken[best] == sizes[best]: live.remove(best)\n"
+    "        i += 1\n"
+    "    return np.array(di, np.int16), np.array(dsi, np.int64)\n"
+    "g = np.random.RandomState(5)\n"
+    "blends = [('b37', [0.3, 0.7], 20000), ('b123', [1, 2, 3], 10001), ('b5', list(g.rand(5) + 0.01), 5000),\n"
+    "          ('b9', list(g.rand(9) * 10), 3000), ('b200', list(g.rand(200) + 1e-3), 2000),\n"
+    "          ('b1', [2.5], 10), ('b0', [0.5, 0.5], 0)]\n"
+    "with open('blends.txt', 'w') as f:\n"
+    "    for name, w, size in blends:\n"
+    "        once = normalize(w); twice = normalize(once)\n"
+    "        np.array(w, '<f8').tofile('w-' + name)\n"
+    "        np.array(once, '<f8').tofile('once-' + name)\n"
+    "        np.array(twice, '<f8').tofile('twice-' + name)\n"
+    "        di, dsi = blend(twice, size)\n"
+    "        di.astype('<i2').tofile('di-' + name); dsi.astype('<i8').tofile('dsi-' + name)\n"
+    "        target = size * 3 + 1\n"
+    "        src = [int(math.ceil(math.ceil(target * x) * (1 + 0.005))) for x in once]\n"
+    "        np.array(src, '<u8').tofile('src-' + name)\n"
+    "        f.write('%s %d %d %d %d\\n' % (name, len(w), size, target,\n"
+    "                sum(int(math.ceil(target * x)) for x in once)))\n"
+    "di, dsi = exhaustive([5, 7, 13, 1])\n"
+    "di.astype('<i2').tofile('di-exh'); dsi.astype('<i8').tofile('dsi-exh')\n";
+
+TEST(gpt_blend_matches_numpy_reference) {
+  NEED_NUMPY();
+  run_py(blend_ref_py);
+  FILE *f = fopen("blends.txt", "r");
+  CHECK(f != NULL);
+  char name[32], path[64], err[STK_ERRMSG_MAX] = "";
+  int n, size, n_blends = 0;
+  unsigned long long target, want_size;
+  while (fscanf(f, "%31s %d %d %llu %llu", name, &n, &size, &target, &want_size) == 5) {
+    uint64_t m;
+    snprintf(path, sizeof path, "w-%s", name);
+    double *w = read_arr(path, 8, &m);
+    snprintf(path, sizeof path, "once-%s", name);
+    double *once = read_arr(path, 8, &m);
+    snprintf(path, sizeof path, "twice-%s", name);
+    double *twice = read_arr(path, 8, &m);
+    double *mine = malloc((size_t)n * sizeof *mine);
+    CHECK_OK(stk__gpt_blend_normalize(w, n, mine, err));
+    CHECK_MSG(memcmp(mine, once, (size_t)n * 8) == 0, "%s: normalized weights differ", name);
+    /* the plan: per-source sizes with the 0.5% surplus, the blend's size */
+    uint64_t *src = malloc((size_t)n * sizeof *src), blend_size = 0;
+    CHECK_OK(stk__gpt_blend_plan(w, n, target, 0.005, mine, src, &blend_size, err));
+    CHECK_MSG(memcmp(mine, twice, (size_t)n * 8) == 0, "%s: twice-normalized weights differ", name);
+    snprintf(path, sizeof path, "src-%s", name);
+    uint64_t *want_src = read_arr(path, 8, &m);
+    CHECK_MSG(memcmp(src, want_src, (size_t)n * 8) == 0, "%s: per-source sizes differ", name);
+    CHECK_EQ(blend_size, want_size);
+    /* the indices, from the twice-normalized weights as BlendedDataset has them */
+    int16_t *di = malloc((size_t)size * 2 + 2);
+    int64_t *dsi = malloc((size_t)size * 8 + 8);
+    uint64_t *counts = calloc((size_t)n, sizeof *counts);
+    CHECK_OK(stk__gpt_blend_build(twice, n, (uint64_t)size, di, dsi, counts, err));
+    snprintf(path, sizeof path, "di-%s", name);
+    int16_t *want_di = read_arr(path, 2, &m);
+    CHECK_EQ(m, size);
+    snprintf(path, sizeof path, "dsi-%s", name);
+    int64_t *want_dsi = read_arr(path, 8, &m);
+    for (int i = 0; i < size; i++)
+      CHECK_MSG(di[i] == want_di[i] && dsi[i] == want_dsi[i],
+                "%s: sample %d is (%d, %" PRId64 "), expected (%d, %" PRId64 ")", name, i, di[i],
+                dsi[i], want_di[i], want_dsi[i]);
+    uint64_t sum = 0;
+    for (int s = 0; s < n; s++) sum += counts[s];
+    CHECK_EQ(sum, size);
+    if (!strcmp(name, "b37")) CHECK(counts[0] == 6000 && counts[1] == 14000);
+    free(w), free(once), free(twice), free(mine), free(src), free(want_src), free(di), free(dsi);
+    free(counts), free(want_di), free(want_dsi);
+    n_blends++;
+  }
+  fclose(f);
+  CHECK_EQ(n_blends, 7);
+  /* exhaustive: 5 + 7 + 13 + 1 samples, each exactly once */
+  int64_t sizes[4] = {5, 7, 13, 1};
+  int16_t di[26];
+  int64_t dsi[26];
+  uint64_t m;
+  CHECK_OK(stk__gpt_blend_build_exhaustive(sizes, 4, di, dsi, err));
+  int16_t *want_di = read_arr("di-exh", 2, &m);
+  CHECK_EQ(m, 26);
+  int64_t *want_dsi = read_arr("dsi-exh", 8, &m);
+  CHECK(memcmp(di, want_di, sizeof di) == 0 && memcmp(dsi, want_dsi, sizeof dsi) == 0);
+  free(want_di), free(want_dsi);
+}
+
+TEST(gpt_blend_refuses_bad_weights) {
+  char err[STK_ERRMSG_MAX];
+  int16_t di[4];
+  int64_t dsi[4];
+  double out[3];
+  CHECK_EQ(stk__gpt_blend_build((double[]){0.5, 0.0}, 2, 4, di, dsi, NULL, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "weight 1 is 0; weights must be finite and positive");
+  CHECK_EQ(stk__gpt_blend_normalize((double[]){1, NAN, 2}, 3, out, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "weight 1 is nan");
+  CHECK_EQ(stk__gpt_blend_normalize((double[]){1, INFINITY}, 2, out, err), STK_EINVAL);
+  CHECK_EQ(stk__gpt_blend_normalize((double[]){-1, 2}, 2, out, err), STK_EINVAL);
+  CHECK_EQ(stk__gpt_blend_normalize((double[]){DBL_MAX, DBL_MAX}, 2, out, err), STK_ERANGE);
+  CHECK_CONTAINS(err, "sum to inf");
+  CHECK_EQ(stk__gpt_blend_build(out, 0, 4, di, dsi, NULL, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "at least one source");
+  CHECK_EQ(stk__gpt_blend_build(out, 40000, 4, di, dsi, NULL, err), STK_ERANGE);
+  CHECK_EQ(stk__gpt_blend_build_exhaustive((int64_t[]){3, 0}, 2, di, dsi, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "source 1 has 0 samples");
+  uint64_t src[2], size;
+  CHECK_EQ(stk__gpt_blend_plan((double[]){1, 1}, 2, 10, -0.1, out, src, &size, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "surplus");
 }
