@@ -172,7 +172,7 @@ test:
 	@./scripts/run-tests "$(MAKE)" "$(BUILD)" "$(T)" "$(SAN)"
 
 test-c: $(TESTBIN) $(CLI) $(FAKENVML)
-	STOKER_BIN=$(abspath $(CLI)) STOKER_FAKE_NVML=$(abspath $(FAKENVML)) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 $(TESTBIN) $(T)
+	STOKER_VENV=$(abspath $(VENV)) STOKER_BIN=$(abspath $(CLI)) STOKER_FAKE_NVML=$(abspath $(FAKENVML)) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 $(TESTBIN) $(T)
 
 # ---- installing ------------------------------------------------------------
 
