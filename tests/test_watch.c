@@ -598,7 +598,7 @@ TEST(watch_publication_truncated_grown_swapped_garbage) {
   test_write_file("rt/loader-1-1.pub", "garbage, not a publication", 26);
   uint8_t zeros[STK_PUB_SIZE] = {0};
   test_write_file("rt/loader-1-2.pub", zeros, sizeof zeros);
-  for (int s = 0; s < 5; s++) CHECK_OK(stk_watch_sample(w));
+  for (int s = 0; s < 8; s++) CHECK_OK(stk_watch_sample(w));
   t = expo(w);
   CHECK_NEAR(rejected(t, "size"), 3);    /* cut to 0, cut to 512, grown: once each */
   CHECK_NEAR(rejected(t, "format"), 2);  /* the garbage, the file never finished */
@@ -610,6 +610,36 @@ TEST(watch_publication_truncated_grown_swapped_garbage) {
   munmap(half, STK_PUB_SIZE);
   munmap(grown, STK_PUB_SIZE);
   munmap(swapped, STK_PUB_SIZE);
+}
+
+/* One user's flood of files cannot crowd out another's loader, and a
+ * writer that never lets go of the sequence lock is dropped, not read
+ * forever. */
+TEST(watch_publication_flood_and_busy_writer) {
+  if (geteuid() != 0) SKIP("needs root (chown)");
+  mkdir("rt", 01777);
+  char path[64];
+  for (int i = 0; i < 300; i++) {
+    snprintf(path, sizeof path, "rt/loader-9-%d.pub", i);
+    test_write_file(path, "garbage, not a publication", 26);
+    CHECK(chown(path, 65534, 65534) == 0);
+  }
+  struct stk_pub p;
+  pub_for(&p, (uint32_t)getpid());
+  write_pub("rt/loader-1-1.pub", &p, STK_PUB_SIZE, 0);
+  pub_for(&p, (uint32_t)getpid());
+  p.seq = 1; /* odd, for good */
+  write_pub("rt/loader-1-2.pub", &p, STK_PUB_SIZE, 0);
+  struct stk_watch_opts o = {.nvml_lib = "none", .runtime_dir = "rt"};
+  struct stk_watch *w = agent("none.txt", &o);
+  for (int s = 0; s < 6; s++) CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK_NEAR(loader_series(t, getpid()), 7);
+  CHECK_NEAR(rejected(t, "format"), 256); /* the rest of uid 65534's are left out */
+  CHECK(rejected(t, "limit") >= 44);
+  CHECK_NEAR(rejected(t, "busy"), 1);
+  free(t);
+  stk_watch_close(w);
 }
 
 /* A child that becomes uid 65534 and waits to be killed. */

@@ -20,6 +20,9 @@
 #define AG_JOBS_PER_GPU 4
 #define AG_NREASONS 6
 #define AG_MAX_PUB_FILES 1024 /* publication files tracked at once (live or rejected) */
+#define AG_MAX_PUB_PER_UID 256 /* ... of them owned by one user: none can crowd out the rest */
+#define AG_PUB_NEW_SAMPLES 5   /* samples a file may stay unfinished (no magic yet) */
+#define AG_PUB_BUSY_SAMPLES 3  /* samples in a row a file may give no consistent copy */
 
 /* The throttle reasons counted by name (NVML bit, label). */
 extern const struct ag_reason { uint64_t bit; const char *name; } ag_reasons[AG_NREASONS];
@@ -58,12 +61,13 @@ enum ag_pub_reject {
   AG_REJ_SIZE,    /* truncated, grown, or a size out of bounds */
   AG_REJ_FORMAT,  /* not a publication (garbage, or never finished) */
   AG_REJ_VERSION, /* a major version this agent does not know */
-  AG_REJ_BUSY,    /* no consistent copy this sample (counted per sample) */
+  AG_REJ_BUSY,    /* no consistent copy in AG_PUB_BUSY_SAMPLES samples in a row */
   AG_REJ_IO,      /* the read failed */
   AG_REJ_OWNER,   /* names a process of another user */
   AG_REJ_SWAPPED, /* another file put in a tracked one's place */
   AG_REJ_TYPE,    /* not a regular file (a link, a FIFO, ...) */
-  AG_REJ_LIMIT,   /* left out: AG_MAX_PUB_FILES tracked (counted per sample) */
+  AG_REJ_LIMIT,   /* left out: too many tracked, or too many of its owner's
+                     (counted at each sample it is left out) */
   AG_REJ_N
 };
 extern const char *const ag_pub_reject_names[AG_REJ_N];
@@ -75,6 +79,7 @@ struct ag_loader {
   uint64_t ino;                  /* the file judged under that name */
   uint32_t uid;                  /* its owner */
   unsigned tries;                /* samples it has been NEW */
+  unsigned busy;                 /* samples in a row without a consistent copy */
   struct stk_pub pub;            /* latest consistent copy (LIVE) */
   char job[AG_JOB_LEN];
   double prev_wait_s;            /* effective wait at the previous sample */

@@ -482,13 +482,14 @@ static void refresh(struct stk_watch *w, struct ag_loader *L) {
   case STK__PUB_NEW:
     /* Its writer is still making it (microseconds); not for long. A file
      * that was good and is now empty was cut. */
-    if (L->state == AG_PUB_NEW && L->tries++ < 2) return;
+    if (L->state == AG_PUB_NEW && ++L->tries < AG_PUB_NEW_SAMPLES) return;
     struct stat st;
     reject(w, L, fstat(L->fd, &st) == 0 && st.st_size == 0 ? AG_REJ_SIZE : AG_REJ_FORMAT);
     return;
   case STK__PUB_BUSY:
-    /* Its writer kept it changing: keep the last copy, if any. */
-    w->loader_errors[AG_REJ_BUSY]++;
+    /* Its writer kept it changing: keep the last copy, if any, for a
+     * while; a writer that never lets go is not a loader. */
+    if (++L->busy >= AG_PUB_BUSY_SAMPLES) reject(w, L, AG_REJ_BUSY);
     return;
   case STK__PUB_SIZE: reject(w, L, AG_REJ_SIZE); return;
   case STK__PUB_VERSION: reject(w, L, AG_REJ_VERSION); return;
@@ -512,6 +513,7 @@ static void refresh(struct stk_watch *w, struct ag_loader *L) {
     reject(w, L, AG_REJ_OWNER);
     return;
   }
+  L->busy = 0;
   if (L->state == AG_PUB_LIVE && pub.pid != L->pub.pid) L->have_prev = 0; /* another process */
   L->pub = pub;
   L->state = AG_PUB_LIVE;
@@ -550,7 +552,9 @@ void stk__ag_loaders_sample(struct stk_watch *w) {
       continue;
     }
     if (added >= 256) continue; /* bounded work per sample: the rest next time */
-    if (w->ntracked >= AG_MAX_PUB_FILES) {
+    unsigned of_owner = 0;
+    for (unsigned k = 0; k < w->ntracked; k++) of_owner += w->loaders[k].uid == (uint32_t)st.st_uid;
+    if (w->ntracked >= AG_MAX_PUB_FILES || of_owner >= AG_MAX_PUB_PER_UID) {
       left_out++;
       continue;
     }
@@ -567,8 +571,9 @@ void stk__ag_loaders_sample(struct stk_watch *w) {
   if (d) closedir(d);
   if (left_out) {
     w->loader_errors[AG_REJ_LIMIT] += left_out;
-    stk_log(STK_LOG_DEBUG, "watch: %u loader publications left out: %u files tracked already",
-            left_out, AG_MAX_PUB_FILES);
+    stk_log(STK_LOG_DEBUG,
+            "watch: %u loader publications left out: %u tracked in all, or %u of one owner",
+            left_out, AG_MAX_PUB_FILES, AG_MAX_PUB_PER_UID);
   }
   /* Files no longer there are forgotten; new and live ones are read. */
   for (unsigned i = 0; i < w->ntracked;) {

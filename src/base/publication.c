@@ -127,7 +127,10 @@ int stk__pub_read_fd(int fd, struct stk_pub *out) {
   /* One byte more than the largest file: a file grown past it shows. */
   _Alignas(8) unsigned char buf[STK_PUB_SIZE_MAX + 8];
   const off_t seq_at = offsetof(struct stk_pub, seq);
-  for (int tries = 0; tries < 100; tries++) {
+  /* A writer holds the lock for well under a microsecond, at most 20
+   * times a second: a few tries find it free. More only cost the reader
+   * (three system calls each) when a writer flips seq on purpose. */
+  for (int tries = 0; tries < 20; tries++) {
     /* Sequence lock, by copies: seq before the copy, the copy (whose own
      * seq must agree), seq after it. Each pread is a system call, which
      * orders it against the others on this side; the writer's release
