@@ -4,8 +4,13 @@
 P1  the ResNet-50 input pipeline: labelled JPEGs in class folders,
     RandomResizedCrop 224 + flip, u8 CHW tensors and labels, batch 64.
     stoker.torch against torch's DataLoader with torchvision's ImageFolder
-    and transforms at num_workers 0, 1, 2, 4, 8. samples/s and CPU-seconds
-    per 1000 samples (this process and its worker processes).
+    and transforms at num_workers 0, 1, 2, 4, 8, and against the anchors
+    from PyPI (bench/anchors_p1.py, run in .venv-anchors, which
+    bench/anchors-setup installs): NVIDIA DALI's CPU pipeline and SPDL's
+    image pipeline, each at its best thread count of 1..cores. samples/s
+    and CPU-seconds per 1000 samples (this process, its threads and its
+    worker processes), timed from before the dataset is opened to after
+    the last batch; an anchor that cannot run gets one line saying why.
 P2  binding overhead: raw 128 KiB records through Python (each batch
     touched) against `stoker feed` (the C loader) on the same data.
 P3  a real loop: a small CNN on CPU (4x average pooling first, so a step
@@ -25,7 +30,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import NCORES, STK, warm, files_of  # noqa: E402
+from benchlib import NCORES, ROOT, STK, warm, files_of  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -60,11 +65,11 @@ def dataset(dirname, **kw):
 def p1_torch(root, workers, samples):
     import torchvision.datasets as tvd
     import torchvision.transforms as T
+    c0, t0, n = cpu_s(), time.perf_counter(), 0  # opening (the folder scan) included
     tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
     ds = tvd.ImageFolder(root, transform=tf)
     dl = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers,
                                      drop_last=True)
-    c0, t0, n = cpu_s(), time.perf_counter(), 0
     it = iter(dl)
     while n < samples:
         try:
@@ -80,9 +85,9 @@ def p1_torch(root, workers, samples):
 
 
 def p1_stoker(root, samples):
+    c0, t0, n = cpu_s(), time.perf_counter(), 0  # opening included
     ds = st.loader(root, 64, decode="jpeg", layout="chw", format="files", seed=1,
                    drop_last=True, rank=0, world_size=1)
-    c0, t0, n = cpu_s(), time.perf_counter(), 0
     while n < samples:
         for x, y in ds:
             assert x.dtype == torch.uint8 and x.shape[1:] == (3, 224, 224)
@@ -91,6 +96,107 @@ def p1_stoker(root, samples):
                 break
     wall = time.perf_counter() - t0
     return {"samples": n, "samples_per_s": n / wall, "cpu_s_per_1000": (cpu_s() - c0) / n * 1000}
+
+
+ANCHORS_VENV = os.path.join(ROOT, os.environ.get("ANCHORS_VENV", ".venv-anchors"))
+# Each P1 anchor: its row's name, and the line of bench/anchors-requirements.txt
+# whose install it needs.
+ANCHORS = {"dali": ("DALI CPU pipeline", "nvidia-dali-cuda130"),
+           "dali_plain": ("DALI CPU, separate ops", "nvidia-dali-cuda130"),
+           "spdl": ("SPDL image pipeline", "spdl")}
+
+
+def anchors_status():
+    """bench/anchors-setup's record: package -> "ok" or why it is missing."""
+    try:
+        with open(os.path.join(ANCHORS_VENV, "anchors-status")) as f:
+            return dict(line.rstrip("\n").split("\t", 1) for line in f if "\t" in line)
+    except OSError:
+        return {}
+
+
+def p1_anchor(lib, root, samples, threads, before_run=lambda: None):
+    """One anchor at each thread count, each run in its own process in the
+    anchors' environment; the best samples/s is kept (with all runs beside
+    it). Never a number that was not measured: {"error": why} instead."""
+    py = os.path.join(ANCHORS_VENV, "bin", "python")
+    if not os.path.exists(py):
+        shown = (os.path.relpath(ANCHORS_VENV, ROOT) if ANCHORS_VENV.startswith(ROOT + os.sep)
+                 else ANCHORS_VENV)
+        return {"error": f"not installed: no {shown} "
+                         "(bench/anchors-setup makes it; see its output above)"}
+    why = anchors_status().get(ANCHORS[lib][1], "ok")
+    if why != "ok":
+        return {"error": why}
+    runs = []
+    for t in threads:
+        before_run()
+        try:
+            r = subprocess.run([py, os.path.join(ROOT, "bench", "anchors_p1.py"), lib, root,
+                                str(t), str(samples)], capture_output=True, text=True,
+                               timeout=max(300, samples))
+        except subprocess.TimeoutExpired:
+            return {"error": f"threads={t}: no result within {max(300, samples)} s", "runs": runs}
+        if r.returncode != 0:
+            lines = [x for x in r.stderr.splitlines() if x.strip()]
+            why = lines[-1] if lines else f"exit status {r.returncode}"
+            return {"error": f"threads={t}: {why}"[:240], "runs": runs}
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    best = dict(max(runs, key=lambda v: v["samples_per_s"]))
+    best["runs"] = [{k: v[k] for k in ("threads", "samples_per_s", "cpu_s_per_1000")}
+                    for v in runs]
+    return best
+
+
+def p1(jpegs, a):
+    """Every P1 row, the data warmed before each run (the kernel here drops
+    pages left untouched for about 30 s); then the table, with stoker's
+    throughput and CPU per sample as ratios to each row."""
+    files = files_of(jpegs)
+    rows = {}
+    for w in [int(x) for x in a.workers.split(",") if x]:
+        warm(files)
+        r = rows[f"dataloader_w{w}"] = p1_torch(jpegs, w, a.samples)
+        r["name"] = f"DataLoader + ImageFolder, num_workers={w}"
+        print(f"P1 {r['name']}: {r['samples_per_s']:.0f} samples/s, "
+              f"{r['cpu_s_per_1000']:.1f} CPU-s/1000", flush=True)
+    threads = [int(x) for x in a.anchor_threads.split(",") if x]
+    for lib in [x for x in a.anchors.split(",") if x]:
+        r = rows[lib] = p1_anchor(lib, jpegs, a.samples, threads, lambda: warm(files))
+        if "error" in r:
+            r["name"] = ANCHORS[lib][0]
+            print(f"P1 {r['name']}: not measured: {r['error']}", flush=True)
+        else:
+            r["name"] = (f"{ANCHORS[lib][0]} {r['version']}, threads={r['threads']} "
+                         f"(best of {','.join(str(v['threads']) for v in r['runs'])})")
+            print(f"P1 {r['name']}: {r['samples_per_s']:.0f} samples/s, "
+                  f"{r['cpu_s_per_1000']:.1f} CPU-s/1000", flush=True)
+    warm(files)
+    st_row = rows["stoker"] = p1_stoker(jpegs, a.samples)
+    st_row["name"] = "stoker.torch"
+    best = max((v for k, v in rows.items() if k.startswith("dataloader")),
+               key=lambda v: v["samples_per_s"])
+    rows["speedup_vs_best"] = st_row["samples_per_s"] / best["samples_per_s"]
+    rows["cpu_ratio_vs_best"] = st_row["cpu_s_per_1000"] / best["cpu_s_per_1000"]
+    for lib in ANCHORS:
+        if lib in rows and "error" not in rows[lib]:
+            rows[f"speedup_vs_{lib}"] = st_row["samples_per_s"] / rows[lib]["samples_per_s"]
+            rows[f"cpu_ratio_vs_{lib}"] = st_row["cpu_s_per_1000"] / rows[lib]["cpu_s_per_1000"]
+    print(f"\nP1: decode + RandomResizedCrop 224 + flip, u8 CHW, batch 64, {a.samples} samples "
+          f"a run, opening included (torch {torch.__version__})")
+    print(f"{'loader':<58} {'samples/s':>9} {'CPU-s/1000':>10} {'stoker x':>8} {'CPU x':>6}")
+    for k, r in rows.items():
+        if not isinstance(r, dict):
+            continue
+        if "error" in r:
+            print(f"{r['name']:<58} not measured: {r['error']}")
+            continue
+        ratio = (f"{st_row['samples_per_s'] / r['samples_per_s']:>8.2f} "
+                 f"{st_row['cpu_s_per_1000'] / r['cpu_s_per_1000']:>6.2f}" if k != "stoker" else "")
+        print(f"{r['name']:<58} {r['samples_per_s']:>9.0f} {r['cpu_s_per_1000']:>10.2f} {ratio}")
+    print("(stoker x: stoker.torch's samples/s over the row's; CPU x: its CPU-s per sample "
+          "over the row's)\n", flush=True)
+    return rows
 
 
 # ---- P2 ---------------------------------------------------------------------
@@ -176,26 +282,17 @@ def main():
     ap.add_argument("--workers", default="0,1,2,4,8")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--only", default="P1,P2,P3")
+    ap.add_argument("--anchors", default="dali,spdl",
+                    help="P1's anchors to run, of dali, dali_plain, spdl ('' for none)")
+    ap.add_argument("--anchor-threads", default=",".join(str(t) for t in range(1, NCORES + 1)),
+                    help="the thread counts each anchor is swept over (best kept)")
     a = ap.parse_args()
     res = {"load_before": loadavg(), "cores": NCORES, "torch": torch.__version__}
     jpegs = dataset("stoker-bench-p1", samples=2048, format="files", jpeg=(400, 300, 500, 400),
                     classes=10, seed=1)
     warm(files_of(jpegs))
     if "P1" in a.only:
-        rows = {}
-        for w in [int(x) for x in a.workers.split(",")]:
-            rows[f"dataloader_w{w}"] = p1_torch(jpegs, w, a.samples)
-            print(f"P1 DataLoader num_workers={w}: {rows[f'dataloader_w{w}']['samples_per_s']:.0f} samples/s, "
-                  f"{rows[f'dataloader_w{w}']['cpu_s_per_1000']:.1f} CPU-s/1000", flush=True)
-        rows["stoker"] = p1_stoker(jpegs, a.samples)
-        best = max((v for k, v in rows.items() if k.startswith("dataloader")),
-                   key=lambda v: v["samples_per_s"])
-        rows["speedup_vs_best"] = rows["stoker"]["samples_per_s"] / best["samples_per_s"]
-        rows["cpu_ratio_vs_best"] = rows["stoker"]["cpu_s_per_1000"] / best["cpu_s_per_1000"]
-        print(f"P1 stoker.torch: {rows['stoker']['samples_per_s']:.0f} samples/s, "
-              f"{rows['stoker']['cpu_s_per_1000']:.1f} CPU-s/1000; {rows['speedup_vs_best']:.2f}x the "
-              f"best DataLoader, {rows['cpu_ratio_vs_best']:.2f}x its CPU per sample", flush=True)
-        res["P1"] = rows
+        res["P1"] = p1(jpegs, a)
     if "P2" in a.only:
         raw = dataset("stoker-bench-p2", samples=1536, format="tfrecord", size=128 << 10,
                       samples_per_shard=256, seed=2)
