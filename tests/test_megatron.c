@@ -283,10 +283,13 @@ TEST(megatron_bad_headers_refused) {
   }
   fresh();
   patch_le("c.idx", 18, NSEQ + 1, 8); /* more sequences than the file holds */
-  expect_refused("sequence count", "c.idx: offset 18: 6 sequences", "but the file holds");
+  expect_refused("sequence count",
+                 "c.idx: offset 18: 6 sequences and 4 document indices need 138 bytes, but the "
+                 "file holds 126",
+                 NULL);
   fresh();
   patch_le("c.idx", 18, UINT64_MAX / 2, 8);
-  expect_refused("huge sequence count", "c.idx: offset 18:", "but the file holds");
+  expect_refused("huge sequence count", "c.idx: offset 18:", "need over 2^64 bytes");
   fresh();
   patch_le("c.idx", 26, NDOC + 1, 8);
   expect_refused("document count", "c.idx: offset 18:", "5 document indices");

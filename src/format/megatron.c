@@ -228,12 +228,20 @@ static int check_idx(const char *ip, const char *bp, const uint8_t *p, uint64_t 
   /* 12 bytes per sequence, 8 per document index: counts past what the file
    * could hold are refused before any multiplication can overflow. */
   uint64_t room = n - MG_HDR;
-  if (ns > room / 12 || nd > (room - ns * 12) / 8)
+  if (ns > room / 12 || nd > (room - ns * 12) / 8) {
+    uint64_t need = 0;
+    int over = __builtin_mul_overflow(ns, 12, &need) ||
+               __builtin_add_overflow(need, (uint64_t)MG_HDR, &need) || nd > UINT64_MAX / 8 ||
+               __builtin_add_overflow(need, nd * 8, &need);
+    char what[32];
+    if (over) snprintf(what, sizeof what, "over 2^64");
+    else snprintf(what, sizeof what, "%llu", (unsigned long long)need);
     return stk__errf(err, STK_ETRUNC,
                      "%s: offset 18: %llu sequences and %llu document indices need %s bytes, but "
                      "the file holds %llu",
-                     ip, (unsigned long long)ns, (unsigned long long)nd,
-                     ns > room / 12 ? "more than that many" : "more", (unsigned long long)n);
+                     ip, (unsigned long long)ns, (unsigned long long)nd, what,
+                     (unsigned long long)n);
+  }
   uint64_t lo = MG_HDR, po = lo + 4 * ns, dofs = po + 8 * ns, end = dofs + 8 * nd;
   uint64_t extra = n - end;
   if (extra && extra != ns) /* multimodal datasets add one int8 mode per sequence */

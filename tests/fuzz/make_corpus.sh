@@ -12,8 +12,8 @@ PY=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 c=$here/corpus
-rm -rf "$c/tfrecord" "$c/wds" "$c/npy" "$c/npz" "$c/mds" "$c/json"
-mkdir -p "$c/tfrecord" "$c/wds" "$c/npy" "$c/npz" "$c/mds" "$c/json"
+rm -rf "$c/tfrecord" "$c/wds" "$c/npy" "$c/npz" "$c/mds" "$c/json" "$c/megatron"
+mkdir -p "$c/tfrecord" "$c/wds" "$c/npy" "$c/npz" "$c/mds" "$c/json" "$c/megatron"
 
 "$STK" gen "$tmp/t1" --format tfrecord --samples 3 --size 40 --size-stdev 20 -q
 cp "$tmp/t1/shard-00000.tfrecord" "$c/tfrecord/raw3"
@@ -59,6 +59,20 @@ fi
 { cat "$tmp/m1/index.json"; printf '\0'; cat "$tmp/m1/shard.00000.mds"; } > "$c/mds/label3"
 "$STK" gen "$tmp/m2" --format mds --samples 2 --size 10 -q
 { cat "$tmp/m2/index.json"; printf '\0'; cat "$tmp/m2/shard.00000.mds"; } > "$c/mds/plain2"
+
+# Megatron pairs: the .idx's length (two bytes, little-endian), the .idx,
+# then the .bin (tests/fuzz/fuzz_megatron.c).
+mega() {
+  "$STK" gen "$tmp/$1" --format megatron --samples "$2" --doc-len 4 --doc-len-stdev 3 \
+    --dtype "$3" --vocab 100 -q
+  n=$(wc -c < "$tmp/$1/shard-00000.idx")
+  { printf "$(printf '\\%03o\\%03o' $((n % 256)) $((n / 256)))"; cat "$tmp/$1/shard-00000.idx";
+    cat "$tmp/$1/shard-00000.bin"; } > "$c/megatron/$1"
+}
+mega u16 5 uint16
+mega i32 3 int32
+mega i64 2 int64
+mega u8 6 uint8
 
 cp "$tmp/m1/index.json" "$c/json/index.json"
 printf '[1, -2.5e-3, true, false, null, "a\\u00e9\\ud83d\\ude00\\n", {"k": [[], {}]}]' > "$c/json/mixed"
