@@ -635,9 +635,14 @@ static int jpeg_header(struct jpeg_tls *t, const struct stk_field *in, int *W, i
   if (in->encoding != STK_ENC_NONE)
     return stk__errf(err, STK_ENOTSUP, "jpeg: field '%s' is deflated; JPEG fields must be stored",
                      in->name);
+  /* A stream that ends before its frame header reads as tables only:
+   * turbojpeg then returns success without writing the sizes. */
+  *W = *H = 0;
   if (tjDecompressHeader3(t->tj, in->data, in->len, W, H, ss, cs) != 0)
     return stk__errf(err, STK_EDECODE, "jpeg: bad header: %s", tjGetErrorStr2(t->tj));
-  if (*W < 1 || *H < 1) return stk__errf(err, STK_EDECODE, "jpeg: empty %dx%d image", *W, *H);
+  if (*W < 1 || *H < 1)
+    return stk__errf(err, STK_EDECODE, "jpeg: no image in the stream (truncated before its frame "
+                     "header, or tables only)");
   return 0;
 }
 
