@@ -16,6 +16,9 @@
  * this share of it is used (gpt_dataset.py's threshold). */
 #define FINAL_EPOCH_THRESHOLD 0.80
 
+/* How many documents ahead the sample-index walk prefetches a length. */
+#define LENGTH_AHEAD 16
+
 void stk__gpt_index_free(struct stk__gpt_index *ix) {
   if (!ix) return;
   free(ix->doc_index);
@@ -193,6 +196,8 @@ static int build_sample_index(const struct stk__gpt_cfg *c, struct stk__gpt_inde
       } else {
         pos++;
         off = 0;
+        /* the documents are in shuffled order: fetch a length ahead */
+        if (pos + LENGTH_AHEAD <= last) __builtin_prefetch(&len[di[pos + LENGTH_AHEAD]]);
       }
     }
     put_sample(ix, r, (int64_t)pos, off);

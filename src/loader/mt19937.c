@@ -65,7 +65,7 @@ uint64_t stk__mt_interval(struct stk__mt19937 *mt, uint64_t max) {
  * keeps many of those waits in flight at once. The swaps themselves still
  * run in NumPy's order, so the result is the same. */
 #define SHUFFLE_BLOCK 256
-#define SHUFFLE_AHEAD 16
+#define SHUFFLE_AHEAD 32
 
 #define DEFINE_SHUFFLE(name, type)                                            \
   void name(struct stk__mt19937 *mt, type *a, uint64_t n) {                   \
