@@ -57,8 +57,10 @@ static void write_npy(const char *prefix, const char *name, const char *descr, c
                       uint64_t rows, int cols, size_t es) {
   char path[4096], hdr[256], shape[64];
   snprintf(path, sizeof path, "%s-%s.npy", prefix, name);
-  if (cols) snprintf(shape, sizeof shape, "(%" PRIu64 ", %d)", rows, cols);
-  else snprintf(shape, sizeof shape, "(%" PRIu64 ",)", rows);
+  if (cols)
+    snprintf(shape, sizeof shape, "(%" PRIu64 ", %d)", rows, cols);
+  else
+    snprintf(shape, sizeof shape, "(%" PRIu64 ",)", rows);
   int len = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
                      descr, shape);
   int total = 10 + len + 1, pad = (64 - total % 64) % 64;
@@ -87,7 +89,9 @@ static int build(int argc, char **argv) {
   if (argc != 7) die("usage", "gpt_index build LENGTHS.npy SEQ_LEN NUM_SAMPLES SEED OUT_PREFIX");
   uint64_t n;
   int32_t *len = read_npy_i32(argv[2], &n);
-  struct stk__gpt_cfg cfg = {.lengths = len, .n_lengths = n, .seq_len = atoi(argv[3]),
+  struct stk__gpt_cfg cfg = {.lengths = len,
+                             .n_lengths = n,
+                             .seq_len = atoi(argv[3]),
                              .num_samples = strtoull(argv[4], NULL, 10),
                              .seed = (uint32_t)strtoul(argv[5], NULL, 10)};
   struct stk__gpt_index ix;
@@ -128,8 +132,11 @@ static int blend(int argc, char **argv) {
     die("blend", err);
   struct stk__gpt_index *ix = calloc((size_t)ns, sizeof *ix);
   for (int s = 0; s < ns; s++) {
-    struct stk__gpt_cfg cfg = {.lengths = len[s], .n_lengths = nlen[s], .seq_len = seq,
-                               .num_samples = src[s], .seed = seed};
+    struct stk__gpt_cfg cfg = {.lengths = len[s],
+                               .n_lengths = nlen[s],
+                               .seq_len = seq,
+                               .num_samples = src[s],
+                               .seed = seed};
     if (stk__gpt_index_build(&cfg, &ix[s], err)) die("build", err);
   }
   t_sources = now_s() - t0;
@@ -144,8 +151,8 @@ static int blend(int argc, char **argv) {
   }
   write_npy(argv[5], "dataset_index", "<i2", di, size, 0, 2);
   write_npy(argv[5], "dataset_sample_index", "<i8", dsi, size, 0, 8);
-  printf("{\"build_s\": %.6f, \"sources_s\": %.6f, \"size\": %" PRIu64 ", \"source_samples\": [",
-         t, t_sources, size);
+  printf("{\"build_s\": %.6f, \"sources_s\": %.6f, \"size\": %" PRIu64 ", \"source_samples\": [", t,
+         t_sources, size);
   for (int s = 0; s < ns; s++) printf("%s%" PRIu64, s ? ", " : "", src[s]);
   printf("], \"counts\": [");
   for (int s = 0; s < ns; s++) printf("%s%" PRIu64, s ? ", " : "", counts[s]);

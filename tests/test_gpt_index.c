@@ -12,11 +12,12 @@
 #include "../src/loader/mt19937.h"
 #include "test.h"
 
-#define NEED_NUMPY()                                                                          \
-  do {                                                                                        \
-    if (test_sh(NULL, "/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0)             \
-      SKIP("no NumPy (/usr/bin/python3 -c 'import numpy' failed; scripts/install-deps test " \
-           "installs python3-numpy)");                                                        \
+#define NEED_NUMPY()                                                                        \
+  do {                                                                                      \
+    if (test_sh(NULL, "/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0)           \
+      SKIP(                                                                                 \
+          "no NumPy (/usr/bin/python3 -c 'import numpy' failed; scripts/install-deps test " \
+          "installs python3-numpy)");                                                       \
   } while (0)
 
 /* Run a Python script (written to ref.py) in the test's directory. */
@@ -47,15 +48,17 @@ static const uint32_t seeds[] = {0, 1, 1234, 5489, 0xdeadbeefu, 0xffffffffu};
  * random_interval's 64-bit branch) for several seeds. */
 TEST(gpt_mt19937_matches_numpy) {
   NEED_NUMPY();
-  run_py("import numpy as np\n"
-         "for s in [0, 1, 1234, 5489, 0xdeadbeef, 0xffffffff]:\n"
-         "    rs = np.random.RandomState(s)\n"
-         "    st = rs.get_state()\n"
-         "    assert st[2] == 624\n"
-         "    st[1].astype('<u4').tofile('key-%d' % s)\n"
-         "    rs.randint(0, 2**32, size=3000, dtype=np.uint32).astype('<u4').tofile('raw-%d' % s)\n"
-         "    rs.randint(0, 1001, size=500, dtype=np.uint32).astype('<u4').tofile('small-%d' % s)\n"
-         "    rs.randint(0, 3 * 2**33 + 6, size=500, dtype=np.uint64).astype('<u8').tofile('big-%d' % s)\n");
+  run_py(
+      "import numpy as np\n"
+      "for s in [0, 1, 1234, 5489, 0xdeadbeef, 0xffffffff]:\n"
+      "    rs = np.random.RandomState(s)\n"
+      "    st = rs.get_state()\n"
+      "    assert st[2] == 624\n"
+      "    st[1].astype('<u4').tofile('key-%d' % s)\n"
+      "    rs.randint(0, 2**32, size=3000, dtype=np.uint32).astype('<u4').tofile('raw-%d' % s)\n"
+      "    rs.randint(0, 1001, size=500, dtype=np.uint32).astype('<u4').tofile('small-%d' % s)\n"
+      "    rs.randint(0, 3 * 2**33 + 6, size=500, dtype=np.uint64).astype('<u8').tofile('big-%d' % "
+      "s)\n");
   for (size_t k = 0; k < sizeof seeds / sizeof seeds[0]; k++) {
     uint32_t s = seeds[k];
     char path[64];
@@ -95,16 +98,17 @@ TEST(gpt_mt19937_matches_numpy) {
  * and 2^20 elements, several seeds, two shuffles in a row on one state. */
 TEST(gpt_shuffle_matches_numpy) {
   NEED_NUMPY();
-  run_py("import numpy as np\n"
-         "for s in [0, 1, 1234, 0xffffffff]:\n"
-         "    for n in [0, 1, 2, 1000, 1 << 20]:\n"
-         "        rs = np.random.RandomState(s)\n"
-         "        a = np.arange(n, dtype=np.int32); rs.shuffle(a)\n"
-         "        b = np.arange(n, dtype=np.uint32) + 7; rs.shuffle(b)\n"
-         "        c = np.arange(n, dtype=np.int64) * 3; rs.shuffle(c)\n"
-         "        a.astype('<i4').tofile('a-%d-%d' % (s, n))\n"
-         "        b.astype('<u4').tofile('b-%d-%d' % (s, n))\n"
-         "        c.astype('<i8').tofile('c-%d-%d' % (s, n))\n");
+  run_py(
+      "import numpy as np\n"
+      "for s in [0, 1, 1234, 0xffffffff]:\n"
+      "    for n in [0, 1, 2, 1000, 1 << 20]:\n"
+      "        rs = np.random.RandomState(s)\n"
+      "        a = np.arange(n, dtype=np.int32); rs.shuffle(a)\n"
+      "        b = np.arange(n, dtype=np.uint32) + 7; rs.shuffle(b)\n"
+      "        c = np.arange(n, dtype=np.int64) * 3; rs.shuffle(c)\n"
+      "        a.astype('<i4').tofile('a-%d-%d' % (s, n))\n"
+      "        b.astype('<u4').tofile('b-%d-%d' % (s, n))\n"
+      "        c.astype('<i8').tofile('c-%d-%d' % (s, n))\n");
   static const uint32_t ss[] = {0, 1, 1234, 0xffffffffu};
   static const uint64_t ns[] = {0, 1, 2, 1000, 1u << 20};
   for (size_t i = 0; i < 4; i++)
@@ -240,7 +244,8 @@ static const char gpt_ref_py[] =
     "        si.tofile('sample-' + name)\n"
     "        sh.tofile('shuffle-' + name)\n"
     "        f.write('%s %d %d %d %d %d %d %d %d %d %d %d %d\\n' % (name, lo, hi, seq, ns or 0,\n"
-    "                seed, extra, dl, E, int(sep), si.dtype.itemsize, sh.dtype.itemsize, len(sh)))\n";
+    "                seed, extra, dl, E, int(sep), si.dtype.itemsize, sh.dtype.itemsize, "
+    "len(sh)))\n";
 
 struct gpt_case {
   char name[64];
@@ -278,12 +283,13 @@ static void check_windows(const struct stk__gpt_index *ix, const int32_t *len) {
       CHECK_MSG(pc[j].offset >= 0 && pc[j].len >= 0 && pc[j].offset + pc[j].len <= len[pc[j].doc],
                 "window %" PRIu64 " piece %" PRIu64 " leaves its document", k, j);
       if (pc[j].len > 0)
-        CHECK_MSG(cum[pos] + pc[j].offset == g + got, "window %" PRIu64 " piece %" PRIu64
-                  " is not where the stream continues", k, j);
+        CHECK_MSG(cum[pos] + pc[j].offset == g + got,
+                  "window %" PRIu64 " piece %" PRIu64 " is not where the stream continues", k, j);
       got += pc[j].len;
     }
-    CHECK_MSG(got == want, "window %" PRIu64 " (sample %" PRIu64 ") has %" PRId64
-              " tokens, expected %" PRId64, k, w.sample, got, want);
+    CHECK_MSG(got == want,
+              "window %" PRIu64 " (sample %" PRIu64 ") has %" PRId64 " tokens, expected %" PRId64,
+              k, w.sample, got, want);
   }
   free(pc);
   free(cum);
@@ -306,10 +312,15 @@ TEST(gpt_index_matches_numpy_reference) {
     int32_t *len = read_arr(path, 4, &n_len);
     int32_t *docs = malloc((size_t)(c.hi - c.lo) * sizeof *docs);
     for (int i = c.lo; i < c.hi; i++) docs[i - c.lo] = i;
-    struct stk__gpt_cfg cfg = {.lengths = len, .n_lengths = n_len, .docs = docs,
-                               .n_docs = (uint64_t)(c.hi - c.lo), .seq_len = c.seq,
-                               .num_samples = c.num_samples, .seed = (uint32_t)c.seed,
-                               .no_extra_token = !c.extra, .keep_last_partial = !c.drop_last};
+    struct stk__gpt_cfg cfg = {.lengths = len,
+                               .n_lengths = n_len,
+                               .docs = docs,
+                               .n_docs = (uint64_t)(c.hi - c.lo),
+                               .seq_len = c.seq,
+                               .num_samples = c.num_samples,
+                               .seed = (uint32_t)c.seed,
+                               .no_extra_token = !c.extra,
+                               .keep_last_partial = !c.drop_last};
     struct stk__gpt_index ix;
     int rc = stk__gpt_index_build(&cfg, &ix, err);
     CHECK_MSG(rc == 0, "%s: %s", c.name, err);
@@ -322,8 +333,8 @@ TEST(gpt_index_matches_numpy_reference) {
     snprintf(path, sizeof path, "sample-%s", c.name);
     CHECK_EQ(ix.sample_i64 ? 8 : 4, c.sample_es);
     void *si = read_arr(path, (size_t)c.sample_es, &m);
-    CHECK_MSG(m == 2 * (ix.n_samples + 1), "%s: %" PRIu64 " sample rows, expected %" PRIu64,
-              c.name, ix.n_samples + 1, m / 2);
+    CHECK_MSG(m == 2 * (ix.n_samples + 1), "%s: %" PRIu64 " sample rows, expected %" PRIu64, c.name,
+              ix.n_samples + 1, m / 2);
     for (uint64_t r = 0; r <= ix.n_samples; r++) {
       int64_t a, b;
       stk__gpt_sample_row(&ix, r, &a, &b);
@@ -331,7 +342,8 @@ TEST(gpt_index_matches_numpy_reference) {
       int64_t eb = c.sample_es == 4 ? ((int32_t *)si)[2 * r + 1] : ((int64_t *)si)[2 * r + 1];
       CHECK_MSG(a == ea && b == eb,
                 "%s: sample row %" PRIu64 " is (%" PRId64 ", %" PRId64 "), expected (%" PRId64
-                ", %" PRId64 ")", c.name, r, a, b, ea, eb);
+                ", %" PRId64 ")",
+                c.name, r, a, b, ea, eb);
     }
     snprintf(path, sizeof path, "shuffle-%s", c.name);
     CHECK_EQ(ix.shuffle_i64 ? 8 : 4, c.shuffle_es);
@@ -427,7 +439,8 @@ static const char blend_ref_py[] =
     "        i += 1\n"
     "    return np.array(di, np.int16), np.array(dsi, np.int64)\n"
     "g = np.random.RandomState(5)\n"
-    "blends = [('b37', [0.3, 0.7], 20000), ('b123', [1, 2, 3], 10001), ('b5', list(g.rand(5) + 0.01), 5000),\n"
+    "blends = [('b37', [0.3, 0.7], 20000), ('b123', [1, 2, 3], 10001), ('b5', list(g.rand(5) + "
+    "0.01), 5000),\n"
     "          ('b9', list(g.rand(9) * 10), 3000), ('b200', list(g.rand(200) + 1e-3), 2000),\n"
     "          ('b1', [2.5], 10), ('b0', [0.5, 0.5], 0)]\n"
     "with open('blends.txt', 'w') as f:\n"

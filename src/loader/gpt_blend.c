@@ -52,8 +52,8 @@ static int check_weights(const double *w, int n, char *err) {
   if (!w) return stk__errf(err, STK_EINVAL, "no blend weights");
   for (int i = 0; i < n; i++)
     if (!isfinite(w[i]) || !(w[i] > 0))
-      return stk__errf(err, STK_EINVAL, "blend weight %d is %g; weights must be finite and positive",
-                       i, w[i]);
+      return stk__errf(err, STK_EINVAL,
+                       "blend weight %d is %g; weights must be finite and positive", i, w[i]);
   return 0;
 }
 
@@ -61,8 +61,7 @@ int stk__gpt_blend_normalize(const double *w, int n, double *out, char *err) {
   int rc = check_weights(w, n, err);
   if (rc) return rc;
   double sum = 0. + numpy_sum(w, n);
-  if (!isfinite(sum))
-    return stk__errf(err, STK_ERANGE, "the blend weights sum to %g", sum);
+  if (!isfinite(sum)) return stk__errf(err, STK_ERANGE, "the blend weights sum to %g", sum);
   for (int i = 0; i < n; i++) out[i] = w[i] / sum;
   return 0;
 }

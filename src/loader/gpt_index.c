@@ -78,8 +78,8 @@ static int count_tokens(const struct stk__gpt_cfg *c, uint64_t *tokens, char *er
 
 /* Epochs needed for num_samples windows: the fewest whole passes holding
  * num_samples * seq_len + extra tokens (at least one). */
-static int count_epochs(const struct stk__gpt_cfg *c, int extra, uint64_t tokens,
-                        uint32_t *epochs, char *err) {
+static int count_epochs(const struct stk__gpt_cfg *c, int extra, uint64_t tokens, uint32_t *epochs,
+                        char *err) {
   if (c->num_samples == 0) {
     *epochs = 1;
     return 0;
@@ -92,8 +92,8 @@ static int count_epochs(const struct stk__gpt_cfg *c, int extra, uint64_t tokens
   if (e == 0) e = 1;
   if (e > INT32_MAX)
     return stk__errf(err, STK_ERANGE,
-                     "%" PRIu64 " samples of %d tokens need %" PRIu64
-                     " epochs of a %" PRIu64 "-token split (at most %d)",
+                     "%" PRIu64 " samples of %d tokens need %" PRIu64 " epochs of a %" PRIu64
+                     "-token split (at most %d)",
                      c->num_samples, c->seq_len, e, tokens, INT32_MAX);
   *epochs = (uint32_t)e;
   return 0;
@@ -164,8 +164,7 @@ static int build_doc_index(const struct stk__gpt_cfg *c, struct stk__gpt_index *
  * a window needs its last token leaves the next window starting on that
  * token. If the documents run out (only for a kept partial window), the
  * row points at the end of the last document, as Megatron's does. */
-static int build_sample_index(const struct stk__gpt_cfg *c, struct stk__gpt_index *ix,
-                              char *err) {
+static int build_sample_index(const struct stk__gpt_cfg *c, struct stk__gpt_index *ix, char *err) {
   /* Megatron widens when max(len(document index), longest document)
    * exceeds INT32_MAX; an int32 length never does by itself. */
   ix->sample_i64 = ix->n_doc > (uint64_t)INT32_MAX;
@@ -243,8 +242,8 @@ int stk__gpt_index_build(const struct stk__gpt_cfg *c, struct stk__gpt_index *ix
   uint64_t n_docs = c->docs ? c->n_docs : c->n_lengths;
   if (n_docs == 0) return stk__errf(err, STK_EEMPTY, "the split has no documents");
   if (n_docs > (uint64_t)INT32_MAX + 1)
-    return stk__errf(err, STK_ERANGE,
-                     "the split has %" PRIu64 " documents; document ids are int32", n_docs);
+    return stk__errf(err, STK_ERANGE, "the split has %" PRIu64 " documents; document ids are int32",
+                     n_docs);
   struct stk__gpt_cfg cfg = *c;
   cfg.n_docs = n_docs;
   ix->seq_len = c->seq_len;

@@ -38,9 +38,9 @@ struct stk__gpt_cfg {
 /* The three arrays and what they were built from. A plain header and
  * plain arrays, so that a later cache file can hold them as they are. */
 struct stk__gpt_index {
-  uint64_t tokens_per_epoch; /* tokens in the split's documents */
-  uint32_t num_epochs;       /* passes over the split needed for num_samples */
-  int separate_final_epoch;  /* last epoch shuffled on its own (it is < 80% used) */
+  uint64_t tokens_per_epoch;     /* tokens in the split's documents */
+  uint32_t num_epochs;           /* passes over the split needed for num_samples */
+  int separate_final_epoch;      /* last epoch shuffled on its own (it is < 80% used) */
   uint64_t n_samples_sans_final; /* samples before the final epoch, when separate */
   int32_t seq_len;
   int extra; /* 1 when windows hold seq_len + 1 tokens */

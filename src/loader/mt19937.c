@@ -67,22 +67,21 @@ uint64_t stk__mt_interval(struct stk__mt19937 *mt, uint64_t max) {
 #define SHUFFLE_BLOCK 256
 #define SHUFFLE_AHEAD 32
 
-#define DEFINE_SHUFFLE(name, type)                                            \
-  void name(struct stk__mt19937 *mt, type *a, uint64_t n) {                   \
-    uint64_t js[SHUFFLE_BLOCK];                                               \
-    uint64_t i = n > 0 ? n - 1 : 0;                                           \
-    while (i >= 1) {                                                          \
-      uint64_t m = i < SHUFFLE_BLOCK ? i : SHUFFLE_BLOCK;                     \
-      for (uint64_t k = 0; k < m; k++) js[k] = stk__mt_interval(mt, i - k);   \
-      for (uint64_t k = 0; k < SHUFFLE_AHEAD && k < m; k++)                   \
-        __builtin_prefetch(&a[js[k]], 1);                                     \
-      for (uint64_t k = 0; k < m; k++, i--) {                                 \
-        if (k + SHUFFLE_AHEAD < m) __builtin_prefetch(&a[js[k + SHUFFLE_AHEAD]], 1); \
-        type t = a[i];                                                        \
-        a[i] = a[js[k]];                                                      \
-        a[js[k]] = t;                                                         \
-      }                                                                       \
-    }                                                                         \
+#define DEFINE_SHUFFLE(name, type)                                                            \
+  void name(struct stk__mt19937 *mt, type *a, uint64_t n) {                                   \
+    uint64_t js[SHUFFLE_BLOCK];                                                               \
+    uint64_t i = n > 0 ? n - 1 : 0;                                                           \
+    while (i >= 1) {                                                                          \
+      uint64_t m = i < SHUFFLE_BLOCK ? i : SHUFFLE_BLOCK;                                     \
+      for (uint64_t k = 0; k < m; k++) js[k] = stk__mt_interval(mt, i - k);                   \
+      for (uint64_t k = 0; k < SHUFFLE_AHEAD && k < m; k++) __builtin_prefetch(&a[js[k]], 1); \
+      for (uint64_t k = 0; k < m; k++, i--) {                                                 \
+        if (k + SHUFFLE_AHEAD < m) __builtin_prefetch(&a[js[k + SHUFFLE_AHEAD]], 1);          \
+        type t = a[i];                                                                        \
+        a[i] = a[js[k]];                                                                      \
+        a[js[k]] = t;                                                                         \
+      }                                                                                       \
+    }                                                                                         \
   }
 
 DEFINE_SHUFFLE(stk__mt_shuffle_i32, int32_t)
