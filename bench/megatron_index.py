@@ -10,10 +10,10 @@ BlendedDataset with megatron-core's own classes, and the same with stoker's C
 
 megatron-core is the anchor: it is installed in a separate environment
 (never part of stoker) and this script must run under that environment's
-Python, e.g.
-    python3 -m venv /tmp/mcore && /tmp/mcore/bin/pip install megatron-core numpy
-    (+ torch: megatron-core's dataset module imports it)
-    make bench-build && /tmp/mcore/bin/python bench/megatron_index.py
+Python. bench/megatron_index.sh does that with the anchors' environment
+(.venv-anchors, bench/anchors-setup: megatron-core 0.16.1 and the torch its
+dataset module imports); by hand:
+    make build/bench/gpt_index && .venv-anchors/bin/python bench/megatron_index.py
 Megatron's times are given two ways: its GPTDataset constructor (which also
 writes its .npy cache files) and its index functions called alone in the
 constructor's order (document index, helpers.build_sample_idx, shuffle
@@ -141,14 +141,26 @@ def main():
     ap.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
     ap.add_argument("--json", default=None, help="write the results here")
     a = ap.parse_args()
+    if a.dir:
+        os.makedirs(a.dir, exist_ok=True)
+        return run(a, a.dir)
+    with tempfile.TemporaryDirectory(prefix="megatron-index-") as work:
+        return run(a, work)
+
+
+def run(a, work):
     import megatron.core
     import torch
 
-    if not torch.distributed.is_initialized():  # BlendedDataset asks for the rank
-        tmp = tempfile.mkdtemp()
-        torch.distributed.init_process_group("gloo", init_method=f"file://{tmp}/pg", rank=0, world_size=1)
-    work = a.dir or tempfile.mkdtemp(prefix="megatron-index-")
-    os.makedirs(work, exist_ok=True)
+    # BlendedDataset asks for the rank: one process, one rank.
+    torch.distributed.init_process_group("gloo", init_method=f"file://{work}/pg", rank=0, world_size=1)
+    try:
+        return measure(a, work, megatron.core.__version__)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def measure(a, work, version):
     tokens, n_docs = int(a.tokens), int(a.docs)
     pa, pb = os.path.join(work, "corpus_a"), os.path.join(work, "corpus_b")
     write_corpus(pa, n_docs, tokens, 1)
@@ -194,7 +206,7 @@ def main():
                  "megatron_compute_s": None, "stoker_s": r["build_s"],
                  "identical": all(eq.values()), "arrays": eq, "source_samples": build})
 
-    print(f"megatron-core {megatron.core.__version__}, numpy {numpy.__version__}; "
+    print(f"megatron-core {version}, numpy {numpy.__version__}; "
           f"{tokens:.3g} tokens per corpus in {n_docs:.3g} documents, seq_len {a.seq}, seed {a.seed}")
     print(f"{'case':26} {'samples':>9} {'megatron s':>11} {'(compute)':>10} {'stoker s':>9} identical")
     for r in rows:
@@ -203,7 +215,7 @@ def main():
               f"{r['stoker_s']:>9.3f} {'yes' if r['identical'] else 'NO ' + str(r['arrays'])}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"megatron_core": megatron.core.__version__, "numpy": numpy.__version__,
+            json.dump({"megatron_core": version, "numpy": numpy.__version__,
                        "tokens": tokens, "documents": n_docs, "seq_len": a.seq, "rows": rows}, f, indent=1)
     return 0 if all(r["identical"] for r in rows) else 1
 
