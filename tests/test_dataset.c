@@ -282,3 +282,41 @@ TEST(dataset_local_pattern_and_list) {
   CHECK_CONTAINS(out, "rc=1\n0\n");
   free(out);
 }
+
+/* A file:// URL is read as the path it names with its %XX escapes decoded:
+ * pathlib's as_uri() writes a space as %20 (issue 18, section 6). The
+ * folder, one shard, a pattern of them and a list of such URLs, with and
+ * without a cache directory. */
+TEST(dataset_file_url_percent_escapes) {
+  char *out = NULL;
+  int rc = sh(&out,
+              "mkdir 'a b' && $STK gen 'a b/d' --format tfrecord --samples 30 --size 100 "
+              "--samples-per-shard 10 -q && printf 'file://%s/a%%20b/d/shard-00001.tfrecord\\n' "
+              "\"$PWD\" > l.txt && pwd");
+  CHECK_MSG(rc == 0, "%s", out);
+  out[strcspn(out, "\n")] = 0;
+  char url[1024], err[STK_ERRMSG_MAX];
+  struct stk_dataset *ds = NULL;
+  const char *tails[] = {"/d", "/d/shard-00000.tfrecord", "/d/shard-{00000..00001}.tfrecord"};
+  const uint64_t want[] = {30, 10, 20};
+  struct stk_cache_opts co = {.dir = "cache"};
+  struct stk_dataset_opts cached = {.cache = &co};
+  for (int c = 0; c < 2; c++)
+    for (int k = 0; k < 3; k++) {
+      snprintf(url, sizeof url, "file://%s/a%%20b%s", out, tails[k]);
+      rc = stk_dataset_open(&ds, url, c ? &cached : NULL, err);
+      CHECK_MSG(rc == 0, "%s: %s", url, err);
+      CHECK_EQ(stk_dataset_num_samples(ds), want[k]);
+      stk_dataset_close(ds);
+    }
+  CHECK_OK(stk_dataset_open(&ds, "l.txt", NULL, err));
+  CHECK_EQ(stk_dataset_num_samples(ds), 10);
+  struct stk_shard_info si;
+  CHECK_OK(stk_dataset_shard_info(ds, 0, &si));
+  CHECK_CONTAINS(si.path, "/a b/d/shard-00001.tfrecord");
+  stk_dataset_close(ds);
+  /* A file URL naming another host is refused, saying what it needs. */
+  CHECK_EQ(stk_dataset_open(&ds, "file://host/x", NULL, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "a file URL needs an absolute path");
+  free(out);
+}

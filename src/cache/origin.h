@@ -127,6 +127,12 @@ void stk__origin_stats(struct stk_origin *o, struct stk_origin_stats *st);
 const char *stk__origin_url(const struct stk_origin *o);
 void stk__origin_close(struct stk_origin *o);
 
+/* The local path a file URL names (file:///abs or file://localhost/abs),
+ * its %XX escapes decoded as pathlib's as_uri() and browsers write them,
+ * a query or fragment dropped; malloc'ed into *path. STK_EINVAL, with err,
+ * for another host, a relative path or an escaped NUL. */
+int stk__file_url_path(const char *url, char **path, char *err);
+
 /* Copy url into out (n bytes) with credentials (user:password@), and any
  * query string, replaced by "***"; for every message and report. */
 void stk__url_redact(const char *url, char *out, size_t n);

@@ -37,7 +37,7 @@ static int hexval(int c) {
 
 /* The path of a file URL, file:///abs or file://localhost/abs, with %XX
  * escapes decoded, into *path (malloc'ed). */
-static int url_path(const char *url, char **path, char *err) {
+int stk__file_url_path(const char *url, char **path, char *err) {
   const char *p = url + 7; /* after "file://" */
   if (!strncasecmp(p, "localhost/", 10)) p += 9;
   if (*p != '/')
@@ -83,7 +83,7 @@ static int file_open(struct stk_origin **out, const char *url, const struct stk_
   stk__url_redact(url, red, sizeof red);
   int rc = 0;
   if (!strncasecmp(url, "file://", 7))
-    rc = url_path(url, &fo->root, err);
+    rc = stk__file_url_path(url, &fo->root, err);
   else if (!(fo->root = strdup(url)))
     rc = stk__errf(err, STK_ENOMEM, "out of memory");
   if (rc == 0 && !(fo->base.url = strdup(red))) rc = stk__errf(err, STK_ENOMEM, "out of memory");

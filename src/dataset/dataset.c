@@ -180,11 +180,18 @@ static int read_list(const char *loc, const struct stk_dataset_opts *opts, char 
     free(dir);
     return rc;
   }
-  if (!strncmp(loc, "file://", 7)) loc += 7;
+  char *lpath = NULL;
+  if (!strncmp(loc, "file://", 7)) {
+    int rc = stk__file_url_path(loc, &lpath, err);
+    if (rc) return rc;
+    loc = lpath;
+  }
   int fd = open(loc, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
-    return stk__errf(err, stk__from_errno(e), "%s: cannot open: %s", loc, strerror(e));
+    stk__errf(err, stk__from_errno(e), "%s: cannot open: %s", loc, strerror(e));
+    free(lpath);
+    return stk__from_errno(e);
   }
   uint64_t size = 0;
   int rc = stk__fd_size(fd, &size);
@@ -198,6 +205,7 @@ static int read_list(const char *loc, const struct stk_dataset_opts *opts, char 
     *text = NULL;
   }
   close(fd);
+  free(lpath);
   if (!rc) {
     (*text)[size] = 0;
     *len = (size_t)size;
@@ -219,15 +227,24 @@ static char *dir_of(const char *loc) {
   return d;
 }
 
+/* Whether a path or file:// URL names a regular file here. */
+static int local_file(const char *loc) {
+  char *p = NULL, err[STK_ERRMSG_MAX];
+  if (!strncmp(loc, "file://", 7) && stk__file_url_path(loc, &p, err)) return 0;
+  struct stat st;
+  int ok = stat(p ? p : loc, &st) == 0 && S_ISREG(st.st_mode);
+  free(p);
+  return ok;
+}
+
 /* Expand the location into the shard locations it names: a brace pattern,
  * a shard-list file, or a single shard URL. Leaves names empty for a
  * dataset root (a directory, a URL prefix, a single local file). */
 static int expand_source(const char *path, const struct stk_dataset_opts *opts,
                          struct stk__names *names, char *err) {
   if (stk__brace_has(path)) return stk__brace_expand(path, NAMES_MAX, names, err);
-  struct stat st;
   int url = stk__origin_is_url(path) && strncmp(path, "file://", 7);
-  if (is_list_name(path) && (url || (stat(path, &st) == 0 && S_ISREG(st.st_mode)))) {
+  if (is_list_name(path) && (url || local_file(path))) {
     char *text = NULL, *base = NULL;
     size_t len = 0;
     int rc = read_list(path, opts, &text, &len, err);
@@ -240,8 +257,9 @@ static int expand_source(const char *path, const struct stk_dataset_opts *opts,
     return rc;
   }
   /* A URL naming one shard (its name ends in a format's extension; a
-   * presigned URL's query string after it). */
-  if (stk__origin_is_url(path) && strncmp(path, "file://", 7)) {
+   * presigned URL's query string after it; a file:// URL here is read
+   * through cache tiers, the others were made paths). */
+  if (stk__origin_is_url(path)) {
     size_t plen = strcspn(path, "?#");
     char *p = strndup(path, plen);
     if (!p) return stk__errf(err, STK_ENOMEM, "out of memory");
@@ -256,8 +274,7 @@ static int expand_source(const char *path, const struct stk_dataset_opts *opts,
 int stk_dataset_path_is_source(const char *path) {
   if (!path) return 0;
   if (stk__origin_is_url(path) || stk__brace_has(path)) return 1;
-  struct stat st;
-  return is_list_name(path) && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+  return is_list_name(path) && local_file(path);
 }
 
 static int all_local(const struct stk__names *n) {
@@ -266,15 +283,36 @@ static int all_local(const struct stk__names *n) {
   return 1;
 }
 
+/* A file:// URL read without cache tiers is the path it names, its %XX
+ * escapes decoded (pathlib's as_uri() writes "a%20b"); in place. */
+static int file_url_to_path(char **loc, char *err) {
+  if (strncmp(*loc, "file://", 7)) return 0;
+  char *p = NULL;
+  int rc = stk__file_url_path(*loc, &p, err);
+  if (rc) return rc;
+  free(*loc);
+  *loc = p;
+  return 0;
+}
+
 int stk_dataset_open(struct stk_dataset **out, const char *path,
                      const struct stk_dataset_opts *opts, char *errmsg) {
   if (!out || !path || !*path) return stk__errf(errmsg, STK_EINVAL, "no dataset path given");
-  /* file:// without cache tiers is just a path. */
+  /* file:// without cache tiers is just a path (a pattern's names are
+   * decoded one by one, after expansion). */
   const struct stk_cache_opts *co = opts ? opts->cache : NULL;
   int tiers = co && (co->dir || co->ram_bytes);
-  if (!tiers && !strncmp(path, "file://", 7) && path[7]) path += 7;
+  char *fpath = NULL;
+  if (!tiers && !strncmp(path, "file://", 7) && !stk__brace_has(path)) {
+    int rc = stk__file_url_path(path, &fpath, errmsg);
+    if (rc) return rc;
+    path = fpath;
+  }
   struct stk_dataset *ds = ds_new(path);
-  if (!ds) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
+  if (!ds) {
+    free(fpath);
+    return stk__errf(errmsg, STK_ENOMEM, "out of memory");
+  }
   struct stk__names names = {0};
   int rc = expand_source(path, opts, &names, ds->err);
   if (!rc && names.n) {
@@ -284,10 +322,9 @@ int stk_dataset_open(struct stk_dataset **out, const char *path,
       if (!rc) rc = stk__dataset_open_remote(ds, root, &names, opts, ds->err);
       free(root);
     } else {
-      for (size_t i = 0; i < names.n; i++) /* file:// entries are paths */
-        if (!strncmp(names.v[i], "file://", 7))
-          memmove(names.v[i], names.v[i] + 7, strlen(names.v[i] + 7) + 1);
-      rc = stk__dataset_open_local(ds, &names, opts, ds->err);
+      for (size_t i = 0; i < names.n && !rc; i++) /* file:// entries are paths */
+        rc = file_url_to_path(&names.v[i], ds->err);
+      if (!rc) rc = stk__dataset_open_local(ds, &names, opts, ds->err);
     }
   } else if (!rc) {
     if ((co && co->dir) || stk__origin_is_url(path))
@@ -296,6 +333,7 @@ int stk_dataset_open(struct stk_dataset **out, const char *path,
       rc = stk__dataset_open_local(ds, NULL, opts, ds->err);
   }
   stk__names_free(&names);
+  free(fpath);
   if (!rc) rc = number_samples(ds, ds->root, ds->err);
   if (rc) {
     if (errmsg) memcpy(errmsg, ds->err, STK_ERRMSG_MAX);
