@@ -10,6 +10,7 @@
 #include "../src/base/json_parse.h"
 #include "../src/format/format_impl.h"
 #include "stoker/gen.h"
+#include "stoker/loader.h" /* one test decodes what the npz parser framed */
 #include "test.h"
 
 /* Payload of sample i: deterministic bytes of a varying length. */
@@ -674,7 +675,10 @@ TEST(format_npz_dlio_layout_numpy) {
     free(got);
     free(w);
   }
-  CHECK_EQ(s.fields[0].encoding, STK_ENC_NONE); /* Fortran order: contiguous */
+  /* Fortran order: contiguous, but array data without a .npy header of its
+   * own, so a one-element strided field (the npy decoder's business). */
+  CHECK_EQ(s.fields[0].encoding, STK_ENC_STRIDED);
+  CHECK_EQ(s.fields[0].elem, s.fields[0].raw_len);
   CHECK_OK(stk_dataset_read(ds, 1, 1, &buf, &cap, &s));
   CHECK_EQ(s.fields[0].encoding, STK_ENC_STRIDED);
   CHECK_OK(stk_dataset_read(ds, 9, 1, &buf, &cap, &s)); /* one sample: x and y as fields */
@@ -683,6 +687,84 @@ TEST(format_npz_dlio_layout_numpy) {
   CHECK_EQ(s.label, 42);
   /* A damaged byte of x is caught when its sample is read. */
   free(buf);
+  stk_dataset_close(ds);
+}
+
+/* DLIO's npz layout written by the stdlib (no NumPy needed): a .npy
+ * header and the array bytes in each member. */
+static void write_dlio_npz(const char *path, const char *x_hdr, const char *x_py, const char *y_hdr,
+                           const char *y_py) {
+  char *out = NULL;
+  int rc = test_sh(&out,
+                   "/usr/bin/python3 -c \"import struct, zipfile\n"
+                   "def npy(h, data):\n"
+                   "  h += ' ' * (63 - (10 + len(h)) %% 64) + '\\n'\n"
+                   "  return b'\\x93NUMPY\\x01\\x00' + struct.pack('<H', len(h)) + h.encode() + data\n"
+                   "with zipfile.ZipFile('%s', 'w') as z:\n"
+                   "  z.writestr('x.npy', npy(\\\"%s\\\", %s))\n"
+                   "  z.writestr('y.npy', npy(\\\"%s\\\", %s))\"",
+                   path, x_hdr, x_py, y_hdr, y_py);
+  CHECK_MSG(rc == 0, "%s", out);
+  free(out);
+}
+
+/* DLIO npz labels are int64: a value outside what a label carries (0 to
+ * 2^31-1, -1 for none) fails the open naming it, where it used to become
+ * -1 without a word; a Fortran-order x decodes with decode npy (it failed
+ * with "no \x93NUMPY magic": the sample is array data, not a .npy file)
+ * (issue 18, section 6). */
+TEST(format_npz_dlio_labels_range_and_fortran_npy) {
+  mkdir("big", 0755);
+  mkdir("neg", 0755);
+  mkdir("ok", 0755);
+  mkdir("fort", 0755);
+  const char *x = "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }";
+  write_dlio_npz("big/a.npz", x, "bytes(range(6))", "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }",
+                 "struct.pack('<3q', 1, 2**32, 3)");
+  write_dlio_npz("neg/a.npz", x, "bytes(range(6))", "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }",
+                 "struct.pack('<3q', 1, -5, 3)");
+  write_dlio_npz("ok/a.npz", x, "bytes(range(6))", "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }",
+                 "struct.pack('<3q', 7, -1, 2**31-1)");
+  char err[STK_ERRMSG_MAX];
+  CHECK_EQ(open_err("big", NULL, err), STK_EFORMAT);
+  CHECK_CONTAINS(err, "big/a.npz: offset ");
+  CHECK_CONTAINS(err, "y[1]: label 4294967296 is outside the labels stoker carries (0 to 2^31-1, or -1 for none)");
+  CHECK_EQ(open_err("neg", NULL, err), STK_EFORMAT);
+  CHECK_CONTAINS(err, "y[1]: label -5 is outside");
+  struct stk_dataset *ds = open_ds("ok", NULL);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  struct stk_sample s;
+  int32_t want[] = {7, -1, INT32_MAX};
+  for (uint64_t i = 0; i < 3; i++) {
+    CHECK_OK(stk_dataset_read(ds, i, 1, &buf, &cap, &s));
+    CHECK_EQ(s.label, want[i]);
+  }
+  free(buf);
+  stk_dataset_close(ds);
+  /* x of shape (2, 2, 3) in Fortran order: x[..., i] is bytes 4i..4i+3. */
+  write_dlio_npz("fort/a.npz", "{'descr': '|u1', 'fortran_order': True, 'shape': (2, 2, 3), }",
+                 "bytes(range(12))", "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }",
+                 "struct.pack('<3q', 0, 1, 2)");
+  ds = open_ds("fort", NULL);
+  for (int kind = STK_DECODE_RAW; kind <= STK_DECODE_NPY; kind += STK_DECODE_NPY - STK_DECODE_RAW) {
+    struct stk_loader_opts o = {.batch_size = 3, .threads = 1};
+    o.decode.kind = kind;
+    struct stk_loader *l = NULL;
+    CHECK_OK(stk_loader_open(&l, ds, &o, err));
+    struct stk_batch *b;
+    int rc = stk_loader_next(l, &b);
+    CHECK_MSG(rc == 0, "decode %d: %s", kind, stk_loader_errmsg(l));
+    CHECK_EQ(b->n, 3);
+    for (uint32_t i = 0; i < 3; i++) {
+      uint64_t id = b->indices[i];
+      CHECK_EQ(b->len[i], 4);
+      for (int k = 0; k < 4; k++) CHECK_EQ(b->data[b->offsets[i] + k], 4 * id + k);
+      CHECK_EQ(b->labels[i], (int32_t)id);
+    }
+    stk_batch_release(l, b);
+    stk_loader_close(l);
+  }
   stk_dataset_close(ds);
 }
 

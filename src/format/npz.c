@@ -141,22 +141,38 @@ static const char *small_member(const uint8_t *d, const struct zent *z, uint64_t
   return "label member does not inflate";
 }
 
-/* Label i of an integer .npy array (y), or -1 when it is not one or the
- * value does not fit an int32 label. */
-static int32_t label_at(const uint8_t *p, uint64_t n, uint64_t i) {
+/* Label i of an integer .npy array (y) into *lab: -1 when it is not one.
+ * A value that no label can carry (labels are 0..2^31-1, -1 for none) is
+ * an error, never a silent -1: returns 1 with the sentence in why (n
+ * bytes). */
+static int label_at(const uint8_t *p, uint64_t n, uint64_t i, int32_t *lab, char *why, size_t wn) {
   struct stk__npy_info h;
-  const char *why;
-  if (stk__npy_info(p, n, 1, &h, &why) || !h.is_int || i >= h.count) return -1;
+  const char *hw;
+  *lab = -1;
+  if (stk__npy_info(p, n, 1, &h, &hw) || !h.is_int || i >= h.count) return 0;
   const uint8_t *v = p + h.data_off + i * h.itemsize;
   int64_t x;
   switch (h.itemsize) {
   case 1: x = h.is_signed ? (int8_t)v[0] : v[0]; break;
   case 2: x = h.is_signed ? (int16_t)stk__ld16(v) : stk__ld16(v); break;
   case 4: x = h.is_signed ? (int32_t)stk__ld32(v) : (int64_t)stk__ld32(v); break;
-  case 8: x = (int64_t)stk__ld64(v); break;
-  default: return -1;
+  case 8:
+    if (!h.is_signed && stk__ld64(v) > INT64_MAX) {
+      snprintf(why, wn, "label %llu is outside the labels stoker carries (0 to 2^31-1, or -1 for "
+               "none)", (unsigned long long)stk__ld64(v));
+      return 1;
+    }
+    x = (int64_t)stk__ld64(v);
+    break;
+  default: return 0;
   }
-  return x >= 0 && x <= INT32_MAX ? (int32_t)x : -1;
+  if (x < -1 || x > INT32_MAX) {
+    snprintf(why, wn, "label %lld is outside the labels stoker carries (0 to 2^31-1, or -1 for "
+             "none)", (long long)x);
+    return 1;
+  }
+  *lab = (int32_t)x;
+  return 0;
 }
 
 /* ---- index ------------------------------------------------------------- */
@@ -199,7 +215,7 @@ static const char *member_head(int fd, const struct zent *z, uint64_t size, uint
 /* Samples in a file of DLIO's layout (x with its samples along the last
  * axis, y one integer label per sample), else 1. */
 static const char *dlio_samples(int fd, uint64_t size, const struct zent *x, const struct zent *y,
-                                uint64_t *n) {
+                                uint64_t *n, char *msg, size_t mn) {
   *n = 1;
   if (!x || !y) return NULL;
   uint8_t head[4096];
@@ -229,6 +245,16 @@ static const char *dlio_samples(int fd, uint64_t size, const struct zent *x, con
         why = "x's data is shorter than its shape says";
       else
         *n = h.last;
+      /* Every label is checked here, so a value no label can carry fails
+       * the open (inspect, verify) rather than a batch. */
+      char lw[128];
+      int32_t lab;
+      for (uint64_t i = 0; !why && *n > 1 && i < *n; i++)
+        if (label_at(img, y->usize, i, &lab, lw, sizeof lw)) {
+          snprintf(msg, mn, "y[%llu]: %s", (unsigned long long)i, lw);
+          why = msg;
+          *n = 1;
+        }
     }
   }
   free(raw);
@@ -273,8 +299,10 @@ static int npz_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char 
     else if (is_member(&z, "y")) zy = z, hy = 1;
   }
   uint64_t n = 1;
-  if (!rc && (why = dlio_samples(fd, size, hx ? &zx : NULL, hy ? &zy : NULL, &n)) != NULL)
-    rc = STK_EFORMAT, at = hx ? zx.lho : 0;
+  char msg[192];
+  if (!rc && (why = dlio_samples(fd, size, hx ? &zx : NULL, hy ? &zy : NULL, &n, msg,
+                                 sizeof msg)) != NULL)
+    rc = STK_EFORMAT, at = why == msg ? zy.lho : hx ? zx.lho : 0;
   free(t);
   free(cd);
   if (rc) return npz_err(sh->path, at, rc, why ? why : "bad zip file", err);
@@ -323,21 +351,26 @@ static int inflate_check(const uint8_t *p, uint64_t n, uint64_t usize, uint32_t 
 static uint32_t crc32_big(const uint8_t *p, uint64_t n) { return stk__crc32(0, p, (size_t)n); }
 
 /* A label from a one-element integer .npy member ("y", "label", "cls"),
- * stored or deflated (np.savez_compressed). */
-static void member_label(const struct zent *z, const uint8_t *d, struct stk_sample *out) {
+ * stored or deflated (np.savez_compressed); 1 with why for a value no label
+ * can carry. */
+static int member_label(const struct zent *z, const uint8_t *d, struct stk_sample *out, char *why,
+                        size_t wn) {
   int named = is_member(z, "y") || is_member(z, "label") || is_member(z, "cls");
-  if (!named || out->label >= 0 || z->usize > 4096) return;
+  if (!named || out->label >= 0 || z->usize > 4096) return 0;
   uint8_t *img = NULL;
-  if (small_member(d, z, 0, &img)) return;
+  if (small_member(d, z, 0, &img)) return 0;
   struct stk__npy_info h;
-  const char *why;
-  if (!stk__npy_info(img, z->usize, 1, &h, &why) && h.count == 1) out->label = label_at(img, z->usize, 0);
+  const char *hw;
+  int bad = 0;
+  if (!stk__npy_info(img, z->usize, 1, &h, &hw) && h.count == 1)
+    bad = label_at(img, z->usize, 0, &out->label, why, wn);
   free(img);
+  return bad;
 }
 
 /* One member: the local header gives where the data starts. */
 static const char *member(const uint8_t *buf, uint64_t len, const struct zent *z, int verify,
-                          struct stk_sample *out, int *rc) {
+                          struct stk_sample *out, int *rc, char *msg, size_t mn) {
   *rc = STK_EFORMAT;
   if (z->lho > len || len - z->lho < LOC_LEN || stk__ld32(buf + z->lho) != LOC_SIG)
     return "bad zip local header";
@@ -355,7 +388,7 @@ static const char *member(const uint8_t *buf, uint64_t len, const struct zent *z
     return *rc = STK_ECRC, "zip member CRC32 mismatch";
   if (verify && z->method == 8 && (*rc = inflate_check(d, z->csize, z->usize, z->crc)) != 0)
     return *rc == STK_ECRC ? "zip member CRC32 or size mismatch" : "zip member does not inflate";
-  member_label(z, d, out);
+  if (member_label(z, d, out, msg, mn)) return *rc = STK_ERANGE, msg;
   *rc = 0;
   return NULL;
 }
@@ -375,7 +408,7 @@ static const uint8_t *member_data(const uint8_t *buf, uint64_t len, const struct
  * contiguous one for Fortran order) and its label y[i]. */
 static const char *dlio_sample(const struct stk_shard *sh, const uint8_t *buf, uint64_t len,
                                const struct zdir *d, uint64_t i, int verify, struct stk_sample *out,
-                               int *rc, uint64_t *at) {
+                               int *rc, uint64_t *at, char *msg, size_t mn) {
   const uint8_t *p = buf + d->cd_off, *end = p + d->cd_size, *xd = NULL, *yd = NULL;
   struct zent z, zx = {0}, zy = {0};
   const char *why;
@@ -404,7 +437,14 @@ static const char *dlio_sample(const struct stk_shard *sh, const uint8_t *buf, u
   if (stk__sample_add(out, "x", 1, xd + h.data_off, per * h.itemsize)) return "too many fields";
   struct stk_field *f = &out->fields[out->nfields - 1];
   if (h.fortran || per == 1) {
-    f->data = xd + h.data_off + (h.fortran ? i * per * h.itemsize : i * h.itemsize);
+    /* x[..., i] is contiguous here, but it is array data all the same (no
+     * .npy header of its own): a one-element strided field, so the npy
+     * decoder takes it as the array it is. */
+    uint64_t bytes = per * h.itemsize;
+    f->data = xd + h.data_off + (h.fortran ? i * bytes : i * h.itemsize);
+    f->encoding = STK_ENC_STRIDED;
+    f->elem = bytes <= UINT32_MAX ? (uint32_t)bytes : (uint32_t)h.itemsize;
+    f->stride = f->elem;
   } else {
     f->data = xd + h.data_off + i * h.itemsize;
     f->encoding = STK_ENC_STRIDED;
@@ -413,8 +453,9 @@ static const char *dlio_sample(const struct stk_shard *sh, const uint8_t *buf, u
     f->len = (per - 1) * f->stride + h.itemsize;
   }
   uint8_t *img = NULL;
-  if (!small_member(yd, &zy, len, &img)) out->label = label_at(img, zy.usize, i);
+  int bad = !small_member(yd, &zy, len, &img) && label_at(img, zy.usize, i, &out->label, msg, mn);
   free(img);
+  if (bad) return *at = zy.lho, *rc = STK_ERANGE, msg;
   *rc = 0;
   return NULL;
 }
@@ -443,7 +484,8 @@ static int npz_parse(const struct stk_dataset *ds, const struct stk_shard *sh, c
     snprintf(k, sizeof k, "%.*s/%llu", (int)STK__MIN(kl, sizeof k - 24), b, (unsigned long long)i);
     stk__sample_key(out, k, strlen(k));
     int rc;
-    if ((why = dlio_sample(sh, buf, len, &d, i, verify, out, &rc, &at)) != NULL)
+    char msg[160];
+    if ((why = dlio_sample(sh, buf, len, &d, i, verify, out, &rc, &at, msg, sizeof msg)) != NULL)
       return npz_err(sh->path, off + at, rc, why, err);
     return 0;
   }
@@ -454,7 +496,8 @@ static int npz_parse(const struct stk_dataset *ds, const struct stk_shard *sh, c
     uint64_t at = (uint64_t)(p - buf);
     if ((why = cen_entry(&p, end, &z)) != NULL)
       return npz_err(sh->path, off + at, STK_EFORMAT, why, err);
-    if ((why = member(buf, len, &z, verify, out, &rc)) != NULL)
+    char msg[160];
+    if ((why = member(buf, len, &z, verify, out, &rc, msg, sizeof msg)) != NULL)
       return npz_err(sh->path, off + z.lho, rc, why, err);
   }
   return 0;
