@@ -16,7 +16,8 @@
  * default, so `{.lengths = ..., .seq_len = 4096}` is a training split. */
 struct stk__gpt_cfg {
   /* Token count of every document of the corpus (Megatron's
-   * IndexedDataset.sequence_lengths); not copied, read during the build. */
+   * IndexedDataset.sequence_lengths: GPT counts .idx sequences, one per
+   * document as Megatron's tools write them); read during the build only. */
   const int32_t *lengths;
   uint64_t n_lengths;
   /* The split's document ids, in order (Megatron's `indices`, a range
