@@ -631,6 +631,38 @@ TEST(loader_mmap_truncated_while_held_is_sigbus) {
   CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS, "child status 0x%x", st);
 }
 
+/* As documented (docs/internals/loader.md, "Rewriting during use"; issue
+ * 18, section 6): a mapped batch is the file's pages, so a file rewritten
+ * in place changes a batch already handed out; with pread the batch is a
+ * copy and keeps what was read. */
+TEST(loader_mmap_rewritten_in_place_changes_held_batch) {
+  write_big_files("ds", 1, 16u << 20);
+  struct stk_dataset *ds = open_ds("ds");
+  const char *engines[] = {"mmap", "pread"};
+  for (int k = 0; k < 2; k++) {
+    struct stk_loader *l;
+    struct stk_batch *b;
+    struct stk_loader_opts o = {.batch_size = 1, .threads = 1, .io_engine = engines[k]};
+    CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+    CHECK_OK(stk_loader_next(l, &b));
+    CHECK_STR(stk_loader_engine(l), engines[k]);
+    uint64_t at = 8u << 20;
+    uint8_t was = payload_byte(0, at), now = (uint8_t)~was;
+    CHECK_EQ(b->data[b->offsets[0] + at], was);
+    int fd = open("ds/f-000.bin", O_WRONLY);
+    CHECK(fd >= 0);
+    CHECK_EQ(pwrite(fd, &now, 1, (off_t)at), 1);
+    close(fd);
+    CHECK_EQ(b->data[b->offsets[0] + at], k == 0 ? now : was);
+    fd = open("ds/f-000.bin", O_WRONLY);
+    CHECK_EQ(pwrite(fd, &was, 1, (off_t)at), 1);
+    close(fd);
+    stk_batch_release(l, b);
+    stk_loader_close(l);
+  }
+  stk_dataset_close(ds);
+}
+
 /* The memory cap holds: batch buffers never exceed it, whatever the ring
  * depth asked for, and every sample still arrives. */
 TEST(loader_concurrent_mem_cap_enforced) {

@@ -138,7 +138,9 @@ struct stk_loader_opts {
                              io_uring by size; docs/internals/loader.md). With
                              mmap, in-place batches are the page cache's pages:
                              a file truncated while its batch is held makes
-                             the next touch of those bytes raise SIGBUS */
+                             the next touch of those bytes raise SIGBUS, and
+                             one rewritten in place changes the batch's bytes
+                             (pread: copies, stable) */
   int direct;             /* O_DIRECT reads into aligned buffers */
   int skip_verify;        /* do not check stored checksums (on by default) */
   uint64_t max_inflight;  /* bytes in flight in the I/O engine; 0 = two mean
