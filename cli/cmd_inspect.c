@@ -86,6 +86,12 @@ static void print_text(struct stk_dataset *ds, const char *path, const struct su
     if (f->fields[i].encoding != STK_ENC_NONE)
       printf(" (%s, %s raw)", enc_name(f->fields[i].encoding),
              stk_fmt_bytes(f->fields[i].raw_len, b2, sizeof b2));
+    if (f->fields[i].type) {
+      printf("  %s[", stk_elem_type_name(f->fields[i].type));
+      for (int d = 0; d < f->fields[i].ndim; d++)
+        printf("%s%llu", d ? "," : "", (unsigned long long)f->fields[i].shape[d]);
+      printf("]");
+    }
     printf("\n");
   }
   for (size_t i = 0; verbose && i < stk_dataset_num_shards(ds); i++) {
@@ -144,6 +150,13 @@ static void print_json(struct stk_dataset *ds, const char *path, const struct su
     stk_json_ku64(&j, "bytes", f->len);
     stk_json_ku64(&j, "raw_bytes", f->raw_len);
     stk_json_kstr(&j, "encoding", enc_name(f->encoding));
+    if (f->type) {
+      stk_json_kstr(&j, "dtype", stk_elem_type_name(f->type));
+      stk_json_key(&j, "shape");
+      stk_json_arr_begin(&j);
+      for (int k = 0; k < f->ndim; k++) stk_json_u64(&j, f->shape[k]);
+      stk_json_arr_end(&j);
+    }
     stk_json_obj_end(&j);
   }
   stk_json_arr_end(&j);

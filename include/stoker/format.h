@@ -18,6 +18,19 @@ extern "C" {
 
 #define STK_FIELD_NAME_MAX 32
 #define STK_MAX_FIELDS 16
+#define STK_FIELD_MAX_DIMS 8
+
+/* Element types of typed fields (token columns), by NumPy's names through
+ * stk_elem_type_name(): "uint8", "int8", ..., "float64"; "bytes" for NONE. */
+enum stk_elem_type {
+  STK_ELEM_NONE = 0,
+  STK_ELEM_U8, STK_ELEM_I8, STK_ELEM_U16, STK_ELEM_I16, STK_ELEM_F16, STK_ELEM_U32,
+  STK_ELEM_I32, STK_ELEM_F32, STK_ELEM_U64, STK_ELEM_I64, STK_ELEM_F64,
+  STK_ELEM_COUNT
+};
+STK_EXPORT const char *stk_elem_type_name(int type);
+/* Item size of a type in bytes; 0 for NONE or an unknown type. */
+STK_EXPORT unsigned stk_elem_type_size(int type);
 
 /* How a field's bytes are stored. Deflated fields (npz members) are
  * inflated by the decode stage, never by the parser. A strided field is
@@ -40,6 +53,14 @@ struct stk_field {
                        nonzero, the size of the field's elements (a Megatron
                        sequence's tokens: 2 for uint16) */
   uint64_t stride;  /* STK_ENC_STRIDED: bytes from one element to the next */
+  /* What the format records of the elements' type and the array's shape
+   * (MDS ndarray and numeric columns): type is an enum stk_elem_type, elem
+   * then its size, and the raw_len bytes are a C-order array of shape
+   * shape[0..ndim) in little-endian order. type STK_ELEM_NONE: bytes (or a
+   * format that records no type); ndim 0 with a type: one scalar. */
+  uint8_t type;
+  uint8_t ndim;
+  uint64_t shape[STK_FIELD_MAX_DIMS];
 };
 
 /* A sample split into fields. label is the class (plain-file datasets: the

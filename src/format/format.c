@@ -85,7 +85,37 @@ int stk__sample_add(struct stk_sample *out, const char *name, size_t name_len,
   f->data = data;
   f->len = f->raw_len = len;
   f->encoding = STK_ENC_NONE;
+  f->elem = 0;
+  f->stride = 0;
+  f->type = STK_ELEM_NONE;
+  f->ndim = 0;
   return 0;
+}
+
+static const struct {
+  const char *name;
+  unsigned size;
+} elem_types[STK_ELEM_COUNT] = {
+    [STK_ELEM_NONE] = {"bytes", 0},   [STK_ELEM_U8] = {"uint8", 1},
+    [STK_ELEM_I8] = {"int8", 1},      [STK_ELEM_U16] = {"uint16", 2},
+    [STK_ELEM_I16] = {"int16", 2},    [STK_ELEM_F16] = {"float16", 2},
+    [STK_ELEM_U32] = {"uint32", 4},   [STK_ELEM_I32] = {"int32", 4},
+    [STK_ELEM_F32] = {"float32", 4},  [STK_ELEM_U64] = {"uint64", 8},
+    [STK_ELEM_I64] = {"int64", 8},    [STK_ELEM_F64] = {"float64", 8},
+};
+
+const char *stk_elem_type_name(int type) {
+  return type >= 0 && type < STK_ELEM_COUNT ? elem_types[type].name : "unknown";
+}
+
+unsigned stk_elem_type_size(int type) {
+  return type > 0 && type < STK_ELEM_COUNT ? elem_types[type].size : 0;
+}
+
+int stk__elem_type_by_name(const char *name, size_t n) {
+  for (int t = 1; t < STK_ELEM_COUNT; t++)
+    if (strlen(elem_types[t].name) == n && !memcmp(elem_types[t].name, name, n)) return t;
+  return STK_ELEM_NONE;
 }
 
 void stk__sample_key(struct stk_sample *out, const char *key, size_t n) {

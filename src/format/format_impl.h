@@ -268,6 +268,8 @@ void stk__sample_reset(struct stk_sample *out, const struct stk_shard *sh);
  * STK_FIELD_NAME_MAX - 1 bytes. */
 int stk__sample_add(struct stk_sample *out, const char *name, size_t name_len,
                     const uint8_t *data, uint64_t len);
+/* The enum stk_elem_type named by n bytes of name ("int32"); NONE if none. */
+int stk__elem_type_by_name(const char *name, size_t n);
 /* Set out->key from n bytes, truncated to fit. */
 void stk__sample_key(struct stk_sample *out, const char *key, size_t n);
 /* Whether a field already carries the sample's label (named cls, label,
