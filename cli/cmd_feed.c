@@ -36,6 +36,10 @@ const char cmd_feed_usage[] =
     "  --seed S            shuffle and augmentation seed (default 0)\n"
     "  --window N          block-shuffle window in samples (default 4096)\n"
     "  --rank R --world W  read rank R's share of W ranks (default 0 of 1)\n"
+    "  --shares S          uneven|pad|drop: when W does not divide the epoch, ranks\n"
+    "                      take shares differing by one (uneven, default), or all the\n"
+    "                      same, the last round wrapping to the epoch's start (pad) or\n"
+    "                      left out (drop), as DistributedSampler does\n"
     "  --resume FILE       continue from a state saved with --save-state (on this\n"
     "                      dataset: a state saved on another one is refused)\n"
     "  --save-state FILE   write the sampler state after the last batch\n"
@@ -78,7 +82,7 @@ enum {
   O_FORMAT = 256, O_BATCH, O_THREADS, O_EPOCHS, O_DROP_LAST, O_CONSUMER, O_LIMIT, O_SHUFFLE,
   O_SEED, O_WINDOW, O_RANK, O_WORLD, O_RESUME, O_SAVE, O_DECODE, O_FIELD, O_SIZE, O_DTYPE,
   O_LAYOUT, O_EVAL, O_ENGINE, O_DIRECT, O_NOVERIFY, O_ONERROR, O_PREFETCH, O_PREFETCH_MAX,
-  O_MEMCAP, O_INFLIGHT, O_JSON
+  O_MEMCAP, O_INFLIGHT, O_JSON, O_SHARES
 };
 
 static const struct option options[] = {
@@ -97,6 +101,7 @@ static const struct option options[] = {
     {"prefetch", 1, 0, O_PREFETCH}, {"prefetch-max", 1, 0, O_PREFETCH_MAX},
     {"mem-cap", 1, 0, O_MEMCAP},    {"inflight", 1, 0, O_INFLIGHT},
     {"json", 0, 0, O_JSON},         {"quiet", 0, 0, 'q'},
+    {"shares", 1, 0, O_SHARES},
     CLI_CACHE_OPTIONS,              {0, 0, 0, 0}};
 
 /* Index of s in the NULL-terminated list, or -1 with an error printed. */
@@ -144,6 +149,12 @@ static int parse_option(struct feed_args *a, int c, const char *v) {
     case O_SEED: return cli_u64("feed", "--seed", v, 0, UINT64_MAX, &o->sampler.seed);
     case O_WINDOW: return cli_u64("feed", "--window", v, 1, UINT64_MAX, &o->sampler.shuffle_window);
     case O_RANK: return parse_u32("--rank", v, 0, 1u << 20, &o->sampler.rank);
+    case O_SHARES: {
+      static const char *const shares[] = {"uneven", "pad", "drop", NULL};
+      if ((k = pick("--shares", v, shares)) < 0) return -1;
+      o->shares = k;
+      return 0;
+    }
     case O_WORLD: return parse_u32("--world", v, 1, 1u << 20, &o->sampler.world);
     case O_RESUME: a->resume = v; return 0;
     case O_SAVE: a->save_state = v; return 0;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "../src/format/format_impl.h"
+#include "../src/loader/loader_impl.h"
 #include "stoker/loader.h"
 #include "test.h"
 
@@ -265,4 +266,65 @@ TEST(sampler_resume_refuses_other_dataset) {
   free_ds(a);
   free_ds(b);
   free_ds(c);
+}
+
+/* PAD and DROP: every rank the same share of an epoch world does not
+ * divide; PAD's last round wraps to the epoch's first samples (every
+ * sample at least once, fewer than world twice), DROP leaves fewer than
+ * world out (none twice); epoch_len says each share; a PAD state saved at
+ * world 3 resumes at world 2 with the samples that were left. */
+TEST(sampler_even_shares_pad_and_drop) {
+  struct stk_dataset *ds = fake_ds(3, 4, 3, STK_FMT_RANDOM_ACCESS); /* 11 samples */
+  for (int shares = STK_SHARES_PAD; shares <= STK_SHARES_DROP; shares++) {
+    for (uint32_t world = 1; world <= 5; world++) {
+      uint64_t want = shares == STK_SHARES_PAD ? (11 + world - 1) / world : 11 / world;
+      int hits[11] = {0};
+      uint64_t total = 0;
+      for (uint32_t r = 0; r < world; r++) {
+        struct stk_sampler *s;
+        struct stk_sampler_opts o = {.shuffle = STK_SHUFFLE_GLOBAL, .seed = 5, .rank = r,
+                                     .world = world};
+        CHECK_OK(stk_sampler_open(&s, ds, &o));
+        stk__sampler_set_shares(s, shares);
+        stk_sampler_set_epoch(s, 1);
+        CHECK_EQ(stk_sampler_epoch_len(s), want);
+        uint64_t v[16];
+        uint64_t n = drain(s, v);
+        CHECK_MSG(n == want, "shares %d world %u rank %u: %llu samples, want %llu", shares,
+                  world, r, (unsigned long long)n, (unsigned long long)want);
+        for (uint64_t i = 0; i < n; i++) hits[v[i]]++;
+        total += n;
+        stk_sampler_close(s);
+      }
+      for (int i = 0; i < 11; i++) {
+        if (shares == STK_SHARES_PAD) CHECK_MSG(hits[i] >= 1 && hits[i] <= 2, "sample %d", i);
+        else CHECK_MSG(hits[i] <= 1, "sample %d twice", i);
+      }
+      if (shares == STK_SHARES_PAD) CHECK(total - 11 < world);
+      else CHECK(11 - total < world);
+    }
+  }
+  /* PAD at world 3 runs to position 12; saved at 9, resumed at world 2. */
+  struct stk_sampler *s;
+  struct stk_sampler_opts o = {.shuffle = STK_SHUFFLE_GLOBAL, .seed = 5, .world = 3};
+  CHECK_OK(stk_sampler_open(&s, ds, &o));
+  stk__sampler_set_shares(s, STK_SHARES_PAD);
+  uint64_t id;
+  for (int i = 0; i < 3; i++) CHECK_OK(stk_sampler_next(s, &id));
+  struct stk_sampler_state st;
+  stk_sampler_save(s, &st);
+  CHECK_EQ(st.position, 9);
+  stk_sampler_close(s);
+  uint64_t rest = 0;
+  for (uint32_t r = 0; r < 2; r++) {
+    struct stk_sampler_opts o2 = {.shuffle = STK_SHUFFLE_GLOBAL, .seed = 5, .rank = r, .world = 2};
+    CHECK_OK(stk_sampler_open(&s, ds, &o2));
+    stk__sampler_set_shares(s, STK_SHARES_PAD);
+    CHECK_OK(stk_sampler_restore(s, &st));
+    uint64_t v[16];
+    rest += drain(s, v);
+    stk_sampler_close(s);
+  }
+  CHECK_EQ(rest, 3); /* positions 9, 10 and 11: world 2 pads 11 samples to 12, 11 wrapping to 0 */
+  free_ds(ds);
 }

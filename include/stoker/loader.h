@@ -156,7 +156,19 @@ struct stk_loader_opts {
   int on_error;           /* enum stk_on_error */
   const struct stk_allocator *alloc; /* NULL = aligned malloc */
   const struct stk_sampler_state *resume; /* NULL = start at epoch 0 */
+  int shares;             /* enum stk_shares: how an epoch that world does not
+                             divide is shared; 0 = STK_SHARES_UNEVEN */
 };
+
+/* Ranks' shares of an epoch of n samples. UNEVEN: rank r takes positions
+ * r, r + world, ... below n (shares differ by one where world does not
+ * divide n). PAD: every rank takes ceil(n / world), the last round wrapping
+ * to the start of the epoch's order (DistributedSampler's default). DROP:
+ * every rank takes floor(n / world), the last n % world of the order left
+ * out (DistributedSampler's drop_last). PAD and DROP give every rank the
+ * same number of batches, so data-parallel ranks never wait on one that has
+ * run out; with a streamed dataset they count it whole first. */
+enum stk_shares { STK_SHARES_UNEVEN = 0, STK_SHARES_PAD, STK_SHARES_DROP };
 
 /* One batch, owned by the loader until stk_batch_release(). data holds the
  * samples back to back (fixed-size decodes) or at offsets[i] with lengths
@@ -203,6 +215,11 @@ STK_EXPORT int stk_loader_try_next(struct stk_loader *l, struct stk_batch **out)
 STK_EXPORT void stk_batch_release(struct stk_loader *l, struct stk_batch *b);
 /* Stop the threads and free everything; unreleased batches die with it. */
 STK_EXPORT void stk_loader_close(struct stk_loader *l);
+/* Batches this rank gets in a whole epoch with these options (its share,
+ * epoch_samples, batch_size, drop_last), counting a streamed dataset whole
+ * first; a share that on_error=skip thins may give fewer. 0, or a code with
+ * errmsg set. */
+STK_EXPORT int stk_loader_epoch_batches(struct stk_loader *l, uint64_t *out, char *errmsg);
 /* Ask the pipeline to stop soon; next() then returns STK_ECANCELED.
  * Safe from a signal handler's thread (only sets a flag). */
 STK_EXPORT void stk_loader_cancel(struct stk_loader *l);

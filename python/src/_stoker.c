@@ -338,7 +338,7 @@ static int parse_opts(LoaderObject *self, PyObject *d) {
       opt_int(d, "skip_verify", &o->skip_verify) || opt_u64(d, "inflight", &o->max_inflight) ||
       opt_u32(d, "io_depth", &o->io_depth) || opt_u32(d, "prefetch", &o->prefetch) ||
       opt_u32(d, "prefetch_max", &o->prefetch_max) || opt_u64(d, "mem_cap", &o->mem_cap) ||
-      opt_int(d, "on_error", &o->on_error))
+      opt_int(d, "on_error", &o->on_error) || opt_int(d, "shares", &o->shares))
     return -1;
   for (int i = 0; i < 3; i++) {
     char k[16];
@@ -675,6 +675,18 @@ static PyObject *Loader_get_pinned(LoaderObject *self, void *closure) {
   return PyBool_FromLong(self->pinned_on);
 }
 
+static PyObject *Loader_epoch_batches(LoaderObject *self, PyObject *unused) {
+  (void)unused;
+  if (loader_check_open(self)) return NULL;
+  uint64_t n = 0;
+  char err[STK_ERRMSG_MAX] = "";
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = stk_loader_epoch_batches(self->l, &n, err);
+  Py_END_ALLOW_THREADS log_drain();
+  if (rc) return raise_stk(rc, err);
+  return PyLong_FromUnsignedLongLong(n);
+}
+
 static PyObject *Loader_dataset_info(LoaderObject *self, PyObject *unused) {
   (void)unused;
   if (!self->ds || self->pid != getpid()) {
@@ -701,6 +713,7 @@ static PyMethodDef Loader_methods[] = {
      "_state() -> (seed, epoch, position) after the last batch handed out."},
     {"_stats_json", (PyCFunction)Loader_stats_json, METH_NOARGS, "The stats as JSON text."},
     {"_dataset_info", (PyCFunction)Loader_dataset_info, METH_NOARGS, NULL},
+    {"_epoch_batches", (PyCFunction)Loader_epoch_batches, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Loader_getset[] = {

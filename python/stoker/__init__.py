@@ -210,6 +210,11 @@ class Loader(_stoker.Loader):
       seed=0              shuffle and augmentation seed
       window=4096         block-shuffle window in samples
       rank=0, world=1     read rank's share of world ranks
+      shares="uneven"     when world does not divide an epoch: "uneven" (shares
+                          differ by one), "pad" (all ceil(n/world), the last round
+                          wrapping to the epoch's start) or "drop" (all
+                          floor(n/world)); pad and drop give every rank the same
+                          number of batches, as DistributedSampler does
       resume=None         a state from state() / state_dict() to continue from
     Decode:
       decode="raw"        "raw", "jpeg" or "npy"
@@ -273,6 +278,12 @@ class Loader(_stoker.Loader):
         seed, epoch, position, dataset = self._state()
         return {"seed": seed, "epoch": epoch, "position": position, "dataset": dataset}
 
+    def epoch_batches(self):
+        """Batches this rank gets in a whole epoch with these options (its
+        share, epoch_samples, batch_size, drop_last); a streamed dataset is
+        counted whole first. on_error="skip" may give fewer."""
+        return self._epoch_batches()
+
     def dataset_info(self):
         """{"samples", "samples_complete", "shards", "format"} of the open dataset.
 
@@ -299,7 +310,7 @@ class Loader(_stoker.Loader):
 
 def _options(source, batch_size=64, *, shuffle=True, seed=0, epochs=1,
              drop_last=False, epoch_samples=0, threads=0, window=0, rank=0, world=1,
-             resume=None, decode="raw", field=None, size=224, dtype="u8", layout="hwc",
+             shares="uneven", resume=None, decode="raw", field=None, size=224, dtype="u8", layout="hwc",
              eval=False, scale=None, ratio=None, mean=None, std=None, format=None,
              engine="auto", direct=False, verify=True, on_error="fail", prefetch=0,
              prefetch_max=0, mem_cap=0, inflight=0, io_depth=0, pin_memory=False,
@@ -322,6 +333,7 @@ def _options(source, batch_size=64, *, shuffle=True, seed=0, epochs=1,
     o["window"] = _int("window", window)
     o["rank"] = _int("rank", rank, 0, (1 << 32) - 1)
     o["world"] = _int("world", world, 1, (1 << 32) - 1)
+    o["shares"] = _choice("shares", shares, ["uneven", "pad", "drop"])
     if o["rank"] >= o["world"]:
         raise ValueError(f"rank: {rank} is not below world ({world})")
     if resume is not None:

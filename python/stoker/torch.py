@@ -51,7 +51,10 @@ class StokerDataset(IterableDataset):
 
     An IterableDataset of (inputs, labels) batches read by stoker.Loader
     (every Loader option is accepted: decode, size, dtype, layout, shuffle,
-    seed, drop_last, cache_dir, pin_memory, ...).
+    seed, drop_last, cache_dir, pin_memory, ...). shares defaults to "pad"
+    here: every rank gets the same number of batches (len()), the last round
+    of an epoch that the world does not divide wrapping to its first
+    samples, as DistributedSampler does; shares="drop" leaves them out.
 
     inputs: for decode="jpeg" a (batch, 3, H, W) or (batch, H, W, 3) tensor,
       uint8 or normalized float32 as dtype says, sharing the loader's memory;
@@ -75,6 +78,10 @@ class StokerDataset(IterableDataset):
         self.batch_size = batch_size
         self.return_indices = bool(return_indices)
         self.options = dict(options)
+        # Every rank the same number of steps, as DistributedSampler gives
+        # (a rank that runs out first leaves the others waiting in DDP's
+        # all-reduce): the last round wraps; shares="drop" leaves it out.
+        self.options.setdefault("shares", "pad")
         self.seed = options.get("seed", 0)
         self._rank, self._world = rank, world_size
         if epoch < 0:
@@ -108,6 +115,18 @@ class StokerDataset(IterableDataset):
         if info is not None and info.num_workers > 1:
             rank, world = rank * info.num_workers + info.id, world * info.num_workers
         return rank, world
+
+    def __len__(self):
+        """Batches this rank yields per pass (an epoch): the same on every
+        rank unless shares="uneven". With DataLoader workers each reads its
+        own share of this rank's, so their partial batches may add up to a
+        few more. Opens the loader the next pass would open (and uses)."""
+        rank, world = self.rank_world()
+        if (self._ld is None or self._ld.closed
+                or self._ld_key != (rank, world, os.getpid())):
+            self._open(rank, world, self._resume or (self.seed, self._epoch, 0))
+            self._resume = None
+        return self._ld.epoch_batches()
 
     # -- epochs and resume -----------------------------------------------------
 

@@ -108,14 +108,16 @@ def test_torch_state_dict_world_change(datasets):
     src = datasets["tfrecord"]
     seen, state = [], None
     for rank in range(2):
-        ds = st.StokerDataset(src, 8, seed=9, rank=rank, world_size=2, return_indices=True)
+        ds = st.StokerDataset(src, 8, seed=9, rank=rank, world_size=2, return_indices=True,
+                              shares="uneven")
         it = iter(ds)
         for _ in range(3):
             seen += next(it)[2].tolist()
         state = ds.state_dict()
         del it
     for rank in range(3):
-        ds = st.StokerDataset(src, 8, seed=9, rank=rank, world_size=3, return_indices=True)
+        ds = st.StokerDataset(src, 8, seed=9, rank=rank, world_size=3, return_indices=True,
+                              shares="uneven")
         ds.load_state_dict(state)
         for _, _, idx in ds:
             seen += idx.tolist()

@@ -158,8 +158,8 @@ def test_equal_size_samples_in_any_order(tmp_path):
 
 
 def test_rank_with_no_batches_ends_at_once(tmp_path):
-    # One sample, world size 2: rank 1 gets none, and with drop_last neither
-    # rank gets a batch of 4. Each pass must end at once; the loader (opened
+    # One sample, world size 2: with uneven shares rank 1 gets none, with
+    # drop shares neither does, and with drop_last neither gets a batch of 4. Each pass must end at once; the loader (opened
     # for 2^31 epochs) spun through every empty epoch (about an hour of CPU
     # with drop_last).
     import stoker
@@ -167,14 +167,81 @@ def test_rank_with_no_batches_ends_at_once(tmp_path):
     stoker.gen(src, 1, format="tfrecord", size=100, seed=1)
     code = textwrap.dedent(f"""
         import stoker.torch as st
-        for rank, kw in ((1, {{}}), (0, {{"drop_last": True}}), (1, {{"drop_last": True}})):
+        for rank, kw in ((1, {{"shares": "uneven"}}), (0, {{"drop_last": True}}),
+                         (1, {{"drop_last": True}}), (0, {{"shares": "drop"}})):
             ds = st.StokerDataset({src!r}, 4, rank=rank, world_size=2, **kw)
             for epoch in range(3):
                 assert sum(1 for _ in ds) == 0, (rank, kw, epoch)
-        ds = st.StokerDataset({src!r}, 4, rank=0, world_size=2)
-        assert [len(x) for x, _ in ds] == [1]
+        for rank in (0, 1):  # pad (the default): each rank gets the one sample
+            ds = st.StokerDataset({src!r}, 4, rank=rank, world_size=2)
+            assert [len(x) for x, _ in ds] == [1] and len(ds) == 1
         print("ok")
     """)
     r = run_py(code, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
     assert "gets no batch of an epoch" in r.stderr
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+@pytest.mark.parametrize("shares", ["pad", "drop", "uneven"])
+def test_len_and_equal_steps(datasets, world, shares):
+    # 200 samples, batch 16: len() is what each rank's pass yields; with pad
+    # (the default) and drop every rank yields the same number of batches,
+    # pad covering every sample (fewer than world repeats), drop leaving
+    # fewer than world out; uneven covers each sample exactly once.
+    import stoker.torch as st
+    counts, seen = [], []
+    for rank in range(world):
+        kw = {} if shares == "pad" else {"shares": shares}
+        ds = st.StokerDataset(datasets["npz"], 16, seed=4, rank=rank, world_size=world,
+                              return_indices=True, **kw)
+        n = len(ds)
+        for epoch in range(2):
+            got = [idx.tolist() for _, _, idx in ds]
+            assert len(got) == n, (rank, epoch)
+            if epoch == 0:
+                seen += [i for b in got for i in b]
+        counts.append(n)
+    if shares != "uneven":
+        assert len(set(counts)) == 1, counts
+    if shares == "pad":
+        assert set(seen) == set(range(200)) and len(seen) - 200 < world
+    elif shares == "drop":
+        assert len(seen) == len(set(seen)) and 200 - len(seen) < world
+    else:
+        assert sorted(seen) == list(range(200))
+
+
+def test_len_equal_steps_under_gloo(datasets, tmp_path):
+    # Three ranks of 200 samples, batch 16: the same len() on every rank
+    # (DDP's all-reduce would hang on a rank that runs out first).
+    import stoker
+    src = str(tmp_path / "ds")
+    stoker.gen(src, 200, format="tfrecord", size=32, classes=3, seed=2)
+    port = free_port()
+    code = textwrap.dedent(f"""
+        import os, torch.distributed as dist, torch.multiprocessing as mp
+        import stoker.torch as st
+
+        def work(rank):
+            os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{port}")
+            dist.init_process_group("gloo", rank=rank, world_size=3)
+            ds = st.StokerDataset({src!r}, 16, seed=1)
+            n = len(ds)
+            steps = sum(1 for _ in ds)
+            got = [None] * 3
+            dist.all_gather_object(got, (n, steps))
+            if rank == 0:
+                assert len(set(got)) == 1 and got[0][0] == got[0][1], got
+                print("ok", got[0])
+            dist.destroy_process_group()
+
+        if __name__ == "__main__":
+            mp.spawn(work, nprocs=3)
+    """)
+    script = tmp_path / "gloo3.py"
+    script.write_text(code)
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "ok (5, 5)" in r.stdout, r.stdout + r.stderr

@@ -32,6 +32,11 @@ void stk__lookahead_stop(struct stk__lookahead *la);
  * that stops a count in progress, and why the last count failed. */
 void stk__sampler_set_cancel(struct stk_sampler *s, const int *cancel);
 const char *stk__sampler_errmsg(const struct stk_sampler *s);
+/* How the epoch is shared between ranks (enum stk_shares); set before a
+ * restore. The loader's reader and look-ahead set the same. */
+void stk__sampler_set_shares(struct stk_sampler *s, int shares);
+/* Samples of an epoch of n that rank takes from position `from` on. */
+uint64_t stk__share_len(uint64_t n, uint64_t from, uint32_t rank, uint32_t world, int shares);
 
 /* Copy a caller's options into the library's struct (opts.c): only the
  * caller's struct_size bytes (0 = all), the rest zero (defaults). */

@@ -138,6 +138,7 @@ int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
   atomic_init(&la->stop, 0);
   if (!rc) rc = stk_sampler_open(&la->sampler, ds, &o->sampler);
   if (!rc) stk__sampler_set_cancel(la->sampler, (const int *)&la->stop);
+  if (!rc) stk__sampler_set_shares(la->sampler, o->shares);
   if (!rc && resume) {
     rc = stk_sampler_restore(la->sampler, resume);
     la->epoch = resume->epoch;

@@ -1233,11 +1233,15 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
             ds->root);
     rc = stk_dataset_count(ds, NULL, err);
   }
+  if (!rc && (l->o.shares < STK_SHARES_UNEVEN || l->o.shares > STK_SHARES_DROP))
+    rc = stk__errf(err, STK_EINVAL, "shares: %d is not uneven (0), pad (1) or drop (2)",
+                   l->o.shares);
   if (!rc) {
     rc = stk_sampler_open(&l->sampler, ds, &l->o.sampler);
     if (rc) stk__errf(err, rc, "cannot start the sampler: %s", stk_strerror(rc));
   }
   if (!rc) stk__sampler_set_cancel(l->sampler, (const int *)&l->cancel);
+  if (!rc) stk__sampler_set_shares(l->sampler, l->o.shares);
   if (!rc && l->o.resume) {
     rc = stk_sampler_restore(l->sampler, l->o.resume);
     if (rc == STK_EINVAL)
@@ -1440,6 +1444,18 @@ void stk_batch_release(struct stk_loader *l, struct stk_batch *b) {
 }
 
 void stk_loader_cancel(struct stk_loader *l) { atomic_store(&l->cancel, 1); }
+
+int stk_loader_epoch_batches(struct stk_loader *l, uint64_t *out, char *errmsg) {
+  char err[STK_ERRMSG_MAX] = "";
+  int rc = stk_dataset_count(l->ds, NULL, err); /* a streamed dataset's total */
+  if (rc) return stk__errf(errmsg, rc, "%s", err);
+  uint32_t world = l->o.sampler.world ? l->o.sampler.world : 1;
+  uint64_t share = stk__share_len(l->ds->nsamples, 0, l->o.sampler.rank, world, l->o.shares);
+  if (l->o.epoch_samples && share > l->o.epoch_samples) share = l->o.epoch_samples;
+  uint64_t b = l->o.batch_size;
+  *out = l->o.drop_last ? share / b : (share + b - 1) / b;
+  return 0;
+}
 
 void stk_loader_close(struct stk_loader *l) {
   if (!l) return;

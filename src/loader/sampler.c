@@ -43,6 +43,7 @@ struct stk_sampler {
   uint64_t n;            /* samples in the dataset */
   uint64_t window;
   uint32_t rank, world;
+  int shares;            /* enum stk_shares */
   /* BLOCK: shard visiting order and the prefix sums of their counts. */
   size_t nshards;
   uint64_t *shard_counts;
@@ -219,17 +220,41 @@ void stk_sampler_set_epoch(struct stk_sampler *s, uint64_t e) {
 }
 
 void stk__sampler_set_cancel(struct stk_sampler *s, const int *cancel) { s->cancel = cancel; }
+void stk__sampler_set_shares(struct stk_sampler *s, int shares) { s->shares = shares; }
+
+/* Positions an epoch of n samples runs to: n, or whole rounds of world. */
+static uint64_t epoch_limit(uint64_t n, uint32_t world, int shares) {
+  if (shares == STK_SHARES_PAD) return (n + world - 1) / world * world;
+  if (shares == STK_SHARES_DROP) return n - n % world;
+  return n;
+}
+
+uint64_t stk__share_len(uint64_t n, uint64_t from, uint32_t rank, uint32_t world, int shares) {
+  uint64_t limit = epoch_limit(n, world, shares), start = from + rank;
+  return start >= limit ? 0 : (limit - start + world - 1) / world;
+}
 const char *stk__sampler_errmsg(const struct stk_sampler *s) { return s->err; }
 
 int stk_sampler_next(struct stk_sampler *s, uint64_t *sample) {
   if (s->fail) return s->fail;
   uint64_t g = s->position + s->rank;
+  /* Even shares need the epoch's size to know its last round. */
+  if (s->shares != STK_SHARES_UNEVEN && s->n == UINT64_MAX) {
+    int rc = need(s, UINT64_MAX);
+    if (rc) return s->fail = rc;
+  }
   if (s->ident && s->n == UINT64_MAX) { /* count through this window's end */
     uint64_t end = s->mode == STK_SHUFFLE_BLOCK ? g - g % s->window + s->window : g + 1;
     int rc = need(s, end < g ? UINT64_MAX : end);
     if (rc) return s->fail = rc;
   }
-  if (g >= s->n) return STK_EOF;
+  if (s->shares == STK_SHARES_UNEVEN) {
+    if (g >= s->n) return STK_EOF;
+  } else if (g >= epoch_limit(s->n, s->world, s->shares)) {
+    return STK_EOF;
+  } else if (g >= s->n) {
+    g %= s->n; /* PAD's last round wraps to the epoch's first samples */
+  }
   *sample = order_at(s, g);
   s->position += s->world;
   return 0;
@@ -237,15 +262,14 @@ int stk_sampler_next(struct stk_sampler *s, uint64_t *sample) {
 
 uint64_t stk_sampler_epoch_len(const struct stk_sampler *s) {
   need((struct stk_sampler *)s, UINT64_MAX); /* a streamed dataset's total */
-  uint64_t start = s->position + s->rank;
-  return start >= s->n ? 0 : (s->n - start + s->world - 1) / s->world;
+  return stk__share_len(s->n, s->position, s->rank, s->world, s->shares);
 }
 
 void stk_sampler_save(const struct stk_sampler *s, struct stk_sampler_state *st) {
   st->dataset_fp = 0; /* per batch, so too often to stat every shard */
   st->seed = s->seed;
   st->epoch = s->epoch;
-  st->position = STK__MIN(s->position, s->n);
+  st->position = STK__MIN(s->position, epoch_limit(s->n, s->world, s->shares));
 }
 
 /* ---- the dataset's fingerprint ------------------------------------------ */
@@ -297,16 +321,26 @@ uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds) {
 int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st) {
   if (st->seed != s->seed) return STK_EINVAL;
   if (s->ds->streamed) { /* the counts the saved position needs */
-    int rc = need(s, st->epoch == 0 && s->mode != STK_SHUFFLE_GLOBAL ? st->position : UINT64_MAX);
+    int whole = s->mode == STK_SHUFFLE_GLOBAL || s->shares != STK_SHARES_UNEVEN || st->epoch;
+    int rc = need(s, whole ? UINT64_MAX : st->position);
     if (rc) return rc;
   }
-  if (st->position > s->n) return STK_EINVAL;
+  /* PAD runs past n to whole rounds of the world that saved the state,
+   * which this sampler cannot know: a position past this world's last
+   * round is this epoch's end. */
+  uint64_t pos = st->position;
+  if (s->shares == STK_SHARES_PAD) {
+    uint64_t limit = epoch_limit(s->n, s->world, s->shares);
+    if (pos > limit) pos = limit;
+  } else if (pos > s->n) {
+    return STK_EINVAL;
+  }
   if (st->dataset_fp) {
     if (!s->fp) s->fp = stk_sampler_fingerprint(s->ds);
     if (st->dataset_fp != s->fp) return STK_EINVAL;
   }
   stk_sampler_set_epoch(s, st->epoch);
   if (s->fail) return s->fail;
-  s->position = st->position;
+  s->position = pos;
   return 0;
 }
