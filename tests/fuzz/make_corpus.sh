@@ -59,6 +59,39 @@ fi
 { cat "$tmp/m1/index.json"; printf '\0'; cat "$tmp/m1/shard.00000.mds"; } > "$c/mds/label3"
 "$STK" gen "$tmp/m2" --format mds --samples 2 --size 10 -q
 { cat "$tmp/m2/index.json"; printf '\0'; cat "$tmp/m2/shard.00000.mds"; } > "$c/mds/plain2"
+# Token columns as streaming's MDSWriter writes them (ndarray with the dtype
+# and shape in each value, ndarray:int32 with the shape in each value, a
+# fixed ndarray:uint16:2,2, an int), plain and zstd-compressed (the zstd CLI).
+$PY - "$tmp/m3" <<'PYEOF'
+import json, os, struct, sys
+d = sys.argv[1]; os.makedirs(d)
+cols = [('any', 'ndarray', None), ('fix', 'ndarray:uint16:2,2', 8), ('id', 'int', 8),
+        ('tokens', 'ndarray:int32', None)]
+samples = []
+for i in range(3):
+    a = bytes([[8, 33, 66][i], 1 << 2]) + bytes([2 + i]) + bytes(([1, 4, 8][i]) * (2 + i))
+    t = bytes([1 << 2, 3 + i]) + b''.join(struct.pack('<i', 100 * i + k) for k in range(3 + i))
+    f = b''.join(struct.pack('<H', i + k) for k in range(4))
+    samples.append(struct.pack('<II', len(a), len(t)) + a + f + struct.pack('<q', i) + t)
+cfg = b'{}'
+hdr = 4 + 4 * (len(samples) + 1) + len(cfg)
+offs = [hdr]
+for s in samples: offs.append(offs[-1] + len(s))
+raw = struct.pack('<I', len(samples)) + b''.join(struct.pack('<I', o) for o in offs) + cfg + b''.join(samples)
+open(d + '/shard.00000.mds', 'wb').write(raw)
+def index(comp, zbytes):
+    e = {'column_names': [c[0] for c in cols], 'column_encodings': [c[1] for c in cols],
+         'column_sizes': [c[2] for c in cols], 'compression': comp, 'format': 'mds',
+         'hashes': [], 'raw_data': {'basename': 'shard.00000.mds', 'bytes': len(raw), 'hashes': {}},
+         'samples': len(samples), 'size_limit': 1 << 26, 'version': 2,
+         'zip_data': comp and {'basename': 'shard.00000.mds.zstd', 'bytes': zbytes, 'hashes': {}}}
+    return json.dumps({'shards': [e], 'version': 2}, sort_keys=True)
+open(d + '/plain.json', 'w').write(index(None, 0))
+os.system('zstd -q -19 %s/shard.00000.mds -o %s/shard.00000.mds.zstd' % (d, d))
+open(d + '/zstd.json', 'w').write(index('zstd', os.path.getsize(d + '/shard.00000.mds.zstd')))
+PYEOF
+{ cat "$tmp/m3/plain.json"; printf '\0'; cat "$tmp/m3/shard.00000.mds"; } > "$c/mds/tokens3"
+{ cat "$tmp/m3/zstd.json"; printf '\0'; cat "$tmp/m3/shard.00000.mds.zstd"; } > "$c/mds/zstd3"
 
 # Megatron pairs: the .idx's length (two bytes, little-endian), the .idx,
 # then the .bin (tests/fuzz/fuzz_megatron.c).
