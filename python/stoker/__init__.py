@@ -322,7 +322,7 @@ def _options(source, batch_size=64, *, shuffle=True, seed=0, epochs=1,
     o = {}
     o["batch_size"] = _int("batch_size", batch_size, 1, 1 << 24, none_ok=False)
     o["threads"] = _int("threads", threads, 0, 4096)
-    o["epochs"] = _int("epochs", epochs, 1, 1 << 31)
+    o["epochs"] = _int("epochs", epochs, 1, (1 << 32) - 1)
     o["drop_last"] = _bool("drop_last", drop_last)
     o["epoch_samples"] = _int("epoch_samples", epoch_samples)
     if isinstance(shuffle, bool):

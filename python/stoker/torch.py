@@ -17,6 +17,7 @@ torch.distributed when it is initialized, else from RANK / WORLD_SIZE, else
 runs its own threads, so num_workers=0 is the recommended setting, and the
 only one under which state_dict() can see where the loop is.
 """
+import operator
 import os
 
 import torch
@@ -25,6 +26,25 @@ from torch.utils.data import IterableDataset, get_worker_info
 import stoker
 
 __all__ = ["StokerDataset", "loader", "dist_rank_world"]
+
+# The loader counts epochs in 32 bits: a pass may start at any epoch below
+# this, and the loader kept between passes runs up to 2^31 epochs past it.
+_EPOCH_LIMIT = (1 << 32) - 1
+
+
+def _whole(name, v, lo=0, hi=(1 << 64) - 1):
+    """v as an int in [lo, hi], or a one-line error naming it: floats,
+    strings and bools are refused, not truncated (numpy and 0-d tensor
+    integers are accepted)."""
+    if isinstance(v, bool):
+        raise TypeError(f"{name}: expected a whole number, got bool")
+    try:
+        x = operator.index(v)
+    except TypeError:
+        raise TypeError(f"{name}: expected a whole number, got {type(v).__name__}") from None
+    if not lo <= x <= hi:
+        raise ValueError(f"{name}: {x} is out of range ({lo}..{hi})")
+    return x
 
 
 def dist_rank_world():
@@ -83,9 +103,15 @@ class StokerDataset(IterableDataset):
         # all-reduce): the last round wraps; shares="drop" leaves it out.
         self.options.setdefault("shares", "pad")
         self.seed = options.get("seed", 0)
+        # Checked here, not at the first pass.
+        if world_size is not None:
+            world_size = _whole("world_size", world_size, 1, (1 << 32) - 1)
+        if rank is not None:
+            rank = _whole("rank", rank, 0, (1 << 32) - 2)
+            if world_size is not None and rank >= world_size:
+                raise ValueError(f"rank {rank} is not in [0, world_size={world_size})")
         self._rank, self._world = rank, world_size
-        if epoch < 0:
-            raise ValueError("epoch: must be >= 0")
+        epoch = _whole("epoch", epoch, 0, _EPOCH_LIMIT - 1)
         self._epoch = epoch
         self._resume = None      # (seed, epoch, position) for the next pass
         self._state = {"seed": self.seed, "epoch": epoch, "position": 0}
@@ -96,6 +122,7 @@ class StokerDataset(IterableDataset):
         self._pending = None
         self._last_stats = None
         self._in_workers = False
+        self._active = False     # a pass (_pass) is in progress
         # Bad options fail here (TypeError/ValueError naming them), not in the first pass.
         stoker._options(source, batch_size, **options)
 
@@ -132,8 +159,7 @@ class StokerDataset(IterableDataset):
 
     def set_epoch(self, epoch):
         """Make the next pass epoch `epoch` (from its start)."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError("epoch: expected an int >= 0")
+        epoch = _whole("epoch", epoch, 0, _EPOCH_LIMIT - 1)
         self._epoch = epoch
         self._resume = None
         self._state = {"seed": self.seed, "epoch": epoch, "position": 0}
@@ -156,12 +182,14 @@ class StokerDataset(IterableDataset):
         if not isinstance(state, dict):
             raise TypeError("state: expected the dict state_dict() returned")
         try:
-            seed, epoch, pos = int(state["seed"]), int(state["epoch"]), int(state["position"])
+            seed = _whole("state: seed", state["seed"])
+            epoch = _whole("state: epoch", state["epoch"], 0, _EPOCH_LIMIT - 1)
+            pos = _whole("state: position", state["position"])
         except KeyError as e:
             raise ValueError(f"state: missing key {e}") from None
         if seed != self.seed:
             raise ValueError(f"state: saved with seed {seed}, this dataset has seed {self.seed}")
-        fp = int(state.get("dataset", 0))  # 0: saved before fingerprints, not checked
+        fp = _whole("state: dataset", state.get("dataset", 0))  # 0: saved before fingerprints
         self._epoch = epoch
         self._resume = (seed, epoch, pos, fp)
         self._state = {"seed": seed, "epoch": epoch, "position": pos, "dataset": fp}
@@ -195,12 +223,13 @@ class StokerDataset(IterableDataset):
     # an empty pipeline. It is re-opened when the pass asks for another
     # place (set_epoch, load_state_dict, a pass left early) or another
     # rank/world, and in each process that iterates (DataLoader workers).
-    _MAX_EPOCHS = 1 << 31
+    _AHEAD_EPOCHS = 1 << 31
 
     def _open(self, rank, world, resume):
         self.close()
         self._ld = stoker.Loader(self.source, self.batch_size, rank=rank, world=world,
-                                 epochs=self._MAX_EPOCHS, resume=resume, **self.options)
+                                 epochs=min(resume[1] + self._AHEAD_EPOCHS, _EPOCH_LIMIT),
+                                 resume=resume, **self.options)
         self._ld_key = (rank, world, os.getpid())
         self._ld_epoch = resume[1]
         self._loader = self._ld
@@ -229,7 +258,37 @@ class StokerDataset(IterableDataset):
         d["_ld"] = d["_loader"] = d["_pending"] = None
         return d
 
+    def _item(self, batch):
+        x = self._inputs(batch)
+        y = torch.from_dlpack(batch.labels).long()
+        if self.return_indices:
+            return x, y, torch.tensor(memoryview(batch.indices).cast("B").cast("q"))  # u64 -> i64
+        return x, y
+
     def __iter__(self):
+        if self._active:
+            # A second pass while one is in progress (two iterators at
+            # once): a loader of its own for this epoch, so neither pass
+            # loses samples to the other; the state stays the first's.
+            yield from self._side_pass()
+            return
+        self._active = True
+        try:
+            yield from self._pass()
+        finally:
+            self._active = False
+
+    def _side_pass(self):
+        rank, world = self.rank_world()
+        with stoker.Loader(self.source, self.batch_size, rank=rank, world=world,
+                           epochs=self._epoch + 1, resume=(self.seed, self._epoch, 0),
+                           **self.options) as ld:
+            for batch in ld:
+                item = self._item(batch)
+                del batch
+                yield item
+
+    def _pass(self):
         rank, world = self.rank_world()
         if get_worker_info() is not None:
             self._in_workers = True
@@ -253,19 +312,18 @@ class StokerDataset(IterableDataset):
                 if batch.epoch != epoch:  # the next epoch's first batch: keep it
                     self._pending = batch
                     break
-                x = self._inputs(batch)
-                y = torch.from_dlpack(batch.labels).long()
+                item = self._item(batch)
                 self._state = ld.state()
-                if self.return_indices:
-                    idx = torch.tensor(memoryview(batch.indices).cast("B").cast("q"))  # u64 -> i64
-                    del batch
-                    yield x, y, idx
-                else:
-                    del batch
-                    yield x, y
+                del batch
+                yield item
             finished = True
         finally:
-            if not finished:  # left early (break, exception): re-open next time
+            if not finished:
+                # Left early (break, an exception): the next pass continues
+                # this epoch after the last batch handed out, as a resume
+                # from state_dict() would (set_epoch() starts another).
+                st = self._state
+                self._resume = (st["seed"], st["epoch"], st["position"], st.get("dataset", 0))
                 self.close()
         self._epoch = epoch + 1
         self._ld_epoch = epoch + 1

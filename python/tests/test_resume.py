@@ -177,3 +177,74 @@ def test_loader_inherited_through_fork_is_refused(datasets):
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert len(b) == 8 and sum(len(x) for x in ld) == 192  # the parent's loader is intact
     ld.close()
+
+
+@needs_torch
+def test_torch_break_continues_the_epoch(datasets):
+    # A pass left early (break) is continued by the next pass from the
+    # batch after the last one handed out; the two make one whole epoch,
+    # and the pass after that is the next epoch.
+    import stoker.torch as st
+    src = datasets["tfrecord"]
+    full = [i.tolist() for _, _, i in st.StokerDataset(src, 16, seed=6, return_indices=True,
+                                                       rank=0, world_size=1)]
+    ds = st.StokerDataset(src, 16, seed=6, return_indices=True, rank=0, world_size=1)
+    head = []
+    for k, (_, _, idx) in enumerate(ds):
+        head.append(idx.tolist())
+        if k == 2:
+            break
+    assert ds.state_dict()["position"] == 48 and ds.state_dict()["epoch"] == 0
+    tail = [i.tolist() for _, _, i in ds]
+    assert head + tail == full
+    nxt = [i.tolist() for _, _, i in ds]
+    fresh = st.StokerDataset(src, 16, seed=6, return_indices=True, rank=0, world_size=1, epoch=1)
+    assert nxt == [i.tolist() for _, _, i in fresh]
+
+
+@needs_torch
+def test_torch_two_iterators_at_once(datasets):
+    # Two passes over one dataset at the same time each get the whole epoch
+    # (they shared one loader and split its batches between them).
+    import stoker.torch as st
+    ds = st.StokerDataset(datasets["npz"], 20, seed=2, return_indices=True, rank=0, world_size=1)
+    a, b = iter(ds), iter(ds)
+    got_a, got_b = [], []
+    for (_, _, ia), (_, _, ib) in zip(a, b):
+        got_a += ia.tolist()
+        got_b += ib.tolist()
+    got_a += [i for _, _, x in a for i in x.tolist()]
+    got_b += [i for _, _, x in b for i in x.tolist()]
+    assert sorted(got_a) == list(range(200)) and sorted(got_b) == list(range(200))
+    assert got_a == got_b  # the same epoch, the same order
+
+
+@needs_torch
+def test_torch_large_epochs_and_strict_states(datasets):
+    # An epoch at or past 2^31 still has its samples (it gave an empty
+    # pass); states and epochs that are not whole numbers are refused with
+    # their key named, not truncated.
+    import stoker.torch as st
+    src = datasets["tfrecord"]
+    for e in (2 ** 31, 2 ** 32 - 2):
+        ds = st.StokerDataset(src, 50, seed=1, rank=0, world_size=1, epoch=e)
+        assert sum(len(x) for x, _ in ds) == 200, e
+        ds.set_epoch(e)
+        assert sum(len(x) for x, _ in ds) == 200, e
+    ds = st.StokerDataset(src, 50, seed=1, rank=0, world_size=1)
+    with pytest.raises(ValueError, match="epoch"):
+        ds.set_epoch(2 ** 32 - 1)
+    with pytest.raises(TypeError, match="position"):
+        ds.load_state_dict({"seed": 1, "epoch": 0, "position": 1.5})
+    with pytest.raises(TypeError, match="epoch"):
+        ds.load_state_dict({"seed": 1, "epoch": "3", "position": 0})
+    with pytest.raises(ValueError, match="position"):
+        ds.load_state_dict({"seed": 1, "epoch": 0, "position": -1})
+    import numpy as np
+    import torch
+    ds.load_state_dict({"seed": np.int64(1), "epoch": torch.tensor(0), "position": 50})
+    assert sum(len(x) for x, _ in ds) == 150
+    for kw, exc in ((dict(rank=2, world_size=2), ValueError), (dict(rank=1.0, world_size=2), TypeError),
+                    (dict(world_size=0), ValueError), (dict(epoch=-1), ValueError)):
+        with pytest.raises(exc):
+            st.StokerDataset(src, 50, **kw)
