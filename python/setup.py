@@ -1,25 +1,71 @@
-"""Build of the _stoker extension. It links libstoker statically
-(build/libstoker.a, made by `make`), so the installed package needs no
-LD_LIBRARY_PATH; libstoker's own dependencies come from pkg-config, by
-the names of the Makefile's PKGS line (the one list of them). STOKER_ROOT (the repository) and
-STOKER_LIB (the archive) override where they are looked for; with an
-installed libstoker and no archive, `pkg-config stoker` is used instead."""
+"""Build of the _stoker extension, with libstoker inside it.
+
+Where libstoker comes from, in this order:
+  1. an archive from `make` (build/libstoker.a; STOKER_LIB names another),
+     linked statically;
+  2. the library's sources, compiled into the extension: those of the
+     repository this file sits in, or the copy an sdist carries
+     (libstoker/ beside this file; `python setup.py sdist` puts it there);
+  3. an installed libstoker, through `pkg-config stoker`.
+So `pip install --no-build-isolation ./python` works on a fresh clone with
+only the Debian -dev packages of scripts/install-deps, no `make` first.
+libstoker's own dependencies come from pkg-config, by the names of the
+Makefile's PKGS line (the one list of them; an sdist records it in
+libstoker/PKGS). STOKER_ROOT names the repository when this file is
+elsewhere; STOKER_FROM_SOURCE=1 compiles the sources even where an archive
+exists."""
+import glob
 import os
 import shlex
+import shutil
 import subprocess
+import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("STOKER_ROOT") or os.path.dirname(HERE)
+VENDOR = os.path.join(HERE, "libstoker")
 LIB = os.environ.get("STOKER_LIB") or os.path.join(ROOT, "build", "libstoker.a")
+# Built only by the CLI and tests (Open MPI); never part of the library.
+NOT_IN_LIB = {os.path.join("src", "bench", "mpi.c")}
+
+
+def source_tree():
+    """The directory holding libstoker's src/ and include/: the sdist's
+    copy, else the repository; None when neither is here."""
+    for base in (VENDOR, ROOT):
+        if os.path.isdir(os.path.join(base, "src", "loader")) and \
+                os.path.isfile(os.path.join(base, "include", "stoker", "stoker.h")):
+            return base
+    return None
+
+
+def lib_sources(base):
+    """The library's .c files, as paths relative to this directory
+    (setuptools refuses absolute ones)."""
+    out = []
+    for p in sorted(glob.glob(os.path.join(base, "src", "*", "*.c"))):
+        if os.path.relpath(p, base) not in NOT_IN_LIB:
+            out.append(os.path.relpath(p, HERE))
+    return out
 
 
 def makefile_pkgs():
     """The pkg-config names of libstoker's dependencies: the PKGS line of
-    the repository's Makefile (STOKER_PKGS overrides)."""
+    the repository's Makefile, or the sdist's record of it (STOKER_PKGS
+    overrides)."""
     if os.environ.get("STOKER_PKGS"):
         return os.environ["STOKER_PKGS"].split()
+    try:
+        with open(os.path.join(VENDOR, "PKGS")) as f:
+            pkgs = f.read().split()
+        if pkgs:
+            return pkgs
+    except OSError:
+        pass
     try:
         with open(os.path.join(ROOT, "Makefile")) as f:
             for line in f:
@@ -31,36 +77,101 @@ def makefile_pkgs():
                      "to the repository (or STOKER_PKGS to libstoker's pkg-config names)" % ROOT)
 
 
-
 def pkg_config(*args):
     try:
         out = subprocess.run(["pkg-config", *args], check=True, capture_output=True, text=True)
     except (OSError, subprocess.CalledProcessError) as e:
-        raise SystemExit(f"stoker: pkg-config {' '.join(args)} failed ({e}); "
-                         "run `make` in the repository first (it installs the build packages)")
+        detail = getattr(e, "stderr", "") or str(e)
+        raise SystemExit(f"stoker: pkg-config {' '.join(args)} failed: {detail.strip()}; "
+                         "install libstoker's build dependencies (scripts/install-deps build "
+                         "in the repository lists them)")
     return shlex.split(out.stdout)
 
 
-if os.path.exists(LIB):
+EXT_FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
+             "-Wno-missing-field-initializers", "-Wno-cast-function-type", "-fvisibility=hidden"]
+# The library's sources as the Makefile builds them, less -Werror: another
+# compiler's new warnings must not stop a user's install.
+LIB_FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-O2", "-pthread", "-fvisibility=hidden", "-Wall",
+             "-Wextra", "-Wno-missing-field-initializers"]
+
+tree = source_tree()
+sources, include_dirs, extra_objects, compile_args = ["src/_stoker.c"], [], [], EXT_FLAGS
+from_source = os.environ.get("STOKER_FROM_SOURCE") == "1"
+if "sdist" in sys.argv[1:]:
+    libs = []  # the archive carries the sources; nothing is built
+elif os.path.exists(LIB) and not from_source:
     include_dirs = [os.path.join(ROOT, "include")]
     extra_objects = [LIB]
     libs = pkg_config("--libs", *makefile_pkgs())
+elif tree:
+    pkgs = makefile_pkgs()
+    sources += lib_sources(tree)
+    include_dirs = [os.path.join(tree, "include")] + \
+        [f[2:] for f in pkg_config("--cflags-only-I", *pkgs)]
+    libs = pkg_config("--libs", *pkgs)
 else:
-    include_dirs = []
-    extra_objects = []
     libs = pkg_config("--libs", "stoker")  # its Requires bring the dependencies
     include_dirs = [f[2:] for f in pkg_config("--cflags", "stoker") if f.startswith("-I")]
 
+
+class BuildExt(build_ext):
+    """The extension's own file with -Werror, the library's without, all of
+    them compiled at once on every core (distutils compiles one by one)."""
+
+    def build_extension(self, ext):
+        cc = self.compiler
+
+        def compile_all(sources, output_dir=None, macros=None, include_dirs=None, debug=0,
+                        extra_preargs=None, extra_postargs=None, depends=None):
+            macros, objects, extra_postargs, pp_opts, build = cc._setup_compile(
+                output_dir, macros, include_dirs, sources, depends, extra_postargs)
+            cc_args = cc._get_cc_args(pp_opts, debug, extra_preargs)
+
+            def one(obj):
+                src, src_ext = build[obj]
+                flags = extra_postargs if os.path.basename(src) == "_stoker.c" else LIB_FLAGS
+                cc._compile(obj, src, src_ext, cc_args, flags, pp_opts)
+
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+                list(pool.map(one, [o for o in objects if o in build]))
+            return objects
+
+        orig, cc.compile = cc.compile, compile_all
+        try:
+            super().build_extension(ext)
+        finally:
+            cc.compile = orig
+
+
+class Sdist(sdist):
+    """An sdist that builds without the repository: libstoker's sources and
+    its PKGS line go into libstoker/ for the archive, then are removed."""
+
+    def run(self):
+        if os.path.isdir(VENDOR) or not tree or tree == VENDOR:
+            return super().run()
+        pkgs = makefile_pkgs()
+        try:
+            for d in ("src", "include"):
+                shutil.copytree(os.path.join(tree, d), os.path.join(VENDOR, d),
+                                ignore=shutil.ignore_patterns("*.o", "*.d"))
+            with open(os.path.join(VENDOR, "PKGS"), "w") as f:
+                f.write(" ".join(pkgs) + "\n")
+            super().run()
+        finally:
+            shutil.rmtree(VENDOR, ignore_errors=True)
+
+
 ext = Extension(
     "stoker._stoker",
-    sources=["src/_stoker.c"],
+    sources=sources,
     include_dirs=include_dirs + [os.path.join(HERE, "src")],
     extra_objects=extra_objects,
-    extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
-                        "-Wno-missing-field-initializers", "-Wno-cast-function-type",
-                        "-fvisibility=hidden"],
+    extra_compile_args=compile_args,
     extra_link_args=libs + ["-lm", "-ldl", "-pthread"],
     depends=["src/dlpack.h", LIB] if extra_objects else ["src/dlpack.h"],
 )
 
-setup(ext_modules=[ext])
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt, "sdist": Sdist})

@@ -96,3 +96,65 @@ def test_every_public_declaration_is_exported(root):
     for h in glob.glob(os.path.join(root, "include", "stoker", "*.h")):
         text = open(h).read()
         assert ns["process"](text) == text, f"{h}: a declaration lacks STK_EXPORT (run python/tools/apply_export.py)"
+
+
+# ---- the Python package from source: no `make` first --------------------------
+
+@pytest.fixture(scope="module")
+def fresh_clone(tmp_path_factory):
+    """A clone of this repository as a user gets it: no build/ in it."""
+    d = tmp_path_factory.mktemp("clone") / "stoker"
+    r = subprocess.run(["git", "clone", "-q", ROOT, str(d)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert not os.path.exists(d / "build")
+    return d
+
+
+def pip_install(src, target, env=None):
+    import sys
+    e = dict(os.environ, **(env or {}))
+    e.pop("STOKER_LIB", None)
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation",
+                        "--no-index", "--target", str(target), str(src)],
+                       capture_output=True, text=True, env=e, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def loads_from(target, where):
+    import sys
+    code = ("import stoker, tempfile, os\n"
+            "assert stoker.__file__.startswith(%r), stoker.__file__\n"
+            "d = tempfile.mkdtemp()\n"
+            "stoker.gen(os.path.join(d, 'x'), 50, size=32, classes=3, seed=1)\n"
+            "with stoker.Loader(os.path.join(d, 'x'), 16) as ld:\n"
+            "    print(sum(len(b) for b in ld))\n") % str(target)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=where,
+                       env=dict(os.environ, PYTHONPATH=str(target)), timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "50", r.stdout + r.stderr
+
+
+def test_pip_install_from_a_fresh_clone(fresh_clone, tmp_path):
+    # The README's Python command on a clone that never ran make: setup.py
+    # compiles libstoker's sources into the extension.
+    pip_install(fresh_clone / "python", tmp_path / "site", {"STOKER_ROOT": ""})
+    loads_from(tmp_path / "site", tmp_path)
+
+
+def test_sdist_builds_without_the_repository(fresh_clone, tmp_path):
+    # The sdist carries libstoker's sources and its dependency list, and
+    # builds with nothing of the repository around it.
+    import sys
+    import tarfile
+    r = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "dist")],
+                       cwd=fresh_clone / "python", capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (sd,) = list((tmp_path / "dist").glob("stoker-*.tar.gz"))
+    with tarfile.open(sd) as t:
+        names = t.getnames()
+        t.extractall(tmp_path / "x")
+    top = names[0].split("/")[0]
+    assert f"{top}/libstoker/PKGS" in names and f"{top}/libstoker/include/stoker/stoker.h" in names
+    assert any(n.startswith(f"{top}/libstoker/src/loader/") for n in names)
+    assert not os.path.exists(fresh_clone / "python" / "libstoker")  # removed after packing
+    pip_install(tmp_path / "x" / top, tmp_path / "site", {"STOKER_ROOT": ""})
+    loads_from(tmp_path / "site", tmp_path)
