@@ -10,6 +10,7 @@
 #include "stoker/gen.h"
 #include "stoker/loader.h"
 #include "stoker/publication.h"
+#include "stoker/tokens.h"
 #include "stoker/util.h"
 #include "stoker/watch.h"
 #include "stoker/workload.h"

@@ -35,6 +35,11 @@ const char *stk__sampler_errmsg(const struct stk_sampler *s);
 /* How the epoch is shared between ranks (enum stk_shares); set before a
  * restore. The loader's reader and look-ahead set the same. */
 void stk__sampler_set_shares(struct stk_sampler *s, int shares);
+/* A sampler over positions 0..n-1 in order, for orders kept elsewhere
+ * (token windows: tokens.c): no dataset; fp is what a restore checks a
+ * state's dataset_fp against, seed what it checks its seed against. */
+int stk__sampler_open_n(struct stk_sampler **out, uint64_t n, uint64_t fp, uint64_t seed,
+                        const struct stk_sampler_opts *o);
 /* Samples of an epoch of n that rank takes from position `from` on. */
 uint64_t stk__share_len(uint64_t n, uint64_t from, uint32_t rank, uint32_t world, int shares);
 

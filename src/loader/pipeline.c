@@ -29,6 +29,7 @@
 #include "../dataset/dataset_impl.h"
 #include "loader_impl.h"
 #include "publish.h"
+#include "tokens_impl.h"
 
 #define ALIGN 4096u
 #define FD_CACHE 256
@@ -95,6 +96,7 @@ struct fdent {
 
 struct stk_loader {
   struct stk_dataset *ds;
+  struct stk_tokens *tok; /* token windows (tokens.c) instead of samples, or NULL */
   struct stk_loader_opts o;
   const struct stk_decode_ops *dec;
   uint64_t fixed_out; /* bytes per sample for fixed-size decoders, else 0 */
@@ -359,6 +361,12 @@ static void advance_epoch(struct stk_loader *l) {
 /* Resolve where sample id lies: shard, range, label. */
 static int locate(struct stk_loader *l, uint64_t id, struct slot *s, char *err) {
   struct stk_dataset *ds = l->ds;
+  if (l->tok) { /* a window: copied from the mapped tokens by a worker, nothing to read */
+    memset(s, 0, sizeof *s);
+    s->id = id;
+    s->label = -1;
+    return 0;
+  }
   size_t sh = stk__dataset_shard_of(ds, id);
   struct stk_shard *shard = &ds->shards[sh];
   s->id = id;
@@ -606,6 +614,10 @@ static int job_memory(struct stk_loader *l, struct job *j, uint64_t raw, uint64_
 /* Buffers and read requests of a filled job: 0, STK_EAGAIN (wait for
  * memory), or a code with j->errmsg set. */
 static int plan_job(struct stk_loader *l, struct job *j) {
+  if (l->tok) {
+    j->nreqs = j->reqs_next = j->reads_pending = 0;
+    return job_memory(l, j, 0, stk__tokens_batch_bytes(l->tok, l->o.batch_size));
+  }
   uint64_t raw;
   uint32_t nreqs;
   plan_size(l, j, &raw, &nreqs);
@@ -700,6 +712,13 @@ static const struct stk_field *pick_field(const struct stk_loader *l, const stru
 static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tls, char *err) {
   struct slot *s = &j->slots[i];
   if (s->err) return;
+  if (l->tok) {
+    int rc = stk__tokens_fill(l->tok, s->id, j->out, l->o.batch_size, i, err);
+    if (rc) return slot_fail(l, j, s, rc, err);
+    s->out_off = (uint64_t)i * l->fixed_out;
+    s->out_len = l->fixed_out;
+    return;
+  }
   const struct stk_shard *sh = &l->ds->shards[s->shard];
   struct stk_sample smp;
   memset(&smp, 0, sizeof smp);
@@ -1152,7 +1171,7 @@ static int validate(struct stk_loader *l, char *err) {
     int rc = stk__dataset_count_through(l->ds, 1, 0, NULL, err);
     if (rc) return rc;
   }
-  l->mean_sample = mean_sample_bytes(l->ds);
+  l->mean_sample = l->tok ? stk__tokens_batch_bytes(l->tok, 1) : mean_sample_bytes(l->ds);
   if (!o->io_depth) o->io_depth = 64;
   if (!o->prefetch) o->prefetch = 2;
   if (!o->prefetch_max) o->prefetch_max = 16;
@@ -1209,14 +1228,23 @@ static void loader_free(struct stk_loader *l) {
   free(l);
 }
 
-int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
-                    const struct stk_loader_opts *opts, char *errmsg) {
+static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct stk_tokens *tok,
+                       const struct stk_loader_opts *opts, char *errmsg) {
   char err[STK_ERRMSG_MAX] = "";
   struct stk_loader *l = calloc(1, sizeof *l);
   if (!l) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
   l->ds = ds;
+  l->tok = tok;
   l->epoch_whole = 1;
   if (opts) stk__loader_opts_copy(&l->o, opts); /* an older caller's struct may be shorter */
+  if (tok) { /* the order is the windows' own; each is copied from mapped tokens */
+    l->o.sampler.shuffle = STK_SHUFFLE_NONE;
+    l->o.sampler.seed = stk__tokens_seed(tok);
+    l->o.decode.kind = STK_DECODE_RAW;
+    l->o.io_engine = "pread";
+    l->o.direct = 0;
+    l->fixed_out = stk__tokens_row_bytes(tok);
+  }
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->cv_free, NULL);
   pthread_cond_init(&l->cv_ready, NULL);
@@ -1237,7 +1265,9 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
     rc = stk__errf(err, STK_EINVAL, "shares: %d is not uneven (0), pad (1) or drop (2)",
                    l->o.shares);
   if (!rc) {
-    rc = stk_sampler_open(&l->sampler, ds, &l->o.sampler);
+    rc = tok ? stk__sampler_open_n(&l->sampler, stk_tokens_num_windows(tok),
+                                   stk_tokens_fingerprint(tok), stk__tokens_seed(tok), &l->o.sampler)
+             : stk_sampler_open(&l->sampler, ds, &l->o.sampler);
     if (rc) stk__errf(err, rc, "cannot start the sampler: %s", stk_strerror(rc));
   }
   if (!rc) stk__sampler_set_cancel(l->sampler, (const int *)&l->cancel);
@@ -1301,7 +1331,7 @@ int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
   l->st[STK_STAGE_DECODE].threads = l->nworkers;
   stk_sampler_save(l->sampler, &l->state);
   l->t_open = stk_now_ns();
-  if (stk__dataset_prefetch_budget(ds)) {
+  if (!tok && stk__dataset_prefetch_budget(ds)) {
     rc = stk__lookahead_start(&l->la, ds, &l->o, l->o.resume, &l->taken_total, err);
     if (rc) {
       loader_free(l);
@@ -1447,10 +1477,11 @@ void stk_loader_cancel(struct stk_loader *l) { atomic_store(&l->cancel, 1); }
 
 int stk_loader_epoch_batches(struct stk_loader *l, uint64_t *out, char *errmsg) {
   char err[STK_ERRMSG_MAX] = "";
-  int rc = stk_dataset_count(l->ds, NULL, err); /* a streamed dataset's total */
+  int rc = l->tok ? 0 : stk_dataset_count(l->ds, NULL, err); /* a streamed dataset's total */
   if (rc) return stk__errf(errmsg, rc, "%s", err);
   uint32_t world = l->o.sampler.world ? l->o.sampler.world : 1;
-  uint64_t share = stk__share_len(l->ds->nsamples, 0, l->o.sampler.rank, world, l->o.shares);
+  uint64_t n = l->tok ? stk_tokens_num_windows(l->tok) : l->ds->nsamples;
+  uint64_t share = stk__share_len(n, 0, l->o.sampler.rank, world, l->o.shares);
   if (l->o.epoch_samples && share > l->o.epoch_samples) share = l->o.epoch_samples;
   uint64_t b = l->o.batch_size;
   *out = l->o.drop_last ? share / b : (share + b - 1) / b;
@@ -1484,7 +1515,9 @@ void stk_loader_state(const struct stk_loader *l, struct stk_sampler_state *st) 
    * taken once (a stat per local shard), not per batch. */
   struct stk_loader *m = (struct stk_loader *)l;
   uint64_t fp = atomic_load(&m->ds_fp);
-  if (!fp) atomic_store(&m->ds_fp, fp = stk_sampler_fingerprint(l->ds));
+  if (!fp)
+    atomic_store(&m->ds_fp, fp = l->tok ? stk_tokens_fingerprint(l->tok)
+                                        : stk_sampler_fingerprint(l->ds));
   st->dataset_fp = fp;
 }
 
@@ -1523,4 +1556,22 @@ void stk_loader_stats(struct stk_loader *l, struct stk_loader_stats *st) {
   st->read_ops = atomic_load(&l->read_ops);
   st->read_bytes = atomic_load(&l->read_bytes);
   st->has_cache = stk_dataset_cache_stats(l->ds, &st->cache) == 0;
+}
+
+int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
+                    const struct stk_loader_opts *opts, char *errmsg) {
+  return loader_open(out, ds, NULL, opts, errmsg);
+}
+
+int stk_loader_open_tokens(struct stk_loader **out, struct stk_tokens *t,
+                           const struct stk_loader_opts *opts, char *errmsg) {
+  if (!t) return stk__errf(errmsg, STK_EINVAL, "no token windows given");
+  return loader_open(out, stk__tokens_dataset(t), t, opts, errmsg);
+}
+
+int stk_batch_tokens(const struct stk_loader *l, const struct stk_batch *b,
+                     struct stk_token_batch *out) {
+  if (!l->tok) return STK_EINVAL;
+  stk__tokens_view(l->tok, b->data, l->o.batch_size, b->n, b->indices, out);
+  return 0;
 }

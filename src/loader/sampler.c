@@ -198,6 +198,25 @@ int stk_sampler_open(struct stk_sampler **out, const struct stk_dataset *ds,
   return 0;
 }
 
+int stk__sampler_open_n(struct stk_sampler **out, uint64_t n, uint64_t fp, uint64_t seed,
+                        const struct stk_sampler_opts *o) {
+  uint32_t world = o->world ? o->world : 1;
+  if (o->rank >= world) return STK_EINVAL;
+  if (n == 0 || n == UINT64_MAX || !fp) return n ? STK_EINVAL : STK_EEMPTY;
+  struct stk_sampler *s = calloc(1, sizeof *s);
+  if (!s) return STK_ENOMEM;
+  s->mode = STK_SHUFFLE_NONE;
+  s->seed = seed;
+  s->window = 4096;
+  s->rank = o->rank;
+  s->world = world;
+  s->n = n;
+  s->fp = fp;
+  stk_sampler_set_epoch(s, 0);
+  *out = s;
+  return 0;
+}
+
 void stk_sampler_close(struct stk_sampler *s) {
   if (!s) return;
   free(s->shard_counts);
@@ -212,8 +231,8 @@ void stk_sampler_set_epoch(struct stk_sampler *s, uint64_t e) {
   s->position = 0;
   /* A streamed dataset's first epoch in dataset order (BLOCK, NONE); any
    * other order of it needs every count. */
-  s->ident = s->ds->streamed && e == 0 && s->mode != STK_SHUFFLE_GLOBAL;
-  if (s->ds->streamed && !s->ident && !s->fail) s->fail = need(s, UINT64_MAX);
+  s->ident = s->ds && s->ds->streamed && e == 0 && s->mode != STK_SHUFFLE_GLOBAL;
+  if (s->ds && s->ds->streamed && !s->ident && !s->fail) s->fail = need(s, UINT64_MAX);
   if (s->fail) return;
   if (s->mode == STK_SHUFFLE_BLOCK) block_epoch_setup(s);
   if (s->mode == STK_SHUFFLE_GLOBAL) perm_init(&s->gperm, s->n, epoch_key(s, 0x61));
@@ -320,7 +339,7 @@ uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds) {
 
 int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st) {
   if (st->seed != s->seed) return STK_EINVAL;
-  if (s->ds->streamed) { /* the counts the saved position needs */
+  if (s->ds && s->ds->streamed) { /* the counts the saved position needs */
     int whole = s->mode == STK_SHUFFLE_GLOBAL || s->shares != STK_SHARES_UNEVEN || st->epoch;
     int rc = need(s, whole ? UINT64_MAX : st->position);
     if (rc) return rc;
