@@ -406,7 +406,15 @@ static int run(struct feed_args *a) {
   if (a->save_state && cli_out_check("feed", "--save-state", a->save_state)) return CLI_USAGE;
   struct stk_dataset *ds;
   struct stk_dataset_opts dopts = {.format = a->format, .cache = &a->cache};
+  /* Signals are caught from here: opening a remote dataset and the first
+   * shards it waits for stop at SIGINT/SIGTERM as the run does. */
+  cli_catch_signals();
+  a->cache.cancel = (const int *)&cli_interrupted;
   int rc = stk_dataset_open(&ds, a->path, &dopts, err);
+  if (rc == STK_ECANCELED && cli_stop_requested()) {
+    cli_error("feed", "interrupted");
+    return CLI_INTERRUPTED;
+  }
   if (rc) {
     cli_error("feed", "%s", err);
     return CLI_FAIL;

@@ -38,7 +38,17 @@ void cli_error(const char *cmd, const char *fmt, ...) {
 int cli_open_whole(const char *cmd, const char *path, const struct stk_dataset_opts *o,
                    struct stk_dataset **ds) {
   char err[STK_ERRMSG_MAX];
-  int rc = stk_dataset_open(ds, path, o, err);
+  /* Opening a remote dataset (a listing, a HEAD per named shard) stops at
+   * SIGINT/SIGTERM too. */
+  struct stk_cache_opts co = o && o->cache ? *o->cache : (struct stk_cache_opts){0};
+  struct stk_dataset_opts oo = o ? *o : (struct stk_dataset_opts){0};
+  co.cancel = (const int *)&cli_interrupted;
+  oo.cache = &co;
+  int rc = stk_dataset_open(ds, path, &oo, err);
+  if (rc == STK_ECANCELED && cli_stop_requested()) {
+    cli_error(cmd, "interrupted");
+    return CLI_INTERRUPTED;
+  }
   if (rc) {
     cli_error(cmd, "%s", err);
     return rc == STK_EINVAL ? CLI_USAGE : CLI_FAIL;

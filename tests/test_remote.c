@@ -481,3 +481,100 @@ TEST(remote_read_only_cache_dir) {
   free(after);
   free(warm);
 }
+
+/* Every shard failing for good (500s): each is tried for one retry budget,
+ * never again by the reader that waited for its prefetch or came to it
+ * just after (the audit saw 56 requests and 12-15 s for a 3 s budget).
+ * Counted by the proxy: 4 shards, at most 3 attempts each (issue 18,
+ * section 6). */
+TEST(remote_failed_shard_costs_one_retry_budget) {
+  dataset(40, 10);
+  char up[256], px[512], cmd[2048], *out = NULL;
+  serve("nginx src", up, sizeof up);
+  snprintf(cmd, sizeof cmd, "proxy %s --p500 1 --only-path .tfrecord", up);
+  serve(cmd, px, sizeof px);
+  struct stk_cache_opts co = {.max_attempts = 3, .retry_max_s = 60};
+  struct stk_dataset_opts o = {.cache = &co};
+  struct stk_dataset *ds = NULL;
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_dataset_open(&ds, px, &o, err));
+  CHECK_EQ(stk_dataset_num_shards(ds), 4);
+  struct stk_loader_opts lo = {.batch_size = 40, .threads = 1};
+  struct stk_loader *l = NULL;
+  CHECK_OK(stk_loader_open(&l, ds, &lo, err));
+  struct stk_batch *b;
+  int rc = stk_loader_next(l, &b);
+  CHECK(rc != 0 && rc != STK_EOF);
+  CHECK_CONTAINS(stk_loader_errmsg(l), "(after 3 attempts over ");
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+  snprintf(cmd, sizeof cmd, "curl -s %s/__proxy/stats", px);
+  CHECK_EQ(sh(&out, cmd), 0);
+  long e500 = json_u64(out, "e500");
+  CHECK_MSG(e500 >= 3 && e500 <= 4 * 3, "%ld shard requests for 4 shards of 3 attempts: %s", e500,
+            out);
+  free(out);
+}
+
+/* SIGTERM and SIGINT end a command waiting on a stalled origin (here every
+ * request is delayed 150 s; the stall timeout is 30 s and the retry budget
+ * 120 s, so it waited about 2 minutes): exit 130, "interrupted". The bound
+ * of 60 s is for "never ends" only: the answer comes within the engine's
+ * 50 ms cancel poll, so only a machine stalled for a minute could miss it
+ * (issue 18, section 6). */
+TEST(remote_signal_ends_a_stalled_open) {
+  dataset(20, 10);
+  char up[256], px[512], cmd[2048], *out = NULL;
+  serve("nginx src", up, sizeof up);
+  snprintf(cmd, sizeof cmd, "proxy %s --latency-ms 150000", up);
+  serve(cmd, px, sizeof px);
+  const char *runs[][2] = {{"inspect", "TERM"}, {"feed", "INT"}, {"verify", "TERM"}};
+  for (int k = 0; k < 3; k++) {
+    snprintf(cmd, sizeof cmd,
+             "$STK %s %s > o.txt 2>&1 & pid=$!; sleep 1; kill -%s $pid; "
+             "i=0; while kill -0 $pid 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
+             "if kill -0 $pid 2>/dev/null; then kill -KILL $pid; echo STILL-RUNNING; fi; "
+             "wait $pid; echo rc=$?; cat o.txt",
+             runs[k][0], px, runs[k][1]);
+    sh(&out, cmd);
+    CHECK_MSG(!strstr(out, "STILL-RUNNING"), "%s %s: %s", runs[k][0], runs[k][1], out);
+    CHECK_MSG(strstr(out, "rc=130"), "%s %s: %s", runs[k][0], runs[k][1], out);
+    CHECK_CONTAINS(out, "interrupted");
+    free(out);
+  }
+}
+
+/* A brace pattern of absent names over HTTP fails at the first one, as it
+ * does locally: no HEAD for the names after it (the audit saw a HEAD per
+ * name, 200,002 requests for 100,000 names), counted by the proxy; and
+ * SIGTERM stops the HEADs (issue 18, section 6). */
+TEST(remote_pattern_of_absent_names_stops_at_first) {
+  dataset(20, 10);
+  char up[256], px[512], cmd[2048], *out = NULL;
+  serve("nginx src", up, sizeof up);
+  snprintf(cmd, sizeof cmd, "proxy %s", up);
+  serve(cmd, px, sizeof px);
+  snprintf(cmd, sizeof cmd,
+           "rm src/stoker-manifest.json; $STK inspect '%s/x-{00000..19999}.tfrecord'; echo rc=$?; "
+           "curl -s %s/__proxy/stats",
+           px, px);
+  sh(&out, cmd);
+  CHECK_CONTAINS(out, "x-00000.tfrecord: not found (HTTP 404)");
+  CHECK_CONTAINS(out, "rc=1");
+  long n = json_u64(out, "requests");
+  /* The manifest, then at most one HEAD per thread (16) past the first. */
+  CHECK_MSG(n >= 2 && n <= 40, "%ld requests for a pattern whose first name is absent: %s", n, out);
+  free(out);
+  /* Every name present but slow: SIGTERM ends the HEADs (exit 130). */
+  snprintf(cmd, sizeof cmd,
+           "curl -s -XPOST -d '{\"latency_ms\": 150000}' %s/__proxy/config >/dev/null; "
+           "$STK inspect '%s/shard-{00000..00001}.tfrecord' > o.txt 2>&1 & pid=$!; sleep 1; "
+           "kill -TERM $pid; i=0; while kill -0 $pid 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; "
+           "i=$((i+1)); done; if kill -0 $pid 2>/dev/null; then kill -KILL $pid; echo STILL-RUNNING; "
+           "fi; wait $pid; echo rc=$?; cat o.txt",
+           px, px);
+  sh(&out, cmd);
+  CHECK_MSG(!strstr(out, "STILL-RUNNING"), "%s", out);
+  CHECK_CONTAINS(out, "rc=130");
+  free(out);
+}

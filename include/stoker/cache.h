@@ -41,6 +41,12 @@ struct stk_cache_opts {
   uint32_t max_attempts;
   const char *s3_endpoint, *s3_region, *s3_profile;
   int s3_addressing;        /* 0 auto, 1 path style, 2 virtual-host style */
+  /* When *cancel becomes nonzero, every origin request (the manifest, a
+   * listing, the HEADs that size named shards, shard fetches and their
+   * retries) and every wait for a shard ends with STK_ECANCELED within
+   * about 50 ms; NULL = never (the CLI passes the flag its SIGINT/SIGTERM
+   * handler sets). */
+  const int *cancel;
 };
 
 struct stk_cache_tier_stats {

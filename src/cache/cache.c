@@ -104,6 +104,12 @@ static int stage_entry(struct stk_cache *c, size_t i, const int *cancel, char *e
     if (dfd >= 0) close(dfd);
     if (rfd >= 0) close(rfd);
     x->state = E_NONE;
+    if (rc != STK_ECANCELED) { /* kept for those who waited on it */
+      free(x->fail_msg);
+      x->fail_msg = strdup(err);
+      x->fail_rc = rc;
+      x->fail_ns = stk_now_ns();
+    }
   } else {
     x->state = E_READY;
     x->disk_fd = dfd;
@@ -154,6 +160,7 @@ static void *fetcher_main(void *arg) {
 int stk__cache_acquire(struct stk_cache *c, size_t i, int *fd, const int *cancel, char *err) {
   if (i >= c->n) return stk__errf(err, STK_ERANGE, "cache: no shard %zu", i);
   uint64_t t0 = stk_now_ns();
+  uint64_t retry_ns = (uint64_t)((c->o.retry_max_s > 0 ? c->o.retry_max_s : 120) * 1e9);
   int stalled = 0, rc = 0;
   pthread_mutex_lock(&c->mu);
   struct entry *x = &c->e[i];
@@ -164,8 +171,18 @@ int stk__cache_acquire(struct stk_cache *c, size_t i, int *fd, const int *cancel
   }
   for (;;) {
     if (x->state == E_READY) break;
-    if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
+    if ((cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) ||
+        (c->o.cancel && __atomic_load_n(c->o.cancel, __ATOMIC_RELAXED))) {
       rc = stk__errf(err, STK_ECANCELED, "canceled");
+      break;
+    }
+    if (x->state == E_NONE && x->fail_msg && (x->fail_ns >= t0 || t0 - x->fail_ns < retry_ns)) {
+      /* A staging of this shard (a prefetch, or another reader's acquire)
+       * failed after spending its retry budget while this acquire waited,
+       * or less than a budget ago: that is the answer, not a reason to
+       * spend another (--retry-max-s bounds the wait, and the message's
+       * "over N s" is the time it took). A later acquire tries afresh. */
+      rc = stk__errf(err, x->fail_rc, "%s", x->fail_msg);
       break;
     }
     if (x->state == E_BUSY) {
@@ -374,6 +391,7 @@ void stk__cache_close(struct stk_cache *c) {
   for (size_t i = 0; i < c->n; i++) {
     if (c->e[i].disk_fd >= 0) close(c->e[i].disk_fd);
     if (c->e[i].ram_fd >= 0) close(c->e[i].ram_fd);
+    free(c->e[i].fail_msg);
   }
   stk__origin_close(c->origin);
   pthread_cond_destroy(&c->cv);

@@ -31,6 +31,12 @@ struct entry {
   int verified;  /* the disk copy's checksum was checked by this process */
   int in_queue;  /* has a place in the fetchers' queue (at most one, so
                     the queue never holds more than n) */
+  /* The last staging that failed for good (its retries spent): the code,
+   * the message (malloc'ed) and when it ended. An acquire that was waiting
+   * when it ended reports it instead of spending a second retry budget. */
+  int fail_rc;
+  char *fail_msg;
+  uint64_t fail_ns;
 };
 
 struct stk_cache {

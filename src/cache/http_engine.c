@@ -53,6 +53,7 @@ struct stk__http {
   long connect_ms, stall_s;
   uint64_t retry_max_ns;
   uint32_t max_attempts;
+  const int *cancel; /* the origin's flag (stk_origin_opts.cancel), or NULL */
   char *cainfo;
   char **secrets;
   size_t nsecrets;
@@ -117,9 +118,10 @@ static void list_remove(struct job **head, struct job *j) {
   j->prev = j->next = NULL;
 }
 
-static int canceled(const struct job *j) {
-  return j->r->cancel && __atomic_load_n(j->r->cancel, __ATOMIC_ACQUIRE) != 0;
-}
+static int flag_set(const int *f) { return f && __atomic_load_n(f, __ATOMIC_ACQUIRE) != 0; }
+
+/* The request's own flag, or the origin's (stk_origin_opts.cancel). */
+static int canceled(const struct job *j) { return flag_set(j->r->cancel) || flag_set(j->h->cancel); }
 
 static void count(uint64_t *c, uint64_t v) { __atomic_fetch_add(c, v, __ATOMIC_RELAXED); }
 
@@ -694,10 +696,10 @@ static void *engine_thread(void *arg) {
     for (struct job *j = h->parked; j; j = j->next) {
       long ms = j->not_before_ns <= now ? 0 : (long)((j->not_before_ns - now + 999999) / 1000000);
       wait_ms = STK__MIN(wait_ms, ms);
-      if (j->r->cancel) wait_ms = STK__MIN(wait_ms, CANCEL_POLL_MS);
+      if (j->r->cancel || h->cancel) wait_ms = STK__MIN(wait_ms, CANCEL_POLL_MS);
     }
     for (struct job *j = h->active; j; j = j->next)
-      if (j->r->cancel) wait_ms = STK__MIN(wait_ms, CANCEL_POLL_MS);
+      if (j->r->cancel || h->cancel) wait_ms = STK__MIN(wait_ms, CANCEL_POLL_MS);
     if (wait_ms > 0) curl_multi_poll(h->multi, NULL, 0, (int)wait_ms, NULL);
   }
 
@@ -743,6 +745,7 @@ int stk__http_new(struct stk__http **out, const struct stk_origin_opts *o, char 
   h->stall_s = stall < 1 ? 1 : (long)(stall + 0.5); /* curl counts whole seconds */
   h->retry_max_ns = (uint64_t)(opt_or(o->retry_max_s, 120) * 1e9);
   h->max_attempts = o->max_attempts ? o->max_attempts : 10;
+  h->cancel = o->cancel;
   long conns = o->max_conns ? (long)o->max_conns : 32;
   stk_rng_seed(&h->rng, stk_mix64(stk_now_ns(), (uint64_t)(uintptr_t)h ^ (uint64_t)getpid()));
   const char *ca = getenv("STOKER_CA_BUNDLE");
@@ -872,7 +875,7 @@ int stk__http_do(struct stk__http *h, struct stk__http_req *r, char *err) {
     return stk__errf(err, STK_EINVAL, "%s: empty range", r->display);
   if (r->method == STK__HTTP_GET && r->len != UINT64_MAX && r->off + r->len < r->off)
     return stk__errf(err, STK_ERANGE, "%s: range overflows", r->display);
-  if (r->cancel && __atomic_load_n(r->cancel, __ATOMIC_ACQUIRE))
+  if (flag_set(r->cancel) || flag_set(h->cancel))
     return stk__errf(err, STK_ECANCELED, "%s: canceled", r->display);
 
   struct job j;

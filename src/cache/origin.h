@@ -38,6 +38,10 @@ struct stk_origin_opts {
   int s3_addressing;        /* 0 = auto (path style for a custom endpoint, virtual-host
                                style for AWS), 1 = path style, 2 = virtual-host style */
   const char *s3_profile;   /* shared-file profile; NULL = $AWS_PROFILE or "default" */
+  /* Every request of the origin (a manifest, a HEAD, a listing's pages, a
+   * shard, and its retries) ends with STK_ECANCELED within 50 ms of *cancel
+   * becoming nonzero, besides the flag a get is given; NULL = none. */
+  const int *cancel;
 };
 
 /* What the origin knows of one object. */

@@ -160,7 +160,8 @@ static int read_list(const char *loc, const struct stk_dataset_opts *opts, char 
                                  .s3_endpoint = co.s3_endpoint,
                                  .s3_region = co.s3_region,
                                  .s3_addressing = co.s3_addressing,
-                                 .s3_profile = co.s3_profile};
+                                 .s3_profile = co.s3_profile,
+                               .cancel = co.cancel};
     /* The list's directory is the origin; the list is one object in it. */
     char *dir = strdup(loc);
     if (!dir) return stk__errf(err, STK_ENOMEM, "out of memory");

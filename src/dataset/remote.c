@@ -215,10 +215,14 @@ struct listing {
   const struct stk_format_ops *want; /* NULL: decide by extension */
   size_t skipped;                    /* listed files that are not its shards */
   char example[128];
+  const int *cancel;
 };
+
+static int canceled(const int *cancel) { return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED); }
 
 static int list_cb(void *arg, const char *name, const struct stk_obj_info *info) {
   struct listing *L = arg;
+  if (canceled(L->cancel)) return STK_ECANCELED;
   if (!safe_rel(name) || !strcmp(name, MANIFEST_NAME)) return 0;
   const struct stk_format_ops *f = L->want;
   if ((f->caps & STK_FMT_TREE) ? 0 : !(f->exts && *f->exts && stk__has_ext(name, f->exts))) {
@@ -310,8 +314,9 @@ static int open_listed(struct stk_dataset *ds, struct stk_origin *o, const char 
     if (!f) f = tree_format();
   }
   ds->fmt = f;
-  struct listing L = {ds, url, t, f, 0, ""};
+  struct listing L = {ds, url, t, f, 0, "", opts && opts->cache ? opts->cache->cancel : NULL};
   rc = stk__origin_list(o, list_cb, &L, err);
+  if (rc == STK_ECANCELED) return stk__errf(err, rc, "interrupted");
   /* Never silently, as for a local folder: files that are not shards. */
   if (!rc && L.skipped)
     stk_log(STK_LOG_WARN, "%s: %zu file%s that %s not %s shards left out (%s%s)", url, L.skipped,
@@ -404,7 +409,9 @@ static int open_named(struct stk_dataset *ds, const char *url, const struct stk_
 struct heads {
   struct stk_origin *o;
   struct tab *t;
+  const int *cancel;
   atomic_size_t next;
+  atomic_int stop; /* a shard is missing (or refused), or *cancel */
   pthread_mutex_t mu;
   int rc;
   size_t bad;
@@ -415,6 +422,17 @@ static void *head_worker(void *arg) {
   struct heads *h = arg;
   char err[STK_ERRMSG_MAX];
   for (size_t i; (i = atomic_fetch_add(&h->next, 1)) < h->t->n;) {
+    /* The first missing shard ends the open: no HEAD for the names after it
+     * (a pattern of 10^7 absent names made 10^7 of them). The names before
+     * it were all taken already, so the lowest failure is the first. */
+    if (atomic_load(&h->stop)) break;
+    if (h->cancel && __atomic_load_n(h->cancel, __ATOMIC_RELAXED)) {
+      pthread_mutex_lock(&h->mu);
+      if (!h->rc) h->rc = stk__errf(h->err, STK_ECANCELED, "interrupted");
+      pthread_mutex_unlock(&h->mu);
+      atomic_store(&h->stop, 1);
+      break;
+    }
     if (h->t->v[i].size != UINT64_MAX) continue;
     struct stk_obj_info info;
     int rc = stk__origin_stat(h->o, h->t->v[i].name, &info, err);
@@ -424,12 +442,13 @@ static void *head_worker(void *arg) {
       /* A named shard that is not there (or refused) fails the open now,
        * naming it, rather than in the middle of an epoch. */
       pthread_mutex_lock(&h->mu);
-      if (!h->rc || i < h->bad) {
+      if (!h->rc || (h->rc != STK_ECANCELED && i < h->bad)) {
         h->rc = rc;
         h->bad = i;
         memcpy(h->err, err, sizeof err);
       }
       pthread_mutex_unlock(&h->mu);
+      atomic_store(&h->stop, 1);
     } /* else: unknown still; learned when the shard is staged */
   }
   return NULL;
@@ -438,12 +457,13 @@ static void *head_worker(void *arg) {
 /* Shards whose size neither a manifest nor a listing gave: ask the origin
  * (HEAD, several at a time), so the staging at open and the look-ahead can
  * budget them, and a missing shard is reported before any is fetched. */
-static int head_sizes(struct stk_origin *o, struct tab *t, char *err) {
+static int head_sizes(struct stk_origin *o, struct tab *t, const int *cancel, char *err) {
   size_t unknown = 0;
   for (size_t i = 0; i < t->n; i++) unknown += t->v[i].size == UINT64_MAX;
   if (!unknown) return 0;
-  struct heads h = {.o = o, .t = t};
+  struct heads h = {.o = o, .t = t, .cancel = cancel};
   atomic_init(&h.next, 0);
+  atomic_init(&h.stop, 0);
   pthread_mutex_init(&h.mu, NULL);
   pthread_t tid[HEAD_THREADS];
   int started = 0;
@@ -489,7 +509,8 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
                                .s3_endpoint = co.s3_endpoint,
                                .s3_region = co.s3_region,
                                .s3_addressing = co.s3_addressing,
-                               .s3_profile = co.s3_profile};
+                               .s3_profile = co.s3_profile,
+                               .cancel = co.cancel};
   /* A bad cache directory is reported before any request is made. */
   int rc = co.dir ? stk__cache_dir_check(co.dir, err) : 0;
   if (rc) return rc;
@@ -542,7 +563,7 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
                    ds->root, ds->fmt->name, ds->fmt->pair_ext);
   /* One sample per file (a folder tree): nothing is staged at open, and
    * sizes are learned as files arrive; a HEAD per file would cost more. */
-  if (!rc && !(ds->fmt->caps & STK_FMT_TREE)) rc = head_sizes(o, &t, err);
+  if (!rc && !(ds->fmt->caps & STK_FMT_TREE)) rc = head_sizes(o, &t, co.cancel, err);
   if (!rc) {
     rc = stk__cache_open(&ds->x->cache, o, t.v, t.n, &co, err);
     o = NULL; /* the cache owns it, failed or not */
