@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_tokens.h"
 
 const char cmd_feed_usage[] =
     "usage: stoker feed [DATASET|URL] [OPTIONS]\n"
@@ -65,6 +66,9 @@ const char cmd_feed_usage[] =
     "  --inflight SIZE     bytes of reads in flight (default: two mean samples, at\n"
     "                      least 64MiB, at most half the memory cap)\n"
     CLI_CACHE_USAGE
+    CLI_TOKENS_USAGE
+    "                      (--seed defaults to Megatron's 1234 here; --epochs is\n"
+    "                      passes over the split when --samples is not given)\n"
     "output:\n"
     "  --json              print the report as JSON on stdout\n"
     "  -q, --quiet         no progress line\n";
@@ -75,7 +79,8 @@ struct feed_args {
   struct stk_cache_opts cache;
   double consumer_ms;
   uint64_t limit;
-  int json, quiet, default_dataset;
+  int json, quiet, default_dataset, seed_set;
+  struct cli_tokens tk; /* token windows (cli_tokens.c) */
 };
 
 enum {
@@ -101,7 +106,7 @@ static const struct option options[] = {
     {"prefetch", 1, 0, O_PREFETCH}, {"prefetch-max", 1, 0, O_PREFETCH_MAX},
     {"mem-cap", 1, 0, O_MEMCAP},    {"inflight", 1, 0, O_INFLIGHT},
     {"json", 0, 0, O_JSON},         {"quiet", 0, 0, 'q'},
-    {"shares", 1, 0, O_SHARES},
+    {"shares", 1, 0, O_SHARES},     CLI_TOKENS_OPTIONS,
     CLI_CACHE_OPTIONS,              {0, 0, 0, 0}};
 
 /* Index of s in the NULL-terminated list, or -1 with an error printed. */
@@ -134,6 +139,7 @@ static int parse_option(struct feed_args *a, int c, const char *v) {
   uint64_t x;
   int k = cli_cache_option("feed", c, v, &a->cache);
   if (k <= 0) return k;
+  if ((k = cli_tokens_option("feed", c, v, &a->tk)) <= 0) return k;
   switch (c) {
     case O_FORMAT: a->format = v; return 0;
     case O_BATCH: return parse_u32("--batch", v, 1, 1u << 20, &o->batch_size);
@@ -146,7 +152,9 @@ static int parse_option(struct feed_args *a, int c, const char *v) {
       if ((k = pick("--shuffle", v, shuffles)) < 0) return -1;
       o->sampler.shuffle = (enum stk_shuffle)k;
       return 0;
-    case O_SEED: return cli_u64("feed", "--seed", v, 0, UINT64_MAX, &o->sampler.seed);
+    case O_SEED:
+      a->seed_set = 1;
+      return cli_u64("feed", "--seed", v, 0, UINT64_MAX, &o->sampler.seed);
     case O_WINDOW: return cli_u64("feed", "--window", v, 1, UINT64_MAX, &o->sampler.shuffle_window);
     case O_RANK: return parse_u32("--rank", v, 0, 1u << 20, &o->sampler.rank);
     case O_SHARES: {
@@ -283,16 +291,20 @@ static int check_state(const char *path, const struct saved_state *ss, struct st
   return -1;
 }
 
+/* Token windows (tk) record their own fingerprint (corpus and window
+ * configuration), which the loader checks on resume. */
 static int write_state(const char *path, const struct stk_sampler_state *st,
-                       struct stk_dataset *ds) {
+                       struct stk_dataset *ds, const struct stk_tokens *tk) {
   struct stk_outfile *o;
   if (cli_out_open("feed", "--save-state", path, &o)) return -1;
   fprintf(stk_outfile_stream(o),
           "{\"seed\": %" PRIu64 ", \"epoch\": %" PRIu64 ", \"position\": %" PRIu64
           ", \"dataset_fingerprint\": \"%016" PRIx64 "\", \"dataset_shards\": %zu"
           ", \"dataset_samples\": %" PRIu64 "}\n",
-          st->seed, st->epoch, st->position, stk_sampler_fingerprint(ds),
-          stk_dataset_num_shards(ds), stk_dataset_samples_counted(ds, NULL));
+          st->seed, st->epoch, st->position,
+          tk ? stk_tokens_fingerprint(tk) : stk_sampler_fingerprint(ds),
+          tk ? (size_t)stk_tokens_num_sources(tk) : stk_dataset_num_shards(ds),
+          tk ? stk_tokens_num_windows(tk) : stk_dataset_samples_counted(ds, NULL));
   return cli_out_commit("feed", "--save-state", o);
 }
 
@@ -334,7 +346,26 @@ static int default_dataset(char *path, size_t n, int quiet) {
 /* ---- report --------------------------------------------------------------- */
 
 static void print_report(const struct feed_args *a, struct stk_dataset *ds, struct stk_loader *l,
-                         const struct stk_loader_stats *st, int interrupted) {
+                         const struct stk_loader_stats *st, int interrupted,
+                         const struct stk_tokens *tk) {
+  const char *name = a->path ? a->path : a->tk.blend;
+  if (a->json && tk) {
+    struct stk_json j;
+    stk_json_init(&j, stdout, 2);
+    stk_json_obj_begin(&j);
+    stk_json_kstr(&j, "dataset", name);
+    stk_json_kstr(&j, "format", "megatron");
+    cli_tokens_json(&j, tk, st);
+    stk_json_ku64(&j, "batch", a->lo.batch_size);
+    stk_json_ku64(&j, "threads", a->lo.threads);
+    stk_json_kdbl(&j, "consumer_ms", a->consumer_ms);
+    stk_json_key(&j, "interrupted");
+    stk_json_bool(&j, interrupted);
+    stk_json_key(&j, "stats");
+    stk_loader_stats_json(st, &j);
+    stk_json_obj_end(&j);
+    return;
+  }
   if (a->json) {
     struct stk_json j;
     stk_json_init(&j, stdout, 2);
@@ -361,10 +392,14 @@ static void print_report(const struct feed_args *a, struct stk_dataset *ds, stru
   }
   double wall = (double)st->wall_ns / 1e9;
   char mem[32];
-  printf("%s: %" PRIu64 " batches, %" PRIu64 " samples in %.2f s%s\n", a->path, st->batches,
+  printf("%s: %" PRIu64 " batches, %" PRIu64 " samples in %.2f s%s\n", name, st->batches,
          st->samples, wall, interrupted ? " (interrupted)" : "");
   printf("  throughput     %.0f samples/s, %.1f MiB/s\n", wall > 0 ? (double)st->samples / wall : 0,
          wall > 0 ? (double)st->bytes / 1048576.0 / wall : 0);
+  if (tk) {
+    cli_tokens_rate(stdout, tk, st);
+    cli_tokens_describe(stdout, tk, &a->tk);
+  }
   printf("  consumer wait  %.1f%% of wall time; per batch p50 %.0f us, p99 %.0f us, max %.0f us\n",
          st->wall_ns ? 100.0 * (double)st->consumer_wait_ns / (double)st->wall_ns : 0,
          (double)st->wait_p50_ns / 1e3, (double)st->wait_p99_ns / 1e3, (double)st->wait_max_ns / 1e3);
@@ -378,7 +413,7 @@ static void print_report(const struct feed_args *a, struct stk_dataset *ds, stru
   printf("  reads          %" PRIu64 " requests, %.1f MiB (engine %s)\n", st->read_ops,
          (double)st->read_bytes / 1048576.0, stk_loader_engine(l));
   if (st->skipped) printf("  skipped        %" PRIu64 " bad samples\n", st->skipped);
-  if (st->has_cache) cli_cache_report(stdout, &st->cache);
+  if (st->has_cache && !tk) cli_cache_report(stdout, &st->cache);
   printf("\n  %-8s %7s %9s %10s %11s %10s %10s\n", "stage", "threads", "busy s", "wait-in s",
          "wait-out s", "items", "MiB");
   for (int i = 0; i < STK_STAGE_COUNT; i++) {
@@ -404,13 +439,21 @@ static int run(struct feed_args *a) {
     a->lo.resume = &resume.st;
   }
   if (a->save_state && cli_out_check("feed", "--save-state", a->save_state)) return CLI_USAGE;
-  struct stk_dataset *ds;
+  struct stk_dataset *ds = NULL;
+  struct stk_tokens *tk = NULL;
   struct stk_dataset_opts dopts = {.format = a->format, .cache = &a->cache};
   /* Signals are caught from here: opening a remote dataset and the first
    * shards it waits for stop at SIGINT/SIGTERM as the run does. */
   cli_catch_signals();
   a->cache.cancel = (const int *)&cli_interrupted;
-  int rc = stk_dataset_open(&ds, a->path, &dopts, err);
+  if (cli_tokens_wanted(&a->tk)) { /* token windows: the loader over them */
+    if (a->seed_set) a->tk.o.seed = (uint32_t)a->lo.sampler.seed;
+    a->tk.o.epochs = a->lo.epochs;
+    a->lo.epochs = 1;
+    int r = cli_tokens_open("feed", a->path, &a->tk, &dopts, &tk);
+    if (r) return r;
+  }
+  int rc = tk ? 0 : stk_dataset_open(&ds, a->path, &dopts, err);
   if (rc == STK_ECANCELED && cli_stop_requested()) {
     cli_error("feed", "interrupted");
     return CLI_INTERRUPTED;
@@ -419,15 +462,16 @@ static int run(struct feed_args *a) {
     cli_error("feed", "%s", err);
     return CLI_FAIL;
   }
-  if (a->resume && check_state(a->resume, &resume, ds, a->path)) {
+  if (ds && a->resume && check_state(a->resume, &resume, ds, a->path)) {
     stk_dataset_close(ds);
     return CLI_USAGE;
   }
   struct stk_loader *l;
-  rc = stk_loader_open(&l, ds, &a->lo, err);
+  rc = tk ? stk_loader_open_tokens(&l, tk, &a->lo, err) : stk_loader_open(&l, ds, &a->lo, err);
   if (rc) {
     cli_error("feed", "%s", err);
     stk_dataset_close(ds);
+    stk_tokens_close(tk);
     return CLI_FAIL;
   }
   cli_catch_signals();
@@ -455,14 +499,16 @@ static int run(struct feed_args *a) {
     cli_error("feed", "%s", stk_loader_errmsg(l));
     result = CLI_FAIL;
   }
-  if (result != CLI_FAIL) print_report(a, ds, l, &st, result == CLI_INTERRUPTED);
+  if (result != CLI_FAIL) print_report(a, ds, l, &st, result == CLI_INTERRUPTED, tk);
   if (a->save_state && result != CLI_FAIL) {
     struct stk_sampler_state s;
     stk_loader_state(l, &s);
-    if (write_state(a->save_state, &s, ds)) result = CLI_FAIL;
+    if (write_state(a->save_state, &s, ds, tk)) result = CLI_FAIL;
   }
   stk_loader_close(l);
   stk_dataset_close(ds);
+  stk_tokens_close(tk);
+  cli_tokens_free(&a->tk);
   return result;
 }
 
@@ -472,6 +518,7 @@ int cmd_feed_run(int argc, char **argv) {
   a.lo.batch_size = 64;
   a.lo.decode.train = 1;
   a.lo.decode.kind = -1;
+  cli_tokens_init(&a.tk);
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "q", options, NULL)) != -1) {
@@ -487,6 +534,8 @@ int cmd_feed_run(int argc, char **argv) {
   char defpath[4096];
   if (optind < argc) {
     a.path = argv[optind];
+  } else if (cli_tokens_wanted(&a.tk)) {
+    a.path = NULL; /* --blend names them */
   } else {
     if (default_dataset(defpath, sizeof defpath, a.quiet || a.json)) return CLI_FAIL;
     a.path = defpath;

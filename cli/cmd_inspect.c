@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_tokens.h"
 
 const char cmd_inspect_usage[] =
     "usage: stoker inspect PATH [OPTIONS]\n"
@@ -15,12 +16,19 @@ const char cmd_inspect_usage[] =
     "a brace pattern such as 'train/shard-{000000..001023}.tar', or a\n"
     "shard-list file: *.txt, *.list, one path or URL per line): format, shards,\n"
     "samples, total bytes, sample sizes, what the format records of the whole\n"
-    "dataset (Megatron: dtype, tokens, sequences, documents), and the fields of\n"
-    "the first sample. A folder holding shards of several formats needs --format.\n"
+    "dataset (Megatron: dtype, tokens, sequences, documents; npy token files:\n"
+    "dtype, tokens, documents), and the fields of the first sample, with dtype\n"
+    "and shape where the format records them. A folder holding shards of several\n"
+    "formats needs --format, and so does a folder of npy token files (one 1-D\n"
+    "integer array per document), which is otherwise read as npy.\n"
     "\n"
-    "  --format F     tfrecord, wds, npy, npz, mds, megatron, files (default: detect)\n"
+    "  --format F     tfrecord, wds, npy, npz, mds, megatron, npy-tokens, files\n"
+    "                 (default: detect; npy-tokens only when named)\n"
     "  --json         print JSON on stdout\n"
     "  -v, --verbose  list every shard\n"
+    "  --seq-len N    a Megatron dataset: also its token windows of N + 1 tokens\n"
+    "                 (with --samples, --split, --split-index, --windows as for\n"
+    "                 `stoker feed`; the index is built in memory, no file written)\n"
     "PATH may be a URL (http(s)://, s3://, file://), read through the shard cache:\n"
     CLI_CACHE_USAGE;
 
@@ -29,6 +37,7 @@ enum { O_FORMAT = 256, O_JSON };
 static const struct option options[] = {{"format", 1, 0, O_FORMAT},
                                         {"json", 0, 0, O_JSON},
                                         {"verbose", 0, 0, 'v'},
+                                        CLI_TOKENS_OPTIONS,
                                         CLI_CACHE_OPTIONS,
                                         {0, 0, 0, 0}};
 
@@ -184,10 +193,15 @@ int cmd_inspect_run(int argc, char **argv) {
   struct stk_cache_opts co = {0};
   struct stk_dataset_opts o = {.cache = &co};
   int json = 0, verbose = 0, c;
+  struct cli_tokens tk;
+  cli_tokens_init(&tk);
+  tk.o.no_index_file = 1;
   optind = 1;
   while ((c = getopt_long(argc, argv, "v", options, NULL)) != -1) {
     int k = cli_cache_option("inspect", c, optarg, &co);
     if (k < 0) return CLI_USAGE;
+    if (k == 0) continue;
+    if ((k = cli_tokens_option("inspect", c, optarg, &tk)) < 0) return CLI_USAGE;
     if (k == 0) continue;
     if (c == O_FORMAT) o.format = optarg;
     else if (c == O_JSON) json = 1;
@@ -199,6 +213,10 @@ int cmd_inspect_run(int argc, char **argv) {
     return CLI_USAGE;
   }
   const char *path = argv[optind];
+  if (json && cli_tokens_wanted(&tk)) {
+    cli_error("inspect", "--seq-len describes windows as text; leave out --json");
+    return CLI_USAGE;
+  }
   cli_catch_signals();
   struct stk_dataset *ds;
   int rc = cli_open_whole("inspect", path, &o, &ds);
@@ -216,5 +234,13 @@ int cmd_inspect_run(int argc, char **argv) {
   }
   free(s.buf);
   stk_dataset_close(ds);
+  if (!rc && cli_tokens_wanted(&tk)) { /* the windows, after what the files hold */
+    struct stk_tokens *t;
+    rc = cli_tokens_open("inspect", path, &tk, &o, &t);
+    if (!rc) cli_tokens_describe(stdout, t, &tk);
+    if (!rc) stk_tokens_close(t);
+    cli_tokens_free(&tk);
+    return rc;
+  }
   return rc ? (cli_stop_requested() ? CLI_INTERRUPTED : CLI_FAIL) : CLI_OK;
 }

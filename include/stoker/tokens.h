@@ -53,8 +53,10 @@ struct stk_tokens_opts {
   size_t struct_size; /* set by stk_tokens_opts_init(); 0 = this header's */
   uint32_t seq_len;   /* tokens per sample (Megatron's sequence_length); required */
   /* Windows wanted (Megatron's num_samples): the documents are repeated
-   * over as many epochs as that needs. 0: `epochs` passes over the split.
-   * A weighted blend needs it (the sources' sizes follow from it). */
+   * over as many epochs as that needs, and the order holds every window of
+   * those epochs, as Megatron's GPTDataset does (document windows: exactly
+   * this many). 0: `epochs` passes over the split. A weighted blend needs
+   * it (the sources' sizes follow from it; the blend holds about this many). */
   uint64_t samples;
   uint32_t epochs;       /* with samples 0; 0 = 1 */
   const char *split;     /* Megatron's split, "969,30,1"; NULL = every document */
