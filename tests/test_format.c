@@ -112,7 +112,7 @@ TEST(format_table) {
     CHECK(caps & STK_FMT_WRITE);
     n++;
   }
-  CHECK_EQ(n, 7); /* tfrecord wds npy npz mds megatron files */
+  CHECK_EQ(n, 8); /* tfrecord wds npy npz mds megatron files npy-tokens */
   CHECK(stk__format_find("nope") == NULL);
 }
 

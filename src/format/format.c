@@ -13,7 +13,7 @@
 
 const struct stk_format_ops *const stk_formats[] = {
     &stk__fmt_tfrecord, &stk__fmt_wds, &stk__fmt_npy, &stk__fmt_npz,
-    &stk__fmt_mds,      &stk__fmt_megatron, &stk__fmt_files, NULL,
+    &stk__fmt_mds,      &stk__fmt_megatron, &stk__fmt_files, &stk__fmt_npy_tokens, NULL,
 };
 
 int stk_format_info(int i, const char **name, unsigned *caps, const char **desc) {
@@ -116,6 +116,20 @@ int stk__elem_type_by_name(const char *name, size_t n) {
   for (int t = 1; t < STK_ELEM_COUNT; t++)
     if (strlen(elem_types[t].name) == n && !memcmp(elem_types[t].name, name, n)) return t;
   return STK_ELEM_NONE;
+}
+
+const struct stk_field *stk__token_field(const struct stk_sample *s) {
+  const struct stk_field *plain = NULL;
+  for (int i = 0; i < s->nfields; i++) {
+    const struct stk_field *f = &s->fields[i];
+    if (!strcmp(f->name, "tokens")) return f;
+  }
+  for (int i = 0; i < s->nfields; i++) {
+    const struct stk_field *f = &s->fields[i];
+    if (f->type && f->ndim == 1) return f;
+    if (!plain && strcmp(f->name, "cls") && strcmp(f->name, "label")) plain = f;
+  }
+  return plain;
 }
 
 void stk__sample_key(struct stk_sample *out, const char *key, size_t n) {

@@ -134,6 +134,7 @@ extern const struct stk_format_ops stk__fmt_npz;
 extern const struct stk_format_ops stk__fmt_mds;
 extern const struct stk_format_ops stk__fmt_files;
 extern const struct stk_format_ops stk__fmt_megatron;
+extern const struct stk_format_ops stk__fmt_npy_tokens; /* after npy: by name only */
 
 /* Megatron's indexed dataset (megatron.c), for the token samplers built on
  * it. A dtype of Megatron's DType enum: its code in the .idx, item size,
@@ -270,6 +271,10 @@ int stk__sample_add(struct stk_sample *out, const char *name, size_t name_len,
                     const uint8_t *data, uint64_t len);
 /* The enum stk_elem_type named by n bytes of name ("int32"); NONE if none. */
 int stk__elem_type_by_name(const char *name, size_t n);
+/* The field a token writer (megatron, npy-tokens) writes as one sequence:
+ * the one named "tokens", else the first typed 1-D field (an MDS ndarray
+ * column), else the first that is not a label (cls, label); NULL if none. */
+const struct stk_field *stk__token_field(const struct stk_sample *s);
 /* Set out->key from n bytes, truncated to fit. */
 void stk__sample_key(struct stk_sample *out, const char *key, size_t n);
 /* Whether a field already carries the sample's label (named cls, label,
@@ -283,14 +288,17 @@ int32_t stk__parse_label(const uint8_t *p, uint64_t n);
  * that the array's bytes fit. Sets *data_off to the array data's offset;
  * on failure returns STK_EFORMAT/STK_ETRUNC with *why a static reason. */
 int stk__npy_check(const uint8_t *p, uint64_t n, uint64_t *data_off, const char **why);
-/* What a .npy header says (npz.c reads DLIO's layout with it): where the
- * data starts, the item size (0 if not a simple dtype), the element count,
- * the number of dimensions and the last one, the order, and whether the
- * dtype is a little-endian or single-byte integer. With need_data, the
- * data must lie within the n bytes too. 0, or a code with *why set. */
+/* What a .npy header says (npz.c reads DLIO's layout with it, npy-tokens
+ * its documents): where the data starts, the item size (0 if not a simple
+ * dtype), the element count, the number of dimensions and the last one,
+ * the order, whether the dtype is a little-endian or single-byte integer,
+ * and the dtype string itself ("<i4", truncated; "" when structured). With
+ * need_data, the data must lie within the n bytes too. 0, or a code with
+ * *why set. */
 struct stk__npy_info {
   uint64_t data_off, itemsize, count, last;
   int ndim, fortran, is_int, is_signed;
+  char descr[16];
 };
 int stk__npy_info(const uint8_t *p, uint64_t n, int need_data, struct stk__npy_info *info,
                   const char **why);
@@ -299,6 +307,10 @@ int stk__npy_info(const uint8_t *p, uint64_t n, int need_data, struct stk__npy_i
  * small. */
 size_t stk__npy_header(uint8_t *out, size_t cap, const char *descr, const uint64_t *shape,
                        int ndim);
+
+/* NumPy's little-endian descr of an enum stk_elem_type ("|u1", "<i4",
+ * "<f8"); "|u1" for NONE. */
+const char *stk__npy_descr(int type);
 
 /* Append a shard to ds (path copied) for list hooks; STK_ENOMEM. */
 int stk__dataset_add_shard(struct stk_dataset *ds, const char *path, int32_t label);

@@ -25,6 +25,7 @@ struct npy_hdr {
   int count_overflow;
   int ndim, fortran, is_int, is_signed;
   uint64_t last;     /* the last dimension (1 for a 0-d array) */
+  char descr[16];    /* the dtype string, truncated ("<i4"); "" for a structured dtype */
 };
 
 static const uint8_t *skip_ws(const uint8_t *p, const uint8_t *e) {
@@ -112,6 +113,7 @@ static const uint8_t *dict_value(const uint8_t *p, const uint8_t *e, const uint8
     h->have_descr = 1;
     if (p < e && *p == '[') return skip_brackets(p, e);
     if (!(p = quoted(p, e, &s, &sl))) return NULL;
+    snprintf(h->descr, sizeof h->descr, "%.*s", (int)STK__MIN(sl, sizeof h->descr - 1), s);
     h->itemsize = dtype_size(s, sl);
     size_t at = sl && strchr("<>|=", s[0]) ? 1 : 0;
     int le = !sl || s[0] != '>' || h->itemsize == 1;
@@ -197,6 +199,7 @@ int stk__npy_info(const uint8_t *p, uint64_t n, int need_data, struct stk__npy_i
   info->fortran = h.fortran;
   info->is_int = h.is_int;
   info->is_signed = h.is_signed;
+  memcpy(info->descr, h.descr, sizeof info->descr);
   return 0;
 }
 
@@ -219,6 +222,16 @@ size_t stk__npy_header(uint8_t *out, size_t cap, const char *descr, const uint64
   memset(out + 10 + dl, ' ', total - 10 - (size_t)dl - 1);
   out[total - 1] = '\n';
   return total;
+}
+
+const char *stk__npy_descr(int type) {
+  static const char *const d[STK_ELEM_COUNT] = {
+      [STK_ELEM_NONE] = "|u1", [STK_ELEM_U8] = "|u1",  [STK_ELEM_I8] = "|i1",
+      [STK_ELEM_U16] = "<u2",  [STK_ELEM_I16] = "<i2", [STK_ELEM_F16] = "<f2",
+      [STK_ELEM_U32] = "<u4",  [STK_ELEM_I32] = "<i4", [STK_ELEM_F32] = "<f4",
+      [STK_ELEM_U64] = "<u8",  [STK_ELEM_I64] = "<i8", [STK_ELEM_F64] = "<f8",
+  };
+  return type > 0 && type < STK_ELEM_COUNT ? d[type] : d[0];
 }
 
 /* ---- reading ----------------------------------------------------------- */
@@ -292,8 +305,20 @@ static int class_path(struct stk_writer *w, int32_t label) {
   return w->path ? 0 : stk__errf(w->err, STK_ENOMEM, "out of memory");
 }
 
-/* A field that is already a .npy image is written as is; anything else is
- * wrapped as a 1-d uint8 array. One file per sample. */
+/* Whether a typed field's shape accounts for exactly its bytes. */
+static int shape_fits(const struct stk_field *f) {
+  uint64_t n = stk_elem_type_size(f->type);
+  for (int d = 0; d < f->ndim && d < STK_FIELD_MAX_DIMS; d++) {
+    if (f->shape[d] && n > UINT64_MAX / f->shape[d]) return 0;
+    n *= f->shape[d];
+  }
+  return f->encoding == STK_ENC_NONE && f->ndim <= STK_FIELD_MAX_DIMS && n == f->len;
+}
+
+/* A field that is already a .npy image is written as is; a typed field (an
+ * MDS ndarray, a Megatron sequence, npy tokens) as an array of its dtype
+ * and shape; anything else wrapped as a 1-d uint8 array. One file per
+ * sample. */
 static int npy_wr_sample(struct stk_writer *w, const struct stk_sample *s) {
   const struct stk_field *f = NULL;
   for (int i = 0; i < s->nfields && !f; i++)
@@ -307,10 +332,14 @@ static int npy_wr_sample(struct stk_writer *w, const struct stk_sample *s) {
   }
   uint64_t doff;
   const char *why;
-  if (f->encoding == STK_ENC_NONE && stk__npy_check(f->data, f->len, &doff, &why) == 0)
+  if (f->encoding == STK_ENC_NONE && !f->type && stk__npy_check(f->data, f->len, &doff, &why) == 0)
     return stk__wr_write(w, f->data, (size_t)f->len);
-  uint8_t h[256];
-  size_t hl = stk__npy_header(h, sizeof h, "|u1", &f->len, 1);
+  uint8_t h[512];
+  size_t hl = f->type && shape_fits(f)
+                  ? stk__npy_header(h, sizeof h, stk__npy_descr(f->type), f->shape, f->ndim)
+                  : stk__npy_header(h, sizeof h, "|u1", &f->len, 1);
+  if (!hl) return stk__errf(w->err, STK_EINVAL, "sample %llu: array header too long",
+                            (unsigned long long)w->samples);
   int rc = stk__wr_write(w, h, hl);
   return rc ? rc : stk__wr_write(w, f->data, (size_t)f->len);
 }
