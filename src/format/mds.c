@@ -703,6 +703,27 @@ static int col_cmp(const void *a, const void *b) {
   return strcmp(((const struct mds_col *)a)->name, ((const struct mds_col *)b)->name);
 }
 
+/* A typed field's column: a numeric scalar by its dtype's name (fixed
+ * size), an array as `ndarray:DTYPE` with each value's shape before it
+ * (token columns: Megatron sequences, npy token files, MDS ndarrays). */
+static void typed_column(struct mds_col *k, const struct stk_field *f) {
+  k->type = f->type;
+  if (f->ndim == 0) {
+    k->kind = COL_SCALAR;
+    snprintf(k->enc, sizeof k->enc, "%s", stk_elem_type_name(f->type));
+    k->size = stk_elem_type_size(f->type);
+  } else {
+    k->kind = COL_NDARRAY;
+    snprintf(k->enc, sizeof k->enc, "ndarray:%s", stk_elem_type_name(f->type));
+    k->size = -1;
+  }
+}
+
+static int is_typed(const struct stk_field *f) {
+  return f->type && f->type < STK_ELEM_COUNT && f->encoding == STK_ENC_NONE &&
+         f->ndim <= STK_FIELD_MAX_DIMS;
+}
+
 static int plan_columns(struct stk_writer *w, const struct stk_sample *s) {
   struct mds_shard *c = &((struct mds_w *)w->state)->cols;
   for (int i = 0; i < s->nfields; i++) {
@@ -710,6 +731,7 @@ static int plan_columns(struct stk_writer *w, const struct stk_sample *s) {
     snprintf(k->name, sizeof k->name, "%s", s->fields[i].name);
     snprintf(k->enc, sizeof k->enc, "%s", encoding_for(k->name));
     k->size = -1;
+    if (is_typed(&s->fields[i])) typed_column(k, &s->fields[i]);
   }
   if (s->label >= 0 && !stk__has_label_field(s)) {
     if (c->ncols >= STK_MAX_FIELDS) return stk__errf(w->err, STK_EINVAL, "too many fields");
@@ -768,6 +790,38 @@ static int mds_wr_sample(struct stk_writer *w, const struct stk_sample *s) {
   if (s->nfields + extra != st->cols.ncols)
     return stk__errf(w->err, STK_EINVAL, "sample %llu has fields the first sample lacks",
                      (unsigned long long)w->samples);
+  /* Typed columns take values of their dtype (and scalars of their size);
+   * an ndarray value is stored after its shape: u8 ndim << 2 | log2 of the
+   * shape's item size (the smallest that holds every dimension, as
+   * streaming's NDArray picks it), then the shape. */
+  uint8_t nd[STK_MAX_FIELDS][1 + 8 * STK_FIELD_MAX_DIMS];
+  size_t ndl[STK_MAX_FIELDS] = {0};
+  for (int i = 0; i < st->cols.ncols; i++) {
+    const struct mds_col *c = &st->cols.cols[i];
+    if (!c->kind || f[i] == &lf) continue;
+    int ok = is_typed(f[i]) && f[i]->type == c->type &&
+             (c->kind == COL_SCALAR ? f[i]->ndim == 0 && f[i]->len == (uint64_t)c->size
+                                    : f[i]->ndim >= 1);
+    if (!ok)
+      return stk__errf(w->err, STK_EINVAL,
+                       "sample %llu: column '%s' is %s, but this sample's field is %s%s (MDS "
+                       "columns are fixed by the first sample)",
+                       (unsigned long long)w->samples, c->name, c->enc,
+                       f[i]->type ? stk_elem_type_name(f[i]->type) : "bytes",
+                       f[i]->type && f[i]->ndim ? " array" : "");
+    if (c->kind != COL_NDARRAY) continue;
+    uint64_t mx = 0;
+    for (int d = 0; d < f[i]->ndim; d++) mx = f[i]->shape[d] > mx ? f[i]->shape[d] : mx;
+    unsigned lg = mx < (1u << 8) ? 0 : mx < (1u << 16) ? 1 : mx <= UINT32_MAX ? 2 : 3;
+    nd[i][0] = (uint8_t)(f[i]->ndim << 2 | lg);
+    ndl[i] = 1;
+    for (int d = 0; d < f[i]->ndim; d++, ndl[i] += 1u << lg)
+      for (unsigned b = 0; b < 1u << lg; b++)
+        nd[i][ndl[i] + b] = (uint8_t)(f[i]->shape[d] >> (8 * b));
+    if (f[i]->len > UINT32_MAX - ndl[i])
+      return stk__errf(w->err, STK_EINVAL, "sample %llu: column '%s' value over 4 GiB",
+                       (unsigned long long)w->samples, c->name);
+  }
   if (grow((void **)&st->offs, &st->ocap, st->n + 1, sizeof *st->offs))
     return stk__errf(w->err, STK_ENOMEM, "out of memory");
   st->offs[st->n++] = (uint32_t)st->len;
@@ -775,10 +829,13 @@ static int mds_wr_sample(struct stk_writer *w, const struct stk_sample *s) {
   for (int i = 0; i < st->cols.ncols && !rc; i++)
     if (st->cols.cols[i].size < 0) {
       uint8_t b[4];
-      stk__st32(b, (uint32_t)f[i]->len);
+      stk__st32(b, (uint32_t)(ndl[i] + f[i]->len));
       rc = append(st, b, 4);
     }
-  for (int i = 0; i < st->cols.ncols && !rc; i++) rc = append(st, f[i]->data, (size_t)f[i]->len);
+  for (int i = 0; i < st->cols.ncols && !rc; i++) {
+    if (ndl[i]) rc = append(st, nd[i], ndl[i]);
+    if (!rc) rc = append(st, f[i]->data, (size_t)f[i]->len);
+  }
   if (rc) return stk__errf(w->err, rc, "out of memory");
   w->shard_bytes = st->len + 4 * (st->n + 2) + 256; /* estimate for rotation */
   if (w->shard_bytes > UINT32_MAX)

@@ -398,7 +398,12 @@ static int mg_parse(const struct stk_dataset *ds, const struct stk_shard *sh, co
   int kl = snprintf(key, sizeof key, "%09llu", (unsigned long long)(out->index - sh->first));
   stk__sample_key(out, key, (size_t)kl);
   stk__sample_add(out, "tokens", 6, buf, len);
-  out->fields[0].elem = size;
+  struct stk_field *f = &out->fields[0];
+  f->elem = size;
+  /* Typed as MDS token columns and npy token files are: 1-D of the dtype. */
+  f->type = m ? (uint8_t)stk__elem_type_by_name(m->dtype->name, strlen(m->dtype->name)) : 0;
+  f->ndim = f->type ? 1 : 0;
+  f->shape[0] = len / size;
   return 0;
 }
 
@@ -427,11 +432,15 @@ static int mg_property(const struct stk_dataset *ds, int i, const char **name, c
 
 /* ---- writing ---------------------------------------------------------------- */
 
-/* The writer's state: the dtype (uint8 unless the caller sets another with
- * stk__megatron_writer_dtype: gen does; pack writes each byte as a token)
- * and the current shard's sequence lengths. */
+/* The writer's state: the dtype and the current shard's sequence lengths.
+ * The dtype is the one the caller sets with stk__megatron_writer_dtype (gen
+ * does), else that of the first sample's typed token field (a Megatron
+ * sequence, an MDS ndarray column, an npy token file: what pack reads), else
+ * uint8 (each byte of an untyped field a token). Once the first sample is
+ * written (fixed), every typed field must be of that dtype. */
 struct mg_wstate {
   const struct stk__megatron_dtype *dt;
+  int fixed;
   int32_t *len;
   uint64_t n, cap;
 };
@@ -460,6 +469,7 @@ int stk__megatron_writer_dtype(struct stk_writer *w, const char *name) {
   struct mg_wstate *s = wstate(w);
   if (!s) return stk__errf(w->err, STK_ENOMEM, "out of memory");
   s->dt = dt;
+  s->fixed = 1;
   return 0;
 }
 
@@ -470,16 +480,42 @@ static int mg_wr_begin(struct stk_writer *w) {
   return 0;
 }
 
-/* One sequence: the first field that is not a label, written as is. */
+/* The dtype of a typed token field, checked against the writer's. */
+static int typed_dtype(struct stk_writer *w, struct mg_wstate *st, const struct stk_field *f) {
+  const char *tn = stk_elem_type_name(f->type);
+  const struct stk__megatron_dtype *dt = stk__megatron_dtype_by_name(tn);
+  if (!dt)
+    return stk__errf(w->err, STK_EINVAL,
+                     "sample %llu: field '%s' holds %s tokens, which Megatron's .idx has no dtype "
+                     "code for (uint8, int8, int16, uint16, int32, int64, float32, float64); "
+                     "convert them (stoker pack --dtype int64)",
+                     (unsigned long long)w->samples, f->name, tn);
+  if (f->ndim != 1)
+    return stk__errf(w->err, STK_EINVAL,
+                     "sample %llu: field '%s' is a %u-dimensional %s array; a Megatron sequence "
+                     "is 1-D",
+                     (unsigned long long)w->samples, f->name, (unsigned)f->ndim, tn);
+  if (!st->fixed) st->dt = dt;
+  else if (dt != st->dt)
+    return stk__errf(w->err, STK_EINVAL,
+                     "sample %llu: field '%s' holds %s tokens, but the dataset's are %s (an .idx "
+                     "has one dtype; convert with stoker pack --dtype)",
+                     (unsigned long long)w->samples, f->name, tn, st->dt->name);
+  return 0;
+}
+
+/* One sequence: the sample's token field (stk__token_field), written as
+ * is. */
 static int mg_wr_sample(struct stk_writer *w, const struct stk_sample *s) {
   struct mg_wstate *st = wstate(w);
   if (!st) return stk__errf(w->err, STK_ENOMEM, "out of memory");
-  const struct stk_field *f = NULL;
-  for (int i = 0; i < s->nfields && !f; i++)
-    if (strcmp(s->fields[i].name, "cls") && strcmp(s->fields[i].name, "label")) f = &s->fields[i];
+  const struct stk_field *f = stk__token_field(s);
   if (!f || f->encoding != STK_ENC_NONE)
     return stk__errf(w->err, STK_EINVAL, "sample %llu has no plain data field to write as tokens",
                      (unsigned long long)w->samples);
+  int rc = f->type ? typed_dtype(w, st, f) : 0;
+  if (rc) return rc;
+  st->fixed = 1;
   uint64_t toks = f->len / st->dt->size;
   if (f->len % st->dt->size || toks > INT32_MAX)
     return stk__errf(w->err, STK_EINVAL,
