@@ -23,21 +23,33 @@ const char cmd_pack_usage[] =
     "label; plain files keep one field and put labels in folders; deflated npz\n"
     "members are inflated.\n"
     "\n"
-    "  --format F              target: tfrecord, wds, npy, npz, mds, files\n"
+    "Token datasets keep their dtype: a Megatron sequence, an MDS ndarray column\n"
+    "and an npy token file are typed token arrays, so megatron, mds (column\n"
+    "ndarray:DTYPE) and npy-tokens convert into one another unchanged. The token\n"
+    "field is the one named tokens (else the first typed array); the Megatron\n"
+    "writer takes its dtype and writes one document per sequence. An npy token\n"
+    "folder is read as such only with --src-format npy-tokens.\n"
+    "\n"
+    "  --format F              target: tfrecord, wds, npy, npz, mds, megatron,\n"
+    "                          npy-tokens, files\n"
     "  --src-format F          format of SRC (default: detect)\n"
+    "  --dtype D               convert typed integer arrays (tokens) to D: int8,\n"
+    "                          uint8, int16, uint16, int32, uint32, int64, uint64;\n"
+    "                          a token that does not fit D is refused\n"
     "  --shard-size SIZE       start a new shard past SIZE bytes\n"
     "  --samples-per-shard N   start a new shard every N samples\n"
     "  --no-index              tfrecord: do not write DALI .idx files\n"
     "  --force                 replace what DST holds (else DST must be empty)\n"
     "  -q, --quiet             no progress line or summary\n";
 
-enum { O_FORMAT = 256, O_SRC_FORMAT, O_SHARD_SIZE, O_PER_SHARD, O_NOINDEX, O_FORCE };
+enum { O_FORMAT = 256, O_SRC_FORMAT, O_SHARD_SIZE, O_PER_SHARD, O_NOINDEX, O_FORCE, O_DTYPE };
 
 static const struct option options[] = {
     {"format", 1, 0, O_FORMAT},       {"src-format", 1, 0, O_SRC_FORMAT},
     {"shard-size", 1, 0, O_SHARD_SIZE}, {"samples-per-shard", 1, 0, O_PER_SHARD},
     {"no-index", 0, 0, O_NOINDEX},    {"force", 0, 0, O_FORCE},
-    {"quiet", 0, 0, 'q'},             {0, 0, 0, 0}};
+    {"dtype", 1, 0, O_DTYPE},         {"quiet", 0, 0, 'q'},
+    {0, 0, 0, 0}};
 
 #define PACK_MAX_INFLATE (1ull << 31)
 
@@ -45,7 +57,98 @@ struct pack_args {
   const char *src, *dst, *src_format;
   struct stk_writer_opts wo;
   int force, quiet;
+  int dtype; /* --dtype: an integer enum stk_elem_type, or 0 */
 };
+
+/* ---- --dtype: integer token arrays converted, each token range-checked ---- */
+
+static int is_int_type(int t) {
+  return t == STK_ELEM_U8 || t == STK_ELEM_I8 || t == STK_ELEM_U16 || t == STK_ELEM_I16 ||
+         t == STK_ELEM_U32 || t == STK_ELEM_I32 || t == STK_ELEM_U64 || t == STK_ELEM_I64;
+}
+
+static int is_signed_type(int t) {
+  return t == STK_ELEM_I8 || t == STK_ELEM_I16 || t == STK_ELEM_I32 || t == STK_ELEM_I64;
+}
+
+static int type_by_name(const char *name) {
+  for (int t = 1; t < STK_ELEM_COUNT; t++)
+    if (!strcmp(stk_elem_type_name(t), name)) return t;
+  return 0;
+}
+
+/* Element k of an integer array of type t (little-endian): the value as a
+ * sign and a magnitude. */
+static void load_int(const uint8_t *p, unsigned size, int t, int *neg, uint64_t *mag) {
+  uint64_t v = 0;
+  for (unsigned b = 0; b < size; b++) v |= (uint64_t)p[b] << (8 * b);
+  *neg = 0;
+  if (is_signed_type(t) && size < 8 && (v >> (8 * size - 1)) & 1) v |= ~0ull << (8 * size);
+  if (is_signed_type(t) && (int64_t)v < 0) {
+    *neg = 1;
+    v = (uint64_t)(-((int64_t)v + 1)) + 1; /* |v|, INT64_MIN included */
+  }
+  *mag = v;
+}
+
+static int fits(int t, int neg, uint64_t mag) {
+  unsigned bits = stk_elem_type_size(t) * 8;
+  if (!is_signed_type(t)) return !neg && (bits == 64 || mag < (1ull << bits));
+  uint64_t lim = 1ull << (bits - 1); /* |min|; max is lim - 1 */
+  return neg ? mag <= lim : mag < lim;
+}
+
+/* Convert every typed integer array of s (the token columns; scalars are
+ * left alone) to type `to` into owned buffers held in bufs[]. A sample
+ * without one, a float array, or a token outside `to` is refused. */
+static int convert_fields(struct stk_sample *s, int to, uint8_t **bufs, char *err, size_t errn) {
+  int any = 0;
+  unsigned osz = stk_elem_type_size(to);
+  for (int i = 0; i < s->nfields; i++) {
+    struct stk_field *f = &s->fields[i];
+    if (!f->type || f->ndim == 0 || f->encoding != STK_ENC_NONE) continue;
+    if (!is_int_type(f->type)) {
+      snprintf(err, errn, "field %s holds %s values; --dtype converts integer tokens", f->name,
+               stk_elem_type_name(f->type));
+      return -1;
+    }
+    any = 1;
+    if (f->type == to) continue;
+    unsigned isz = stk_elem_type_size(f->type);
+    uint64_t n = f->len / isz;
+    uint8_t *out = malloc(n ? (size_t)(n * osz) : 1);
+    if (!out) {
+      snprintf(err, errn, "out of memory");
+      return -1;
+    }
+    for (uint64_t k = 0; k < n; k++) {
+      int neg;
+      uint64_t mag;
+      load_int(f->data + k * isz, isz, f->type, &neg, &mag);
+      if (!fits(to, neg, mag)) {
+        snprintf(err, errn, "field %s: token %llu is %s%llu, which does not fit %s", f->name,
+                 (unsigned long long)k, neg ? "-" : "", (unsigned long long)mag,
+                 stk_elem_type_name(to));
+        free(out);
+        return -1;
+      }
+      uint64_t v = neg ? (uint64_t)0 - mag : mag; /* two's complement, truncated below */
+      for (unsigned b = 0; b < osz; b++) out[k * osz + b] = (uint8_t)(v >> (8 * b));
+    }
+    free(bufs[i]);
+    bufs[i] = out;
+    f->data = out;
+    f->len = f->raw_len = n * osz;
+    f->type = (uint8_t)to;
+    f->elem = osz;
+  }
+  if (!any) {
+    snprintf(err, errn, "no typed token array to convert (--dtype converts Megatron sequences, "
+             "MDS ndarray columns and npy token files)");
+    return -1;
+  }
+  return 0;
+}
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f) {
   (void)sb;
@@ -153,6 +256,13 @@ static int parse_args(int argc, char **argv, struct pack_args *a) {
         break;
       case O_NOINDEX: a->wo.write_index = 0; break;
       case O_FORCE: a->force = 1; break;
+      case O_DTYPE:
+        if (!is_int_type(a->dtype = type_by_name(optarg))) {
+          cli_error("pack", "--dtype: '%s' is not an integer dtype (int8, uint8, int16, uint16, "
+                    "int32, uint32, int64, uint64)", optarg);
+          return -1;
+        }
+        break;
       case 'q': a->quiet = 1; break;
       default: return -1;
     }
@@ -199,7 +309,8 @@ static int copy_all(struct stk_dataset *ds, struct stk_writer *w, const struct p
     } else if (stk_dataset_read(ds, i, 1, &buf, &cap, &s)) {
       cli_error("pack", "%s", stk_dataset_errmsg(ds));
       out = CLI_FAIL;
-    } else if (inflate_fields(&s, bufs, err, sizeof err)) {
+    } else if (inflate_fields(&s, bufs, err, sizeof err) ||
+               (a->dtype && convert_fields(&s, a->dtype, bufs, err, sizeof err))) {
       cli_error("pack", "sample %llu: %s", (unsigned long long)i, err);
       out = CLI_FAIL;
     } else if (drop_example_container(&s, a->wo.format), stk_writer_add(w, &s)) {
