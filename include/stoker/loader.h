@@ -80,9 +80,7 @@ STK_EXPORT void stk_sampler_save(const struct stk_sampler *s, struct stk_sampler
 STK_EXPORT int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st);
 /* A fingerprint of the dataset's layout, the same for any seed, rank or
  * path it is reached by: format, shard names below the dataset's root,
- * their sample counts and sizes as opening the dataset learned them (the end
- * of a shard's last indexed sample; none for plain files). Never 0. Asks
- * the file system nothing. */
+ * their sample counts and sizes. Never 0. Costs one stat per local shard. */
 STK_EXPORT uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds);
 
 /* ---- decode ---------------------------------------------------------- */
@@ -196,12 +194,40 @@ struct stk_loader;
 STK_EXPORT void stk_loader_opts_init_sized(struct stk_loader_opts *o, size_t size);
 
 /* Pinned (page-locked) batch buffers through the CUDA runtime, loaded at
- * run time: fills *a with hooks over cudaHostAlloc/cudaFreeHost. Fails
+ * run time: fills *a with hooks over cudaMallocHost/cudaFreeHost, made on
+ * the rank's own device: the allocating thread (a loader thread) selects
+ * it with cudaSetDevice first, so no rank makes a context on GPU 0.
+ * stk_pinned_allocator_open takes the device from LOCAL_RANK (modulo the
+ * devices visible, for ranks that each see one), else device 0;
+ * stk_pinned_allocator_open_device takes it (-1: the same choice). Fails
  * with STK_ENOTSUP and a sentence in errmsg when no libcudart or no device
- * is found; the caller then goes on with ordinary memory. Release with
+ * is found (the caller then goes on with ordinary memory), STK_EINVAL for
+ * a device the runtime does not see. Release with
  * stk_pinned_allocator_close() after the last loader using it is closed. */
 STK_EXPORT int stk_pinned_allocator_open(struct stk_allocator *a, char *errmsg);
+STK_EXPORT int stk_pinned_allocator_open_device(struct stk_allocator *a, int device,
+                                                char *errmsg);
 STK_EXPORT void stk_pinned_allocator_close(struct stk_allocator *a);
+
+/* The device a pinned allocator allocates on, or -1 when a is not one. */
+STK_EXPORT int stk_pinned_allocator_device(const struct stk_allocator *a);
+
+/* Release a pinned batch that asynchronous host-to-device copies may still
+ * be reading (x.cuda(non_blocking=True) returns before its copy is done):
+ * records a CUDA event on stream (a cudaStream_t of device, the stream the
+ * copies were issued on; NULL is the legacy default stream; device -1 is
+ * a's device) and hands b back to l only once that event has completed,
+ * from a thread of the allocator, so the caller never waits and the
+ * loader never overwrites memory a copy is reading. The calling thread's
+ * current device becomes device. Where the event cannot be made or
+ * recorded, the release waits for the whole device instead (slower, still
+ * safe) and a warning is logged once. a must come from
+ * stk_pinned_allocator_open*, b from a loader using it. Call
+ * stk_pinned_flush(a) before closing l: it returns once every release
+ * issued so far has reached its loader. */
+STK_EXPORT void stk_pinned_release(const struct stk_allocator *a, struct stk_loader *l,
+                                   struct stk_batch *b, void *stream, int device);
+STK_EXPORT void stk_pinned_flush(const struct stk_allocator *a);
 
 /* Start the pipeline's threads on an open dataset (which must outlive the
  * loader). Returns 0, or a code with errmsg (if given) set. */

@@ -179,6 +179,9 @@ typedef struct {
   struct stk_sampler_state resume;
   struct stk_allocator pinned;
   int pinned_on;
+  /* () -> (cudaStream_t as int, device): the stream copies from pinned
+   * batches run on, asked at each release (see batch_release). */
+  PyObject *stream_fn;
   PyObject *keep;  /* the option strings, alive as long as the loader */
   Py_ssize_t live; /* Batch objects not yet released */
   int closed;      /* close() called (or the loader was canceled) */
@@ -237,13 +240,49 @@ static void loader_finish(LoaderObject *self) {
   struct stk_dataset *ds = self->ds;
   self->l = NULL;
   self->ds = NULL;
-  Py_BEGIN_ALLOW_THREADS if (l) stk_loader_close(l);
+  /* Releases still waiting on the GPU reach the loader before it goes. */
+  Py_BEGIN_ALLOW_THREADS if (self->pinned_on) stk_pinned_flush(&self->pinned);
+  if (l) stk_loader_close(l);
   if (ds) stk_dataset_close(ds);
   Py_END_ALLOW_THREADS if (self->pinned_on) {
     stk_pinned_allocator_close(&self->pinned);
     self->pinned_on = 0;
   }
   log_drain();
+}
+
+/* Hand a batch back. A pinned one may still be the source of a copy the
+ * GPU has not finished (x.cuda(non_blocking=True) returns at once, and
+ * torch fences only memory its own allocator gave): the library records
+ * an event on the stream the consumer copies on and gives the buffer back
+ * to the pool once the event has completed. That stream is the one torch
+ * calls current on this thread now (stream_fn); without one, or when it
+ * fails, the legacy default stream of the pinned device, which waits for
+ * every blocking stream. Called with the GIL. */
+static void batch_release(LoaderObject *o, struct stk_batch *b) {
+  if (!o->pinned_on) {
+    stk_batch_release(o->l, b);
+    return;
+  }
+  unsigned long long stream = 0;
+  int dev = -1;
+  if (o->stream_fn) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *r = PyObject_CallObject(o->stream_fn, NULL);
+    if (!r ||
+        !PyArg_ParseTuple(r, "Ki;the release stream: expected (stream, device)", &stream, &dev)) {
+      PyErr_WriteUnraisable(o->stream_fn);
+      stream = 0;
+      dev = -1;
+    }
+    Py_XDECREF(r);
+    PyErr_Restore(et, ev, tb);
+  }
+  struct stk_loader *l = o->l;
+  o->busy++;
+  Py_BEGIN_ALLOW_THREADS stk_pinned_release(&o->pinned, l, b, (void *)(uintptr_t)stream, dev);
+  Py_END_ALLOW_THREADS o->busy--;
 }
 
 /* Read one option from the dict; absent keys leave *out alone. */
@@ -432,7 +471,10 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw) {
   if (pin) {
     self->pin_err[0] = 0;
     int prc;
-    Py_BEGIN_ALLOW_THREADS prc = stk_pinned_allocator_open(&self->pinned, self->pin_err);
+    int pin_dev = -1; /* stoker.Loader passes torch's current device */
+    if (opt_int(d, "pin_device", &pin_dev)) return -1;
+    Py_BEGIN_ALLOW_THREADS prc =
+        stk_pinned_allocator_open_device(&self->pinned, pin_dev, self->pin_err);
     Py_END_ALLOW_THREADS if (prc == 0) {
       self->pinned_on = 1;
       self->o.alloc = &self->pinned;
@@ -483,6 +525,7 @@ static void Loader_dealloc(LoaderObject *self) {
   /* Batches hold a reference, so none is alive here. */
   loader_finish(self);
   Py_XDECREF(self->keep);
+  Py_XDECREF(self->stream_fn);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -675,6 +718,16 @@ static PyObject *Loader_get_pinned(LoaderObject *self, void *closure) {
   return PyBool_FromLong(self->pinned_on);
 }
 
+static PyObject *Loader_set_release_stream(LoaderObject *self, PyObject *fn) {
+  if (fn != Py_None && !PyCallable_Check(fn)) {
+    PyErr_SetString(PyExc_TypeError, "_set_release_stream: expected a callable or None");
+    return NULL;
+  }
+  if (fn != Py_None) Py_INCREF(fn);
+  Py_XSETREF(self->stream_fn, fn == Py_None ? NULL : fn);
+  Py_RETURN_NONE;
+}
+
 static PyObject *Loader_epoch_batches(LoaderObject *self, PyObject *unused) {
   (void)unused;
   if (loader_check_open(self)) return NULL;
@@ -714,6 +767,9 @@ static PyMethodDef Loader_methods[] = {
     {"_stats_json", (PyCFunction)Loader_stats_json, METH_NOARGS, "The stats as JSON text."},
     {"_dataset_info", (PyCFunction)Loader_dataset_info, METH_NOARGS, NULL},
     {"_epoch_batches", (PyCFunction)Loader_epoch_batches, METH_NOARGS, NULL},
+    {"_set_release_stream", (PyCFunction)Loader_set_release_stream, METH_O,
+     "_set_release_stream(fn)\n\nfn() -> (cudaStream_t as int, device) of the stream copies from "
+     "pinned batches run on, asked at each release (None: the legacy default stream)."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Loader_getset[] = {
@@ -751,7 +807,7 @@ static PyTypeObject LoaderType = {
 static void Batch_dealloc(BatchObject *self) {
   LoaderObject *o = self->owner;
   if (o) {
-    if (self->b && o->l && o->pid == getpid()) stk_batch_release(o->l, self->b);
+    if (self->b && o->l && o->pid == getpid()) batch_release(o, self->b);
     self->b = NULL;
     o->live--;
     if (o->closed && o->live == 0) loader_finish(o);

@@ -19,6 +19,7 @@ full reference.
 import json
 import logging
 import math
+import sys
 import threading
 import warnings
 
@@ -188,6 +189,32 @@ def _source(v):
 _pin_warned = False
 
 
+def _torch_cuda_device():
+    """torch's current CUDA device if torch has initialized CUDA in this
+    process, else -1 (the library then takes LOCAL_RANK, else device 0).
+    Never initializes CUDA itself: that alone would make a context on
+    device 0 in every rank."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            return torch.cuda.current_device()
+    except (AttributeError, RuntimeError):
+        pass
+    return -1
+
+
+def _release_stream():
+    """(cudaStream_t, device) of the stream torch copies on now in this
+    thread: a pinned batch released here goes back to the pool only after
+    the work queued on it so far (x.cuda(non_blocking=True)) has completed.
+    (0, -1), the legacy default stream, when torch has not initialized CUDA."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        s = torch.cuda.current_stream()
+        return s.cuda_stream, s.device.index
+    return 0, -1
+
+
 class Loader(_stoker.Loader):
     """Loader(source, batch_size=64, *, shuffle=True, seed=0, epochs=1, ...)
 
@@ -257,7 +284,12 @@ class Loader(_stoker.Loader):
         self.source = src
         self.batch_size = opts["batch_size"]
         self.options = opts
-        super().__init__(src, opts)
+        copts = opts
+        if opts.get("pin_memory"):
+            copts = dict(opts, pin_device=_torch_cuda_device())
+        super().__init__(src, copts)
+        if self.pinned:
+            self._set_release_stream(_release_stream)
         if self._pin_error:
             global _pin_warned
             if not _pin_warned:

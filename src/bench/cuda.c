@@ -14,6 +14,7 @@
 
 struct stk__cuda {
   void *lib;
+  int ndev;
   char path[64];
   char name[256];
 #define X(fn, type, required) __typeof__(type) fn;
@@ -50,9 +51,13 @@ int stk__cuda_open(struct stk__cuda **out, char *err) {
   *out = NULL;
   struct stk__cuda *c = calloc(1, sizeof *c);
   if (!c) return stk__errf(err, STK_ENOMEM, "out of memory");
-  for (size_t i = 0; i < STK__ARRAY_LEN(lib_names) && !c->lib; i++)
-    if ((c->lib = dlopen(lib_names[i], RTLD_NOW | RTLD_LOCAL)))
-      snprintf(c->path, sizeof c->path, "%s", lib_names[i]);
+  /* A runtime already in the process first (torch's, when torch is
+   * imported): one runtime's per-thread device is then the one torch sets,
+   * and its streams and events are that runtime's own. */
+  for (int pass = 0; pass < 2 && !c->lib; pass++)
+    for (size_t i = 0; i < STK__ARRAY_LEN(lib_names) && !c->lib; i++)
+      if ((c->lib = dlopen(lib_names[i], RTLD_NOW | RTLD_LOCAL | (pass ? 0 : RTLD_NOLOAD))))
+        snprintf(c->path, sizeof c->path, "%s", lib_names[i]);
   if (!c->lib) {
     free(c);
     return stk__errf(err, STK_ENOTSUP,
@@ -72,6 +77,7 @@ int stk__cuda_open(struct stk__cuda **out, char *err) {
     free(c);
     return STK_ENOTSUP;
   }
+  c->ndev = n;
   if (c->cudaGetDeviceProperties) {
     struct cu_device_prop *prop = calloc(1, sizeof *prop);
     if (prop && c->cudaGetDeviceProperties(prop, 0) == CU_SUCCESS)
@@ -89,6 +95,49 @@ void stk__cuda_close(struct stk__cuda *c) {
 }
 
 const char *stk__cuda_lib_path(const struct stk__cuda *c) { return c->path; }
+int stk__cuda_device_count(const struct stk__cuda *c) { return c->ndev; }
+
+int stk__cuda_use_device(struct stk__cuda *c, int dev, char *err) {
+  int cur = -1;
+  cu_err e = c->cudaGetDevice(&cur);
+  if (e == CU_SUCCESS && cur == dev) return 0;
+  if ((e = c->cudaSetDevice(dev)) != CU_SUCCESS)
+    return stk__errf(err, STK_EIO, "cudaSetDevice(%d): %s", dev, cu_msg(c, e));
+  return 0;
+}
+
+int stk__cuda_event_new(struct stk__cuda *c, cu_event *ev, char *err) {
+  /* Blocking sync: the thread that waits sleeps instead of spinning on a
+   * core the decode workers need; no timing, the cheapest event. */
+  cu_err e = c->cudaEventCreateWithFlags(ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
+  if (e != CU_SUCCESS) return stk__errf(err, STK_EIO, "cudaEventCreateWithFlags: %s", cu_msg(c, e));
+  return 0;
+}
+
+int stk__cuda_event_record(struct stk__cuda *c, cu_event ev, void *stream, char *err) {
+  cu_err e = c->cudaEventRecord(ev, (cu_stream)stream);
+  if (e != CU_SUCCESS)
+    return stk__errf(err, STK_EIO, "cudaEventRecord on stream %p: %s", stream, cu_msg(c, e));
+  return 0;
+}
+
+int stk__cuda_event_wait(struct stk__cuda *c, cu_event ev, char *err) {
+  cu_err e = c->cudaEventQuery(ev);
+  if (e == CU_SUCCESS) return 0;
+  if (e == CU_ERROR_NOT_READY) e = c->cudaEventSynchronize(ev);
+  if (e != CU_SUCCESS) return stk__errf(err, STK_EIO, "waiting for a CUDA event: %s", cu_msg(c, e));
+  return 0;
+}
+
+void stk__cuda_event_free(struct stk__cuda *c, cu_event ev) {
+  if (ev) c->cudaEventDestroy(ev);
+}
+
+int stk__cuda_device_sync(struct stk__cuda *c, char *err) {
+  cu_err e = c->cudaDeviceSynchronize();
+  if (e != CU_SUCCESS) return stk__errf(err, STK_EIO, "cudaDeviceSynchronize: %s", cu_msg(c, e));
+  return 0;
+}
 const char *stk__cuda_device_name(const struct stk__cuda *c) { return c->name; }
 
 void *stk__cuda_host_alloc(struct stk__cuda *c, size_t size, char *err) {

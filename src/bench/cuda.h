@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "../base/base.h"
+#include "cuda_abi.h"
 
 struct stk__cuda;
 
@@ -28,6 +29,29 @@ void stk__cuda_close(struct stk__cuda *c);
  * owned by c, valid until stk__cuda_close). */
 const char *stk__cuda_lib_path(const struct stk__cuda *c);
 const char *stk__cuda_device_name(const struct stk__cuda *c);
+
+/* Devices the runtime sees (at least 1 once open). */
+int stk__cuda_device_count(const struct stk__cuda *c);
+
+/* Make dev the calling thread's current device (cudaSetDevice), unless it
+ * already is: the runtime makes its context on the current device, device
+ * 0 when a thread never chose one. Not undone afterwards, since going back
+ * to a device the thread never used would make a context there. */
+int stk__cuda_use_device(struct stk__cuda *c, int dev, char *err);
+
+/* Events, for fencing host buffers against asynchronous copies: new makes
+ * one (no timing, blocking sync) on the calling thread's current device;
+ * record places it on stream (a cudaStream_t of that device; NULL is the
+ * legacy default stream); wait returns once the work before the record has
+ * completed (cudaEventQuery, then cudaEventSynchronize if not yet);
+ * free destroys it (ev may be NULL). STK_EIO with the runtime's message. */
+int stk__cuda_event_new(struct stk__cuda *c, cu_event *ev, char *err);
+int stk__cuda_event_record(struct stk__cuda *c, cu_event ev, void *stream, char *err);
+int stk__cuda_event_wait(struct stk__cuda *c, cu_event ev, char *err);
+void stk__cuda_event_free(struct stk__cuda *c, cu_event ev);
+
+/* Wait for all work on the calling thread's current device. */
+int stk__cuda_device_sync(struct stk__cuda *c, char *err);
 
 /* Pinned host memory of at least size bytes aligned to 4096, or NULL
  * (and err filled) when the runtime refuses. Release with

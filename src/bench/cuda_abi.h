@@ -19,10 +19,19 @@
 typedef unsigned cu_err;
 typedef unsigned cu_memcpy_kind;
 
+/* cudaStream_t and cudaEvent_t: pointers to the driver's opaque structs,
+ * named by the same tags, so a stream torch hands out (its cuda_stream
+ * integer) is passed on as it is. */
+typedef struct CUstream_st *cu_stream;
+typedef struct CUevent_st *cu_event;
+
 /* Constants: stoker's name, the header's name, value. */
-#define CU_CONSTS(C)            \
-  C(CU_SUCCESS, cudaSuccess, 0) \
-  C(CU_MEMCPY_HOST_TO_DEVICE, cudaMemcpyHostToDevice, 1)
+#define CU_CONSTS(C)                                     \
+  C(CU_SUCCESS, cudaSuccess, 0)                          \
+  C(CU_ERROR_NOT_READY, cudaErrorNotReady, 600)          \
+  C(CU_MEMCPY_HOST_TO_DEVICE, cudaMemcpyHostToDevice, 1) \
+  C(CU_EVENT_BLOCKING_SYNC, cudaEventBlockingSync, 1)    \
+  C(CU_EVENT_DISABLE_TIMING, cudaEventDisableTiming, 2)
 
 enum {
 #define C(ours, theirs, value) ours = value,
@@ -59,6 +68,13 @@ typedef struct cu_device_prop cu_device_prop_t;
   X(cudaDeviceSynchronize, cu_err (*)(void), 1)                              \
   X(cudaGetDeviceCount, cu_err (*)(int *), 1)                                \
   X(cudaGetErrorString, const char *(*)(cu_err), 1)                          \
-  X(cudaGetDeviceProperties, cu_err (*)(cu_device_prop_t *, int), 0)
+  X(cudaGetDeviceProperties, cu_err (*)(cu_device_prop_t *, int), 0)         \
+  X(cudaGetDevice, cu_err (*)(int *), 1)                                     \
+  X(cudaSetDevice, cu_err (*)(int), 1)                                       \
+  X(cudaEventCreateWithFlags, cu_err (*)(cu_event *, unsigned), 1)           \
+  X(cudaEventRecord, cu_err (*)(cu_event, cu_stream), 1)                     \
+  X(cudaEventQuery, cu_err (*)(cu_event), 1)                                 \
+  X(cudaEventSynchronize, cu_err (*)(cu_event), 1)                           \
+  X(cudaEventDestroy, cu_err (*)(cu_event), 1)
 
 #endif

@@ -147,6 +147,8 @@ CU_FUNCS(CU_FUNC)
 _Static_assert(__builtin_types_compatible_p(cu_err, cudaError_t), "cu_err is not cudaError_t");
 _Static_assert(__builtin_types_compatible_p(cu_memcpy_kind, enum cudaMemcpyKind),
                "cu_memcpy_kind is not enum cudaMemcpyKind");
+_Static_assert(__builtin_types_compatible_p(cu_stream, cudaStream_t), "cu_stream is not cudaStream_t");
+_Static_assert(__builtin_types_compatible_p(cu_event, cudaEvent_t), "cu_event is not cudaEvent_t");
 #define CU_CONST(ours, theirs, value) SAME_CONST(ours, theirs, value)
 CU_CONSTS(CU_CONST)
 
