@@ -80,7 +80,9 @@ STK_EXPORT void stk_sampler_save(const struct stk_sampler *s, struct stk_sampler
 STK_EXPORT int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st);
 /* A fingerprint of the dataset's layout, the same for any seed, rank or
  * path it is reached by: format, shard names below the dataset's root,
- * their sample counts and sizes. Never 0. Costs one stat per local shard. */
+ * their sample counts and sizes as opening the dataset learned them (the end
+ * of a shard's last indexed sample; none for plain files). Never 0. Asks
+ * the file system nothing. */
 STK_EXPORT uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds);
 
 /* ---- decode ---------------------------------------------------------- */
