@@ -80,8 +80,12 @@ TEST(bench_yaml_errors_and_unknown_keys) {
   CHECK_CONTAINS(unknown, "dataset.frobnication (line 6)");
   const char *bad[][2] = {
       {"reader:\n  batch_size: many\n", "bad.yaml:2: reader.batch_size: 'many' is not a whole number"},
-      {"train:\n\tepochs: 3\n", "bad.yaml:2: tab in indentation"},
-      {"train:\n  - 3\n", "bad.yaml:2: expected 'key: value'"},
+      {"train:\n\tepochs: 3\n", "bad.yaml:2: not valid YAML"},
+      {"train:\n  - 3\n", "bad.yaml:1: train: expected 'key: value' pairs under it, got a list"},
+      {"reader:\n  batch_size: [1, 2]\n", "bad.yaml:2: reader.batch_size: expected one value, got a list"},
+      {"workflow:\n  checkpoint: maybe\n", "workflow.checkpoint: 'maybe' is not True or False"},
+      {"model:\n  model_datatype: fp12\n", "model.model_datatype: 'fp12' is not one of"},
+      {"- 1\n- 2\n", "bad.yaml:1: expected sections of 'key: value', got a list"},
       {"train:\n  computation_time: -1\n", "bad.yaml:2: train.computation_time"},
       {"# nothing\n", "no settings"},
   };
@@ -92,6 +96,102 @@ TEST(bench_yaml_errors_and_unknown_keys) {
   }
   CHECK_EQ(stk_workload_load_yaml("missing.yaml", &w, NULL, 0, NULL, 0, err), STK_ENOENT);
   CHECK_CONTAINS(err, "missing.yaml");
+}
+
+/* The YAML forms users write reach the same settings: flow mappings,
+ * anchors with merge keys, aliases, quoted and folded scalars, DLIO's
+ * computation_time dict. */
+TEST(bench_yaml_full_forms) {
+  const char *y = "base: &b {batch_size: 6, read_threads: 3}\n"
+                  "reader:\n  <<: *b\n  batch_size: 9\n"
+                  "dataset: {format: npz, num_files_train: 12, data_folder: \"my data/\"}\n"
+                  "model:\n  name: >-\n    folded\n    name\n"
+                  "  parallelism: {tensor: 2, pipeline: 2}\n"
+                  "train:\n  computation_time: {mean: 0.25, stdev: 0.01}\n"
+                  "workflow: {train: False, checkpoint: yes}\n"
+                  "checkpoint:\n  fsync: True\n  num_checkpoints_write: &n 3\n  num_checkpoints_read: *n\n";
+  test_write_file("forms.yaml", y, strlen(y));
+  struct stk_workload w;
+  memset(&w, 0, sizeof w);
+  char unknown[512], ignored[512], err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_workload_load_yaml("forms.yaml", &w, unknown, sizeof unknown, ignored, sizeof ignored, err));
+  CHECK_EQ(w.batch, 9);
+  CHECK_EQ(w.read_threads, 3);
+  CHECK_STR(w.format, "npz");
+  CHECK_EQ(w.files, 12);
+  CHECK_STR(w.data_folder, "my data/");
+  CHECK_STR(w.name, "folded name");
+  CHECK(w.ckpt.tp == 2 && w.ckpt.pp == 2);
+  CHECK(w.compute_s == 0.25 && w.compute_stdev == 0.01);
+  CHECK(w.ckpt.no_train == 1 && w.ckpt.enabled == 1 && w.ckpt.fsync == 1);
+  CHECK(w.ckpt.num_write == 3 && w.ckpt.num_read == 3);
+  CHECK_CONTAINS(unknown, "base (line 1)");
+}
+
+/* DLIO's bytes and files per checkpoint for every shipped llama config at
+ * data parallelism 1, as DLIO's HEAD writes them (issue 20), and the
+ * per-rank split of one. */
+TEST(bench_ckpt_sizes_match_dlio) {
+  const char *d = test_shared_data();
+  if (!d) SKIP("../shared/data is absent: no DLIO llama configs to size");
+  static const struct {
+    const char *name;
+    uint32_t ranks;
+    uint64_t bytes, files;
+  } want[] = {
+      {"llama_7b", 1, 94338064384ull, 2},          {"llama_7b_zero3", 1, 94338064384ull, 2},
+      {"llama_8b_zero3", 1, 112423903232ull, 2},   {"llama_70b", 32, 978390843392ull, 696},
+      {"llama_70b_zero3", 8, 978379046912ull, 16}, {"llama_405b", 256, 5682257133568ull, 1288},
+      {"llama_1t", 512, 16563379306752ull, 1560},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char path[4096], err[STK_ERRMSG_MAX];
+    snprintf(path, sizeof path, "%s/dlio-configs/%s.yaml", d, want[i].name);
+    struct stk_workload w;
+    memset(&w, 0, sizeof w);
+    CHECK_MSG(stk_workload_load_yaml(path, &w, NULL, 0, NULL, 0, err) == 0, "%s", err);
+    /* llama_1t's config trains (and so saves once, after its epoch). */
+    CHECK_MSG(w.ckpt.enabled && w.ckpt.no_train == !!strcmp(want[i].name, "llama_1t"), "%s: workflow",
+              want[i].name);
+    CHECK_EQ(stk_ckpt_model_parallel(&w), want[i].ranks);
+    uint64_t bytes, files;
+    uint32_t writers;
+    CHECK_MSG(stk_ckpt_size(&w, want[i].ranks, &bytes, &files, &writers, err) == 0, "%s", err);
+    CHECK_MSG(bytes == want[i].bytes, "%s: %llu bytes, DLIO writes %llu", want[i].name,
+              (unsigned long long)bytes, (unsigned long long)want[i].bytes);
+    CHECK_MSG(files == want[i].files, "%s: %llu files, DLIO writes %llu", want[i].name,
+              (unsigned long long)files, (unsigned long long)want[i].files);
+    CHECK_EQ(writers, want[i].ranks);
+    if (!strcmp(want[i].name, "llama_70b")) {
+      /* Stage 0 holds the embedding and layers 1..20: 21 layer files and
+       * the optimizer; a rank count that is not a multiple of 32 is refused. */
+      struct stk_ckpt_file f[64];
+      size_t n;
+      CHECK_OK(stk_ckpt_rank_files(&w, 32, 0, f, 64, &n, err));
+      CHECK_EQ(n, 22);
+      CHECK_STR(f[0].name, "layer_0-model_0_model_states.pt");
+      CHECK_EQ(f[0].bytes, 8192ull * 128256 / 8 * 2);
+      CHECK_STR(f[21].name, "zero_pp_rank_0_mp_rank_0_optim_states.pt");
+      CHECK_EQ(stk_ckpt_size(&w, 16, &bytes, &files, &writers, err), STK_EINVAL);
+      CHECK_CONTAINS(err, "multiple of 32");
+      /* Data parallelism 2 with ZeRO 1: layers from data-parallel rank 0
+       * only, the optimizer split in two. */
+      CHECK_OK(stk_ckpt_size(&w, 64, &bytes, &files, &writers, err));
+      CHECK_EQ(files, 696 + 32);
+    }
+  }
+  /* unet3d's config: one 499,153,191-byte state from rank 0 alone (stoker
+   * reads model_size; DLIO reads model_size_bytes and writes 10,240). */
+  char path[4096], err[STK_ERRMSG_MAX];
+  snprintf(path, sizeof path, "%s/dlio-configs/unet3d_h100.yaml", d);
+  struct stk_workload w;
+  memset(&w, 0, sizeof w);
+  CHECK_OK(stk_workload_load_yaml(path, &w, NULL, 0, NULL, 0, err));
+  uint64_t bytes, files;
+  uint32_t writers;
+  CHECK_OK(stk_ckpt_size(&w, 8, &bytes, &files, &writers, err));
+  CHECK(bytes == 499153191 && files == 1 && writers == 1);
+  CHECK(w.ckpt.enabled && !w.ckpt.no_train && w.ckpt.after_epoch == 5 && w.ckpt.epochs_between == 2);
 }
 
 /* The verdict on synthetic figures (nothing here depends on this machine's

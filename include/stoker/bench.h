@@ -29,6 +29,34 @@ extern "C" {
 STK_EXPORT int stk_workload_load_yaml(const char *path, struct stk_workload *w, char *unknown,
                            size_t unknown_cap, char *ignored, size_t ignored_cap, char *err);
 
+/* ---- checkpoints: DLIO's sizes ------------------------------------------- */
+
+/* One file of one rank's checkpoint, named as DLIO names it inside the
+ * checkpoint's folder ("model_0_model_states.pt"). */
+struct stk_ckpt_file {
+  char name[96];
+  uint64_t bytes; /* tensor bytes, as DLIO sizes them (torch.save adds a few KiB) */
+};
+
+/* The files rank `rank` of `ranks` (DLIO's MPI ranks; here, emulated
+ * accelerators across processes) writes per checkpoint of workload w, by
+ * DLIO's arithmetic (src/bench/ckpt_size.c): a transformer's layers split
+ * over pipeline stages and tensor ranks, optimizer state over data-parallel
+ * ranks with ZeRO, or a model_size-byte state for other models. Up to cap
+ * files go to out; *n is the rank's count (a rank that writes nothing has
+ * 0). STK_EINVAL with err set when ranks is not a multiple of tensor x
+ * pipeline parallelism or the shape is inconsistent; STK_ERANGE when sizes
+ * overflow or cap is too small (*n says how many are needed). */
+STK_EXPORT int stk_ckpt_rank_files(const struct stk_workload *w, uint32_t ranks, uint32_t rank,
+                                   struct stk_ckpt_file *out, size_t cap, size_t *n, char *err);
+/* Totals over all ranks: bytes and files per checkpoint, and the ranks that
+ * write something. Errors as above. */
+STK_EXPORT int stk_ckpt_size(const struct stk_workload *w, uint32_t ranks, uint64_t *bytes,
+                             uint64_t *files, uint32_t *writers, char *err);
+/* Tensor x pipeline parallelism (1 without a transformer): the fewest
+ * ranks a checkpoint needs (data parallelism 1). */
+STK_EXPORT uint32_t stk_ckpt_model_parallel(const struct stk_workload *w);
+
 /* ---- the all-reduce model ----------------------------------------------- */
 
 /* Ring all-reduce time for p participants: 2(p-1)/p x bytes / bus_bw +
@@ -56,7 +84,14 @@ struct stk_bench_opts {
   int busy_compute;          /* spin instead of sleeping (costs a core each) */
   double allreduce_s;        /* modelled all-reduce time per step (0 = none) */
   uint32_t read_threads;     /* loader decode workers; 0 = w.read_threads */
-  int direct;                /* O_DIRECT reads */
+  int direct;                /* O_DIRECT reads (and checkpoint writes and reads) */
+  /* Checkpoints (w.ckpt.enabled): where they go (NULL: w.ckpt.folder, or
+   * "checkpoints"), and the share of DLIO's size written (0 = 1: all of
+   * it; 0.001 lets a llama config run on a small disk). Files are removed
+   * after the run unless keep_checkpoints. */
+  const char *ckpt_dir;
+  double ckpt_scale;
+  int keep_checkpoints;
   int skip_verify;
   const char *io_engine;
   uint64_t seed;
@@ -94,6 +129,8 @@ struct stk_bench_epoch {
                            after the last compute ended (scheduler latency or
                            a core taken by another process) */
   double first_step_s;  /* load + compute of step 0, left out of AU */
+  double ckpt_s;        /* stood still while checkpoints were written or read (in wall_s,
+                           and so in AU: see docs/bench.md on DLIO's difference) */
   uint64_t steps;
 };
 
@@ -120,6 +157,23 @@ struct stk_bench_step {
   uint16_t epoch;
 };
 
+/* Checkpoints of the run: DLIO's sizes, what this process wrote and read,
+ * and how long it took. Bandwidths are bytes over the wall time of the
+ * saves (or loads) of all this process's ranks together. */
+struct stk_bench_ckpt {
+  uint32_t ranks;        /* DLIO ranks of the job: accelerators x processes */
+  uint32_t writers;      /* of this process's ranks, those that write a share */
+  uint64_t dlio_bytes;   /* per checkpoint, all ranks, DLIO's size for this config */
+  uint64_t files;        /* per checkpoint, all ranks */
+  uint64_t bytes;        /* per checkpoint, written by this process (after the scale) */
+  double scale;
+  uint32_t saves, loads; /* completed */
+  double save_s, load_s; /* summed over saves / loads */
+  double save_max_s, load_max_s;
+  int fsync, direct;
+  char dir[1024];
+};
+
 struct stk_bench_result {
   uint32_t accelerators, epochs; /* accelerators: all that `per` covers */
   uint32_t processes, hosts; /* 1 and 1 from stk_bench_run (this process's own accelerators,
@@ -134,6 +188,9 @@ struct stk_bench_result {
                              reports the loader's throughput */
   double wall_s;
   double data_stall_frac, sync_stall_frac, comm_frac, compute_frac; /* of accelerator time */
+  double ckpt_frac;       /* accelerator time lost to checkpoints (a stall class) */
+  struct stk_bench_ckpt ckpt; /* ckpt.saves + ckpt.loads 0: none */
+  int ckpt_only;          /* a checkpoint-only workload (workflow.train False): no data read */
   double sync_jitter_frac; /* the part of sync_stall_frac due to compute jitter */
   double sync_wake_frac;   /* the part due to the driver's late wake-ups */
   struct stk_bench_epoch *per; /* [epochs][accelerators], owned */
@@ -154,6 +211,14 @@ struct stk_bench_result {
                              "read", "cpu", "latency" (docs/bench.md) */
   char engine[16];        /* the loader's I/O engine */
 };
+
+/* A checkpoint-only workload (w.ckpt.no_train): per DLIO, num_write saves
+ * each after time_between_s of compute, then num_read loads of them, by
+ * every emulated accelerator (rank) at once, each its own share. AU is the
+ * compute over the wall time; r->ckpt holds the bandwidths. No dataset is
+ * read. Returns 0 or a code with err set (a folder that cannot be written,
+ * a rank count the model's parallelism does not divide). */
+STK_EXPORT int stk_bench_ckpt_run(const struct stk_bench_opts *o, struct stk_bench_result *r, char *err);
 
 /* Run the emulation. Returns 0 (also when interrupted: r->interrupted), or
  * a code with err set (invalid values, dataset too small for one batch per

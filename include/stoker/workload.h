@@ -14,6 +14,30 @@
 extern "C" {
 #endif
 
+/* DLIO's checkpoint section and the model it sizes checkpoints from. Zero
+ * (or "") in any field means DLIO's default: after_epoch 1, epochs_between
+ * 1, steps_between none (checkpoint by epoch), model_size 10240 bytes for a
+ * model that is not a transformer, vocab 32000, hidden 2048, ffn 8192,
+ * heads 32, kv heads 8, fp16 model and fp32 optimizer, tensor and pipeline
+ * parallelism 1, data parallelism from the rank count. */
+struct stk_ckpt_spec {
+  int enabled;             /* workflow.checkpoint */
+  int no_train;            /* workflow.train False: a checkpoint-only workload */
+  char folder[1024];       /* checkpoint.checkpoint_folder ("" = ./checkpoints) */
+  uint32_t after_epoch, epochs_between;
+  uint64_t steps_between;  /* checkpoint every N steps instead of by epoch */
+  double time_between_s;   /* checkpoint-only: compute before each save or load */
+  uint32_t num_write, num_read; /* checkpoint-only: saves, then loads of them */
+  int fsync;               /* checkpoint.fsync: fsync each file after writing it */
+  uint64_t model_size;     /* model.model_size (bytes; DLIO reads model_size_bytes) */
+  char model_type[32];     /* model.type: "transformer" sizes by the shape below */
+  uint32_t num_layers;     /* model.num_layers; 0 = no transformer layers */
+  uint64_t vocab, hidden, ffn;
+  uint32_t heads, kv_heads;
+  char model_dtype[8], optimizer_dtype[8]; /* int8 uint8 fp16 bf16 fp32 fp64 */
+  uint32_t tp, pp, dp, zero_stage; /* model.parallelism.tensor, pipeline, data, zero_stage */
+};
+
 struct stk_workload {
   char name[64];          /* "resnet50" */
   char accel[32];         /* "h100", or "" for a config without one */
@@ -29,6 +53,7 @@ struct stk_workload {
   double compute_stdev;   /* 0 = constant */
   double au_min;          /* AU threshold, 0..1 */
   char data_folder[1024]; /* where the dataset lives ("" = choose one) */
+  struct stk_ckpt_spec ckpt; /* checkpoints (ckpt.enabled 0: none) */
 };
 
 /* Fill *out with a built-in preset: name "unet3d", "resnet50" or

@@ -30,4 +30,27 @@ void stk__bench_host_snap(const char *root, struct stk__host_snap *s);
 void stk__bench_host_delta(const struct stk__host_snap *a, const struct stk__host_snap *b,
                            uint32_t cores, struct stk_bench_host *h);
 
+/* Checkpoint emulation (ckpt.c): this process's ranks (o->rank x nacc ..
+ * + nacc - 1 of nacc x world) and their files. open computes the files,
+ * allocates the buffers, creates the folder and refuses when
+ * expected_saves checkpoints would not fit; info (owned by the caller,
+ * alive until close) is filled and updated by each save and load, which
+ * write or read every file of every rank of this process at once and give
+ * the pass's wall time. close removes what the run wrote unless
+ * o->keep_checkpoints. */
+struct stk__ckpt;
+int stk__ckpt_open(struct stk__ckpt **out, const struct stk_bench_opts *o, uint32_t nacc,
+                   uint32_t expected_saves, struct stk_bench_ckpt *info, char *err);
+int stk__ckpt_save(struct stk__ckpt *c, uint64_t epoch, uint64_t step, double *secs, char *err);
+int stk__ckpt_load(struct stk__ckpt *c, uint64_t epoch, uint64_t step, double *secs, char *err);
+void stk__ckpt_close(struct stk__ckpt *c);
+
+/* Bytes per element of a DLIO data type name ("fp16": 2); 0 if unknown. */
+unsigned stk__ckpt_dtype_size(const char *name);
+/* stk_workload_load_yaml on a buffer (the fuzz target's entry); name is
+ * used in messages. */
+int stk__workload_parse_yaml(const char *buf, size_t len, const char *name, struct stk_workload *w,
+                             char *unknown, size_t unknown_cap, char *ignored, size_t ignored_cap,
+                             char *err);
+
 #endif

@@ -37,6 +37,14 @@ static void fill(const struct preset *p, struct stk_workload *w) {
   w->epochs = 5; /* every DLIO training config above runs 5 epochs */
   w->compute_s = p->compute_s;
   w->au_min = p->au_min;
+  if (!strcmp(p->name, "unet3d")) {
+    /* The config's checkpoint section, off unless asked for (--checkpoint):
+     * after epoch 5, every 2 epochs, a 499 MB model. */
+    w->ckpt.model_size = 499153191;
+    w->ckpt.after_epoch = 5;
+    w->ckpt.epochs_between = 2;
+    snprintf(w->ckpt.folder, sizeof w->ckpt.folder, "checkpoints/unet3d");
+  }
 }
 
 int stk_workload_preset(const char *name, const char *accel, struct stk_workload *out) {
