@@ -40,6 +40,22 @@ const char cmd_bench_usage[] =
     "  --au X               AU threshold (0..1)\n"
     "  --allreduce-bytes SIZE  add a modelled ring all-reduce of SIZE per step\n"
     "  --network NET        nvlink4, ib400, roce100 (default ib400)\n"
+    "checkpoints (DLIO's checkpoint section; sizes as DLIO computes them):\n"
+    "  --checkpoint         write checkpoints with the workload's settings (unet3d:\n"
+    "                       after epoch 5, every 2 epochs, 499 MB); on when a\n"
+    "                       config's workflow.checkpoint is True\n"
+    "  --no-checkpoint      write none, whatever the config says\n"
+    "  --checkpoint-dir DIR where they go (default: the config's checkpoint_folder,\n"
+    "                       else ./checkpoints); removed after the run unless\n"
+    "  --keep-checkpoints   is given\n"
+    "  --checkpoint-scale X write X (0 < X <= 1) of each file's size, so a llama\n"
+    "                       config fits this disk; the report gives both sizes\n"
+    "  --checkpoint-writes N  --checkpoint-reads N  --checkpoint-interval S\n"
+    "                       checkpoint-only workloads (workflow.train False): saves,\n"
+    "                       loads, and the compute seconds before each\n"
+    "                       (num_checkpoints_write/read, time_between_checkpoints)\n"
+    "                       Ranks are the emulated accelerators (default: tensor x\n"
+    "                       pipeline parallelism, one data-parallel copy)\n"
     "data:\n"
     "  --data DIR|URL       dataset folder; generated there if empty or missing\n"
     "                       (default: a folder under $TMPDIR per workload shape;\n"
@@ -75,6 +91,9 @@ struct bench_args {
   char data[4096];
   struct stk_cache_opts cache;
   int data_given, find_max, quiet, drop_caches;
+  int ckpt_on, ckpt_off;
+  int64_t ckpt_writes, ckpt_reads;
+  double ckpt_interval;
   uint64_t allreduce_bytes;
   /* overrides, applied after preset and config; -1 / NAN = not given */
   int64_t accelerators, files, spf, batch, epochs, read_threads;
@@ -84,7 +103,8 @@ struct bench_args {
 enum {
   O_WORKLOAD = 256, O_ACCEL, O_CONFIG, O_ACCS, O_FILES, O_SPF, O_RECORD, O_RECORD_SD, O_BATCH,
   O_EPOCHS, O_RT, O_COMPUTE, O_COMPUTE_SD, O_DIST, O_BUSY, O_AU, O_AR_BYTES, O_NETWORK, O_DATA,
-  O_DIRECT, O_DROP, O_NOVERIFY, O_ENGINE, O_SEED, O_FINDMAX, O_JSON, O_SVG, O_MPI
+  O_DIRECT, O_DROP, O_NOVERIFY, O_ENGINE, O_SEED, O_FINDMAX, O_JSON, O_SVG, O_MPI, O_CKPT,
+  O_NOCKPT, O_CKPT_DIR, O_CKPT_SCALE, O_CKPT_KEEP, O_CKPT_W, O_CKPT_R, O_CKPT_INT
 };
 
 static const struct option options[] = {
@@ -97,7 +117,11 @@ static const struct option options[] = {
     {"network", 1, 0, O_NETWORK}, {"data", 1, 0, O_DATA}, {"direct", 0, 0, O_DIRECT},
     {"drop-caches", 0, 0, O_DROP}, {"no-verify", 0, 0, O_NOVERIFY}, {"engine", 1, 0, O_ENGINE},
     {"seed", 1, 0, O_SEED}, {"find-max", 0, 0, O_FINDMAX}, {"json", 1, 0, O_JSON},
-    {"svg", 1, 0, O_SVG}, {"quiet", 0, 0, 'q'}, {"mpi", 0, 0, O_MPI}, CLI_CACHE_OPTIONS, {0, 0, 0, 0}};
+    {"svg", 1, 0, O_SVG}, {"quiet", 0, 0, 'q'}, {"mpi", 0, 0, O_MPI}, {"checkpoint", 0, 0, O_CKPT},
+    {"no-checkpoint", 0, 0, O_NOCKPT}, {"checkpoint-dir", 1, 0, O_CKPT_DIR},
+    {"checkpoint-scale", 1, 0, O_CKPT_SCALE}, {"keep-checkpoints", 0, 0, O_CKPT_KEEP},
+    {"checkpoint-writes", 1, 0, O_CKPT_W}, {"checkpoint-reads", 1, 0, O_CKPT_R},
+    {"checkpoint-interval", 1, 0, O_CKPT_INT}, CLI_CACHE_OPTIONS, {0, 0, 0, 0}};
 
 static int int_opt(const char *opt, const char *v, uint64_t min, uint64_t max, int64_t *out) {
   uint64_t x;
@@ -165,6 +189,18 @@ static int parse_option(struct bench_args *a, int c, const char *v) {
     case O_SVG: a->svg = v; return cli_out_check("bench", "--svg", v);
     case 'q': a->quiet = 1; return 0;
     case O_MPI: return 0; /* seen before parsing: see cmd_bench_run() */
+    case O_CKPT: a->ckpt_on = 1; return 0;
+    case O_NOCKPT: a->ckpt_off = 1; return 0;
+    case O_CKPT_DIR: a->o.ckpt_dir = v; return 0;
+    case O_CKPT_SCALE:
+      if (dbl_opt("--checkpoint-scale", v, 0, 1, &a->o.ckpt_scale)) return -1;
+      if (a->o.ckpt_scale > 0) return 0;
+      cli_error("bench", "--checkpoint-scale: must be more than 0");
+      return -1;
+    case O_CKPT_KEEP: a->o.keep_checkpoints = 1; return 0;
+    case O_CKPT_W: return int_opt("--checkpoint-writes", v, 0, 1000000, &a->ckpt_writes);
+    case O_CKPT_R: return int_opt("--checkpoint-reads", v, 0, 1000000, &a->ckpt_reads);
+    case O_CKPT_INT: return dbl_opt("--checkpoint-interval", v, 0, 86400, &a->ckpt_interval);
     default: return -1;
   }
 }
@@ -211,11 +247,27 @@ static int build_workload(struct bench_args *a) {
   if (!isnan(a->compute)) w->compute_s = a->compute;
   if (!isnan(a->compute_sd)) w->compute_stdev = a->compute_sd;
   if (!isnan(a->au)) w->au_min = a->au;
+  if (a->ckpt_on && a->ckpt_off) {
+    cli_error("bench", "--checkpoint and --no-checkpoint contradict each other");
+    return -1;
+  }
+  if (a->ckpt_on) w->ckpt.enabled = 1;
+  if (a->ckpt_off) w->ckpt.enabled = 0;
+  if (a->ckpt_writes >= 0) w->ckpt.num_write = (uint32_t)a->ckpt_writes;
+  if (a->ckpt_reads >= 0) w->ckpt.num_read = (uint32_t)a->ckpt_reads;
+  if (!isnan(a->ckpt_interval)) w->ckpt.time_between_s = a->ckpt_interval;
+  if (w->ckpt.no_train && !w->ckpt.enabled) {
+    cli_error("bench", "%s: workflow.train is False and no checkpoints are asked for: nothing to "
+              "emulate", a->config ? a->config : "the workload");
+    return -1;
+  }
   if (w->record_bytes < 1) {
     cli_error("bench", "record size must be at least 1 byte");
     return -1;
   }
   a->o.accelerators = a->accelerators > 0 ? (uint32_t)a->accelerators : 1;
+  if (w->ckpt.no_train && a->accelerators <= 0) /* one data-parallel copy of the model */
+    a->o.accelerators = stk_ckpt_model_parallel(w);
   return 0;
 }
 
@@ -370,6 +422,50 @@ static void progress(void *ctx, uint64_t epoch, uint64_t step, uint64_t steps, d
             a->o.w.epochs, step, steps);
 }
 
+/* Where checkpoint figures come from, said before the run as for reads. */
+static void ckpt_cache_warning(const struct bench_args *a) {
+  const struct stk_ckpt_spec *c = &a->o.w.ckpt;
+  if (!c->enabled || a->o.direct || a->quiet) return;
+  fprintf(stderr, "stoker bench: warning: checkpoint %s the page cache%s; use --direct for "
+          "storage figures\n", c->fsync ? "loads may read" : "saves without fsync land in, and loads read,",
+          c->fsync ? " (the saves are fsynced)" : "");
+}
+
+static void ckpt_summary(const struct stk_bench_result *r) {
+  const struct stk_bench_ckpt *c = &r->ckpt;
+  if (!c->saves && !c->loads && !r->ckpt_only) return;
+  char b1[32], b2[32];
+  printf("  checkpoint  %s per checkpoint in %" PRIu64 " files from %u ranks (DLIO's size for this "
+         "config)", stk_fmt_bytes(c->dlio_bytes, b1, sizeof b1), c->files, c->ranks);
+  if (c->scale < 1)
+    printf(";\n              written at scale %g: %s by this process's %u writing ranks", c->scale,
+           stk_fmt_bytes(c->bytes, b2, sizeof b2), c->writers);
+  else
+    printf("; this process's %u writing ranks: %s", c->writers, stk_fmt_bytes(c->bytes, b2, sizeof b2));
+  printf("\n              in %s (%s%s)\n", c->dir, c->direct ? "O_DIRECT" : "page cache",
+         c->fsync ? ", fsync per file" : ", no fsync");
+  if (c->saves)
+    printf("  saves       %u, %.3f s each (longest %.3f s), write %.2f GiB/s\n", c->saves,
+           c->save_s / c->saves, c->save_max_s, (double)c->bytes * c->saves / c->save_s / 1073741824.0);
+  if (c->loads)
+    printf("  loads       %u, %.3f s each (longest %.3f s), read %.2f GiB/s\n", c->loads,
+           c->load_s / c->loads, c->load_max_s, (double)c->bytes * c->loads / c->load_s / 1073741824.0);
+}
+
+/* A checkpoint-only workload (the llama configs): saves and loads. */
+static void ckpt_only_summary(const struct bench_args *a, const struct stk_bench_result *r) {
+  const struct stk_workload *w = &a->o.w;
+  printf("stoker bench: %s (checkpoint only), %u ranks, %u saves and %u loads, %g s of compute "
+         "before each%s\n", w->name, r->ckpt.ranks, w->ckpt.num_write, w->ckpt.num_read,
+         w->ckpt.time_between_s, r->interrupted ? " (interrupted)" : "");
+  if (isfinite(r->au))
+    printf("  AU          %.4f (compute over wall time; DLIO reports none here)\n", r->au);
+  ckpt_summary(r);
+  printf("  time split  compute %.1f%%, checkpoint %.1f%%, other %.1f%%\n", 100 * r->compute_frac,
+         100 * r->ckpt_frac, 100 * r->sync_stall_frac);
+  printf("  verdict     %s\n", r->verdict);
+}
+
 static void summary(const struct bench_args *a, const struct stk_bench_result *r) {
   const struct stk_workload *w = &a->o.w;
   if (r->processes > 1)
@@ -388,11 +484,14 @@ static void summary(const struct bench_args *a, const struct stk_bench_result *r
   printf("  time split  compute %.1f%%, data stall %.1f%%, sync stall %.1f%%", 100 * r->compute_frac,
          100 * r->data_stall_frac, 100 * r->sync_stall_frac);
   if (a->o.allreduce_s > 0) printf(", all-reduce %.1f%%", 100 * r->comm_frac);
+  if (r->ckpt.saves) printf(", checkpoint %.1f%%", 100 * r->ckpt_frac);
   if (r->loader.has_cache) {
     printf("\n");
     cli_cache_report(stdout, &r->loader.cache);
   }
-  printf("\n  verdict     %s\n", r->verdict);
+  printf("\n");
+  ckpt_summary(r);
+  printf("  verdict     %s\n", r->verdict);
   printf("  AU by epoch");
   for (uint32_t e = 0; e < r->epochs && !r->throughput_only; e++) {
     double s = 0;
@@ -659,11 +758,37 @@ static int setup_data(struct bench_args *a) {
   return job_check(a, a->drop_caches && drop_caches() ? CLI_FAIL : CLI_OK, 0);
 }
 
+/* A checkpoint-only workload: no dataset. */
+static int ckpt_main(struct bench_args *a) {
+  if (a->find_max) {
+    cli_error("bench", "--find-max: a checkpoint-only workload has no data to feed");
+    return CLI_USAGE;
+  }
+  ckpt_cache_warning(a);
+  struct stk_bench_result r;
+  char err[STK_ERRMSG_MAX];
+  int rc = stk_bench_ckpt_run(&a->o, &r, err) ? CLI_FAIL : CLI_OK;
+  if (rc) cli_error(a->who, "%s", err);
+  if (a->mpi) { /* every rank reports its own share: see docs/bench.md */
+    if ((rc = job_check(a, rc, 0))) return rc;
+  } else if (rc)
+    return rc;
+  rc = r.interrupted ? CLI_INTERRUPTED : CLI_OK;
+  if (stk_bench_mpi_rank(a->mpi) == 0) {
+    ckpt_only_summary(a, &r);
+    if (write_reports(a, &r)) rc = CLI_FAIL;
+  }
+  stk_bench_result_free(&r);
+  return rc;
+}
+
 static int bench_main(struct bench_args *a, int argc, char **argv) {
   int rc = parse_args(a, argc, argv);
   if ((rc = job_check(a, rc, workload_fingerprint(a)))) return rc;
   cli_catch_signals();
   a->o.cancel = &cli_interrupted;
+  if (a->o.w.ckpt.no_train) return ckpt_main(a);
+  ckpt_cache_warning(a);
   if ((rc = setup_data(a))) return rc;
   if (a->find_max) return find_max(a);
   int show = !a->quiet && cli_progress_enabled();
@@ -683,7 +808,8 @@ int cmd_bench_run(int argc, char **argv) {
   struct bench_args a;
   memset(&a, 0, sizeof a);
   a.accelerators = a.files = a.spf = a.batch = a.epochs = a.read_threads = -1;
-  a.record = a.record_sd = a.compute = a.compute_sd = a.au = NAN;
+  a.record = a.record_sd = a.compute = a.compute_sd = a.au = a.ckpt_interval = NAN;
+  a.ckpt_writes = a.ckpt_reads = -1;
   snprintf(a.who, sizeof a.who, "bench");
   if (wants_mpi(argc, argv)) { /* one process of a job: see src/bench/mpi.c */
     char err[STK_ERRMSG_MAX];

@@ -422,6 +422,131 @@ TEST(bench_run_au_definition) {
   stk_bench_result_free(&r);
 }
 
+/* Checkpoints within training: each save stops every accelerator, shows
+ * in the epoch's ckpt_s, the time split and AU's wall time; the files are
+ * DLIO's (model_states-0.pt of model_size bytes, an unaligned size so the
+ * tail takes the short path), removed after the run unless kept. */
+TEST(bench_ckpt_in_training_shows_in_split) {
+  char err[STK_ERRMSG_MAX];
+  struct stk_bench_opts o;
+  small_run(&o, 4, 50, 512, 3, 8, 0.002);
+  o.w.epochs = 3;
+  o.accelerators = 2;
+  o.w.ckpt.enabled = 1;
+  o.w.ckpt.model_size = 3 * 65536 + 100;
+  o.w.ckpt.after_epoch = 2;
+  o.w.ckpt.fsync = 1;
+  o.ckpt_dir = "ck/nested";
+  struct stk_bench_result r;
+  CHECK_MSG(stk_bench_run(&o, &r, err) == 0, "%s", err);
+  CHECK_EQ(r.ckpt.saves, 2); /* after epochs 2 and 3 */
+  CHECK_EQ(r.ckpt.bytes, 3 * 65536 + 100);
+  CHECK(r.ckpt.dlio_bytes == r.ckpt.bytes && r.ckpt.files == 1 && r.ckpt.writers == 1);
+  CHECK(r.ckpt.fsync && r.ckpt.save_s > 0);
+  CHECK(r.per[0].ckpt_s == 0 && r.per[1].ckpt_s == 0); /* epoch 1 */
+  for (uint32_t e = 1; e < 3; e++)
+    for (uint32_t a = 0; a < 2; a++) {
+      const struct stk_bench_epoch *p = &r.per[e * 2 + a];
+      CHECK(p->ckpt_s > 0 && p->ckpt_s < p->wall_s);
+      CHECK(fabs(p->au - p->compute_s / (p->wall_s - p->first_step_s)) < 1e-9);
+    }
+  CHECK(r.ckpt_frac > 0 && r.ckpt_frac < 1);
+  FILE *f = fopen("r.json", "w");
+  stk_bench_json(&o, &r, f);
+  fclose(f);
+  char *js = (char *)test_read_file("r.json", NULL);
+  CHECK_CONTAINS(js, "\"checkpoint\": ");
+  CHECK_CONTAINS(js, "\"saves\": 2");
+  free(js);
+  stk_bench_result_free(&r);
+  struct stat st;
+  CHECK(stat("ck", &st) != 0); /* everything the run made is gone */
+  /* Kept, by step: every 3 steps of 8 (16 steps a step of batch 8 on 2
+   * accelerators: 200 / 8 / 2 = 12 steps, so 4 saves an epoch). */
+  o.keep_checkpoints = 1;
+  o.w.ckpt.steps_between = 3;
+  o.w.epochs = 1;
+  CHECK_MSG(stk_bench_run(&o, &r, err) == 0, "%s", err);
+  CHECK_EQ(r.ckpt.saves, 4);
+  CHECK(stat("ck/nested/global_epoch1_step12/model_states-0.pt", &st) == 0);
+  CHECK_EQ((uint64_t)st.st_size, 3 * 65536 + 100);
+  stk_bench_result_free(&r);
+}
+
+/* A checkpoint-only transformer (tensor 2 x pipeline 2: 4 ranks): every
+ * rank's files are written with DLIO's names and sizes (scaled), then read
+ * back; AU is compute over wall time; time between checkpoints is compute. */
+TEST(bench_ckpt_only_ranks_write_their_share) {
+  char err[STK_ERRMSG_MAX];
+  struct stk_bench_opts o;
+  memset(&o, 0, sizeof o);
+  struct stk_ckpt_spec *c = &o.w.ckpt;
+  snprintf(o.w.name, sizeof o.w.name, "tiny");
+  snprintf(c->model_type, sizeof c->model_type, "transformer");
+  c->enabled = c->no_train = 1;
+  c->num_layers = 5;
+  c->hidden = 64;
+  c->vocab = 1000;
+  c->ffn = 256;
+  c->heads = 4;
+  c->kv_heads = 2;
+  c->tp = c->pp = 2;
+  c->zero_stage = 1;
+  c->num_write = 3;
+  c->num_read = 2;
+  c->time_between_s = 0.01;
+  o.accelerators = stk_ckpt_model_parallel(&o.w);
+  CHECK_EQ(o.accelerators, 4);
+  o.ckpt_dir = "ck";
+  o.ckpt_scale = 0.5;
+  o.keep_checkpoints = 1;
+  struct stk_bench_result r;
+  CHECK_MSG(stk_bench_ckpt_run(&o, &r, err) == 0, "%s", err);
+  CHECK(r.ckpt_only && r.ckpt.saves == 3 && r.ckpt.loads == 2 && r.ckpt.writers == 4);
+  uint64_t want = 0;
+  for (uint32_t rank = 0; rank < 4; rank++) {
+    struct stk_ckpt_file f[16];
+    size_t n;
+    CHECK_OK(stk_ckpt_rank_files(&o.w, 4, rank, f, 16, &n, err));
+    CHECK(n >= 2);
+    for (size_t i = 0; i < n; i++) {
+      char path[2048];
+      struct stat st;
+      snprintf(path, sizeof path, "ck/global_epoch1_step3/%s", f[i].name);
+      CHECK_MSG(stat(path, &st) == 0, "%s missing", path);
+      CHECK_EQ((uint64_t)st.st_size, (f[i].bytes + 1) / 2); /* half, rounded up */
+      want += (uint64_t)st.st_size;
+    }
+  }
+  CHECK_EQ(r.ckpt.bytes, want);
+  CHECK(r.per[0].compute_s >= 5 * 0.01 - 1e-3);
+  CHECK(fabs(r.au - r.per[0].compute_s / r.wall_s) < 1e-9);
+  CHECK(r.ckpt_frac > 0);
+  CHECK_CONTAINS(r.verdict, "checkpoint-only: 3 save(s)");
+  stk_bench_result_free(&r);
+  /* A rank count the model's parallelism does not divide, and more loads
+   * than saves, are refused. */
+  o.accelerators = 6;
+  CHECK_EQ(stk_bench_ckpt_run(&o, &r, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "multiple of 4");
+  o.accelerators = 4;
+  c->num_read = 4;
+  CHECK_EQ(stk_bench_ckpt_run(&o, &r, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "4 checkpoints to read but only 3 written");
+  /* O_DIRECT where the file system takes it (tmpfs does not: then a clear
+   * message). */
+  c->num_read = 1;
+  o.direct = 1;
+  o.keep_checkpoints = 0;
+  int rc = stk_bench_ckpt_run(&o, &r, err);
+  if (rc) {
+    CHECK_CONTAINS(err, "does not take O_DIRECT");
+  } else {
+    CHECK(r.ckpt.direct && r.ckpt.loads == 1);
+    stk_bench_result_free(&r);
+  }
+}
+
 TEST(bench_bad_values) {
   char err[STK_ERRMSG_MAX];
   struct stk_bench_opts o;

@@ -59,6 +59,8 @@ struct run {
   int global_rc;         /* nonzero once one reported a stopped peer */
   uint64_t margin;       /* ns before a deadline the driver stops sleeping */
   uint32_t fill;         /* batches the loader prepares before any is taken */
+  struct stk__ckpt *ck;  /* checkpoints within training, or NULL */
+  uint64_t next_ckpt_epoch; /* DLIO's epoch number (from 1) of the next epoch-end save */
   int err;
   char errmsg[STK_ERRMSG_MAX];
 };
@@ -68,7 +70,7 @@ struct acc {
   struct stk_rng rng;
   struct stk_batch *batch;
   uint64_t got, end; /* when it had its batch; when its compute ends */
-  double step0, compute, compute_all, load, sync, sync_jitter, sync_wake;
+  double step0, compute, compute_all, load, sync, sync_jitter, sync_wake, ckpt;
 };
 
 static void run_fail(struct run *run, int code, const char *msg) {
@@ -207,6 +209,7 @@ static void epoch_result(struct run *run, struct acc *a, uint32_t e, uint64_t st
     ep->sync_jitter_s = a[i].sync_jitter;
     ep->sync_wake_s = a[i].sync_wake;
     ep->comm_s = comm;
+    ep->ckpt_s = a[i].ckpt;
     /* An epoch cut short (Ctrl-C) still reports what it measured. */
     ep->au = steps > 1 && metric > 0 ? a[i].compute / metric : NAN;
     ep->samples_per_s = steps > 1 && metric > 0 ? (double)(steps - 1) * run->o->w.batch / metric : NAN;
@@ -245,6 +248,19 @@ static void warm_up(struct run *run) {
   run->r->warmup_batches = (uint32_t)STK__MIN(st.stage[STK_STAGE_BATCH].items, want);
 }
 
+/* A checkpoint within training: every accelerator stands still while this
+ * process's ranks write their shares (DLIO's epoch and step numbers name
+ * it). */
+static void checkpoint(struct run *run, struct acc *a, uint64_t epoch, uint64_t step) {
+  double secs;
+  char err[STK_ERRMSG_MAX];
+  if (stk__ckpt_save(run->ck, epoch, step, &secs, err)) {
+    run_fail(run, STK_EIO, err);
+    return;
+  }
+  for (uint32_t i = 0; i < run->nacc; i++) a[i].ckpt += secs;
+}
+
 /* The whole run: epochs of lockstep steps. */
 static void drive(struct run *run, struct acc *a) {
   const struct stk_bench_opts *o = run->o;
@@ -261,6 +277,8 @@ static void drive(struct run *run, struct acc *a) {
       int rc = step(run, a, e, s);
       if (rc >= 0) done++;
       if (rc) break;
+      uint64_t every = o->w.ckpt.steps_between;
+      if (run->ck && every && (s + 1) % every == 0) checkpoint(run, a, e + 1, s + 1);
       uint64_t now = stk_now_ns();
       if (o->progress && now - last_progress > 250000000ull) {
         last_progress = now;
@@ -268,6 +286,10 @@ static void drive(struct run *run, struct acc *a) {
         o->progress(o->progress_ctx, e, s + 1, run->steps,
                     metric > 0 && s > 0 ? a[0].compute / metric : NAN);
       }
+    }
+    if (run->ck && !o->w.ckpt.steps_between && e + 1 == run->next_ckpt_epoch && !stopping(run)) {
+      checkpoint(run, a, e + 1, done + 1);
+      run->next_ckpt_epoch += o->w.ckpt.epochs_between ? o->w.ckpt.epochs_between : 1;
     }
     double wall = (double)(stk_now_ns() - t_epoch) / 1e9;
     epoch_result(run, a, e, done, wall, o->allreduce_s * (double)done);
@@ -309,7 +331,7 @@ static int validate(const struct stk_bench_opts *o, char *err) {
 
 void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_result *r) {
   double au = 0, sps = 0, load = 0, sync = 0, jitter = 0, wake = 0, comm = 0, compute = 0,
-         acc_time = 0;
+         acc_time = 0, ckpt = 0;
   uint32_t n_au = 0, n_ep = 0;
   for (uint32_t e = 0; e < r->epochs; e++) {
     double ep_sps = 0;
@@ -322,6 +344,7 @@ void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_resul
       jitter += p->sync_jitter_s;
       wake += p->sync_wake_s;
       comm += p->comm_s;
+      ckpt += p->ckpt_s;
       compute += p->compute_all_s;
       acc_time += p->wall_s;
       if (isfinite(p->au)) {
@@ -345,7 +368,7 @@ void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_resul
   /* With no compute at all AU (compute over wall time) is 0 whatever the
    * data path does: the run measures throughput only, and neither passes
    * nor fails. */
-  r->throughput_only = o->w.compute_s == 0 && o->w.compute_stdev == 0;
+  r->throughput_only = !r->ckpt_only && o->w.compute_s == 0 && o->w.compute_stdev == 0;
   if (r->throughput_only) r->au = NAN;
   r->pass = n_au && r->au >= r->au_min;
   r->data_stall_frac = acc_time > 0 ? load / acc_time : NAN;
@@ -354,6 +377,7 @@ void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_resul
   r->sync_wake_frac = acc_time > 0 ? wake / acc_time : NAN;
   r->comm_frac = acc_time > 0 ? comm / acc_time : NAN;
   r->compute_frac = acc_time > 0 ? compute / acc_time : NAN;
+  r->ckpt_frac = acc_time > 0 ? ckpt / acc_time : NAN;
 }
 
 static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
@@ -481,6 +505,17 @@ int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, ch
   }
   for (uint32_t i = 0; i < run.nacc; i++)
     stk_rng_seed(&accs[i].rng, stk_mix64(o->seed ^ 0xacce1, (uint64_t)o->rank * 65536 + i));
+  if (o->w.ckpt.enabled) {
+    const struct stk_ckpt_spec *c = &o->w.ckpt;
+    run.next_ckpt_epoch = c->after_epoch ? c->after_epoch : 1;
+    uint64_t saves = 0, every = c->epochs_between ? c->epochs_between : 1;
+    if (c->steps_between)
+      saves = run.steps / c->steps_between * run.epochs;
+    else if (run.next_ckpt_epoch <= run.epochs)
+      saves = (run.epochs - run.next_ckpt_epoch) / every + 1;
+    rc = stk__ckpt_open(&run.ck, o, run.nacc, (uint32_t)STK__MIN(saves, 1u << 20), &r->ckpt, err);
+    if (rc) goto out_loader;
+  }
   warm_up(&run);
   /* Every figure below covers the timed epochs only. */
   struct stk_loader_stats warm;
@@ -507,11 +542,89 @@ int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, ch
   rc = run.err;
   if (rc) stk__errf(err, rc, "%s", run.errmsg);
 out_loader:
+  stk__ckpt_close(run.ck);
   stk_loader_close(run.l);
   stk_dataset_close(ds);
 out:
   free(accs);
   leave_job(&run, rc);
+  if (rc) stk_bench_result_free(r);
+  return rc;
+}
+
+/* One compute interval (time_between_checkpoints) of every accelerator,
+ * then the job's barrier. Returns 0 or nonzero to stop. */
+static int ckpt_compute(struct run *run, double secs, double *compute) {
+  const struct stk_bench_opts *o = run->o;
+  uint64_t t = stk_now_ns();
+  if (secs > 0) wait_until(run, t + (uint64_t)(secs * 1e9), o->busy_compute);
+  *compute += (double)(stk_now_ns() - t) / 1e9;
+  return cancelled(run) ? -1 : global_barrier(run);
+}
+
+int stk_bench_ckpt_run(const struct stk_bench_opts *o, struct stk_bench_result *r, char *err) {
+  memset(r, 0, sizeof *r);
+  struct run run;
+  memset(&run, 0, sizeof run);
+  run.o = o;
+  run.r = r;
+  run.nacc = o->accelerators ? o->accelerators : 1;
+  run.epochs = 1;
+  run.margin = 200000;
+  const struct stk_ckpt_spec *c = &o->w.ckpt;
+  int rc = 0;
+  if (!(c->time_between_s >= 0) || !isfinite(c->time_between_s))
+    return stk__errf(err, STK_EINVAL, "time between checkpoints %g s is invalid", c->time_between_s);
+  if (c->num_read > c->num_write)
+    return stk__errf(err, STK_EINVAL, "%u checkpoints to read but only %u written (DLIO refuses "
+                     "it too)", c->num_read, c->num_write);
+  r->ckpt_only = 1;
+  r->accelerators = run.nacc;
+  r->processes = r->hosts = 1;
+  r->epochs = 1;
+  r->steps_per_epoch = (uint64_t)c->num_write + c->num_read;
+  r->au_min = o->w.au_min;
+  r->per = calloc(run.nacc, sizeof *r->per);
+  if (!r->per) return stk__errf(err, STK_ENOMEM, "out of memory for %u accelerators", run.nacc);
+  if ((rc = stk__ckpt_open(&run.ck, o, run.nacc, c->num_write, &r->ckpt, err))) goto out;
+  struct stk__host_snap h0, h1;
+  stk__bench_host_snap("/proc", &h0);
+  uint64_t cpu0 = stk_cpu_ns();
+  run.t0 = stk_now_ns();
+  double compute = 0, secs;
+  uint64_t done = 0;
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  for (uint32_t i = 0; i < c->num_write + c->num_read && !rc; i++) {
+    if (ckpt_compute(&run, c->time_between_s, &compute)) break;
+    int load = i >= c->num_write;
+    uint64_t step = load ? i - c->num_write + 1 : i + 1; /* DLIO: epoch 1, steps 1.. */
+    rc = load ? stk__ckpt_load(run.ck, 1, step, &secs, err) : stk__ckpt_save(run.ck, 1, step, &secs, err);
+    if (!rc) done++;
+    if (o->progress) o->progress(o->progress_ctx, 0, i + 1, r->steps_per_epoch, NAN);
+  }
+  r->wall_s = (double)(stk_now_ns() - run.t0) / 1e9;
+  r->cpu_ns = stk_cpu_ns() - cpu0;
+  stk__bench_host_snap("/proc", &h1);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  stk__bench_host_delta(&h0, &h1, cores > 0 ? (uint32_t)cores : 1, &r->host);
+  r->interrupted = !rc && (cancelled(&run) || run.global_rc == STK_ECANCELED);
+  if (!rc && run.global_rc && run.global_rc != STK_ECANCELED)
+    rc = stk__errf(err, run.global_rc, "another process of the job failed and stopped the run");
+  for (uint32_t i = 0; i < run.nacc; i++) {
+    struct stk_bench_epoch *ep = &r->per[i];
+    ep->steps = done;
+    ep->wall_s = r->wall_s;
+    ep->compute_s = ep->compute_all_s = compute;
+    ep->ckpt_s = r->ckpt.save_s + r->ckpt.load_s;
+    ep->sync_s = STK__MAX(0.0, r->wall_s - compute - ep->ckpt_s);
+    ep->au = compute > 0 && r->wall_s > 0 ? compute / r->wall_s : NAN;
+  }
+  stk__bench_aggregate(o, r);
+  stk__bench_verdict(r);
+out:
+  stk__ckpt_close(run.ck);
+  if (o->global_barrier && !run.global_rc && (rc || r->interrupted))
+    o->global_barrier(o->global_ctx, rc ? rc : STK_ECANCELED);
   if (rc) stk_bench_result_free(r);
   return rc;
 }

@@ -72,7 +72,35 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
   stk_json_kdbl(&j, "sync_stall_from_jitter", r->sync_jitter_frac);
   stk_json_kdbl(&j, "sync_stall_from_wakeups", r->sync_wake_frac);
   stk_json_kdbl(&j, "comm", r->comm_frac);
+  stk_json_kdbl(&j, "checkpoint", r->ckpt_frac);
   stk_json_obj_end(&j);
+  if (r->ckpt.saves || r->ckpt.loads || r->ckpt_only) {
+    const struct stk_bench_ckpt *c = &r->ckpt;
+    stk_json_key(&j, "checkpoints");
+    stk_json_obj_begin(&j);
+    stk_json_key(&j, "only");
+    stk_json_bool(&j, r->ckpt_only);
+    stk_json_kstr(&j, "dir", c->dir);
+    stk_json_ku64(&j, "ranks", c->ranks);
+    stk_json_ku64(&j, "writers_in_process", c->writers);
+    stk_json_ku64(&j, "dlio_bytes", c->dlio_bytes);
+    stk_json_ku64(&j, "files", c->files);
+    stk_json_kdbl(&j, "scale", c->scale);
+    stk_json_ku64(&j, "bytes_in_process", c->bytes);
+    stk_json_key(&j, "fsync");
+    stk_json_bool(&j, c->fsync);
+    stk_json_key(&j, "direct");
+    stk_json_bool(&j, c->direct);
+    stk_json_ku64(&j, "saves", c->saves);
+    stk_json_kdbl(&j, "save_s", c->save_s);
+    stk_json_kdbl(&j, "save_max_s", c->save_max_s);
+    stk_json_kdbl(&j, "save_gib_s", c->save_s > 0 ? (double)c->bytes * c->saves / c->save_s / 1073741824.0 : NAN);
+    stk_json_ku64(&j, "loads", c->loads);
+    stk_json_kdbl(&j, "load_s", c->load_s);
+    stk_json_kdbl(&j, "load_max_s", c->load_max_s);
+    stk_json_kdbl(&j, "load_gib_s", c->load_s > 0 ? (double)c->bytes * c->loads / c->load_s / 1073741824.0 : NAN);
+    stk_json_obj_end(&j);
+  }
   stk_json_kstr(&j, "engine", r->engine);
   stk_json_key(&j, "host");
   stk_json_obj_begin(&j);
@@ -106,6 +134,7 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
       stk_json_kdbl(&j, "sync_jitter_s", p->sync_jitter_s);
       stk_json_kdbl(&j, "sync_wake_s", p->sync_wake_s);
       stk_json_kdbl(&j, "comm_s", p->comm_s);
+      stk_json_kdbl(&j, "ckpt_s", p->ckpt_s);
       stk_json_kdbl(&j, "first_step_s", p->first_step_s);
       stk_json_obj_end(&j);
     }

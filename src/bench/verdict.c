@@ -5,7 +5,10 @@
  * machine), so the same run always gets the same verdict, and the JSON
  * report holds every input. docs/bench.md lists the rules; in order:
  *
- *   fed         AU met and both stalls under 5%
+ *   checkpoint  a checkpoint-only workload: the saves' and loads' figures;
+ *               or in training, checkpoints took more accelerator time
+ *               than data and jitter did (and at least 5%)
+ *   fed         AU met and every stall under 5%
  *   wakeup      the largest loss is the emulator's driver waking late
  *               after compute (a busy machine, or scheduler latency)
  *   sync        compute jitter explains more barrier time than data did
@@ -177,7 +180,30 @@ static void data_verdict(struct stk_bench_result *r, double stall) {
         stall);
 }
 
+static double gib_s(uint64_t bytes, uint32_t n, double secs) {
+  return secs > 0 ? (double)bytes * n / secs / 1073741824.0 : NAN;
+}
+
+static void ckpt_verdict(struct stk_bench_result *r, const char *what) {
+  const struct stk_bench_ckpt *c = &r->ckpt;
+  char b[32];
+  stk_fmt_bytes(c->bytes, b, sizeof b);
+  say(r, r->ckpt_frac >= STALL_OK ? "checkpoint" : "none",
+      "%s: %u save(s) of %s (%s%s) at %.2f GiB/s, %.2f s each; %u load(s) at %.2f GiB/s; "
+      "accelerators stood still %.1f%% of the time for checkpoints%s",
+      what, c->saves, b, c->direct ? "O_DIRECT" : "page cache", c->fsync ? ", fsync" : "",
+      gib_s(c->bytes, c->saves, c->save_s), c->saves ? c->save_s / c->saves : NAN, c->loads,
+      gib_s(c->bytes, c->loads, c->load_s), 100 * r->ckpt_frac,
+      r->ckpt_frac >= STALL_OK ? "; faster storage for checkpoints, or saving less often, will help"
+                               : "");
+}
+
 void stk__bench_verdict(struct stk_bench_result *r) {
+  double ckpt = isfinite(r->ckpt_frac) ? r->ckpt_frac : 0;
+  if (r->ckpt_only) {
+    ckpt_verdict(r, "checkpoint-only");
+    return;
+  }
   double data = r->data_stall_frac, sync = r->sync_stall_frac;
   double jitter = isfinite(r->sync_jitter_frac) ? r->sync_jitter_frac : sync;
   double wake = isfinite(r->sync_wake_frac) ? r->sync_wake_frac : 0;
@@ -197,9 +223,13 @@ void stk__bench_verdict(struct stk_bench_result *r) {
     say(r, "none", "no verdict: no epoch ran past its first step");
     return;
   }
-  if (r->pass && data < STALL_OK && sync < STALL_OK) {
+  if (r->pass && data < STALL_OK && sync < STALL_OK && ckpt < STALL_OK) {
     say(r, "none", "fed: AU %.3f >= %.2f; data stall %.1f%%, sync stall %.1f%%", r->au,
         r->au_min, 100 * data, 100 * sync);
+    return;
+  }
+  if (ckpt >= STALL_OK && ckpt > jitter && ckpt > data + late && ckpt > wake) {
+    ckpt_verdict(r, "checkpoint-bound");
     return;
   }
   if (wake > jitter && wake > data + late) {
