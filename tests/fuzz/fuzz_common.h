@@ -20,7 +20,7 @@ static char fuzz_dir_path[64];
 /* Remove the directory and the few files the targets write. */
 static void fuzz_cleanup(void) {
   static const char *names[] = {"a.tfrecord", "a.tfrecord.idx", "a.tar", "a.npy", "a.npz",
-                                "index.json", "shard.00000.mds", "a.idx", "a.bin"};
+                                "index.json", "shard.00000.mds", "a.idx", "a.bin", "b.npy"};
   char path[256];
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     snprintf(path, sizeof path, "%s/%s", fuzz_dir_path, names[i]);

@@ -12,8 +12,8 @@ PY=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 c=$here/corpus
-rm -rf "$c/tfrecord" "$c/wds" "$c/npy" "$c/npz" "$c/mds" "$c/json" "$c/megatron"
-mkdir -p "$c/tfrecord" "$c/wds" "$c/npy" "$c/npz" "$c/mds" "$c/json" "$c/megatron"
+rm -rf "$c/tfrecord" "$c/wds" "$c/npy" "$c/npz" "$c/mds" "$c/json" "$c/megatron" "$c/npy_tokens"
+mkdir -p "$c/tfrecord" "$c/wds" "$c/npy" "$c/npz" "$c/mds" "$c/json" "$c/megatron" "$c/npy_tokens"
 
 "$STK" gen "$tmp/t1" --format tfrecord --samples 3 --size 40 --size-stdev 20 -q
 cp "$tmp/t1/shard-00000.tfrecord" "$c/tfrecord/raw3"
@@ -52,6 +52,20 @@ np.savez('a.npz', x=np.arange(10, dtype=np.uint8), y=np.array([2]))
 np.savez_compressed('c.npz', x=np.zeros(40, np.float32), y=np.array([1]))
 np.savez('d.npz', x=np.arange(24, dtype='<i2').reshape(2, 3, 4), y=[0, 1, 2, 3])")
   cp "$tmp/f.npy" "$tmp/s.npy" "$c/npy/"
+  # npy token files: every integer dtype, a big-endian and a 2-D one, and
+  # pairs (two files in one input) that agree and disagree on the dtype.
+  (cd "$tmp" && $PY -c "
+import numpy as np
+for t in ['u1', 'i1', '<u2', '<i2', '<u4', '<i4', '<u8', '<i8', '>i4']:
+    np.save('tok_' + t.strip('<>') + ('_be' if t[0] == '>' else '') + '.npy',
+            np.array([0, 1, 7, 100, 3], dtype=t))
+np.save('tok_2d.npy', np.arange(6, dtype='<i4').reshape(2, 3))
+np.save('p1.npy', np.array([5, 6], dtype='<u2'))
+np.save('p2.npy', np.array([7], dtype='<u2'))
+np.save('p3.npy', np.array([7], dtype='<i8'))")
+  cp "$tmp"/tok_*.npy "$c/npy_tokens/"
+  cat "$tmp/p1.npy" "$tmp/p2.npy" > "$c/npy_tokens/pair_same"
+  cat "$tmp/p1.npy" "$tmp/p3.npy" > "$c/npy_tokens/pair_mixed"
   cp "$tmp/a.npz" "$tmp/c.npz" "$tmp/d.npz" "$c/npz/"
 fi
 
