@@ -85,11 +85,20 @@ class StokerDataset(IterableDataset):
     return_indices=True yields (inputs, labels, global sample numbers).
     state_dict() / load_state_dict() resume mid-epoch with exactly the
     remaining samples, also under another world size.
+
+    device="cuda" (or "cuda:N", a torch.device) hands out tensors on that
+    GPU instead: each batch is copied from pinned memory (pin_memory
+    defaults to True then) on a CUDA stream of stoker's, one batch ahead
+    of the one handed out, and the consumer's current stream waits for its
+    copy only. Iterate in the main process (num_workers=0).
     """
 
     def __init__(self, source, batch_size=64, *, rank=None, world_size=None, epoch=0,
-                 return_indices=False, **options):
+                 return_indices=False, device=None, **options):
         super().__init__()
+        self.device = _cuda_device(device)
+        if self.device is not None:
+            options.setdefault("pin_memory", True)
         for bad in ("epochs", "resume", "world"):
             if bad in options:
                 raise TypeError(f"{bad}: not an option of StokerDataset (each pass is one "
@@ -270,13 +279,79 @@ class StokerDataset(IterableDataset):
             # A second pass while one is in progress (two iterators at
             # once): a loader of its own for this epoch, so neither pass
             # loses samples to the other; the state stays the first's.
-            yield from self._side_pass()
+            yield from self._on_device(self._side_pass(), False)
             return
         self._active = True
         try:
-            yield from self._pass()
+            yield from self._on_device(self._pass(), True)
         finally:
             self._active = False
+
+    def _on_device(self, items, main):
+        """items as they are, or with device= each moved to the GPU, one
+        batch ahead: batch k+1's copy is issued on stoker's stream before
+        batch k is handed out, so it overlaps the consumer's work on k
+        even where the consumer waits for the GPU every step (loss.item()).
+
+        Torch's own calls do the device side: copies with non_blocking=True
+        inside torch.cuda.stream(side) into tensors torch allocates, an
+        event recorded after them that the consumer's current stream waits
+        on at hand-out (wait_event: the copy of the batch ahead stays
+        concurrent), and record_stream so that torch does not give a
+        handed-out tensor's memory to the side stream again before the
+        consumer's work on it is done. The pinned batch is dropped inside
+        the side stream's context, so stoker's release event goes on that
+        stream, after the copy (see docs/python.md, pin_memory). main: the
+        pass whose position state_dict() reports, which stays that of the
+        batch handed out, not of the one ahead."""
+        if self.device is None:
+            yield from items
+            return
+        if get_worker_info() is not None:
+            raise RuntimeError("device=: CUDA cannot be used in DataLoader worker processes; "
+                               "iterate in the main process (num_workers=0)")
+        dev = self.device
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+        side = torch.cuda.Stream(device=dev)
+        ahead = None  # (tensors on dev, event after their copy, state at that batch)
+        end = None    # the state after the pass, once items are exhausted
+        try:
+            while True:
+                moved = None
+                with torch.cuda.device(dev), torch.cuda.stream(side):
+                    try:
+                        item = next(items)
+                    except StopIteration:
+                        item = None
+                        end = self._state
+                    if item is not None:
+                        moved = tuple(_to_device(x, dev) for x in item)
+                        del item  # the pinned batch goes here: its event follows the copy on side
+                        done = torch.cuda.Event()
+                        done.record(side)
+                        state = self._state
+                if ahead is not None:
+                    out, ev, st = ahead
+                    ahead = None
+                    consumer = torch.cuda.current_stream(dev)
+                    consumer.wait_event(ev)
+                    for t in _tensors(out):
+                        t.record_stream(consumer)
+                    if main:
+                        self._state = st
+                    yield out
+                    del out
+                if moved is None:
+                    break
+                ahead = (moved, done, state)
+        finally:
+            # Closing a pass left early drops the batch whose copy is still
+            # in flight on side: its release event must go on side too.
+            with torch.cuda.device(dev), torch.cuda.stream(side):
+                items.close()
+            if main and end is not None:
+                self._state = end
 
     def _side_pass(self):
         rank, world = self.rank_world()
@@ -345,6 +420,47 @@ class StokerDataset(IterableDataset):
         text, verdict = stoker.format_report(st)
         print(text, file=file or sys.stdout)
         return verdict
+
+
+def _cuda_device(device):
+    """device= as a torch.device of type cuda (index None: the current
+    device at each pass), or None; refused where torch sees no GPU."""
+    if device is None:
+        return None
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device: {device!r} is not a device (expected \"cuda\" or "
+                         f"\"cuda:N\")") from None
+    if d.type != "cuda":
+        raise ValueError(f"device: {device!r}: batches are moved to CUDA devices only "
+                         f"(leave device out for CPU tensors)")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r}: torch finds no CUDA device "
+                           f"(torch.cuda.is_available() is False)")
+    if d.index is not None and d.index >= torch.cuda.device_count():
+        raise ValueError(f"device: {device!r}: torch sees {torch.cuda.device_count()} CUDA devices")
+    return d
+
+
+def _to_device(x, dev):
+    """x (a tensor or a list of them) copied to dev without waiting. Memory
+    torch did not pin is pinned first (torch's caching host allocator,
+    which fences its reuse itself): a non_blocking copy from pageable
+    memory would wait for the side stream's earlier copies."""
+    if isinstance(x, list):
+        return [_to_device(t, dev) for t in x]
+    if not x.is_pinned():
+        x = x.pin_memory()
+    return x.to(dev, non_blocking=True)
+
+
+def _tensors(item):
+    for x in item:
+        if isinstance(x, list):
+            yield from x
+        else:
+            yield x
 
 
 def loader(source, batch_size=64, **options):
