@@ -2,6 +2,7 @@
  * Storage compatible. With no arguments it runs a small ResNet-50-shaped
  * workload on a dataset it generates once, so a first run needs nothing. */
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -261,6 +262,14 @@ static int build_workload(struct bench_args *a) {
               "emulate", a->config ? a->config : "the workload");
     return -1;
   }
+  /* The config's dataset.data_folder is where the data is (generated there
+   * when missing), as DLIO reads it; --data overrides it. */
+  if (!a->data_given && w->data_folder[0] && !w->ckpt.no_train) {
+    snprintf(a->data, sizeof a->data, "%s", w->data_folder);
+    size_t n = strlen(a->data);
+    while (n > 1 && a->data[n - 1] == '/') a->data[--n] = 0;
+    a->data_given = 1;
+  }
   if (w->record_bytes < 1) {
     cli_error("bench", "record size must be at least 1 byte");
     return -1;
@@ -382,9 +391,27 @@ static int prepare_data(struct bench_args *a, int may_generate) {
   return 0;
 }
 
+/* The bytes of the regular files under a local dataset folder (or the
+ * file itself); -1 when it cannot be told (a URL, unreadable). */
+static double tree_bytes_sum;
+static int tree_add(const char *p, const struct stat *st, int type, struct FTW *f) {
+  (void)p, (void)f;
+  if (type == FTW_F && S_ISREG(st->st_mode)) tree_bytes_sum += (double)st->st_size;
+  return 0;
+}
+static double data_bytes(const char *path) {
+  if (strstr(path, "://")) return -1;
+  tree_bytes_sum = 0;
+  if (nftw(path, tree_add, 16, FTW_PHYS) != 0) return -1;
+  return tree_bytes_sum;
+}
+
 static void page_cache_warning(const struct bench_args *a) {
   if (a->o.direct || a->quiet) return;
-  double bytes = a->o.w.record_bytes * (double)(a->o.w.files * a->o.w.samples_per_file);
+  /* The data's own size, not the workload's nominal one: a folder given
+   * with --data holds what it holds. */
+  double bytes = data_bytes(a->data);
+  if (bytes < 0) return;
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   double ram = (double)pages * (double)psz;
   if (pages > 0 && bytes < 5 * ram) {
