@@ -221,10 +221,20 @@ struct saved_state {
   uint64_t shards, samples; /* 0 in a state from before fingerprints */
 };
 
+/* A whole number only: "1e3", "1.5" or "-1" is refused naming the key (sscanf
+ * read 1e3 as 1 and -1 as 2^64 - 1). */
 static int json_u64(const char *buf, const char *key, unsigned long long *v) {
   const char *k = strstr(buf, key);
-  const char *colon = k ? strchr(k, ':') : NULL;
-  return colon && sscanf(colon + 1, "%llu", v) == 1 ? 0 : -1;
+  const char *p = k ? strchr(k, ':') : NULL;
+  if (!p) return -1;
+  while (*++p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
+  }
+  char *end;
+  errno = 0;
+  *v = strtoull(p, &end, 10);
+  if (*p >= '0' && *p <= '9' && !errno && strchr(" \t\r\n,}", *end)) return 0;
+  cli_error("feed", "--resume: %s is '%.*s', not a whole number", key, (int)strcspn(p, ",}\n"), p);
+  return -1;
 }
 
 static int read_state(const char *path, struct saved_state *ss) {
