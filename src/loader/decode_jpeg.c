@@ -1,23 +1,27 @@
 /* The JPEG decoder: libjpeg-turbo decode plus the ResNet-50 transform
  * (torchvision's RandomResizedCrop and RandomHorizontalFlip for training,
- * Resize + CenterCrop for evaluation) to a fixed out_h x out_w tensor.
+ * Resize + CenterCrop for evaluation) to a fixed out_h x out_w tensor,
+ * with torchvision's antialiased bilinear resize (resize.h), so the pixels
+ * are within a level or two of torchvision's own.
  *
- * It is built to cost less than a plain full-size decode. The image is
- * decoded once, at the smallest DCT scale (1/8, 1/4, 1/2 or 1) that still
- * leaves the crop at least as large as the output, and straight to planar
- * YCbCr, so libjpeg's upsampling and colour conversion never run at full
- * size. The bilinear resize (chroma upsampling included) then works in
- * strips of 16 output rows that stay in L1: a vertical pass over the crop's
- * columns, a 16x16-block transpose, the horizontal pass done as a vertical
- * one (so both passes are plain SIMD, with no per-pixel gathers), a
- * transpose back, then colour conversion, normalization and layout. CMYK,
- * YCCK and RGB-coded files take the same path from packed RGB pixels. */
+ * It is built to cost about a plain full-size decode. The image is decoded
+ * once, at 1/1 or at a DCT scale (1/8, 1/4, 1/2) only where that leaves
+ * two decoded samples per output sample (pick_denom), and straight to
+ * planar YCbCr, so libjpeg's upsampling and colour conversion never run at
+ * full size: the chroma upsampling is folded into the chroma planes'
+ * resize weights. The resize then works in strips of 16 output rows that
+ * stay in L1: a vertical pass over the crop's columns, a 16x16-block
+ * transpose, the horizontal pass done as a vertical one (so both passes
+ * are plain SIMD multiply-adds, with no per-pixel gathers), a transpose
+ * back, then colour conversion, normalization and layout. CMYK, YCCK and
+ * RGB-coded files take the same path from packed RGB pixels. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <turbojpeg.h>
 
 #include "decode.h"
+#include "resize.h"
 
 /* SSE2 is part of x86-64; -DSTK_NO_SSE2 builds the plain C fallback that
  * other targets use, so it can be tested here. */
@@ -29,9 +33,8 @@
 #define OUT_DEFAULT 224
 #define OUT_MAX 8192
 #define MAX_SAMPLES (1ull << 28) /* decoded bytes of one image, after scaling */
-#define CROP_ATTEMPTS 10
 #define EVAL_CROP_FRACTION 0.875 /* Resize(256) + CenterCrop(224) */
-#define WT_ONE 256               /* fixed-point 1.0 of the resize weights */
+#define DCT_MARGIN 2.0           /* see pick_denom */
 #define STRIP 16                 /* output rows per strip = transpose block */
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
 
@@ -45,18 +48,23 @@ struct params {
   float scale[3], bias[3]; /* f32 output = u8 value * scale + bias */
 };
 
-/* A crop in source pixel units: pixel k spans [k, k + 1). */
+/* A crop in source pixel units (pixel k spans [k, k + 1)) resized to
+ * rw x rh, of which the out_w x out_h window at (fx, fy) is kept: the
+ * training crop is resized to the output, the evaluation "crop" is the
+ * whole image resized and then centre-cropped, as torchvision does it. */
 struct rect {
   double x, y, w, h;
+  int rw, rh, fx, fy;
 };
 
-/* One axis of a resize: output index i reads source samples lo + ofs[i]
- * and lo + ofs[i] + step with weights WT_ONE - wt[i] and wt[i]; [lo, hi)
- * is the span the taps touch. Units are bytes along a row, rows down. */
+/* One axis of a resize: output index i reads taps source samples from
+ * lo + ofs[i], step apart, with weights wt[i * stride ...] in Q(prec)
+ * (resize.h); [lo, hi) is the span the taps touch. Units are bytes along
+ * a row, rows down. */
 struct axis {
   int32_t *ofs;
-  uint16_t *wt;
-  int step, lo, hi;
+  int16_t *wt;
+  int stride, taps, prec, step, lo, hi;
 };
 
 /* A decoded plane (or the packed RGB pixels, nch = 3) and its axes. */
@@ -78,6 +86,8 @@ struct jpeg_tls {
   uint8_t *span; /* STRIP vertically resized rows, then transposed */
   size_t span_cap;
   void *tab; /* axes and strip buffers, one allocation */
+  void *wts; /* the axes' weights and build scratch, sized per image */
+  size_t wts_cap;
   int tab_w, tab_h;
   struct axis ax[2], ay[2]; /* [0] luma or pixels, [1] chroma */
   uint8_t *cols;            /* PAD16(ow) resized columns of STRIP rows */
@@ -142,72 +152,70 @@ static uint64_t out_bytes(const struct params *p) {
 
 /* ---- crop geometry --------------------------------------------------- */
 
-/* torchvision RandomResizedCrop.get_params, draw for draw: up to ten tries
- * at an area fraction and log-uniform aspect ratio that fit, else the
- * whole image clamped to the ratio range, centred. */
+/* The training crop: torchvision's RandomResizedCrop (resize.h), resized
+ * to the output. */
 static struct rect train_crop(const struct params *p, int W, int H, struct stk_rng *rng) {
-  double area = (double)W * H, lr0 = log(p->rmin), lr1 = log(p->rmax);
-  for (int i = 0; i < CROP_ATTEMPTS; i++) {
-    double target = area * (p->smin + (p->smax - p->smin) * stk_rng_double(rng));
-    double aspect = exp(lr0 + (lr1 - lr0) * stk_rng_double(rng));
-    double cw = nearbyint(sqrt(target * aspect)), ch = nearbyint(sqrt(target / aspect));
-    if (cw > 0 && cw <= W && ch > 0 && ch <= H) {
-      double y = (double)stk_rng_below(rng, (uint64_t)(H - ch) + 1);
-      double x = (double)stk_rng_below(rng, (uint64_t)(W - cw) + 1);
-      return (struct rect){x, y, cw, ch};
-    }
-  }
-  double in_ratio = (double)W / H, cw = W, ch = H;
-  if (in_ratio < p->rmin)
-    ch = nearbyint(cw / p->rmin);
-  else if (in_ratio > p->rmax)
-    cw = nearbyint(ch * p->rmax);
-  cw = cw < 1 ? 1 : cw;
-  ch = ch < 1 ? 1 : ch;
-  return (struct rect){floor((W - cw) / 2), floor((H - ch) / 2), cw, ch};
+  int c[4];
+  stk__rs_random_crop(rng, W, H, p->smin, p->smax, p->rmin, p->rmax, c);
+  return (struct rect){c[0], c[1], c[2], c[3], p->ow, p->oh, 0, 0};
 }
 
-/* Resize so the shorter side is max(out)/0.875, then take the centre
- * out_h x out_w; expressed as the equivalent crop of the source. */
+/* torchvision's Resize(side) with side = max(out) / 0.875 (256 for 224),
+ * then CenterCrop(out): the shorter side becomes side and the longer
+ * int(side * long / short); the window starts at round((resized - out) /
+ * 2), Python's round (half to even, as nearbyint). */
 static struct rect eval_crop(const struct params *p, int W, int H) {
-  double side = floor(STK__MAX(p->oh, p->ow) / EVAL_CROP_FRACTION);
-  double s = side / STK__MIN(W, H);
-  double cw = p->ow / s, ch = p->oh / s;
-  return (struct rect){(W - cw) / 2, (H - ch) / 2, cw, ch};
+  long side = (long)floor(STK__MAX(p->oh, p->ow) / EVAL_CROP_FRACTION);
+  long rw = side, rh = side;
+  if (W <= H)
+    rh = (long)((double)(side * H) / W);
+  else
+    rw = (long)((double)(side * W) / H);
+  int fx = (int)nearbyint((rw - p->ow) / 2.0), fy = (int)nearbyint((rh - p->oh) / 2.0);
+  return (struct rect){0, 0, W, H, (int)rw, (int)rh, fx, fy};
 }
 
-/* The largest DCT scale-down (1/8, 1/4, 1/2) that keeps the crop at least
- * as large as the output. The M/8 factors in between are skipped on
- * purpose: their IDCTs have no SIMD code and decode slower than 1/1. */
-static int pick_denom(const struct jpeg_tls *t, const struct params *p, struct rect c) {
+/* The largest DCT scale-down (1/8, 1/4, 1/2) that leaves at least
+ * DCT_MARGIN decoded samples per output sample on both axes, so the
+ * antialiased resize still sees the detail it averages. The IDCT's own
+ * low-pass is not torchvision's triangle: with one decoded sample per
+ * output (the old rule) photos lost 12 to 20 dB against torchvision; with
+ * two they lose 1 to 2.5 dB and stay above 49 dB (docs/internals/
+ * loader.md has the figures). The M/8 factors
+ * in between are skipped on purpose: their IDCTs have no SIMD code and
+ * decode slower than 1/1. */
+static int pick_denom(const struct jpeg_tls *t, struct rect c) {
+  double sx = c.w / c.rw, sy = c.h / c.rh;
   for (int d = 8; d >= 2; d /= 2)
-    if ((t->denoms & (1u << d)) && c.w >= (double)p->ow * d && c.h >= (double)p->oh * d) return d;
+    if ((t->denoms & (1u << d)) && sx >= DCT_MARGIN * d && sy >= DCT_MARGIN * d) return d;
   return 1;
 }
 
-/* Build the taps of one axis: output i samples the source at the centre
- * of its cell, start + (i + 0.5) * len / out - 0.5, clamped to the plane.
- * unit is the byte distance between neighbouring samples. Entries from out
- * up to PAD16(out) repeat the last one, for the 16-wide passes. */
-static void build_axis(struct axis *a, int out, double start, double len, int n, int unit,
-                       int flip) {
-  double step = len / out;
-  for (int i = 0; i < out; i++) {
-    int o = flip ? out - 1 - i : i;
-    double s = start + (o + 0.5) * step - 0.5;
-    s = s < 0 ? 0 : s > n - 1 ? n - 1 : s;
-    int i0 = (int)s, w = (int)((s - i0) * WT_ONE + 0.5);
-    if (i0 >= n - 1 && n > 1) i0 = n - 2, w = WT_ONE; /* never read past the edge */
-    a->ofs[i] = i0 * unit;
-    a->wt[i] = (uint16_t)(n > 1 ? w : 0);
+/* Build one axis of a plane from its geometry (resize.h): the taps as
+ * byte offsets from the span's start, unit bytes per sample. Entries from
+ * out up to PAD16(out) repeat the last one, for the 16-wide passes. */
+static void build_axis(struct axis *a, const struct stk__rs_geom *g, int unit, int16_t *wt,
+                       double *scratch) {
+  struct stk__rs_axis rs = {a->ofs, wt, 0, 0, 0};
+  stk__rs_build(&rs, g, scratch);
+  int out = g->count;
+  a->wt = wt;
+  a->stride = rs.stride;
+  a->taps = rs.taps;
+  a->prec = rs.prec;
+  for (size_t i = (size_t)out; i < PAD16(out); i++) {
+    a->ofs[i] = a->ofs[out - 1];
+    memcpy(wt + i * rs.stride, wt + (size_t)(out - 1) * rs.stride, sizeof *wt * rs.stride);
   }
-  for (size_t i = (size_t)out; i < PAD16(out); i++)
-    a->ofs[i] = a->ofs[out - 1], a->wt[i] = a->wt[out - 1];
-  a->step = n > 1 ? unit : 0;
-  int first = a->ofs[flip ? out - 1 : 0], last = a->ofs[flip ? 0 : out - 1];
-  a->lo = first;
-  a->hi = last + a->step + unit;
-  for (size_t i = 0; i < PAD16(out); i++) a->ofs[i] -= first;
+  int32_t lo = a->ofs[0], hi = a->ofs[0];
+  for (int i = 0; i < out; i++) {
+    lo = STK__MIN(lo, a->ofs[i]);
+    hi = STK__MAX(hi, a->ofs[i]);
+  }
+  a->step = unit;
+  a->lo = lo * unit;
+  a->hi = (hi + rs.taps) * unit;
+  for (size_t i = 0; i < PAD16(out); i++) a->ofs[i] = (a->ofs[i] - lo) * unit;
 }
 
 /* ---- per-thread state ------------------------------------------------ */
@@ -243,7 +251,7 @@ static int grow(void **buf, size_t *cap, size_t need, char *err) {
 static int tls_tables(struct jpeg_tls *t, int oh, int ow, char *err) {
   if (t->tab && t->tab_w >= ow && t->tab_h >= oh) return 0;
   size_t w = PAD16(STK__MAX(ow, t->tab_w)), h = PAD16(STK__MAX(oh, t->tab_h));
-  size_t bytes = sizeof(float) * 3 * w + 2 * (sizeof(int32_t) + sizeof(uint16_t)) * (w + h) +
+  size_t bytes = sizeof(float) * 3 * w + 2 * sizeof(int32_t) * (w + h) +
                  (size_t)STRIP * w * 4 + 3 * w + 16;
   uint8_t *p = malloc(bytes);
   if (!p) return stk__errf(err, STK_ENOMEM, "jpeg: out of memory for resize tables");
@@ -256,10 +264,6 @@ static int tls_tables(struct jpeg_tls *t, int oh, int ow, char *err) {
   for (int k = 0; k < 2; k++) {
     t->ax[k].ofs = (int32_t *)(void *)p, p += sizeof(int32_t) * w;
     t->ay[k].ofs = (int32_t *)(void *)p, p += sizeof(int32_t) * h;
-  }
-  for (int k = 0; k < 2; k++) {
-    t->ax[k].wt = (uint16_t *)(void *)p, p += sizeof(uint16_t) * w;
-    t->ay[k].wt = (uint16_t *)(void *)p, p += sizeof(uint16_t) * h;
   }
   t->cols = p, p += STRIP * w;
   for (int k = 0; k < 3; k++) t->strip[k] = p, p += STRIP * w;
@@ -334,24 +338,42 @@ static int decode_rgb(struct jpeg_tls *t, const struct stk_field *in, int sw, in
 /* The inner loops use SSE2, which every x86-64 CPU has, with plain C for
  * other targets; the -O2 auto-vectorizer would leave them scalar. */
 
-/* dst[i] = (a[i] * (256 - w) + b[i] * w) / 256, rounded; n a multiple of 16. */
-static inline void blend16(const uint8_t *a, const uint8_t *b, unsigned w, uint8_t *dst, size_t n) {
+/* One pass of the resize: dst[x] = (2^(prec-1) + sum over k < taps of
+ * src[k * step + x] * w[k]) >> prec, saturated to 0..255, for x < n (a
+ * multiple of 16). Two taps a step: their bytes interleaved to 16-bit
+ * pairs that pmaddwd multiplies by the pair of weights and adds. */
+static void conv16(const uint8_t *src, size_t step, const int16_t *w, int taps, int prec,
+                   uint8_t *dst, size_t n) {
 #ifdef USE_SSE2
-  const __m128i zero = _mm_setzero_si128(), half = _mm_set1_epi16(128);
-  const __m128i w1 = _mm_set1_epi16((short)w), w0 = _mm_set1_epi16((short)(WT_ONE - w));
-  for (size_t i = 0; i < n; i += 16) {
-    __m128i va = _mm_loadu_si128((const __m128i *)(const void *)(a + i));
-    __m128i vb = _mm_loadu_si128((const __m128i *)(const void *)(b + i));
-    __m128i lo = _mm_add_epi16(_mm_mullo_epi16(_mm_unpacklo_epi8(va, zero), w0),
-                               _mm_mullo_epi16(_mm_unpacklo_epi8(vb, zero), w1));
-    __m128i hi = _mm_add_epi16(_mm_mullo_epi16(_mm_unpackhi_epi8(va, zero), w0),
-                               _mm_mullo_epi16(_mm_unpackhi_epi8(vb, zero), w1));
-    lo = _mm_srli_epi16(_mm_add_epi16(lo, half), 8);
-    hi = _mm_srli_epi16(_mm_add_epi16(hi, half), 8);
-    _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm_packus_epi16(lo, hi));
+  const __m128i zero = _mm_setzero_si128(), init = _mm_set1_epi32(1 << (prec - 1));
+  const __m128i shift = _mm_cvtsi32_si128(prec);
+  for (size_t x = 0; x < n; x += 16) {
+    __m128i s0 = init, s1 = init, s2 = init, s3 = init;
+    const uint8_t *p = src + x;
+    for (int k = 0; k < taps; k += 2, p += 2 * step) {
+      int last = k + 1 == taps;
+      __m128i wk = _mm_set1_epi32((int)((uint32_t)(uint16_t)w[k] |
+                                        (last ? 0u : (uint32_t)(uint16_t)w[k + 1] << 16)));
+      __m128i a = _mm_loadu_si128((const __m128i *)(const void *)p);
+      __m128i b = last ? zero : _mm_loadu_si128((const __m128i *)(const void *)(p + step));
+      __m128i lo = _mm_unpacklo_epi8(a, b), hi = _mm_unpackhi_epi8(a, b);
+      s0 = _mm_add_epi32(s0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, zero), wk));
+      s1 = _mm_add_epi32(s1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, zero), wk));
+      s2 = _mm_add_epi32(s2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, zero), wk));
+      s3 = _mm_add_epi32(s3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, zero), wk));
+    }
+    s0 = _mm_sra_epi32(s0, shift), s1 = _mm_sra_epi32(s1, shift);
+    s2 = _mm_sra_epi32(s2, shift), s3 = _mm_sra_epi32(s3, shift);
+    __m128i v = _mm_packus_epi16(_mm_packs_epi32(s0, s1), _mm_packs_epi32(s2, s3));
+    _mm_storeu_si128((__m128i *)(void *)(dst + x), v);
   }
 #else
-  for (size_t i = 0; i < n; i++) dst[i] = (uint8_t)((a[i] * (WT_ONE - w) + b[i] * w + 128) >> 8);
+  for (size_t x = 0; x < n; x++) {
+    int32_t acc = 1 << (prec - 1);
+    for (int k = 0; k < taps; k++) acc += (int32_t)src[k * step + x] * w[k];
+    acc >>= prec;
+    dst[x] = (uint8_t)(acc < 0 ? 0 : acc > 255 ? 255 : acc);
+  }
 #endif
 }
 
@@ -395,13 +417,15 @@ static void resize_strip(struct jpeg_tls *t, const struct plane *pl, int y0, int
   for (int r = 0; r < STRIP; r++) {
     int oy = STK__MIN(y0 + r, oh - 1);
     const uint8_t *r0 = pl->base + (size_t)(ay->lo + ay->ofs[oy]) * pl->stride + ax->lo;
-    blend16(r0, r0 + (size_t)ay->step * pl->stride, ay->wt[oy], rows + r * span, span);
+    conv16(r0, pl->stride, ay->wt + (size_t)oy * ay->stride, ay->taps, ay->prec, rows + r * span,
+           span);
   }
   for (size_t x = 0; x < span; x += 16) transpose16(rows + x, span, cols + x * STRIP, STRIP);
   for (int k = 0; k < pl->nch; k++) {
     for (size_t i = 0; i < owp; i++) {
       const uint8_t *a = cols + (size_t)(ax->ofs[i] + k) * STRIP;
-      blend16(a, a + (size_t)ax->step * STRIP, ax->wt[i], t->cols + i * STRIP, STRIP);
+      conv16(a, (size_t)ax->step * STRIP, ax->wt + i * ax->stride, ax->taps, ax->prec,
+             t->cols + i * STRIP, STRIP);
     }
     for (size_t x = 0; x < owp; x += 16) transpose16(t->cols + x * STRIP, STRIP, strip[k] + x, owp);
   }
@@ -597,18 +621,32 @@ static void run_strips(const struct params *p, struct jpeg_tls *t, const struct 
 }
 
 /* Set up the axes of the planes for crop c of an image decoded at 1/d to
- * sw x sh, and size the strip scratch for the widest span. */
+ * sw x sh, and size the weights and the strip scratch for them. */
 static int setup_axes(struct jpeg_tls *t, const struct params *p, struct rect c, int flip, int d,
                       int sw, int sh, int ss, enum colour col, struct plane pl[3], int np,
                       char *err) {
   int unit = col == COL_RGB ? 3 : 1, ngeo = col == COL_YCC && ss != TJSAMP_444 ? 2 : 1;
-  size_t span = 0;
+  struct stk__rs_geom gx[2], gy[2];
+  size_t nwt = 0, nscratch = 0;
   for (int g = 0; g < ngeo; g++) {
     int hs = g ? tjMCUWidth[ss] / 8 : 1, vs = g ? tjMCUHeight[ss] / 8 : 1;
     int pw = g ? tjPlaneWidth(1, sw, ss) : sw, ph = g ? tjPlaneHeight(1, sh, ss) : sh;
-    double fx = 1.0 / ((double)d * hs), fy = 1.0 / ((double)d * vs);
-    build_axis(&t->ax[g], p->ow, c.x * fx, c.w * fx, pw, unit, flip);
-    build_axis(&t->ay[g], p->oh, c.y * fy, c.h * fy, ph, 1, 0);
+    gx[g] = (struct stk__rs_geom){c.x / d, c.w / d, c.rw, c.fx, p->ow, flip, hs, pw};
+    gy[g] = (struct stk__rs_geom){c.y / d, c.h / d, c.rh, c.fy, p->oh, 0, vs, ph};
+    nwt += PAD16(p->ow) * (size_t)stk__rs_stride(&gx[g]) +
+           PAD16(p->oh) * (size_t)stk__rs_stride(&gy[g]);
+    nscratch = STK__MAX(nscratch, STK__MAX(stk__rs_scratch(&gx[g]), stk__rs_scratch(&gy[g])));
+  }
+  int rc = grow(&t->wts, &t->wts_cap, nscratch * sizeof(double) + nwt * sizeof(int16_t), err);
+  if (rc) return rc;
+  double *scratch = t->wts;
+  int16_t *wt = (int16_t *)(void *)(scratch + nscratch);
+  size_t span = 0;
+  for (int g = 0; g < ngeo; g++) {
+    build_axis(&t->ax[g], &gx[g], unit, wt, scratch);
+    wt += PAD16(p->ow) * (size_t)t->ax[g].stride;
+    build_axis(&t->ay[g], &gy[g], 1, wt, scratch);
+    wt += PAD16(p->oh) * (size_t)t->ay[g].stride;
     span = STK__MAX(span, PAD16(t->ax[g].hi - t->ax[g].lo));
   }
   for (int k = 0; k < np; k++) {
@@ -662,7 +700,7 @@ static int jpeg_decode(const struct stk_decode_cfg *cfg, void **tls, const struc
   if ((rc = jpeg_header(t, in, &W, &H, &ss, &cs, err)) != 0) return rc;
   struct rect c = p.train ? train_crop(&p, W, H, rng) : eval_crop(&p, W, H);
   int flip = p.train && stk_rng_double(rng) < 0.5;
-  int d = pick_denom(t, &p, c);
+  int d = pick_denom(t, c);
   tjscalingfactor sf = {1, d};
   int sw = TJSCALED(W, sf), sh = TJSCALED(H, sf), np = 3;
   enum colour col = cs == TJCS_GRAY ? COL_GRAY : cs == TJCS_YCbCr ? COL_YCC : COL_RGB;
@@ -689,6 +727,7 @@ static void jpeg_thread_free(void *tls) {
   free(t->img);
   free(t->span);
   free(t->tab);
+  free(t->wts);
   free(t);
 }
 
