@@ -189,6 +189,9 @@ typedef struct {
   int busy;        /* calls using l without the GIL (next, stats) */
   int in_next;     /* a thread is waiting in next() */
   pid_t pid;       /* the process whose threads run the pipeline */
+  /* Token windows (seq_len given): the corpus and its window indices. */
+  struct stk_tokens *tok;
+  struct stk_tokens_opts topts;
   /* Fixed-size output (JPEG): per-sample shape and dtype. */
   int fixed, h, w, c, chw, f32;
   uint64_t sample_bytes;
@@ -201,7 +204,7 @@ typedef struct {
   struct stk_batch *b;
 } BatchObject;
 
-enum { DT_U8, DT_I32, DT_U64, DT_F32 };
+enum { DT_U8, DT_I32, DT_U64, DT_F32, DT_I64 };
 static const struct {
   const char *fmt, *name;
   int size;
@@ -211,6 +214,7 @@ static const struct {
     [DT_I32] = {"i", "int32", 4, kDLInt},
     [DT_U64] = {"Q", "uint64", 8, kDLUInt},
     [DT_F32] = {"f", "float32", 4, kDLFloat},
+    [DT_I64] = {"q", "int64", 8, kDLInt},
 };
 
 typedef struct {
@@ -226,7 +230,7 @@ static PyTypeObject LoaderType, BatchType, ArrayType;
 /* Free the C loader and dataset: once closed and no batch is alive. The
  * pipeline's threads are joined here, without the GIL. */
 static void loader_finish(LoaderObject *self) {
-  if (!self->l && !self->ds) return;
+  if (!self->l && !self->ds && !self->tok) return;
   if (self->busy) return; /* the last call in flight finishes it */
   if (self->pid != getpid()) {
     /* A copy inherited through fork (DataLoader workers): the pipeline's
@@ -234,6 +238,7 @@ static void loader_finish(LoaderObject *self) {
      * and nothing that may be freed; the child leaves it alone. */
     self->l = NULL;
     self->ds = NULL;
+    self->tok = NULL;
     return;
   }
   struct stk_loader *l = self->l;
@@ -244,6 +249,8 @@ static void loader_finish(LoaderObject *self) {
   Py_BEGIN_ALLOW_THREADS if (self->pinned_on) stk_pinned_flush(&self->pinned);
   if (l) stk_loader_close(l);
   if (ds) stk_dataset_close(ds);
+  if (self->tok) stk_tokens_close(self->tok);
+  self->tok = NULL;
   Py_END_ALLOW_THREADS if (self->pinned_on) {
     stk_pinned_allocator_close(&self->pinned);
     self->pinned_on = 0;
@@ -449,6 +456,69 @@ static int parse_opts(LoaderObject *self, PyObject *d) {
   return 0;
 }
 
+/* Token windows: with seq_len, the source (or the blend's sources) is a
+ * Megatron corpus served as windows (include/stoker/tokens.h). Fills
+ * paths/weights (strings kept alive by self->keep) and *n (0: not token
+ * mode). blend is the CLI's 'W1 PATH1 W2 PATH2 ...' or, from Python, a
+ * list of (weight, path) pairs. */
+#define TOKEN_SOURCES_MAX 256
+static int parse_token_opts(LoaderObject *self, PyObject *d, const char *source,
+                            const char **paths, double *weights, int *n) {
+  struct stk_tokens_opts *t = &self->topts;
+  stk_tokens_opts_init(t);
+  *n = 0;
+  uint32_t seq = 0;
+  if (opt_u32(d, "seq_len", &seq)) return -1;
+  PyObject *blend = PyDict_GetItemString(d, "blend");
+  if (!seq) {
+    if (blend && blend != Py_None) {
+      PyErr_SetString(PyExc_ValueError, "blend: token windows need seq_len");
+      return -1;
+    }
+    return 0;
+  }
+  t->seq_len = seq;
+  t->dataset = &self->dso;
+  t->seed = (uint32_t)self->o.sampler.seed; /* Python passes Megatron's seed (1234 by default) */
+  if (opt_u64(d, "samples", &t->samples) || opt_str(self, d, "split", &t->split) ||
+      opt_u32(d, "split_index", &t->split_index) || opt_int(d, "windows", &t->windows) ||
+      opt_int(d, "tokens", &t->token_type) || opt_str(self, d, "index_dir", &t->index_dir))
+    return -1;
+  if (blend && blend != Py_None) {
+    PyObject *seq_ = PySequence_Fast(blend, "blend: expected a list of (weight, path) pairs");
+    if (!seq_) return -1;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq_);
+    if (k < 1 || k > TOKEN_SOURCES_MAX) {
+      Py_DECREF(seq_);
+      PyErr_Format(PyExc_ValueError, "blend: 1 to %d (weight, path) pairs", TOKEN_SOURCES_MAX);
+      return -1;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+      PyObject *pair = PySequence_Fast_GET_ITEM(seq_, i);
+      PyObject *ps = NULL;
+      double w = 0;
+      if (!PyArg_ParseTuple(pair, "dU;blend: expected (weight, path) pairs", &w, &ps) ||
+          PyList_Append(self->keep, ps)) {
+        Py_DECREF(seq_);
+        return -1;
+      }
+      paths[i] = PyUnicode_AsUTF8(ps);
+      weights[i] = w;
+      if (!paths[i]) {
+        Py_DECREF(seq_);
+        return -1;
+      }
+    }
+    Py_DECREF(seq_);
+    *n = (int)k;
+    return 0;
+  }
+  paths[0] = source;
+  weights[0] = 1;
+  *n = 1;
+  return 0;
+}
+
 static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw) {
   const char *source;
   PyObject *d;
@@ -488,12 +558,33 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw) {
   int rc;
   struct stk_dataset *ds = NULL;
   struct stk_loader *l = NULL;
-  Py_BEGIN_ALLOW_THREADS rc = stk_dataset_open(&ds, source, &self->dso, err);
-  if (!rc) {
-    rc = stk_loader_open(&l, ds, &self->o, err);
-    if (rc) {
-      stk_dataset_close(ds);
-      ds = NULL;
+  struct stk_tokens *tok = NULL;
+  const char *paths[TOKEN_SOURCES_MAX];
+  double weights[TOKEN_SOURCES_MAX];
+  int nsrc = 0;
+  if (parse_token_opts(self, d, source, paths, weights, &nsrc)) {
+    if (self->pinned_on) stk_pinned_allocator_close(&self->pinned);
+    self->pinned_on = 0;
+    return -1;
+  }
+  Py_BEGIN_ALLOW_THREADS if (nsrc) {
+    rc = stk_tokens_open(&tok, nsrc, paths, nsrc > 1 ? weights : NULL, &self->topts, err);
+    if (!rc) {
+      rc = stk_loader_open_tokens(&l, tok, &self->o, err);
+      if (rc) {
+        stk_tokens_close(tok);
+        tok = NULL;
+      }
+    }
+  }
+  else {
+    rc = stk_dataset_open(&ds, source, &self->dso, err);
+    if (!rc) {
+      rc = stk_loader_open(&l, ds, &self->o, err);
+      if (rc) {
+        stk_dataset_close(ds);
+        ds = NULL;
+      }
     }
   }
   Py_END_ALLOW_THREADS log_drain();
@@ -504,6 +595,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw) {
     return -1;
   }
   self->ds = ds;
+  self->tok = tok;
   self->l = l;
   self->pid = getpid();
   self->closed = 0;
@@ -740,8 +832,35 @@ static PyObject *Loader_epoch_batches(LoaderObject *self, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(n);
 }
 
+/* Token windows: the order's size, the row length and each source. */
+static PyObject *token_info(LoaderObject *self) {
+  int n = stk_tokens_num_sources(self->tok);
+  PyObject *srcs = PyList_New(n);
+  for (int i = 0; srcs && i < n; i++) {
+    struct stk_tokens_source s;
+    stk_tokens_source(self->tok, i, &s);
+    PyObject *d = Py_BuildValue(
+        "{s:s,s:d,s:K,s:K,s:K,s:K,s:K,s:O,s:s}", "path", s.path, "weight", s.weight, "documents",
+        (unsigned long long)s.documents, "tokens", (unsigned long long)s.tokens, "windows",
+        (unsigned long long)s.windows, "blend_windows", (unsigned long long)s.blend_windows,
+        "served", (unsigned long long)s.served, "built", s.built ? Py_True : Py_False,
+        "index_path", s.index_path);
+    if (!d) {
+      Py_CLEAR(srcs);
+      break;
+    }
+    PyList_SET_ITEM(srcs, i, d);
+  }
+  if (!srcs) return NULL;
+  return Py_BuildValue("{s:K,s:I,s:s,s:N}", "windows",
+                       (unsigned long long)stk_tokens_num_windows(self->tok), "row_len",
+                       (unsigned)stk_tokens_row_len(self->tok), "format", "megatron", "sources",
+                       srcs);
+}
+
 static PyObject *Loader_dataset_info(LoaderObject *self, PyObject *unused) {
   (void)unused;
+  if (self->tok && self->l && self->pid == getpid()) return token_info(self);
   if (!self->ds || self->pid != getpid()) {
     loader_check_open(self);
     return NULL;
@@ -836,10 +955,27 @@ static PyObject *make_array(PyObject *base, void *ptr, int dt, int ndim, const P
   return (PyObject *)a;
 }
 
+/* A token batch's arrays (include/stoker/tokens.h); 0, or -1 with an error
+ * set when the loader does not serve token windows. */
+static int token_batch(BatchObject *self, struct stk_token_batch *tb) {
+  if (!self->owner->tok || stk_batch_tokens(self->owner->l, self->b, tb) != 0) {
+    PyErr_SetString(PyExc_AttributeError, "not a token batch (the loader was opened without seq_len)");
+    return -1;
+  }
+  return 0;
+}
+
 static PyObject *Batch_data(BatchObject *self, void *closure) {
   (void)closure;
   LoaderObject *o = self->owner;
   struct stk_batch *b = self->b;
+  if (o->tok) { /* [rows, seq_len + 1] tokens */
+    struct stk_token_batch tb;
+    if (token_batch(self, &tb)) return NULL;
+    Py_ssize_t shape[2] = {tb.rows, tb.cols};
+    return make_array((PyObject *)self, tb.tokens, tb.type == STK_TOKENS_INT64 ? DT_I64 : DT_I32,
+                      2, shape);
+  }
   if (o->fixed) {
     Py_ssize_t shape[4] = {b->n, o->chw ? o->c : o->h, o->chw ? o->h : o->w, o->chw ? o->w : o->c};
     return make_array((PyObject *)self, b->data, o->f32 ? DT_F32 : DT_U8, 4, shape);
@@ -853,8 +989,43 @@ static PyObject *Batch_data(BatchObject *self, void *closure) {
   return make_array((PyObject *)self, b->data, DT_U8, 1, shape);
 }
 
+static PyObject *Batch_loss_mask(BatchObject *self, void *closure) {
+  (void)closure;
+  struct stk_token_batch tb;
+  if (token_batch(self, &tb)) return NULL;
+  Py_ssize_t shape[2] = {tb.rows, tb.cols};
+  return make_array((PyObject *)self, (void *)tb.loss_mask, DT_U8, 2, shape);
+}
+
+/* [rows, cols + 1] int32: row i's first cu_count[i] entries are its
+ * document boundaries (0 first, its real token count last). */
+static PyObject *Batch_cu_seqlens(BatchObject *self, void *closure) {
+  (void)closure;
+  struct stk_token_batch tb;
+  if (token_batch(self, &tb)) return NULL;
+  Py_ssize_t shape[2] = {tb.rows, tb.cu_stride};
+  return make_array((PyObject *)self, (void *)tb.cu_seqlens, DT_I32, 2, shape);
+}
+
+static PyObject *Batch_cu_count(BatchObject *self, void *closure) {
+  (void)closure;
+  struct stk_token_batch tb;
+  if (token_batch(self, &tb)) return NULL;
+  Py_ssize_t shape[1] = {tb.rows};
+  return make_array((PyObject *)self, (void *)tb.cu_count, DT_I32, 1, shape);
+}
+
+static PyObject *Batch_windows(BatchObject *self, void *closure) {
+  (void)closure;
+  struct stk_token_batch tb;
+  if (token_batch(self, &tb)) return NULL;
+  Py_ssize_t shape[1] = {tb.rows};
+  return make_array((PyObject *)self, (void *)tb.windows, DT_U64, 1, shape);
+}
+
 static PyObject *Batch_labels(BatchObject *self, void *closure) {
   (void)closure;
+  if (self->owner->tok) Py_RETURN_NONE; /* windows carry no labels: tokens[:, 1:] are */
   Py_ssize_t shape[1] = {self->b->n};
   return make_array((PyObject *)self, (void *)self->b->labels, DT_I32, 1, shape);
 }
@@ -903,6 +1074,14 @@ static PyObject *Batch_item(BatchObject *self, Py_ssize_t i) {
     PyErr_SetString(PyExc_IndexError, "batch index out of range");
     return NULL;
   }
+  if (o->tok) { /* window i's tokens */
+    struct stk_token_batch tb;
+    if (token_batch(self, &tb)) return NULL;
+    int dt = tb.type == STK_TOKENS_INT64 ? DT_I64 : DT_I32;
+    Py_ssize_t shape[1] = {tb.cols};
+    return make_array((PyObject *)self, (char *)tb.tokens + (size_t)i * tb.cols * dtypes[dt].size,
+                      dt, 1, shape);
+  }
   if (o->fixed) {
     Py_ssize_t shape[3] = {o->chw ? o->c : o->h, o->chw ? o->h : o->w, o->chw ? o->w : o->c};
     return make_array((PyObject *)self, b->data + (uint64_t)i * o->sample_bytes,
@@ -931,6 +1110,14 @@ static PyGetSetDef Batch_getset[] = {
     {"seq", (getter)Batch_seq, NULL, "Batch number since the loader started.", NULL},
     {"skipped", (getter)Batch_skipped, NULL, "Samples dropped by on_error='skip'.", NULL},
     {"nbytes", (getter)Batch_nbytes, NULL, "Sum of the samples' lengths.", NULL},
+    {"loss_mask", (getter)Batch_loss_mask, NULL,
+     "Token batches: [rows, seq_len + 1] uint8, 1 on real tokens, 0 on padding.", NULL},
+    {"cu_seqlens", (getter)Batch_cu_seqlens, NULL,
+     "Token batches: [rows, seq_len + 2] int32; row i's first cu_count[i] entries are its "
+     "document boundaries (0 first, its real token count last).", NULL},
+    {"cu_count", (getter)Batch_cu_count, NULL, "Token batches: boundaries per row (int32).", NULL},
+    {"windows", (getter)Batch_windows, NULL, "Token batches: each row's window number (uint64).",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PySequenceMethods Batch_seq_methods = {

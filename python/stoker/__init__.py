@@ -186,6 +186,34 @@ def _source(v):
     return v
 
 
+def _blend(v):
+    """A blend of Megatron datasets: the CLI's 'W1 PATH1 W2 PATH2 ...' or
+    a list of (weight, path) pairs, as [(float, str), ...]; None alone."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        parts = v.split()
+        if not parts or len(parts) % 2:
+            raise ValueError(f"blend: {v!r} is not 'W1 PATH1 W2 PATH2 ...'")
+        v = list(zip(parts[0::2], parts[1::2]))
+    try:
+        pairs = [(w, p) for w, p in v]
+    except (TypeError, ValueError):
+        raise TypeError("blend: expected (weight, path) pairs or 'W1 PATH1 W2 PATH2 ...'") from None
+    out = []
+    for w, p in pairs:
+        try:
+            wf = float(w)
+        except (TypeError, ValueError):
+            raise ValueError(f"blend: weight {w!r} is not a number") from None
+        if not math.isfinite(wf) or wf <= 0:
+            raise ValueError(f"blend: weight {w!r} must be a positive number")
+        out.append((wf, _source(p)))
+    if not out:
+        raise ValueError("blend: no datasets")
+    return out
+
+
 _pin_warned = False
 
 
@@ -234,7 +262,8 @@ class Loader(_stoker.Loader):
     Sampling:
       shuffle=True        True/"auto" (global for random-access formats, else block),
                           False/"none", "global", "block"
-      seed=0              shuffle and augmentation seed
+      seed=0              shuffle and augmentation seed (with seq_len: Megatron's
+                          random_seed, default 1234)
       window=4096         block-shuffle window in samples
       rank=0, world=1     read rank's share of world ranks
       shares="uneven"     when world does not divide an epoch: "uneven" (shares
@@ -267,6 +296,18 @@ class Loader(_stoker.Loader):
       io_depth=64         read requests in flight
       pin_memory=False    page-locked batch buffers (CUDA runtime, loaded at run
                           time); without a GPU it warns once and goes on
+    Token windows (LLM training on Megatron-LM indexed datasets, .bin + .idx;
+    docs/internals/tokens.md):
+      seq_len=None        tokens per sample: batches become [batch, seq_len + 1]
+                          token arrays in Megatron GPTDataset's order
+      samples=0           windows wanted (Megatron's num_samples; 0: one epoch)
+      split=None          Megatron's split, "969,30,1"; split_index=0 the part
+      blend=None          several datasets mixed by weight: [(w, path), ...] or
+                          "W1 PATH1 W2 PATH2" (Megatron's BlendedDataset; needs samples)
+      windows="megatron"  "megatron" (across documents), "document" (within one,
+                          padded) or "pack" (whole documents, boundaries in cu_seqlens)
+      tokens="int64"      "int64" or "int32" batches
+      index_dir=None      where window index files live (None: beside the data)
     Cache (URLs, or a path staged through a disk tier):
       cache_dir, cache_size, ram_cache_size, cache_min_free, cache_prefetch
       (size, or "off"), fetchers, cache_no_fsync, s3_endpoint, s3_region,
@@ -340,7 +381,7 @@ class Loader(_stoker.Loader):
         return verdict
 
 
-def _options(source, batch_size=64, *, shuffle=True, seed=0, epochs=1,
+def _options(source, batch_size=64, *, shuffle=True, seed=None, epochs=1,
              drop_last=False, epoch_samples=0, threads=0, window=0, rank=0, world=1,
              shares="uneven", resume=None, decode="raw", field=None, size=224, dtype="u8", layout="hwc",
              eval=False, scale=None, ratio=None, mean=None, std=None, format=None,
@@ -349,9 +390,24 @@ def _options(source, batch_size=64, *, shuffle=True, seed=0, epochs=1,
              index_threads=0, cache_dir=None, cache_size=None, ram_cache_size=None,
              cache_min_free=None, cache_prefetch=None, fetchers=None, cache_no_fsync=False,
              s3_endpoint=None, s3_region=None, s3_profile=None, s3_addressing="auto",
-             connect_timeout_s=None, retry_max_s=None):
-    src = _source(source)
+             connect_timeout_s=None, retry_max_s=None, seq_len=None, samples=0, split=None,
+             split_index=0, blend=None, windows="megatron", tokens="int64", index_dir=None):
     o = {}
+    o["seq_len"] = _int("seq_len", seq_len, 1, 1 << 30)
+    o["blend"] = _blend(blend)
+    if o["blend"] is not None and o["seq_len"] is None:
+        raise ValueError("blend: token windows need seq_len")
+    # A blend names its datasets itself: the source may be None then.
+    src = _source(source) if not (o["blend"] and source is None) else o["blend"][0][1]
+    if o["seq_len"] is not None:
+        o["samples"] = _int("samples", samples)
+        o["split"] = _str("split", split)
+        o["split_index"] = _int("split_index", split_index, 0, 2)
+        o["windows"] = _choice("windows", windows, ["megatron", "document", "pack"])
+        o["tokens"] = _choice("tokens", tokens, ["int32", "int64"])
+        o["index_dir"] = _str("index_dir", index_dir)
+    elif samples or split is not None or split_index or index_dir is not None:
+        raise ValueError("samples, split, split_index, index_dir: token windows need seq_len")
     o["batch_size"] = _int("batch_size", batch_size, 1, 1 << 24, none_ok=False)
     o["threads"] = _int("threads", threads, 0, 4096)
     o["epochs"] = _int("epochs", epochs, 1, (1 << 32) - 1)
@@ -361,7 +417,9 @@ def _options(source, batch_size=64, *, shuffle=True, seed=0, epochs=1,
         o["shuffle"] = 0 if shuffle else 1
     else:
         o["shuffle"] = _choice("shuffle", shuffle, ["auto", "none", "global", "block"])
-    o["seed"] = _int("seed", seed)
+    # With token windows the seed is Megatron's random_seed (default 1234).
+    o["seed"] = _int("seed", (1234 if o["seq_len"] else 0) if seed is None else seed,
+                     0, (1 << 32) - 1 if o["seq_len"] else (1 << 64) - 1)
     o["window"] = _int("window", window)
     o["rank"] = _int("rank", rank, 0, (1 << 32) - 1)
     o["world"] = _int("world", world, 1, (1 << 32) - 1)

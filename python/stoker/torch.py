@@ -71,7 +71,10 @@ class StokerDataset(IterableDataset):
 
     An IterableDataset of (inputs, labels) batches read by stoker.Loader
     (every Loader option is accepted: decode, size, dtype, layout, shuffle,
-    seed, drop_last, cache_dir, pin_memory, ...). shares defaults to "pad"
+    seed, drop_last, cache_dir, pin_memory, ...; seq_len= and the token
+    options make it a dataset of GPT token windows: each item is then a dict
+    {"tokens", "labels", "loss_mask"[, "cu_seqlens", "position_ids"]}).
+    shares defaults to "pad"
     here: every rank gets the same number of batches (len()), the last round
     of an epoch that the world does not divide wrapping to its first
     samples, as DistributedSampler does; shares="drop" leaves them out.
@@ -111,7 +114,7 @@ class StokerDataset(IterableDataset):
         # (a rank that runs out first leaves the others waiting in DDP's
         # all-reduce): the last round wraps; shares="drop" leaves it out.
         self.options.setdefault("shares", "pad")
-        self.seed = options.get("seed", 0)
+        self.seed = options.get("seed", 1234 if options.get("seq_len") else 0)
         # Checked here, not at the first pass.
         if world_size is not None:
             world_size = _whole("world_size", world_size, 1, (1 << 32) - 1)
@@ -267,7 +270,34 @@ class StokerDataset(IterableDataset):
         d["_ld"] = d["_loader"] = d["_pending"] = None
         return d
 
+    def _token_item(self, batch):
+        """A token batch as the dict a GPT training step takes (Megatron's
+        field names): inputs, labels shifted by one and the loss mask on the
+        labels, views of the batch's memory; with document windows or
+        packing also the documents' boundaries over the flattened inputs
+        (flash-attention's cu_seqlens) and positions restarting at each."""
+        t = torch.from_dlpack(batch.data)  # [B, S + 1]
+        mask = torch.from_dlpack(batch.loss_mask)
+        item = {"tokens": t[:, :-1], "labels": t[:, 1:], "loss_mask": mask[:, 1:]}
+        if self.options.get("windows", "megatron") != "megatron":
+            rows, s = t.shape[0], t.shape[1] - 1
+            cu = torch.from_dlpack(batch.cu_seqlens)
+            counts = torch.from_dlpack(batch.cu_count).tolist()
+            flat, pos = [0], torch.empty((rows, s), dtype=torch.int64)
+            for i in range(rows):
+                bounds = sorted({min(int(b), s) for b in cu[i, :counts[i]].tolist()} | {0, s})
+                for a, b in zip(bounds, bounds[1:]):
+                    pos[i, a:b] = torch.arange(b - a)
+                    flat.append(i * s + b)
+            item["cu_seqlens"] = torch.tensor(flat, dtype=torch.int32)
+            item["position_ids"] = pos
+        if self.return_indices:
+            item["windows"] = torch.tensor(memoryview(batch.windows).cast("B").cast("q"))
+        return item
+
     def _item(self, batch):
+        if self.options.get("seq_len"):
+            return self._token_item(batch)
         x = self._inputs(batch)
         y = torch.from_dlpack(batch.labels).long()
         if self.return_indices:
