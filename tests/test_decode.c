@@ -341,8 +341,7 @@ TEST(decode_jpeg_matches_aa_reference) {
 /* An axis for geometry g in malloc'ed arrays (free a.first, a.wt). */
 static struct stk__rs_axis rs_axis(const struct stk__rs_geom *g) {
   struct stk__rs_axis a = {malloc(sizeof(int32_t) * (size_t)g->count),
-                           malloc(sizeof(int16_t) * (size_t)g->count * stk__rs_stride(g)), 0, 0,
-                           0};
+                           malloc(sizeof(int16_t) * (size_t)g->count * stk__rs_stride(g)), 0, 0, 0};
   double *scratch = malloc(sizeof(double) * stk__rs_scratch(g));
   stk__rs_build(&a, g, scratch);
   free(scratch);
@@ -383,8 +382,9 @@ TEST(resize_weights_match_pytorch) {
       {4, 2, {{109, 0}, {109, 36}, {36, 109}, {0, 109}}},
       {2, 4, {{255, 191, 64, 0}, {0, 64, 191, 255}}},
       {5, 3, {{146, 0, 0}, {109, 57, 0}, {0, 142, 0}, {0, 57, 109}, {0, 0, 146}}},
-      {7, 3, {{91, 0, 0}, {109, 15, 0}, {55, 60, 0}, {0, 105, 0}, {0, 60, 55}, {0, 15, 109},
-              {0, 0, 91}}},
+      {7,
+       3,
+       {{91, 0, 0}, {109, 15, 0}, {55, 60, 0}, {0, 105, 0}, {0, 60, 55}, {0, 15, 109}, {0, 0, 91}}},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     g = rs_geom(cases[c].n, cases[c].m);
@@ -532,8 +532,10 @@ TEST(resize_random_crop_distribution) {
       off[i] = (c[0] + 0.5) / (W - c[2] + 1);
     }
     double da = ks(area, n, &tab[0]), dr = ks(logr, n, &tab[1]), dx = ks(off, n, &tab[2]);
-    CHECK_MSG(da < bound && dr < bound && dx < bound, "%dx%d: KS area %.4f, log ratio %.4f, "
-              "offset %.4f (bound %.4f)", W, H, da, dr, dx, bound);
+    CHECK_MSG(da < bound && dr < bound && dx < bound,
+              "%dx%d: KS area %.4f, log ratio %.4f, "
+              "offset %.4f (bound %.4f)",
+              W, H, da, dr, dx, bound);
   }
   /* 10:1: P(fit) is small, so the fallback (the 4:3 centre) is common. */
   int W = 10000, H = 1000, fallback = 0;

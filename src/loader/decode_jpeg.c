@@ -28,6 +28,13 @@
 #if defined(__SSE2__) && !defined(STK_NO_SSE2)
 #define USE_SSE2 1
 #include <emmintrin.h>
+/* The resize's multiply-adds also come in AVX2, chosen per thread at run
+ * time (cpuid), twice the width for the same instruction count;
+ * -DSTK_NO_AVX2 leaves them SSE2, to test that path here. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(STK_NO_AVX2)
+#define USE_AVX2 1
+#include <immintrin.h>
+#endif
 #endif
 
 #define OUT_DEFAULT 224
@@ -81,6 +88,7 @@ enum colour { COL_YCC, COL_GRAY, COL_RGB };
 struct jpeg_tls {
   tjhandle tj;
   unsigned denoms; /* bit d set when 1/d DCT scaling is available */
+  int avx2;        /* the CPU has AVX2: the resize passes use it */
   uint8_t *img;    /* decoded planes or pixels */
   size_t img_cap;
   uint8_t *span; /* STRIP vertically resized rows, then transposed */
@@ -88,6 +96,10 @@ struct jpeg_tls {
   void *tab; /* axes and strip buffers, one allocation */
   void *wts; /* the axes' weights and build scratch, sized per image */
   size_t wts_cap;
+  /* The geometry the axes were last built for (x, y per plane geometry):
+   * images of one size in eval mode reuse them. geo_n 0: none. */
+  struct stk__rs_geom geo[4];
+  int geo_n, geo_unit;
   int tab_w, tab_h;
   struct axis ax[2], ay[2]; /* [0] luma or pixels, [1] chroma */
   uint8_t *cols;            /* PAD16(ow) resized columns of STRIP rows */
@@ -179,8 +191,8 @@ static struct rect eval_crop(const struct params *p, int W, int H) {
  * DCT_MARGIN decoded samples per output sample on both axes, so the
  * antialiased resize still sees the detail it averages. The IDCT's own
  * low-pass is not torchvision's triangle: with one decoded sample per
- * output (the old rule) photos lost 12 to 20 dB against torchvision; with
- * two they lose 1 to 2.5 dB and stay above 49 dB (docs/internals/
+ * output (the old rule) photos lost 9 to 20 dB against torchvision; with
+ * two they lose 1.4 to 2.3 dB and stay above 49 dB (docs/internals/
  * loader.md has the figures). The M/8 factors
  * in between are skipped on purpose: their IDCTs have no SIMD code and
  * decode slower than 1/1. */
@@ -232,6 +244,9 @@ static int tls_get(void **slot, struct jpeg_tls **out, char *err) {
   for (int i = 0; sf && i < n; i++)
     if (sf[i].num == 1 && (sf[i].denom == 2 || sf[i].denom == 4 || sf[i].denom == 8))
       t->denoms |= 1u << sf[i].denom;
+#ifdef USE_AVX2
+  t->avx2 = __builtin_cpu_supports("avx2") != 0;
+#endif
   *slot = *out = t;
   return 0;
 }
@@ -251,12 +266,13 @@ static int grow(void **buf, size_t *cap, size_t need, char *err) {
 static int tls_tables(struct jpeg_tls *t, int oh, int ow, char *err) {
   if (t->tab && t->tab_w >= ow && t->tab_h >= oh) return 0;
   size_t w = PAD16(STK__MAX(ow, t->tab_w)), h = PAD16(STK__MAX(oh, t->tab_h));
-  size_t bytes = sizeof(float) * 3 * w + 2 * sizeof(int32_t) * (w + h) +
-                 (size_t)STRIP * w * 4 + 3 * w + 16;
+  size_t bytes =
+      sizeof(float) * 3 * w + 2 * sizeof(int32_t) * (w + h) + (size_t)STRIP * w * 4 + 3 * w + 16;
   uint8_t *p = malloc(bytes);
   if (!p) return stk__errf(err, STK_ENOMEM, "jpeg: out of memory for resize tables");
   free(t->tab);
   t->tab = p;
+  t->geo_n = 0;
   t->tab_w = (int)w;
   t->tab_h = (int)h;
   t->frow = (float *)(void *)p;
@@ -352,8 +368,8 @@ static void conv16(const uint8_t *src, size_t step, const int16_t *w, int taps, 
     const uint8_t *p = src + x;
     for (int k = 0; k < taps; k += 2, p += 2 * step) {
       int last = k + 1 == taps;
-      __m128i wk = _mm_set1_epi32((int)((uint32_t)(uint16_t)w[k] |
-                                        (last ? 0u : (uint32_t)(uint16_t)w[k + 1] << 16)));
+      __m128i wk = _mm_set1_epi32(
+          (int)((uint32_t)(uint16_t)w[k] | (last ? 0u : (uint32_t)(uint16_t)w[k + 1] << 16)));
       __m128i a = _mm_loadu_si128((const __m128i *)(const void *)p);
       __m128i b = last ? zero : _mm_loadu_si128((const __m128i *)(const void *)(p + step));
       __m128i lo = _mm_unpacklo_epi8(a, b), hi = _mm_unpackhi_epi8(a, b);
@@ -376,6 +392,78 @@ static void conv16(const uint8_t *src, size_t step, const int16_t *w, int taps, 
   }
 #endif
 }
+
+#ifdef USE_AVX2
+/* The two weights of taps k and k + 1 (0 past the last) as one 32-bit
+ * lane, the pmaddwd operand. */
+static inline int wpair(const int16_t *w, int k, int taps) {
+  return (int)((uint32_t)(uint16_t)w[k] | (k + 1 < taps ? (uint32_t)(uint16_t)w[k + 1] << 16 : 0u));
+}
+
+/* Four 8-pixel multiply-add rounds of 16-bit pairs, then shift and pack:
+ * the body both AVX2 passes share. a, b: taps k and k + 1. */
+#define AVX2_MADD(s, a, b, wk, zero)                                                       \
+  do {                                                                                     \
+    __m256i lo_ = _mm256_unpacklo_epi8(a, b), hi_ = _mm256_unpackhi_epi8(a, b);            \
+    s[0] = _mm256_add_epi32(s[0], _mm256_madd_epi16(_mm256_unpacklo_epi8(lo_, zero), wk)); \
+    s[1] = _mm256_add_epi32(s[1], _mm256_madd_epi16(_mm256_unpackhi_epi8(lo_, zero), wk)); \
+    s[2] = _mm256_add_epi32(s[2], _mm256_madd_epi16(_mm256_unpacklo_epi8(hi_, zero), wk)); \
+    s[3] = _mm256_add_epi32(s[3], _mm256_madd_epi16(_mm256_unpackhi_epi8(hi_, zero), wk)); \
+  } while (0)
+
+__attribute__((target("avx2"))) static inline __m256i avx2_pack(__m256i s[4], int prec) {
+  const __m128i shift = _mm_cvtsi32_si128(prec);
+  for (int q = 0; q < 4; q++) s[q] = _mm256_sra_epi32(s[q], shift);
+  /* The lane-wise unpacks and packs undo each other: bytes stay in order. */
+  return _mm256_packus_epi16(_mm256_packs_epi32(s[0], s[1]), _mm256_packs_epi32(s[2], s[3]));
+}
+
+/* conv16, 32 bytes a step (the last 16 by conv16). */
+__attribute__((target("avx2"))) static void conv_avx2(const uint8_t *src, size_t step,
+                                                      const int16_t *w, int taps, int prec,
+                                                      uint8_t *dst, size_t n) {
+  const __m256i zero = _mm256_setzero_si256(), init = _mm256_set1_epi32(1 << (prec - 1));
+  size_t x = 0;
+  for (; x + 32 <= n; x += 32) {
+    __m256i s[4] = {init, init, init, init};
+    const uint8_t *p = src + x;
+    for (int k = 0; k < taps; k += 2, p += 2 * step) {
+      __m256i wk = _mm256_set1_epi32(wpair(w, k, taps));
+      __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)p);
+      __m256i b =
+          k + 1 < taps ? _mm256_loadu_si256((const __m256i *)(const void *)(p + step)) : zero;
+      AVX2_MADD(s, a, b, wk, zero);
+    }
+    _mm256_storeu_si256((__m256i *)(void *)(dst + x), avx2_pack(s, prec));
+  }
+  if (x < n) conv16(src + x, step, w, taps, prec, dst + x, n - x);
+}
+
+/* conv16 for two outputs of 16 bytes at once, from s0 with weights w0 to
+ * dst[0..16) and from s1 with w1 to dst[16..32): one in each 128-bit lane. */
+__attribute__((target("avx2"))) static void conv_pair_avx2(const uint8_t *s0, const uint8_t *s1,
+                                                           size_t step, const int16_t *w0,
+                                                           const int16_t *w1, int taps, int prec,
+                                                           uint8_t *dst) {
+  const __m256i zero = _mm256_setzero_si256(), init = _mm256_set1_epi32(1 << (prec - 1));
+  __m256i s[4] = {init, init, init, init};
+  for (int k = 0; k < taps; k += 2) {
+    size_t o = (size_t)k * step;
+    __m256i wk = _mm256_inserti128_si256(_mm256_set1_epi32(wpair(w0, k, taps)),
+                                         _mm_set1_epi32(wpair(w1, k, taps)), 1);
+    __m256i a = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(s0 + o))),
+        _mm_loadu_si128((const __m128i *)(const void *)(s1 + o)), 1);
+    __m256i b = zero;
+    if (k + 1 < taps)
+      b = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(s0 + o + step))),
+          _mm_loadu_si128((const __m128i *)(const void *)(s1 + o + step)), 1);
+    AVX2_MADD(s, a, b, wk, zero);
+  }
+  _mm256_storeu_si256((__m256i *)(void *)dst, avx2_pack(s, prec));
+}
+#endif
 
 /* Transpose a 16x16 byte block. A round interleaves row i with row i + 8
  * (i < 8), which rotates the 8-bit (row, column) index of every byte left
@@ -417,16 +505,28 @@ static void resize_strip(struct jpeg_tls *t, const struct plane *pl, int y0, int
   for (int r = 0; r < STRIP; r++) {
     int oy = STK__MIN(y0 + r, oh - 1);
     const uint8_t *r0 = pl->base + (size_t)(ay->lo + ay->ofs[oy]) * pl->stride + ax->lo;
-    conv16(r0, pl->stride, ay->wt + (size_t)oy * ay->stride, ay->taps, ay->prec, rows + r * span,
-           span);
+    const int16_t *w = ay->wt + (size_t)oy * ay->stride;
+#ifdef USE_AVX2
+    if (t->avx2) {
+      conv_avx2(r0, pl->stride, w, ay->taps, ay->prec, rows + r * span, span);
+      continue;
+    }
+#endif
+    conv16(r0, pl->stride, w, ay->taps, ay->prec, rows + r * span, span);
   }
   for (size_t x = 0; x < span; x += 16) transpose16(rows + x, span, cols + x * STRIP, STRIP);
   for (int k = 0; k < pl->nch; k++) {
-    for (size_t i = 0; i < owp; i++) {
-      const uint8_t *a = cols + (size_t)(ax->ofs[i] + k) * STRIP;
-      conv16(a, (size_t)ax->step * STRIP, ax->wt + i * ax->stride, ax->taps, ax->prec,
-             t->cols + i * STRIP, STRIP);
-    }
+    size_t i = 0, step = (size_t)ax->step * STRIP;
+#ifdef USE_AVX2
+    if (t->avx2)
+      for (; i < owp; i += 2)
+        conv_pair_avx2(cols + (size_t)(ax->ofs[i] + k) * STRIP,
+                       cols + (size_t)(ax->ofs[i + 1] + k) * STRIP, step, ax->wt + i * ax->stride,
+                       ax->wt + (i + 1) * ax->stride, ax->taps, ax->prec, t->cols + i * STRIP);
+#endif
+    for (; i < owp; i++)
+      conv16(cols + (size_t)(ax->ofs[i] + k) * STRIP, step, ax->wt + i * ax->stride, ax->taps,
+             ax->prec, t->cols + i * STRIP, STRIP);
     for (size_t x = 0; x < owp; x += 16) transpose16(t->cols + x * STRIP, STRIP, strip[k] + x, owp);
   }
 }
@@ -626,8 +726,9 @@ static int setup_axes(struct jpeg_tls *t, const struct params *p, struct rect c,
                       int sw, int sh, int ss, enum colour col, struct plane pl[3], int np,
                       char *err) {
   int unit = col == COL_RGB ? 3 : 1, ngeo = col == COL_YCC && ss != TJSAMP_444 ? 2 : 1;
-  struct stk__rs_geom gx[2], gy[2];
-  size_t nwt = 0, nscratch = 0;
+  struct stk__rs_geom gx[2], gy[2], key[4];
+  size_t nwt = 0, nscratch = 0, span = 0;
+  memset(key, 0, sizeof key);
   for (int g = 0; g < ngeo; g++) {
     int hs = g ? tjMCUWidth[ss] / 8 : 1, vs = g ? tjMCUHeight[ss] / 8 : 1;
     int pw = g ? tjPlaneWidth(1, sw, ss) : sw, ph = g ? tjPlaneHeight(1, sh, ss) : sh;
@@ -636,19 +737,24 @@ static int setup_axes(struct jpeg_tls *t, const struct params *p, struct rect c,
     nwt += PAD16(p->ow) * (size_t)stk__rs_stride(&gx[g]) +
            PAD16(p->oh) * (size_t)stk__rs_stride(&gy[g]);
     nscratch = STK__MAX(nscratch, STK__MAX(stk__rs_scratch(&gx[g]), stk__rs_scratch(&gy[g])));
+    key[2 * g] = gx[g], key[2 * g + 1] = gy[g];
   }
-  int rc = grow(&t->wts, &t->wts_cap, nscratch * sizeof(double) + nwt * sizeof(int16_t), err);
-  if (rc) return rc;
-  double *scratch = t->wts;
-  int16_t *wt = (int16_t *)(void *)(scratch + nscratch);
-  size_t span = 0;
-  for (int g = 0; g < ngeo; g++) {
-    build_axis(&t->ax[g], &gx[g], unit, wt, scratch);
-    wt += PAD16(p->ow) * (size_t)t->ax[g].stride;
-    build_axis(&t->ay[g], &gy[g], 1, wt, scratch);
-    wt += PAD16(p->oh) * (size_t)t->ay[g].stride;
-    span = STK__MAX(span, PAD16(t->ax[g].hi - t->ax[g].lo));
+  if (t->geo_n != ngeo || t->geo_unit != unit || memcmp(t->geo, key, sizeof key) != 0) {
+    t->geo_n = 0;
+    int rc = grow(&t->wts, &t->wts_cap, nscratch * sizeof(double) + nwt * sizeof(int16_t), err);
+    if (rc) return rc;
+    double *scratch = t->wts;
+    int16_t *wt = (int16_t *)(void *)(scratch + nscratch);
+    for (int g = 0; g < ngeo; g++) {
+      build_axis(&t->ax[g], &gx[g], unit, wt, scratch);
+      wt += PAD16(p->ow) * (size_t)t->ax[g].stride;
+      build_axis(&t->ay[g], &gy[g], 1, wt, scratch);
+      wt += PAD16(p->oh) * (size_t)t->ay[g].stride;
+    }
+    memcpy(t->geo, key, sizeof key);
+    t->geo_n = ngeo, t->geo_unit = unit;
   }
+  for (int g = 0; g < ngeo; g++) span = STK__MAX(span, PAD16(t->ax[g].hi - t->ax[g].lo));
   for (int k = 0; k < np; k++) {
     int g = k > 0 && ngeo > 1;
     pl[k].ax = &t->ax[g];

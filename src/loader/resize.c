@@ -120,7 +120,8 @@ void stk__rs_build(struct stk__rs_axis *a, const struct stk__rs_geom *g, double 
    * full-resolution plane that maximum is over the whole resized axis, the
    * samples a centre crop drops included, as PyTorch sizes its fixed point
    * by it; each resized sample is computed once. */
-  int taps = 1, r0 = g->sub <= 1 ? 0 : g->first, r1 = g->sub <= 1 ? g->resized : g->first + g->count;
+  int taps = 1, r0 = g->sub <= 1 ? 0 : g->first,
+      r1 = g->sub <= 1 ? g->resized : g->first + g->count;
   double wt_max = 0;
   for (int r = r0; r < r1; r++) {
     int size = luma_taps(g, lo, hi, r, w, &x0);
