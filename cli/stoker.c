@@ -215,6 +215,14 @@ static int stdout_done(const char *cmd, int rc) {
 static int run_main(int argc, char **argv);
 
 int main(int argc, char **argv) {
+  /* Into a file or a pipe, the whole report is kept until the end (up to
+   * 1 MiB), so a write that fails is seen by stdout_done with its own
+   * errno: stdio loses it when a smaller buffer fills mid-report (a
+   * 5 KiB help text to a full disk said "Input/output error"). Not for the
+   * agent and the live view, whose lines must leave as they are written. */
+  static char outbuf[1 << 20];
+  int live = argc > 1 && (!strcmp(argv[1], "watch") || !strcmp(argv[1], "top"));
+  if (!live && !isatty(STDOUT_FILENO)) setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
   return stdout_done(argc > 1 && argv[1][0] != '-' ? argv[1] : NULL, run_main(argc, argv));
 }
 
