@@ -90,6 +90,28 @@ int test_sh(char **output, const char *fmt, ...) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+void test_buf_put(struct test_buf *b, const void *p, size_t n) {
+  if (b->n + n > b->cap) {
+    b->cap = (b->n + n) * 2 + 64;
+    b->p = realloc(b->p, b->cap);
+    CHECK(b->p);
+  }
+  if (n) memcpy(b->p + b->n, p, n);
+  b->n += n;
+}
+
+void test_buf_le(struct test_buf *b, uint64_t v, int bytes) {
+  uint8_t t[8];
+  for (int i = 0; i < bytes; i++) t[i] = (uint8_t)(v >> (8 * i));
+  test_buf_put(b, t, (size_t)bytes);
+}
+
+uint64_t test_ld_le(const uint8_t *p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
 void test_write_file(const char *path, const void *data, size_t len) {
   FILE *f = fopen(path, "wb");
   if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0)

@@ -53,6 +53,18 @@ int test_sh(char **output, const char *fmt, ...) __attribute__((format(printf, 2
 const char *test_shared_data(void);
 /* Write len bytes to path; read a whole file (caller frees). */
 void test_write_file(const char *path, const void *data, size_t len);
+
+/* A growing byte buffer for the tests' independent writers (file formats
+ * laid out by hand): test_buf_put appends bytes, test_buf_le an unsigned
+ * value little-endian in `bytes` bytes whatever the host; free(b->p) after. */
+struct test_buf {
+  uint8_t *p;
+  size_t n, cap;
+};
+void test_buf_put(struct test_buf *b, const void *p, size_t n);
+void test_buf_le(struct test_buf *b, uint64_t v, int bytes);
+/* The little-endian unsigned value of `bytes` bytes at p. */
+uint64_t test_ld_le(const uint8_t *p, int bytes);
 uint8_t *test_read_file(const char *path, size_t *len);
 
 #endif

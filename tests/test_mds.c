@@ -14,26 +14,8 @@
 
 /* ---- an independent writer -------------------------------------------- */
 
-struct buf {
-  uint8_t *p;
-  size_t n, cap;
-};
 
-static void put(struct buf *b, const void *p, size_t n) {
-  if (b->n + n > b->cap) {
-    b->cap = (b->n + n) * 2 + 64;
-    b->p = realloc(b->p, b->cap);
-    CHECK(b->p);
-  }
-  if (n) memcpy(b->p + b->n, p, n);
-  b->n += n;
-}
 
-static void put_le(struct buf *b, uint64_t v, int bytes) {
-  uint8_t t[8];
-  for (int i = 0; i < bytes; i++) t[i] = (uint8_t)(v >> (8 * i));
-  put(b, t, (size_t)bytes);
-}
 
 /* NumPy's dtypes with streaming's NDArray codes. */
 static const struct {
@@ -55,26 +37,26 @@ struct col {
 
 /* One sample's column values, in column order. */
 struct row {
-  struct buf v[MAXC];
+  struct test_buf v[MAXC];
 };
 
 /* A raw shard: u32 count, u32 offsets[count + 1], the config, samples. */
-static struct buf shard_bytes(const struct col *c, int nc, struct row *rows, int n) {
-  struct buf data = {0}, out = {0};
+static struct test_buf shard_bytes(const struct col *c, int nc, struct row *rows, int n) {
+  struct test_buf data = {0}, out = {0};
   uint32_t *offs = calloc((size_t)n + 1, 4);
   for (int i = 0; i < n; i++) {
     offs[i] = (uint32_t)data.n;
     for (int k = 0; k < nc; k++)
-      if (c[k].size < 0) put_le(&data, rows[i].v[k].n, 4);
-    for (int k = 0; k < nc; k++) put(&data, rows[i].v[k].p, rows[i].v[k].n);
+      if (c[k].size < 0) test_buf_le(&data, rows[i].v[k].n, 4);
+    for (int k = 0; k < nc; k++) test_buf_put(&data, rows[i].v[k].p, rows[i].v[k].n);
   }
   offs[n] = (uint32_t)data.n;
   const char *cfg = "{\"format\": \"mds\"}";
   uint64_t hdr = 4 + 4 * ((uint64_t)n + 1) + strlen(cfg);
-  put_le(&out, (uint64_t)n, 4);
-  for (int i = 0; i <= n; i++) put_le(&out, hdr + offs[i], 4);
-  put(&out, cfg, strlen(cfg));
-  put(&out, data.p, data.n);
+  test_buf_le(&out, (uint64_t)n, 4);
+  for (int i = 0; i <= n; i++) test_buf_le(&out, hdr + offs[i], 4);
+  test_buf_put(&out, cfg, strlen(cfg));
+  test_buf_put(&out, data.p, data.n);
   free(offs);
   free(data.p);
   return out;
@@ -82,7 +64,7 @@ static struct buf shard_bytes(const struct col *c, int nc, struct row *rows, int
 
 /* index.json's entry for one shard; comp NULL: uncompressed. zbytes < 0:
  * no zip_data.bytes. */
-static void index_entry(struct buf *ix, const struct col *c, int nc, int n, const char *base,
+static void index_entry(struct test_buf *ix, const struct col *c, int nc, int n, const char *base,
                         uint64_t raw, const char *comp, const char *zbase, long long zbytes) {
   char t[4096];
   size_t l = 0;
@@ -106,16 +88,16 @@ static void index_entry(struct buf *ix, const struct col *c, int nc, int n, cons
   else
     l += (size_t)snprintf(t + l, sizeof t - l, "{\"basename\": \"%s\", \"bytes\": %lld, \"hashes\": {}}}",
                           zbase, zbytes);
-  put(ix, t, l);
+  test_buf_put(ix, t, l);
 }
 
 /* Write dir/shard.00000.mds (or its .zstd with comp) and index.json. */
 static void write_mds(const char *dir, const struct col *c, int nc, struct row *rows, int n,
                       const char *comp) {
   mkdir(dir, 0755);
-  struct buf raw = shard_bytes(c, nc, rows, n), ix = {0};
+  struct test_buf raw = shard_bytes(c, nc, rows, n), ix = {0};
   char p[512];
-  put(&ix, "{\"shards\": [", 12);
+  test_buf_put(&ix, "{\"shards\": [", 12);
   if (comp && !strncmp(comp, "zstd", 4)) {
     size_t cap = ZSTD_compressBound(raw.n);
     uint8_t *z = malloc(cap);
@@ -137,7 +119,7 @@ static void write_mds(const char *dir, const struct col *c, int nc, struct row *
     test_write_file(p, raw.p, raw.n);
     index_entry(&ix, c, nc, n, "shard.00000.mds", raw.n, NULL, NULL, 0);
   }
-  put(&ix, "], \"version\": 2}", 16);
+  test_buf_put(&ix, "], \"version\": 2}", 16);
   snprintf(p, sizeof p, "%s/index.json", dir);
   test_write_file(p, ix.p, ix.n);
   free(ix.p);
@@ -151,34 +133,34 @@ static void free_rows(struct row *rows, int n) {
 }
 
 /* Element k of sample i in dtype d, as its little-endian bytes. */
-static void put_elem(struct buf *b, int d, int i, int k) {
+static void put_elem(struct test_buf *b, int d, int i, int k) {
   uint64_t v = (uint64_t)(i * 31 + k * 7 + 1);
   if (dts[d].type == STK_ELEM_F32) {
     float f = (float)v;
     uint32_t u;
     memcpy(&u, &f, 4);
-    put_le(b, u, 4);
+    test_buf_le(b, u, 4);
   } else if (dts[d].type == STK_ELEM_F64) {
     double f = (double)v;
     uint64_t u;
     memcpy(&u, &f, 8);
-    put_le(b, u, 8);
+    test_buf_le(b, u, 8);
   } else if (dts[d].type == STK_ELEM_F16) {
-    put_le(b, 0x3c00 + (v & 0xff), 2); /* any bit pattern: stoker does not look */
+    test_buf_le(b, 0x3c00 + (v & 0xff), 2); /* any bit pattern: stoker does not look */
   } else {
-    put_le(b, v, dts[d].size);
+    test_buf_le(b, v, dts[d].size);
   }
 }
 
 /* An ndarray value: [dtype code] [ndim << 2 | 0, shape as u8] values. */
-static void nd_value(struct buf *b, int d, int i, int with_dtype, int with_shape, int rows_,
+static void nd_value(struct test_buf *b, int d, int i, int with_dtype, int with_shape, int rows_,
                      int cols_) {
-  if (with_dtype) put_le(b, (uint64_t)dts[d].code, 1);
+  if (with_dtype) test_buf_le(b, (uint64_t)dts[d].code, 1);
   if (with_shape) {
     int nd = rows_ > 0 ? 2 : 1;
-    put_le(b, (uint64_t)(nd << 2), 1);
-    if (rows_ > 0) put_le(b, (uint64_t)rows_, 1);
-    put_le(b, (uint64_t)cols_, 1);
+    test_buf_le(b, (uint64_t)(nd << 2), 1);
+    if (rows_ > 0) test_buf_le(b, (uint64_t)rows_, 1);
+    test_buf_le(b, (uint64_t)cols_, 1);
   }
   for (int k = 0; k < (rows_ > 0 ? rows_ : 1) * cols_; k++) put_elem(b, d, i, k);
 }
@@ -227,7 +209,7 @@ static int every_dtype_ds(const char *dir, const char *comp, int n) {
     nd_value(&rows[i].v[k++], i % NDT, i, 1, 1, i % 3, 1 + i % 5);
     for (int d = 0; d < NDT; d++) nd_value(&rows[i].v[k++], d, i, 0, 1, 0, 1 + (i + d) % 7);
     nd_value(&rows[i].v[k++], 6, i, 0, 0, 2, 3);
-    put_le(&rows[i].v[k++], (uint64_t)i, 8);
+    test_buf_le(&rows[i].v[k++], (uint64_t)i, 8);
   }
   write_mds(dir, c, nc, rows, n, comp);
   free_rows(rows, n);
@@ -235,7 +217,7 @@ static int every_dtype_ds(const char *dir, const char *comp, int n) {
 }
 
 static void check_elems(const struct stk_field *f, int d, int i, int count) {
-  struct buf want = {0};
+  struct test_buf want = {0};
   for (int k = 0; k < count; k++) put_elem(&want, d, i, k);
   CHECK_EQ(f->len, want.n);
   CHECK_EQ(f->raw_len, want.n);
@@ -355,20 +337,20 @@ static void reindex_zip_bytes(const char *dir, long long zbytes, long long raw) 
   snprintf(p, sizeof p, "%s/index.json", dir);
   size_t n;
   char *t = (char *)test_read_file(p, &n);
-  struct buf o = {0};
+  struct test_buf o = {0};
   char *z = strstr(t, "\"zip_data\""), *r = strstr(t, "\"raw_data\"");
   CHECK(z && r);
   char *rb = strstr(r, "\"bytes\": ") + 9, *zb = strstr(z, "\"bytes\": ") + 9;
-  put(&o, t, (size_t)(rb - t));
+  test_buf_put(&o, t, (size_t)(rb - t));
   char num[32];
   int l = snprintf(num, sizeof num, "%lld", raw);
-  put(&o, num, (size_t)l);
+  test_buf_put(&o, num, (size_t)l);
   char *after = rb + strspn(rb, "0123456789");
-  put(&o, after, (size_t)(zb - after));
+  test_buf_put(&o, after, (size_t)(zb - after));
   l = snprintf(num, sizeof num, "%lld", zbytes);
-  put(&o, num, (size_t)l);
+  test_buf_put(&o, num, (size_t)l);
   after = zb + strspn(zb, "0123456789");
-  put(&o, after, n - (size_t)(after - t));
+  test_buf_put(&o, after, n - (size_t)(after - t));
   test_write_file(p, o.p, o.n);
   free(o.p);
   free(t);
@@ -432,7 +414,7 @@ TEST(mds_ndarray_bad_values) {
   struct col c[2] = {{"id", "int", 8}, {"tokens", "ndarray", -1}};
   struct row *rows = calloc(4, sizeof *rows);
   for (int i = 0; i < 4; i++) {
-    put_le(&rows[i].v[0], (uint64_t)i, 8);
+    test_buf_le(&rows[i].v[0], (uint64_t)i, 8);
     nd_value(&rows[i].v[1], 6, i, 1, 1, 0, 5);
   }
   rows[2].v[1].p[0] = 7; /* dtype code 7: none */
@@ -486,7 +468,7 @@ TEST(mds_ndarray_bad_values) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     struct col bc[1] = {{"x", bad[i].enc, bad[i].size}};
     struct row *r = calloc(1, sizeof *r);
-    put(&r[0].v[0], "\0\0\0\0\0\0\0\0", bad[i].size > 0 ? (size_t)bad[i].size : 1);
+    test_buf_put(&r[0].v[0], "\0\0\0\0\0\0\0\0", bad[i].size > 0 ? (size_t)bad[i].size : 1);
     write_mds("g", bc, 1, r, 1, NULL);
     free_rows(r, 1);
     open_fails("g", err);
@@ -503,11 +485,11 @@ TEST(mds_tokens_inspect_feed) {
   uint64_t token_bytes = 0;
   struct row *rows = calloc((size_t)n, sizeof *rows);
   for (int i = 0; i < n; i++) {
-    put_le(&rows[i].v[0], (uint64_t)i, 8);
+    test_buf_le(&rows[i].v[0], (uint64_t)i, 8);
     int len = 1 + (i * 37) % 200;
-    put_le(&rows[i].v[1], 1 << 2 | 1, 1); /* 1-D, shape as u16 */
-    put_le(&rows[i].v[1], (uint64_t)len, 2);
-    for (int k = 0; k < len; k++) put_le(&rows[i].v[1], (uint64_t)(i * 1000 + k), 4);
+    test_buf_le(&rows[i].v[1], 1 << 2 | 1, 1); /* 1-D, shape as u16 */
+    test_buf_le(&rows[i].v[1], (uint64_t)len, 2);
+    for (int k = 0; k < len; k++) test_buf_le(&rows[i].v[1], (uint64_t)(i * 1000 + k), 4);
     token_bytes += 4 * (uint64_t)len;
   }
   write_mds("m", c, 2, rows, n, "zstd");

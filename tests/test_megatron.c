@@ -15,27 +15,8 @@
 
 /* ---- an independent writer: the layout of docs/formats.md, by hand ---- */
 
-struct buf {
-  uint8_t *p;
-  size_t n, cap;
-};
 
-static void put(struct buf *b, const void *p, size_t n) {
-  if (b->n + n > b->cap) {
-    b->cap = (b->n + n) * 2 + 64;
-    b->p = realloc(b->p, b->cap);
-    CHECK(b->p);
-  }
-  memcpy(b->p + b->n, p, n);
-  b->n += n;
-}
 
-/* Little-endian, byte by byte, whatever the host. */
-static void put_le(struct buf *b, uint64_t v, int bytes) {
-  uint8_t t[8];
-  for (int i = 0; i < bytes; i++) t[i] = (uint8_t)(v >> (8 * i));
-  put(b, t, (size_t)bytes);
-}
 
 static const struct {
   int code, size;
@@ -50,21 +31,21 @@ static uint64_t token(int s, int k) { return (uint64_t)(s * 1000 + k * 7 + 1); }
  * code (item size), documents by doc[0..ndoc). */
 static void write_pair(const char *prefix, int code, int size, int nseq, const int32_t *lens,
                        int ndoc, const int64_t *doc) {
-  struct buf bin = {0}, idx = {0};
+  struct test_buf bin = {0}, idx = {0};
   uint64_t at = 0;
   for (int s = 0; s < nseq; s++)
-    for (int k = 0; k < lens[s]; k++) put_le(&bin, token(s, k), size);
-  put(&idx, "MMIDIDX\0\0", 9);
-  put_le(&idx, 1, 8);
-  put_le(&idx, (uint64_t)code, 1);
-  put_le(&idx, (uint64_t)nseq, 8);
-  put_le(&idx, (uint64_t)ndoc, 8);
-  for (int s = 0; s < nseq; s++) put_le(&idx, (uint32_t)lens[s], 4);
+    for (int k = 0; k < lens[s]; k++) test_buf_le(&bin, token(s, k), size);
+  test_buf_put(&idx, "MMIDIDX\0\0", 9);
+  test_buf_le(&idx, 1, 8);
+  test_buf_le(&idx, (uint64_t)code, 1);
+  test_buf_le(&idx, (uint64_t)nseq, 8);
+  test_buf_le(&idx, (uint64_t)ndoc, 8);
+  for (int s = 0; s < nseq; s++) test_buf_le(&idx, (uint32_t)lens[s], 4);
   for (int s = 0; s < nseq; s++) {
-    put_le(&idx, at, 8);
+    test_buf_le(&idx, at, 8);
     at += (uint64_t)lens[s] * (uint64_t)size;
   }
-  for (int d = 0; d < ndoc; d++) put_le(&idx, (uint64_t)doc[d], 8);
+  for (int d = 0; d < ndoc; d++) test_buf_le(&idx, (uint64_t)doc[d], 8);
   char p[256];
   snprintf(p, sizeof p, "%s.bin", prefix);
   test_write_file(p, bin.p ? bin.p : (uint8_t *)"", bin.n);
@@ -107,8 +88,8 @@ static void check_pair(struct stk_dataset *ds, int size, uint64_t first_seq) {
     CHECK_EQ(smp.fields[0].len, (uint64_t)LENS[s] * (uint64_t)size);
     CHECK_EQ(smp.fields[0].elem, size);
     CHECK_EQ(smp.label, -1);
-    struct buf want = {0};
-    for (int k = 0; k < LENS[s]; k++) put_le(&want, token(s, k), size);
+    struct test_buf want = {0};
+    for (int k = 0; k < LENS[s]; k++) test_buf_le(&want, token(s, k), size);
     CHECK_MSG(!LENS[s] || !memcmp(smp.fields[0].data, want.p, want.n),
               "sequence %d differs (item size %d)", s, size);
     free(want.p);

@@ -13,32 +13,9 @@
 #include "stoker/gen.h"
 #include "test.h"
 
-struct buf {
-  uint8_t *p;
-  size_t n, cap;
-};
 
-static void put(struct buf *b, const void *p, size_t n) {
-  if (b->n + n > b->cap) {
-    b->cap = (b->n + n) * 2 + 64;
-    b->p = realloc(b->p, b->cap);
-    CHECK(b->p);
-  }
-  if (n) memcpy(b->p + b->n, p, n);
-  b->n += n;
-}
 
-static void put_le(struct buf *b, uint64_t v, int bytes) {
-  uint8_t t[8];
-  for (int i = 0; i < bytes; i++) t[i] = (uint8_t)(v >> (8 * i));
-  put(b, t, (size_t)bytes);
-}
 
-static uint64_t ld_le(const uint8_t *p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
 
 /* NumPy's integer dtypes: descr, item size, stoker's type, signedness. */
 static const struct {
@@ -53,15 +30,15 @@ static const struct {
 /* A version 1.0 .npy image: header dictionary dict padded with spaces to
  * a multiple of 64 bytes, then the data. */
 static void write_npy(const char *path, const char *dict, const void *data, size_t n) {
-  struct buf b = {0};
+  struct test_buf b = {0};
   size_t dl = strlen(dict), total = 10 + dl + 1;
   total += (64 - total % 64) % 64;
-  put(&b, "\x93NUMPY\x01\x00", 8);
-  put_le(&b, total - 10, 2);
-  put(&b, dict, dl);
-  while (b.n < total - 1) put(&b, " ", 1);
-  put(&b, "\n", 1);
-  put(&b, data, n);
+  test_buf_put(&b, "\x93NUMPY\x01\x00", 8);
+  test_buf_le(&b, total - 10, 2);
+  test_buf_put(&b, dict, dl);
+  while (b.n < total - 1) test_buf_put(&b, " ", 1);
+  test_buf_put(&b, "\n", 1);
+  test_buf_put(&b, data, n);
   test_write_file(path, b.p, b.n);
   free(b.p);
 }
@@ -77,8 +54,8 @@ static uint64_t tok(int i, int d, int k) {
 }
 
 static void write_doc(const char *path, int i, int d, int n) {
-  struct buf data = {0};
-  for (int k = 0; k < n; k++) put_le(&data, tok(i, d, k), ints[i].size);
+  struct test_buf data = {0};
+  for (int k = 0; k < n; k++) test_buf_le(&data, tok(i, d, k), ints[i].size);
   char dict[128];
   snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%d,), }",
            ints[i].descr, n);
@@ -149,7 +126,7 @@ TEST(npy_tokens_every_integer_dtype) {
       snprintf(key, sizeof key, "doc-%03d", d);
       CHECK_STR(s.key, key);
       for (int k = 0; k < lens[d]; k++)
-        CHECK_MSG(ld_le(f->data + k * ints[i].size, ints[i].size) == tok(i, d, k),
+        CHECK_MSG(test_ld_le(f->data + k * ints[i].size, ints[i].size) == tok(i, d, k),
                   "%s document %d token %d", ints[i].name, d, k);
     }
     free(b);
@@ -269,21 +246,21 @@ TEST(npy_tokens_inspect_verify_cli) {
 static uint64_t tokv(int s, int k) { return (uint64_t)(s * 977 + k * 13 + 5); }
 
 static void write_megatron(const char *prefix, int code, int size, int nseq, const int *lens) {
-  struct buf bin = {0}, idx = {0};
+  struct test_buf bin = {0}, idx = {0};
   for (int s = 0; s < nseq; s++)
-    for (int k = 0; k < lens[s]; k++) put_le(&bin, tokv(s, k), size);
-  put(&idx, "MMIDIDX\0\0", 9);
-  put_le(&idx, 1, 8);
-  put_le(&idx, (uint64_t)code, 1);
-  put_le(&idx, (uint64_t)nseq, 8);
-  put_le(&idx, (uint64_t)nseq + 1, 8);
-  for (int s = 0; s < nseq; s++) put_le(&idx, (uint64_t)lens[s], 4);
+    for (int k = 0; k < lens[s]; k++) test_buf_le(&bin, tokv(s, k), size);
+  test_buf_put(&idx, "MMIDIDX\0\0", 9);
+  test_buf_le(&idx, 1, 8);
+  test_buf_le(&idx, (uint64_t)code, 1);
+  test_buf_le(&idx, (uint64_t)nseq, 8);
+  test_buf_le(&idx, (uint64_t)nseq + 1, 8);
+  for (int s = 0; s < nseq; s++) test_buf_le(&idx, (uint64_t)lens[s], 4);
   uint64_t at = 0;
   for (int s = 0; s < nseq; s++) {
-    put_le(&idx, at, 8);
+    test_buf_le(&idx, at, 8);
     at += (uint64_t)lens[s] * (uint64_t)size;
   }
-  for (int s = 0; s <= nseq; s++) put_le(&idx, (uint64_t)s, 8);
+  for (int s = 0; s <= nseq; s++) test_buf_le(&idx, (uint64_t)s, 8);
   char p[256];
   snprintf(p, sizeof p, "%s.bin", prefix);
   test_write_file(p, bin.p ? bin.p : (uint8_t *)"", bin.n);
@@ -361,25 +338,25 @@ TEST(pack_tokens_round_trip_every_dtype) {
 /* An MDS folder as streaming's MDSWriter writes it: columns id (int) and
  * tokens (ndarray:DTYPE, shape before each value), one shard. */
 static void write_mds_tokens(const char *dir, const char *dtype, int size, int n, const int *lens) {
-  struct buf data = {0}, sh = {0};
+  struct test_buf data = {0}, sh = {0};
   uint32_t offs[64];
   CHECK(n < 64);
   for (int i = 0; i < n; i++) {
     offs[i] = (uint32_t)data.n;
     int lg = lens[i] < 256 ? 0 : 1;
-    put_le(&data, (uint64_t)(1 + (1 << lg) + lens[i] * size), 4); /* tokens' size */
-    put_le(&data, (uint64_t)(100 + i), 8);                        /* id */
-    put_le(&data, (uint64_t)(1 << 2 | lg), 1);
-    put_le(&data, (uint64_t)lens[i], 1 << lg);
-    for (int k = 0; k < lens[i]; k++) put_le(&data, tokv(i, k), size);
+    test_buf_le(&data, (uint64_t)(1 + (1 << lg) + lens[i] * size), 4); /* tokens' size */
+    test_buf_le(&data, (uint64_t)(100 + i), 8);                        /* id */
+    test_buf_le(&data, (uint64_t)(1 << 2 | lg), 1);
+    test_buf_le(&data, (uint64_t)lens[i], 1 << lg);
+    for (int k = 0; k < lens[i]; k++) test_buf_le(&data, tokv(i, k), size);
   }
   offs[n] = (uint32_t)data.n;
   const char *cfg = "{\"format\": \"mds\"}";
   uint64_t hdr = 4 + 4 * ((uint64_t)n + 1) + strlen(cfg);
-  put_le(&sh, (uint64_t)n, 4);
-  for (int i = 0; i <= n; i++) put_le(&sh, hdr + offs[i], 4);
-  put(&sh, cfg, strlen(cfg));
-  put(&sh, data.p, data.n);
+  test_buf_le(&sh, (uint64_t)n, 4);
+  for (int i = 0; i <= n; i++) test_buf_le(&sh, hdr + offs[i], 4);
+  test_buf_put(&sh, cfg, strlen(cfg));
+  test_buf_put(&sh, data.p, data.n);
   mkdir(dir, 0755);
   char p[256], ix[1024];
   snprintf(p, sizeof p, "%s/shard.00000.mds", dir);
@@ -418,7 +395,7 @@ static void check_tokens(const char *path, const char *fmt, int t, int size, int
     CHECK_EQ(f->len, (uint64_t)(lens[s] * size));
     uint64_t mask = size == 8 ? ~0ull : (1ull << (8 * size)) - 1;
     for (int k = 0; k < lens[s]; k++)
-      CHECK_MSG(ld_le(f->data + k * size, size) == (tokv(s, k) & mask), "%s sequence %d token %d",
+      CHECK_MSG(test_ld_le(f->data + k * size, size) == (tokv(s, k) & mask), "%s sequence %d token %d",
                 path, s, k);
   }
   free(b);
@@ -450,11 +427,11 @@ TEST(pack_typed_mds_column_into_megatron_and_back) {
   size_t n;
   uint8_t *f = test_read_file("m2/shard.00000.mds", &n);
   CHECK(f && n > 40);
-  const uint8_t *v1 = f + ld_le(f + 8, 4); /* sample 1: size, then the value */
-  CHECK_EQ(ld_le(v1, 4), 1 + 2 + 600);
+  const uint8_t *v1 = f + test_ld_le(f + 8, 4); /* sample 1: size, then the value */
+  CHECK_EQ(test_ld_le(v1, 4), 1 + 2 + 600);
   CHECK_EQ(v1[4], 1 << 2 | 1);
-  CHECK_EQ(ld_le(v1 + 5, 2), 300);
-  CHECK_EQ(ld_le(v1 + 7, 2), tokv(1, 0));
+  CHECK_EQ(test_ld_le(v1 + 5, 2), 300);
+  CHECK_EQ(test_ld_le(v1 + 7, 2), tokv(1, 0));
   free(f);
   /* Scalar columns keep their type too: id stays an int64 column. */
   rc = test_sh(&out, "%s pack m m3 --format mds -q && cat m3/index.json", S);
@@ -521,8 +498,8 @@ TEST(pack_tokens_dtype_conversion_range_checked) {
   struct stk_sample smp;
   CHECK_OK(stk_dataset_read(ds, 0, 1, &b, &cap, &smp));
   CHECK_EQ(smp.fields[0].type, STK_ELEM_I32);
-  CHECK_EQ((int32_t)ld_le(smp.fields[0].data, 4), -1);
-  CHECK_EQ((int32_t)ld_le(smp.fields[0].data + 4, 4), -32768);
+  CHECK_EQ((int32_t)test_ld_le(smp.fields[0].data, 4), -1);
+  CHECK_EQ((int32_t)test_ld_le(smp.fields[0].data + 4, 4), -32768);
   free(b);
   stk_dataset_close(ds);
   /* Bad --dtype values and sources without token arrays. */

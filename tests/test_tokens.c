@@ -12,20 +12,6 @@
 #include "../src/loader/gpt_index.h"
 #include "test.h"
 
-struct buf {
-  uint8_t *p;
-  size_t n, cap;
-};
-
-static void put_le(struct buf *b, uint64_t v, int bytes) {
-  if (b->n + 8 > b->cap) {
-    b->cap = b->cap * 2 + 64;
-    b->p = realloc(b->p, b->cap);
-    CHECK(b->p);
-  }
-  for (int i = 0; i < bytes; i++) b->p[b->n++] = (uint8_t)(v >> (8 * i));
-}
-
 /* Token i of document d: unique while documents are shorter than 1000. */
 static int64_t tok(int64_t d, int64_t i) { return d * 1000 + i; }
 
@@ -33,21 +19,21 @@ static int64_t tok(int64_t d, int64_t i) { return d * 1000 + i; }
  * int64 (code 5) tokens. */
 static void write_corpus(const char *prefix, int code, int n, const int32_t *lens) {
   int size = code == 5 ? 8 : 4;
-  struct buf bin = {0}, idx = {0};
+  struct test_buf bin = {0}, idx = {0};
   for (int d = 0; d < n; d++)
-    for (int i = 0; i < lens[d]; i++) put_le(&bin, (uint64_t)tok(d, i), size);
-  for (const char *m = "MMIDIDX\0\0"; m < "MMIDIDX\0\0" + 9; m++) put_le(&idx, (uint8_t)*m, 1);
-  put_le(&idx, 1, 8);
-  put_le(&idx, (uint64_t)code, 1);
-  put_le(&idx, (uint64_t)n, 8);
-  put_le(&idx, (uint64_t)n + 1, 8);
-  for (int d = 0; d < n; d++) put_le(&idx, (uint32_t)lens[d], 4);
+    for (int i = 0; i < lens[d]; i++) test_buf_le(&bin, (uint64_t)tok(d, i), size);
+  test_buf_put(&idx, "MMIDIDX\0\0", 9);
+  test_buf_le(&idx, 1, 8);
+  test_buf_le(&idx, (uint64_t)code, 1);
+  test_buf_le(&idx, (uint64_t)n, 8);
+  test_buf_le(&idx, (uint64_t)n + 1, 8);
+  for (int d = 0; d < n; d++) test_buf_le(&idx, (uint32_t)lens[d], 4);
   uint64_t at = 0;
   for (int d = 0; d < n; d++) {
-    put_le(&idx, at, 8);
+    test_buf_le(&idx, at, 8);
     at += (uint64_t)lens[d] * (uint64_t)size;
   }
-  for (int d = 0; d <= n; d++) put_le(&idx, (uint64_t)d, 8);
+  for (int d = 0; d <= n; d++) test_buf_le(&idx, (uint64_t)d, 8);
   char p[256];
   snprintf(p, sizeof p, "%s.bin", prefix);
   test_write_file(p, bin.p, bin.n);
