@@ -359,37 +359,26 @@ static void print_report(const struct feed_args *a, struct stk_dataset *ds, stru
                          const struct stk_loader_stats *st, int interrupted,
                          const struct stk_tokens *tk) {
   const char *name = a->path ? a->path : a->tk.blend;
-  if (a->json && tk) {
-    struct stk_json j;
-    stk_json_init(&j, stdout, 2);
-    stk_json_obj_begin(&j);
-    stk_json_kstr(&j, "dataset", name);
-    stk_json_kstr(&j, "format", "megatron");
-    cli_tokens_json(&j, tk, st);
-    stk_json_ku64(&j, "batch", a->lo.batch_size);
-    stk_json_ku64(&j, "threads", a->lo.threads);
-    stk_json_kdbl(&j, "consumer_ms", a->consumer_ms);
-    stk_json_key(&j, "interrupted");
-    stk_json_bool(&j, interrupted);
-    stk_json_key(&j, "stats");
-    stk_loader_stats_json(st, &j);
-    stk_json_obj_end(&j);
-    return;
-  }
   if (a->json) {
     struct stk_json j;
     stk_json_init(&j, stdout, 2);
     stk_json_obj_begin(&j);
-    stk_json_kstr(&j, "dataset", a->path);
-    stk_json_kstr(&j, "format", stk_dataset_format(ds));
-    int complete;
-    stk_json_ku64(&j, "dataset_samples", stk_dataset_samples_counted(ds, &complete));
-    /* false: a remote dataset without a manifest, whose shards not reached
-     * yet are not counted (dataset_samples is what was counted) */
-    stk_json_key(&j, "dataset_samples_complete");
-    stk_json_bool(&j, complete);
-    stk_json_ku64(&j, "shards", stk_dataset_num_shards(ds));
-    stk_json_kstr(&j, "engine", stk_loader_engine(l));
+    if (tk) {
+      stk_json_kstr(&j, "dataset", name);
+      stk_json_kstr(&j, "format", "megatron");
+      cli_tokens_json(&j, tk, st);
+    } else {
+      stk_json_kstr(&j, "dataset", a->path);
+      stk_json_kstr(&j, "format", stk_dataset_format(ds));
+      int complete;
+      stk_json_ku64(&j, "dataset_samples", stk_dataset_samples_counted(ds, &complete));
+      /* false: a remote dataset without a manifest, whose shards not
+       * reached yet are not counted (dataset_samples is what was counted) */
+      stk_json_key(&j, "dataset_samples_complete");
+      stk_json_bool(&j, complete);
+      stk_json_ku64(&j, "shards", stk_dataset_num_shards(ds));
+      stk_json_kstr(&j, "engine", stk_loader_engine(l));
+    }
     stk_json_ku64(&j, "batch", a->lo.batch_size);
     stk_json_ku64(&j, "threads", a->lo.threads);
     stk_json_kdbl(&j, "consumer_ms", a->consumer_ms);
