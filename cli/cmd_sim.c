@@ -471,27 +471,12 @@ static void on_sample(void *ctx, const struct stk_sim_sample *s) {
             s->frag_ratio, (unsigned long long)s->running, (unsigned long long)s->queued);
 }
 
-/* A name as one CSV field and its comma: quoted when it holds a comma, a
- * quote or a line break (names read from quoted fields may). */
-static void csv_field(FILE *f, const char *s) {
-  if (!strpbrk(s, ",\"\r\n")) {
-    fprintf(f, "%s,", s);
-    return;
-  }
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"') fputc('"', f);
-    fputc(*s, f);
-  }
-  fputs("\",", f);
-}
-
 static void on_pod(void *ctx, const struct stk_sim_pod_record *p) {
   struct replay_out *o = ctx;
   if (!o->podlog) return;
-  csv_field(o->podlog, p->name);
-  csv_field(o->podlog, p->outcome);
-  csv_field(o->podlog, p->node);
+  stk_csv_field(o->podlog, p->name);
+  stk_csv_field(o->podlog, p->outcome);
+  stk_csv_field(o->podlog, p->node);
   fprintf(o->podlog, "%lld,%lld,%lld\n", (long long)p->creation, (long long)p->start,
           (long long)p->delay);
 }

@@ -20,6 +20,10 @@ extern "C" {
 /* Version string of the library ("0.1.0"); static. */
 STK_EXPORT const char *stk_version(void);
 
+/* One CSV field and its comma: quoted (RFC 4180, quotes doubled) when it
+ * holds a comma, a quote or a line break, as it was read; else as is. */
+STK_EXPORT void stk_csv_field(FILE *f, const char *s);
+
 /* ---- clocks ---------------------------------------------------------- */
 
 /* Monotonic time in nanoseconds (CLOCK_MONOTONIC). */

@@ -115,3 +115,16 @@ char *stk_fmt_bytes(uint64_t b, char *buf, size_t n) {
     snprintf(buf, n, "%.2f %s", v, u[i]);
   return buf;
 }
+
+void stk_csv_field(FILE *f, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) {
+    fprintf(f, "%s,", s);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputs("\",", f);
+}

@@ -112,21 +112,6 @@ void stk_sim_jobs_write_json(FILE *f, const struct stk_sim_jobs_result *r, size_
   fprintf(f, "\n]}\n");
 }
 
-/* One CSV field and its comma: quoted when it holds a comma, a quote or a
- * line break (a job name read from a quoted field may), as it was read. */
-static void csv_field(FILE *f, const char *s) {
-  if (!strpbrk(s, ",\"\r\n")) {
-    fprintf(f, "%s,", s);
-    return;
-  }
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"') fputc('"', f);
-    fputc(*s, f);
-  }
-  fputs("\",", f);
-}
-
 void stk_sim_jobs_write_csv(FILE *f, const struct stk_sim_jobs_result *r, size_t n,
                             const char *const *label) {
   fprintf(f, "run,policy,job,application,submit,start,finish,jct,queue_s,gpu_s,energy_kwh,"
@@ -134,10 +119,10 @@ void stk_sim_jobs_write_csv(FILE *f, const struct stk_sim_jobs_result *r, size_t
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < r[i].nrec; k++) {
       const struct stk_sim_job_record *j = &r[i].rec[k];
-      csv_field(f, lab(label, i, &r[i]));
-      csv_field(f, r[i].policy);
-      csv_field(f, j->name);
-      csv_field(f, j->app);
+      stk_csv_field(f, lab(label, i, &r[i]));
+      stk_csv_field(f, r[i].policy);
+      stk_csv_field(f, j->name);
+      stk_csv_field(f, j->app);
       fprintf(f, "%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.4f,%d,%d\n", j->submit, j->start, j->finish,
               j->jct, j->queue_s, j->gpu_s, j->energy_kwh, j->restarts, j->done);
     }
