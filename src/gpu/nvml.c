@@ -153,8 +153,10 @@ int stk__nvml_count(struct stk__nvml *n, unsigned *count) {
       n->dev[i].h = NULL;
       continue;
     }
-    if (n->events && n->nvmlDeviceRegisterEvents)
-      n->nvmlDeviceRegisterEvents(n->dev[i].h, NV_EVENT_XID, n->events);
+    /* With XID events watched, "no XID yet" is a known 0, as DCGM says. */
+    if (n->events && n->nvmlDeviceRegisterEvents &&
+        n->nvmlDeviceRegisterEvents(n->dev[i].h, NV_EVENT_XID, n->events) == NV_SUCCESS)
+      n->dev[i].last_xid = 0;
   }
   if (c > n->ndev) n->ndev = c;
   drain_events(n);
@@ -219,6 +221,35 @@ static void sample_procs(struct stk__nvml *n, struct dev_state *d, struct stk__g
   d->proc_util_seen = newest;
 }
 
+/* Memory in MiB: v2 where the driver has it (used without the reserved
+ * memory, reserved apart, as DCGM reads them), else v1 (used with it,
+ * reserved NaN). Returns 0 when neither answers. */
+static int read_memory(struct stk__nvml *n, struct stk__gpu_sample *s, nv_dev h, double *total,
+                       double *free_, double *used, double *reserved) {
+  if (n->nvmlDeviceGetMemoryInfo_v2) {
+    struct nv_memory_v2 m2;
+    memset(&m2, 0, sizeof m2);
+    m2.version = NV_MEMORY_V2;
+    nv_ret r = n->nvmlDeviceGetMemoryInfo_v2(h, &m2);
+    if (r == NV_SUCCESS) {
+      *total = (double)m2.total / 1048576.0;
+      *free_ = (double)m2.free / 1048576.0;
+      *used = (double)m2.used / 1048576.0;
+      *reserved = (double)m2.reserved / 1048576.0;
+      return 1;
+    }
+    if (r == NV_ERROR_GPU_IS_LOST) return ok(n, s, STK__NVML_memory, r);
+    /* Any other answer (an older driver, a MIG handle without v2): v1. */
+  }
+  struct nv_memory m;
+  if (!n->nvmlDeviceGetMemoryInfo || !ok(n, s, STK__NVML_memory, n->nvmlDeviceGetMemoryInfo(h, &m)))
+    return 0;
+  *total = (double)m.total / 1048576.0;
+  *free_ = (double)m.free / 1048576.0;
+  *used = (double)m.used / 1048576.0;
+  return 1;
+}
+
 static void sample_gpm(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
   if (d->gpm < 0 || !n->nvmlGpmQueryDeviceSupport || !n->nvmlGpmSampleAlloc ||
       !n->nvmlGpmSampleGet || !n->nvmlGpmMetricsGet)
@@ -279,12 +310,9 @@ static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu
       const char *p = strstr(name, "MIG ");
       snprintf(mi->profile, sizeof mi->profile, "%.31s", p ? p + 4 : name);
     }
-    struct nv_memory mem;
+    double fr = NAN, rs = NAN;
     mi->fb_used_mib = mi->fb_total_mib = NAN;
-    if (n->nvmlDeviceGetMemoryInfo && n->nvmlDeviceGetMemoryInfo(m, &mem) == NV_SUCCESS) {
-      mi->fb_used_mib = (double)mem.used / 1048576.0;
-      mi->fb_total_mib = (double)mem.total / 1048576.0;
-    }
+    read_memory(n, s, m, &mi->fb_total_mib, &fr, &mi->fb_used_mib, &rs);
     s->nmig++;
   }
 }
@@ -293,10 +321,10 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
   memset(s, 0, sizeof *s);
   s->index = i;
   double *nan_fields[] = {&s->util, &s->mem_util, &s->fb_used_mib, &s->fb_free_mib,
-                          &s->fb_total_mib, &s->power_w, &s->energy_mj, &s->temp_c,
-                          &s->sm_clock_mhz, &s->mem_clock_mhz, &s->reasons, &s->viol_power_ns,
-                          &s->viol_thermal_ns, &s->sm_active, &s->tensor_active,
-                          &s->dram_active, &s->gr_active, &s->last_xid};
+                          &s->fb_total_mib, &s->fb_reserved_mib, &s->power_w, &s->energy_mj,
+                          &s->temp_c, &s->sm_clock_mhz, &s->mem_clock_mhz, &s->reasons,
+                          &s->viol_power_ns, &s->viol_thermal_ns, &s->sm_active,
+                          &s->tensor_active, &s->dram_active, &s->gr_active, &s->last_xid};
   for (size_t k = 0; k < STK__ARRAY_LEN(nan_fields); k++) *nan_fields[k] = NAN;
   if (i >= MAX_DEV) return STK_ERANGE;
   struct dev_state *d = &n->dev[i];
@@ -324,12 +352,7 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
     s->util = u.gpu;
     s->mem_util = u.memory;
   }
-  struct nv_memory m;
-  if (n->nvmlDeviceGetMemoryInfo && ok(n, s, STK__NVML_memory, n->nvmlDeviceGetMemoryInfo(h, &m))) {
-    s->fb_used_mib = (double)m.used / 1048576.0;
-    s->fb_free_mib = (double)m.free / 1048576.0;
-    s->fb_total_mib = (double)m.total / 1048576.0;
-  }
+  read_memory(n, s, h, &s->fb_total_mib, &s->fb_free_mib, &s->fb_used_mib, &s->fb_reserved_mib);
   unsigned v;
   if (n->nvmlDeviceGetPowerUsage && ok(n, s, STK__NVML_power, n->nvmlDeviceGetPowerUsage(h, &v)))
     s->power_w = v / 1000.0;

@@ -51,13 +51,17 @@ struct stk__gpu_sample {
   char uuid[96], name[96], pci[32];
   int lost;          /* fell off the bus (NVML_ERROR_GPU_IS_LOST) */
   double util, mem_util;                  /* percent */
-  double fb_used_mib, fb_free_mib, fb_total_mib;
+  /* Used excludes the reserved memory where the driver has
+   * nvmlDeviceGetMemoryInfo_v2 (as DCGM's FB_USED); reserved is NaN and
+   * used includes it where it has only the v1 call. */
+  double fb_used_mib, fb_free_mib, fb_total_mib, fb_reserved_mib;
   double power_w, energy_mj, temp_c, sm_clock_mhz, mem_clock_mhz;
   double reasons;                         /* the bitmask, as a number */
   double viol_power_ns, viol_thermal_ns;  /* throttle time counters */
   double sm_active, tensor_active, dram_active, gr_active; /* GPM ratios 0..1 */
   unsigned xid_count;                     /* XIDs seen in this sample */
-  double last_xid;                        /* NaN until one is seen */
+  double last_xid;                        /* the last XID; 0 before the first where
+                                             XID events are registered, else NaN */
   unsigned nprocs;
   struct stk__gpu_proc *procs;            /* owned by the nvml handle */
   unsigned nmig;

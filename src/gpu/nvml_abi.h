@@ -49,7 +49,8 @@ typedef struct nvmlGpmSample_st *nv_gpm_sample;
   C(NV_GPM_METRIC_ANY_TENSOR_UTIL, NVML_GPM_METRIC_ANY_TENSOR_UTIL, 5) \
   C(NV_GPM_METRIC_DRAM_BW_UTIL, NVML_GPM_METRIC_DRAM_BW_UTIL, 10)      \
   C(NV_GPM_METRICS_GET_VERSION, NVML_GPM_METRICS_GET_VERSION, 1)       \
-  C(NV_GPM_SUPPORT_VERSION, NVML_GPM_SUPPORT_VERSION, 1)
+  C(NV_GPM_SUPPORT_VERSION, NVML_GPM_SUPPORT_VERSION, 1)              \
+  C(NV_MEMORY_V2, nvmlMemory_v2, 0x2000028)
 
 enum {
 #define C(ours, theirs, value) ours = value,
@@ -71,8 +72,14 @@ struct nv_pci { /* nvmlPciInfo_t, as nvmlDeviceGetPciInfo_v3 fills it */
 struct nv_util {
   unsigned gpu, memory;
 };
-struct nv_memory { /* nvmlMemory_t (v1) */
+struct nv_memory { /* nvmlMemory_t (v1): used includes reserved */
   unsigned long long total, free, used;
+};
+/* nvmlMemory_v2_t: version is NV_MEMORY_V2 (sizeof | 2 << 24); used
+ * excludes the driver's and firmware's reserved memory, as DCGM's FB_USED. */
+struct nv_memory_v2 {
+  unsigned version;
+  unsigned long long total, reserved, free, used;
 };
 struct nv_proc { /* nvmlProcessInfo_t (v2, as the _v3 call fills it) */
   unsigned pid;
@@ -122,6 +129,7 @@ struct nv_gpm_support {
   S(nv_pci, nvmlPciInfo_t, 0)                        \
   S(nv_util, nvmlUtilization_t, 0)                   \
   S(nv_memory, nvmlMemory_t, 0)                      \
+  S(nv_memory_v2, nvmlMemory_v2_t, 0)                \
   S(nv_proc, nvmlProcessInfo_t, 0)                   \
   S(nv_proc_util, nvmlProcessUtilizationSample_t, 0) \
   S(nv_violation, nvmlViolationTime_t, 0)            \
@@ -152,6 +160,7 @@ NV_STRUCTS(S)
   X(nvmlDeviceGetPciInfo_v3, nv_ret (*)(nv_dev, nv_pci_t *))                              \
   X(nvmlDeviceGetUtilizationRates, nv_ret (*)(nv_dev, nv_util_t *))                       \
   X(nvmlDeviceGetMemoryInfo, nv_ret (*)(nv_dev, nv_memory_t *))                           \
+  X(nvmlDeviceGetMemoryInfo_v2, nv_ret (*)(nv_dev, nv_memory_v2_t *))                     \
   X(nvmlDeviceGetPowerUsage, nv_ret (*)(nv_dev, unsigned *))                              \
   X(nvmlDeviceGetTotalEnergyConsumption, nv_ret (*)(nv_dev, unsigned long long *))        \
   X(nvmlDeviceGetTemperature, nv_ret (*)(nv_dev, unsigned, unsigned *))                   \

@@ -38,7 +38,7 @@ struct gpu {
   int index;
   char name[96], uuid[96], pci[32];
   double mem_total_mib, fb_used_mib, util, mem_util, power_w, temp, sm_clock, mem_clock;
-  double smact, tensor, dram, gr, viol_power_ns, viol_thermal_ns;
+  double smact, tensor, dram, gr, viol_power_ns, viol_thermal_ns, fb_reserved_mib;
   unsigned long long reasons;
   double energy_mj;
   int gpm, lost;
@@ -115,7 +115,7 @@ static void apply(struct gpu *g, char **t, int n, int line) {
     NUMKEY("sm_clock", sm_clock) NUMKEY("mem_clock", mem_clock) NUMKEY("smact", smact)
     NUMKEY("tensor", tensor) NUMKEY("dram", dram) NUMKEY("gr", gr)
     NUMKEY("energy_mj", energy_mj) NUMKEY("viol_power_ns", viol_power_ns)
-    NUMKEY("viol_thermal_ns", viol_thermal_ns)
+    NUMKEY("viol_thermal_ns", viol_thermal_ns) NUMKEY("fb_reserved_mib", fb_reserved_mib)
 #undef NUMKEY
     if (!strcmp(k, "name") && v) { snprintf(g->name, sizeof g->name, "%s", v); i++; continue; }
     if (!strcmp(k, "uuid") && v) { snprintf(g->uuid, sizeof g->uuid, "%s", v); i++; continue; }
@@ -335,9 +335,30 @@ nv_ret nvmlDeviceGetMemoryInfo(nv_dev dev, struct nv_memory *m) {
     return OK;
   }
   DEV_CHECK("nvmlDeviceGetMemoryInfo");
+  /* v1: used includes the reserved memory, as real drivers give it. */
   m->total = (unsigned long long)(g->mem_total_mib * 1048576);
-  m->used = (unsigned long long)(g->fb_used_mib * 1048576);
+  m->used = (unsigned long long)((g->fb_used_mib + g->fb_reserved_mib) * 1048576);
   m->free = m->total > m->used ? m->total - m->used : 0;
+  return OK;
+}
+/* v2: used without the reserved memory, reserved apart; a wrong version
+ * is refused as NVML does. */
+nv_ret nvmlDeviceGetMemoryInfo_v2(nv_dev dev, struct nv_memory_v2 *m) {
+  if (!m || m->version != NV_MEMORY_V2) return E_INVALID;
+  struct mig *mi = (struct mig *)(void *)dev;
+  if (mi && mi->kind == 1) {
+    m->total = (unsigned long long)(mi->total_mib * 1048576);
+    m->used = (unsigned long long)(mi->used_mib * 1048576);
+    m->reserved = 0;
+    m->free = m->total - m->used;
+    return OK;
+  }
+  DEV_CHECK("nvmlDeviceGetMemoryInfo_v2");
+  m->total = (unsigned long long)(g->mem_total_mib * 1048576);
+  m->reserved = (unsigned long long)(g->fb_reserved_mib * 1048576);
+  m->used = (unsigned long long)(g->fb_used_mib * 1048576);
+  unsigned long long taken = m->used + m->reserved;
+  m->free = m->total > taken ? m->total - taken : 0;
   return OK;
 }
 nv_ret nvmlDeviceGetPowerUsage(nv_dev dev, unsigned *mw) {
