@@ -139,16 +139,16 @@ TEST(watch_derived_figures_match_scenario) {
   CHECK_NEAR(metric(t, "stoker_job_gpu_busy_seconds_total{hpc_job=\"B\""), busyB);
   CHECK_NEAR(metric(t, "stoker_job_gpu_idle_seconds_total{hpc_job=\"B\""), idleB);
   CHECK_NEAR(metric(t, "stoker_job_energy_joules_total{hpc_job=\"B\""), eB);
-  CHECK_NEAR(metric(t, "stoker_job_gpu_throttled_seconds_total{hpc_job=\"B\",hostname=\"node1\",reason=\"sw_thermal\"}"), sw_thermal);
-  CHECK_NEAR(metric(t, "stoker_job_gpu_throttled_seconds_total{hpc_job=\"B\",hostname=\"node1\",reason=\"sw_power_cap\"}"), power_cap);
-  CHECK_NEAR(metric(t, "stoker_job_gpu_throttled_seconds_total{hpc_job=\"B\",hostname=\"node1\",reason=\"hw_slowdown\"}"), hw_slow);
-  CHECK_NEAR(metric(t, "stoker_job_gpu_throttled_seconds_total{hpc_job=\"A\",hostname=\"node1\",reason=\"sw_thermal\"}"), 0);
+  CHECK_NEAR(metric(t, "stoker_job_gpu_throttled_seconds_total{hpc_job=\"B\",Hostname=\"node1\",reason=\"sw_thermal\"}"), sw_thermal);
+  CHECK_NEAR(metric(t, "stoker_job_gpu_throttled_seconds_total{hpc_job=\"B\",Hostname=\"node1\",reason=\"sw_power_cap\"}"), power_cap);
+  CHECK_NEAR(metric(t, "stoker_job_gpu_throttled_seconds_total{hpc_job=\"B\",Hostname=\"node1\",reason=\"hw_slowdown\"}"), hw_slow);
+  CHECK_NEAR(metric(t, "stoker_job_gpu_throttled_seconds_total{hpc_job=\"A\",Hostname=\"node1\",reason=\"sw_thermal\"}"), 0);
   /* Goodput: no loader, so idle time is "idle"; busy time while throttled
    * is "throttled"; the buckets add up to the allocated time. */
-  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"B\",hostname=\"node1\",bucket=\"throttled\"}"), thrB);
-  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"B\",hostname=\"node1\",bucket=\"productive\"}"), busyB - thrB);
-  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"A\",hostname=\"node1\",bucket=\"idle\"}"), idleA);
-  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"A\",hostname=\"node1\",bucket=\"input_stalled\"}"), 0);
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"B\",Hostname=\"node1\",bucket=\"throttled\"}"), thrB);
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"B\",Hostname=\"node1\",bucket=\"productive\"}"), busyB - thrB);
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"A\",Hostname=\"node1\",bucket=\"idle\"}"), idleA);
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"A\",Hostname=\"node1\",bucket=\"input_stalled\"}"), 0);
   /* Idle streak: A's GPU was idle at the last step only. */
   CHECK_NEAR(metric(t, "stoker_job_idle_streak_seconds{hpc_job=\"A\""), 1);
   free(t);
@@ -166,7 +166,7 @@ TEST(watch_dcgm_names_and_labels) {
   for (int s = 0; s < 3; s++) CHECK_OK(stk_watch_sample(w));
   char *t = expo(w);
   const char *lab0 = "{gpu=\"0\",UUID=\"GPU-aaaa\",pci_bus_id=\"00000000:17:00.0\",device=\"nvidia0\","
-                     "modelName=\"NVIDIA H100 80GB HBM3\",hostname=\"node1\","
+                     "modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node1\","
                      "DCGM_FI_DRIVER_VERSION=\"550.54.15\",hpc_job=\"A\"}";
   char want[1024];
   snprintf(want, sizeof want, "DCGM_FI_DEV_GPU_UTIL%s %g\n", lab0, util0[2]);
@@ -214,6 +214,88 @@ TEST(watch_gpu_lost_and_xid) {
   CHECK_NEAR(metric(t, "stoker_job_gpu_allocated_seconds_total{hpc_job=\"A\""), 5);
   CHECK_NEAR(metric(t, "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\""), 79);
   CHECK_NEAR(metric(t, "stoker_gpu_xid_errors_total{gpu=\"0\""), 1);
+  free(t);
+  stk_watch_close(w);
+}
+
+/* dcgm-exporter's XID series: 0 with err_code "0" / err_msg "No Error"
+ * before the first XID (so changes() sees the first one), then the last
+ * XID with its code and dcgm-exporter's message for it. */
+TEST(watch_xid_zero_then_err_labels) {
+  write_str("sc.txt", "driver 550.54.15\ngpu 0 uuid GPU-aaaa pci 00000000:17:00.0 name H100\n"
+                      "at 0 gpu 0 util 10\nat 2 gpu 0 xid 79\nat 4 gpu 0 xid 48\n");
+  struct stk_watch *w = agent("sc.txt", NULL);
+  const char *lab = "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\",UUID=\"GPU-aaaa\",pci_bus_id=\"00000000:17:00.0\","
+                    "device=\"nvidia0\",modelName=\"H100\",Hostname=\"node1\","
+                    "DCGM_FI_DRIVER_VERSION=\"550.54.15\",";
+  char want[1024];
+  CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  snprintf(want, sizeof want, "%serr_code=\"0\",err_msg=\"No Error\"} 0\n", lab);
+  CHECK_CONTAINS(t, want);
+  free(t);
+  for (int s = 0; s < 2; s++) CHECK_OK(stk_watch_sample(w));
+  t = expo(w);
+  snprintf(want, sizeof want, "%serr_code=\"79\",err_msg=\"GPU has fallen off the bus\"} 79\n", lab);
+  CHECK_CONTAINS(t, want);
+  CHECK(strstr(t, "err_code=\"0\"") == NULL);
+  free(t);
+  for (int s = 0; s < 2; s++) CHECK_OK(stk_watch_sample(w));
+  t = expo(w);
+  snprintf(want, sizeof want, "%serr_code=\"48\",err_msg=\"Double Bit ECC Error\"} 48\n", lab);
+  CHECK_CONTAINS(t, want);
+  CHECK_NEAR(metric(t, "stoker_gpu_xid_errors_total{gpu=\"0\""), 2);
+  free(t);
+  stk_watch_close(w);
+}
+
+/* Violation counters in ns, as DCGM's (NVML's violationTime, unscaled). */
+TEST(watch_violation_counters_in_ns) {
+  write_str("sc.txt", "gpu 0 uuid GPU-aaaa\n"
+                      "at 0 gpu 0 viol_power_ns 123456789 viol_thermal_ns 5000\n");
+  struct stk_watch *w = agent("sc.txt", NULL);
+  CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK_NEAR(metric(t, "DCGM_FI_DEV_POWER_VIOLATION{gpu=\"0\""), 123456789);
+  CHECK_NEAR(metric(t, "DCGM_FI_DEV_THERMAL_VIOLATION{gpu=\"0\""), 5000);
+  free(t);
+  stk_watch_close(w);
+}
+
+/* FB_USED without the driver's reserved memory (NVML v2, as DCGM), and
+ * FB_RESERVED; a driver without v2 falls back to v1 (used with reserved,
+ * no FB_RESERVED series). An idle A100 40GB: 8 MiB used, 892 reserved. */
+TEST(watch_fb_used_excludes_reserved) {
+  write_str("sc.txt", "gpu 0 uuid GPU-aaaa mem_total_mib 40960 fb_used_mib 8 fb_reserved_mib 892\n"
+                      "gpu 1 uuid GPU-bbbb mem_total_mib 40960 fb_used_mib 8 fb_reserved_mib 892\n"
+                      "at 0 gpu 1 fail nvmlDeviceGetMemoryInfo_v2\n");
+  struct stk_watch *w = agent("sc.txt", NULL);
+  CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK_NEAR(metric(t, "DCGM_FI_DEV_FB_USED{gpu=\"0\""), 8);
+  CHECK_NEAR(metric(t, "DCGM_FI_DEV_FB_RESERVED{gpu=\"0\""), 892);
+  CHECK_NEAR(metric(t, "DCGM_FI_DEV_FB_FREE{gpu=\"0\""), 40960 - 900);
+  CHECK_CONTAINS(t, "# TYPE DCGM_FI_DEV_FB_RESERVED gauge\n");
+  CHECK_NEAR(metric(t, "DCGM_FI_DEV_FB_USED{gpu=\"1\""), 900);
+  CHECK(isnan(metric(t, "DCGM_FI_DEV_FB_RESERVED{gpu=\"1\"")));
+  CHECK_NEAR(metric(t, "DCGM_FI_DEV_FB_FREE{gpu=\"1\""), 40960 - 900);
+  CHECK_NEAR(metric(t, "stoker_watch_nvml_errors_total{call=\"memory\"}"), 0);
+  free(t);
+  stk_watch_close(w);
+}
+
+/* stoker_build_info, as exporters have: 1, labelled with the version. */
+TEST(watch_build_info) {
+  write_str("sc.txt", "gpu 0\n");
+  struct stk_watch *w = agent("sc.txt", NULL);
+  CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  char want[256];
+  snprintf(want, sizeof want, "stoker_build_info{version=\"%s\",commit=\"", stk_version());
+  CHECK_CONTAINS(t, want);
+  CHECK_CONTAINS(t, "# TYPE stoker_build_info gauge\n");
+  CHECK_CONTAINS(t, ",flags=\"");
+  CHECK_NEAR(metric(t, "stoker_build_info{"), 1);
   free(t);
   stk_watch_close(w);
 }
@@ -335,8 +417,8 @@ TEST(watch_mig_instances) {
   struct stk_watch *w = agent("sc.txt", &o);
   for (int s = 0; s < 2; s++) CHECK_OK(stk_watch_sample(w));
   char *t = expo(w);
-  CHECK_CONTAINS(t, "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"1\",hostname=\"node1\",hpc_job=\"m1\"} 1024\n");
-  CHECK_CONTAINS(t, "GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"2\",hostname=\"node1\",hpc_job=\"m2\"} 8000\n");
+  CHECK_CONTAINS(t, "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"1\",Hostname=\"node1\",DCGM_FI_DRIVER_VERSION=\"999.99\",hpc_job=\"m1\"} 1024\n");
+  CHECK_CONTAINS(t, "GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"2\",Hostname=\"node1\",DCGM_FI_DRIVER_VERSION=\"999.99\",hpc_job=\"m2\"} 8000\n");
   /* The whole GPU's time is shared by its instances' jobs. */
   CHECK_NEAR(metric(t, "stoker_job_gpu_allocated_seconds_total{hpc_job=\"m1\""), 0.5);
   free(t);
@@ -409,9 +491,9 @@ TEST(watch_input_stall_goes_to_the_job) {
     }
   }
   char *t = expo(w);
-  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"J\",hostname=\"node1\",bucket=\"input_stalled\"}"), stalled);
-  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"J\",hostname=\"node1\",bucket=\"idle\"}"), idle);
-  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"J\",hostname=\"node1\",bucket=\"productive\"}"), productive);
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"J\",Hostname=\"node1\",bucket=\"input_stalled\"}"), stalled);
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"J\",Hostname=\"node1\",bucket=\"idle\"}"), idle);
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"J\",Hostname=\"node1\",bucket=\"productive\"}"), productive);
   CHECK_NEAR(metric(t, "stoker_job_input_wait_seconds_total{hpc_job=\"J\""), 2.0);
   char pre[128];
   snprintf(pre, sizeof pre, "stoker_loader_consumer_wait_seconds_total{pid=\"%d\",hpc_job=\"J\"}", (int)getpid());
@@ -485,9 +567,9 @@ TEST(watch_real_loader_published_under_job) {
   t = expo(w);
   double dwait = (double)(st2.consumer_wait_ns - st.consumer_wait_ns) / 1e9;
   CHECK_NEAR(metric(t, "stoker_job_input_wait_seconds_total{hpc_job=\"train-1\""), dwait);
-  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"train-1\",hostname=\"node1\",bucket=\"input_stalled\"}"),
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"train-1\",Hostname=\"node1\",bucket=\"input_stalled\"}"),
              dwait < 0.5 ? dwait : 0.5);
-  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"train-1\",hostname=\"node1\",bucket=\"productive\"}"), 0.5);
+  CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"train-1\",Hostname=\"node1\",bucket=\"productive\"}"), 0.5);
   free(t);
   stk_loader_close(l);
   /* Closed: the file is gone and the loader's series with it. */

@@ -257,7 +257,7 @@ TEST(watch_prometheus_scrapes_agent) {
   char *last = NULL;
   for (int tries = 0; tries < 120 && found < 2; tries++) {
     const char *q = found == 0 ? "stoker_job_gpu_idle_seconds_total{hpc_job=\"job-a\"}"
-                               : "DCGM_FI_DEV_GPU_UTIL{hpc_job=\"job-b\",gpu=\"1\",hostname=\"n1\"}";
+                               : "DCGM_FI_DEV_GPU_UTIL{hpc_job=\"job-b\",gpu=\"1\",Hostname=\"n1\"}";
     const char *expect = found == 0 ? want : "100";
     free(last);
     last = NULL;

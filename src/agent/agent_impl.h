@@ -214,5 +214,7 @@ struct ag_buf {
 void stk__ag_printf(struct ag_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append s as a Prometheus label value (escaped). */
 void stk__ag_label(struct ag_buf *b, const char *s);
+/* dcgm-exporter's err_msg for an XID code (xid.c); a static string. */
+const char *stk__ag_xid_text(unsigned code);
 
 #endif

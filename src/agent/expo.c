@@ -63,8 +63,13 @@ static void val(struct ag_buf *b, double v) {
     stk__ag_printf(b, " %.9g\n", v);
 }
 
-/* dcgm-exporter's labels for GPU g, one set per job (hpc_job) it serves. */
-static void gpu_labels(struct stk_watch *w, struct ag_buf *b, unsigned i, const char *job) {
+/* dcgm-exporter's labels for GPU i (4.x releases, default device mode),
+ * in its order: gpu, UUID, pci_bus_id, device, modelName, Hostname, then
+ * its label fields (DCGM_FI_DRIVER_VERSION) and its attributes sorted by
+ * name (err_code, err_msg on the XID series; hpc_job where a mapping names
+ * a job). xid >= 0 adds err_code and err_msg for that code. */
+static void gpu_labels(struct stk_watch *w, struct ag_buf *b, unsigned i, const char *job,
+                       double xid) {
   struct ag_gpu *g = &w->gpus[i];
   stk__ag_printf(b, "{gpu=\"%u\",UUID=", i);
   stk__ag_label(b, g->uuid);
@@ -72,12 +77,17 @@ static void gpu_labels(struct stk_watch *w, struct ag_buf *b, unsigned i, const 
   stk__ag_label(b, g->pci);
   stk__ag_printf(b, ",device=\"nvidia%u\",modelName=", i);
   stk__ag_label(b, g->name);
-  stk__ag_printf(b, ",hostname=");
+  stk__ag_printf(b, ",Hostname=");
   stk__ag_label(b, w->hostname);
   const char *drv = w->nvml ? stk__nvml_driver(w->nvml) : "";
   if (drv[0]) {
     stk__ag_printf(b, ",DCGM_FI_DRIVER_VERSION=");
     stk__ag_label(b, drv);
+  }
+  if (xid >= 0) {
+    unsigned code = xid < 4294967295.0 ? (unsigned)xid : 4294967295u;
+    stk__ag_printf(b, ",err_code=\"%u\",err_msg=", code);
+    stk__ag_label(b, stk__ag_xid_text(code));
   }
   if (job) {
     stk__ag_printf(b, ",hpc_job=");
@@ -97,6 +107,8 @@ static const struct dev_metric dev_metrics[] = {
     {"DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", OFF(mem_util), 1},
     {"DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", OFF(fb_used_mib), 1},
     {"DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", OFF(fb_free_mib), 1},
+    {"DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).",
+     OFF(fb_reserved_mib), 1},
     {"DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", OFF(power_w), 1},
     {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
      "Total energy consumption since boot (in mJ).", OFF(energy_mj), 1},
@@ -106,9 +118,9 @@ static const struct dev_metric dev_metrics[] = {
     {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge",
      "Current clock event (throttle) reasons, NVML's bitmask.", OFF(reasons), 1},
     {"DCGM_FI_DEV_POWER_VIOLATION", "counter",
-     "Throttling duration due to power constraints (in us).", OFF(viol_power_ns), 1e-3},
+     "Throttling duration due to power constraints (in ns).", OFF(viol_power_ns), 1},
     {"DCGM_FI_DEV_THERMAL_VIOLATION", "counter",
-     "Throttling duration due to thermal constraints (in us).", OFF(viol_thermal_ns), 1e-3},
+     "Throttling duration due to thermal constraints (in ns).", OFF(viol_thermal_ns), 1},
     {"DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", OFF(last_xid), 1},
     {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.",
      OFF(gr_active), 1},
@@ -134,14 +146,15 @@ static void device_metrics(struct stk_watch *w, struct ag_buf *b) {
       double v = sval(g, dm->off);
       if (!g->seen || g->lost || isnan(v)) continue;
       if (!any++) family(b, dm->name, dm->type, dm->help);
+      double xid = dm->off == OFF(last_xid) ? v : -1;
       if (!g->njobs) {
         stk__ag_printf(b, "%s", dm->name);
-        gpu_labels(w, b, i, NULL);
+        gpu_labels(w, b, i, NULL, xid);
         val(b, v * dm->scale);
       }
       for (unsigned k = 0; k < g->njobs; k++) {
         stk__ag_printf(b, "%s", dm->name);
-        gpu_labels(w, b, i, g->jobs[k]);
+        gpu_labels(w, b, i, g->jobs[k], xid);
         val(b, v * dm->scale);
       }
     }
@@ -161,8 +174,13 @@ static void device_metrics(struct stk_watch *w, struct ag_buf *b) {
         stk__ag_label(b, g->name);
         stk__ag_printf(b, ",GPU_I_PROFILE=");
         stk__ag_label(b, g->s.mig[mi].profile);
-        stk__ag_printf(b, ",GPU_I_ID=\"%u\",hostname=", g->s.mig[mi].gi_id);
+        stk__ag_printf(b, ",GPU_I_ID=\"%u\",Hostname=", g->s.mig[mi].gi_id);
         stk__ag_label(b, w->hostname);
+        const char *drv = w->nvml ? stk__nvml_driver(w->nvml) : "";
+        if (drv[0]) {
+          stk__ag_printf(b, ",DCGM_FI_DRIVER_VERSION=");
+          stk__ag_label(b, drv);
+        }
         if (g->mig_jobs[mi][0]) {
           stk__ag_printf(b, ",hpc_job=");
           stk__ag_label(b, g->mig_jobs[mi]);
@@ -179,7 +197,51 @@ static void gpu_id_labels(struct stk_watch *w, struct ag_buf *b, unsigned i) {
   stk__ag_label(b, w->gpus[i].uuid);
 }
 
+/* The build, as other exporters' *_build_info: the commit where the build
+ * passed -DSTOKER_COMMIT="..." (else "unknown"), the compiler, and the
+ * flags that change behaviour (optimized or not, sanitizers, assertions). */
+#ifndef STOKER_COMMIT
+#define STOKER_COMMIT "unknown"
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define BI_ASAN ",asan"
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BI_ASAN ",asan"
+#endif
+#endif
+#ifndef BI_ASAN
+#define BI_ASAN ""
+#endif
+#ifdef __OPTIMIZE__
+#define BI_OPT "optimized"
+#else
+#define BI_OPT "debug"
+#endif
+#ifdef NDEBUG
+#define BI_NDEBUG ",ndebug"
+#else
+#define BI_NDEBUG ""
+#endif
+
+static void build_info(struct ag_buf *b) {
+  family(b, "stoker_build_info", "gauge",
+         "Always 1; labels: stoker's version, commit, compiler and build flags.");
+  stk__ag_printf(b, "stoker_build_info{version=");
+  stk__ag_label(b, stk_version());
+  stk__ag_printf(b, ",commit=");
+  stk__ag_label(b, STOKER_COMMIT);
+#ifdef __VERSION__
+  stk__ag_printf(b, ",compiler=");
+  stk__ag_label(b, __VERSION__);
+#endif
+  stk__ag_printf(b, ",flags=");
+  stk__ag_label(b, BI_OPT BI_ASAN BI_NDEBUG);
+  stk__ag_printf(b, "} 1\n");
+}
+
 static void agent_metrics(struct stk_watch *w, struct ag_buf *b) {
+  build_info(b);
   family(b, "stoker_watch_nvml_up", "gauge", "1 when NVML is loaded and answering, else 0.");
   stk__ag_printf(b, "stoker_watch_nvml_up %d\n", w->nvml ? 1 : 0);
   family(b, "stoker_watch_samples_total", "counter", "Samples taken by the agent.");
@@ -400,7 +462,7 @@ static void job_metrics(struct stk_watch *w, struct ag_buf *b) {
       double v = m == 0 ? j->gpus : *(const double *)(const void *)((const char *)j + jms[m].off);
       stk__ag_printf(b, "%s{hpc_job=", jms[m].name);
       stk__ag_label(b, j->id);
-      stk__ag_printf(b, ",hostname=");
+      stk__ag_printf(b, ",Hostname=");
       stk__ag_label(b, w->hostname);
       stk__ag_printf(b, "}");
       val(b, v);
@@ -412,7 +474,7 @@ static void job_metrics(struct stk_watch *w, struct ag_buf *b) {
     for (int r = 0; r < AG_NREASONS; r++) {
       stk__ag_printf(b, "stoker_job_gpu_throttled_seconds_total{hpc_job=");
       stk__ag_label(b, w->jobs[i].id);
-      stk__ag_printf(b, ",hostname=");
+      stk__ag_printf(b, ",Hostname=");
       stk__ag_label(b, w->hostname);
       stk__ag_printf(b, ",reason=\"%s\"}", ag_reasons[r].name);
       val(b, w->jobs[i].throttle_s[r]);
@@ -426,7 +488,7 @@ static void job_metrics(struct stk_watch *w, struct ag_buf *b) {
     for (int k = 0; k < 5; k++) {
       stk__ag_printf(b, "stoker_job_goodput_seconds_total{hpc_job=");
       stk__ag_label(b, j->id);
-      stk__ag_printf(b, ",hostname=");
+      stk__ag_printf(b, ",Hostname=");
       stk__ag_label(b, w->hostname);
       stk__ag_printf(b, ",bucket=\"%s\"}", buckets[k]);
       val(b, v[k]);
