@@ -450,7 +450,10 @@ static int run(struct feed_args *a) {
     a->tk.o.epochs = a->lo.epochs;
     a->lo.epochs = 1;
     int r = cli_tokens_open("feed", a->path, &a->tk, &dopts, &tk);
-    if (r) return r;
+    if (r) {
+      cli_tokens_free(&a->tk);
+      return r;
+    }
   }
   int rc = tk ? 0 : stk_dataset_open(&ds, a->path, &dopts, err);
   if (rc == STK_ECANCELED && cli_stop_requested()) {
@@ -471,6 +474,7 @@ static int run(struct feed_args *a) {
     cli_error("feed", "%s", err);
     stk_dataset_close(ds);
     stk_tokens_close(tk);
+    cli_tokens_free(&a->tk);
     return CLI_FAIL;
   }
   cli_catch_signals();

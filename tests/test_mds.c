@@ -468,7 +468,8 @@ TEST(mds_ndarray_bad_values) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     struct col bc[1] = {{"x", bad[i].enc, bad[i].size}};
     struct row *r = calloc(1, sizeof *r);
-    test_buf_put(&r[0].v[0], "\0\0\0\0\0\0\0\0", bad[i].size > 0 ? (size_t)bad[i].size : 1);
+    static const uint8_t zeros[64];
+    test_buf_put(&r[0].v[0], zeros, bad[i].size > 0 ? (size_t)bad[i].size : 1);
     write_mds("g", bc, 1, r, 1, NULL);
     free_rows(r, 1);
     open_fails("g", err);

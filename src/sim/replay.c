@@ -290,7 +290,7 @@ int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
   res->alloc_mean = span > 0 ? 100.0 * alloc_int / span : res->alloc_peak;
   res->frag_ratio_mean = span > 0 ? 100.0 * frag_int / span : 0;
   if (res->placed) {
-    qsort(R.waits, R.nwaits, sizeof *R.waits, cmp_i64);
+    if (R.nwaits) qsort(R.waits, R.nwaits, sizeof *R.waits, cmp_i64); /* NULL when none */
     uint64_t zeros = res->placed - R.nwaits;
     double qs[3] = {0.50, 0.90, 0.99},
            *out[3] = {&res->delay_p50, &res->delay_p90, &res->delay_p99};
