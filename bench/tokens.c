@@ -1,0 +1,328 @@
+/* T2-T4 of issue 18: token windows (stoker/tokens.h) served by the loader
+ * from a Megatron corpus whose window index is already built. Driven by
+ * bench/tokens.sh, which generates the corpora and prints the table.
+ *
+ * usage:
+ *   tokens t3 PREFIX SEQ_LEN int32|int64 ROUNDS SECONDS THREADS BATCH
+ *       steady state: per round, the copy ceiling (THREADS threads each
+ *       memcpy'ing 128 MiB buffers, as `stoker doctor` measures it: bytes
+ *       copied per second) and then a loader over the windows for SECONDS,
+ *       the consumer taking and releasing batches; the medians of the
+ *       rounds and their ratio, with the disk reads during the loader runs.
+ *   tokens t4 PREFIX SEQ_LEN SAMPLES ROUNDS
+ *       resume: stk_tokens_open over a built index (timed), then per round
+ *       a state at a large position -> stk_loader_open_tokens(resume) ->
+ *       the first batch, timed, its first window checked against
+ *       stk_tokens_window.
+ *   tokens t2 PREFIX SEQ_LEN SAMPLES LAUNCH_NS
+ *       start-up, one process of many: open the corpus and its index
+ *       (SAMPLES windows, 0 = one epoch), a
+ *       loader, the first batch; one JSON line with the time since
+ *       LAUNCH_NS (CLOCK_REALTIME when the script launched them all), the
+ *       time inside this process, and whether any index was rebuilt.
+ *   tokens digest PREFIX SEQ_LEN int32|int64
+ *       a CRC32C of every window, mask and boundary list in order (to
+ *       check that a change to the copy serves the same bytes).
+ * Every figure is printed as one JSON line on stdout. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "stoker/stoker.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what, const char *detail) {
+  fprintf(stderr, "tokens: %s: %s\n", what, detail);
+  exit(1);
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static struct stk_tokens *open_tokens(const char *path, uint32_t seq, int type, uint64_t samples,
+                                      double *secs) {
+  struct stk_tokens_opts o;
+  stk_tokens_opts_init(&o);
+  o.seq_len = seq;
+  o.token_type = type;
+  o.samples = samples;
+  struct stk_tokens *t = NULL;
+  char err[STK_ERRMSG_MAX] = "";
+  double t0 = now_s();
+  if (stk_tokens_open(&t, 1, &path, NULL, &o, err)) die(path, err);
+  if (secs) *secs = now_s() - t0;
+  return t;
+}
+
+static int tok_type(const char *s) {
+  if (!strcmp(s, "int32")) return STK_TOKENS_INT32;
+  if (!strcmp(s, "int64")) return STK_TOKENS_INT64;
+  die(s, "not int32 or int64");
+  return 0;
+}
+
+static int built(const struct stk_tokens *t) {
+  int b = 0;
+  for (int i = 0; i < stk_tokens_num_sources(t); i++) {
+    struct stk_tokens_source s;
+    stk_tokens_source(t, i, &s);
+    b |= s.built;
+  }
+  return b;
+}
+
+static struct stk_loader *open_loader(struct stk_tokens *t, uint32_t batch, uint32_t threads,
+                                      uint32_t epochs, const struct stk_sampler_state *resume) {
+  struct stk_loader_opts lo;
+  stk_loader_opts_init(&lo);
+  lo.batch_size = batch;
+  lo.threads = threads;
+  lo.epochs = epochs;
+  lo.resume = resume;
+  struct stk_loader *l = NULL;
+  char err[STK_ERRMSG_MAX] = "";
+  if (stk_loader_open_tokens(&l, t, &lo, err)) die("stk_loader_open_tokens", err);
+  return l;
+}
+
+/* System-wide pages read from storage (/proc/vmstat pgpgin, KiB) and this
+ * process's storage reads (/proc/self/io read_bytes). */
+static uint64_t vmstat_pgpgin_kib(void) {
+  FILE *f = fopen("/proc/vmstat", "r");
+  char k[64];
+  unsigned long long v;
+  uint64_t r = 0;
+  while (f && fscanf(f, "%63s %llu", k, &v) == 2)
+    if (!strcmp(k, "pgpgin")) r = v;
+  if (f) fclose(f);
+  return r;
+}
+
+static uint64_t self_read_bytes(void) {
+  FILE *f = fopen("/proc/self/io", "r");
+  char k[64];
+  unsigned long long v;
+  uint64_t r = 0;
+  while (f && fscanf(f, "%63s %llu", k, &v) == 2)
+    if (!strcmp(k, "read_bytes:")) r = v;
+  if (f) fclose(f);
+  return r;
+}
+
+/* ---- t3: steady state against the copy ceiling ------------------------ */
+
+struct mc {
+  size_t bytes;
+  pthread_barrier_t *gate;
+  double bps;
+};
+
+static void *mc_thread(void *p) {
+  struct mc *w = p;
+  uint8_t *a = aligned_alloc(4096, w->bytes), *b = aligned_alloc(4096, w->bytes);
+  if (!a || !b) die("memcpy", "out of memory");
+  memset(a, 1, w->bytes), memset(b, 2, w->bytes);
+  memcpy(b, a, w->bytes);
+  pthread_barrier_wait(w->gate);
+  double t[7];
+  for (int i = 0; i < 7; i++) {
+    double t0 = now_s();
+    memcpy(i % 2 ? a : b, i % 2 ? b : a, w->bytes);
+    t[i] = now_s() - t0;
+  }
+  w->bps = (double)w->bytes / median(t, 7);
+  free(a), free(b);
+  return NULL;
+}
+
+/* `stoker doctor`'s memcpy figure, measured here: n threads at once, each
+ * copying its own 128 MiB, the sum of their median pass rates. */
+static double memcpy_ceiling(uint32_t n) {
+  pthread_t th[64];
+  struct mc w[64];
+  pthread_barrier_t gate;
+  if (n > 64) n = 64;
+  pthread_barrier_init(&gate, NULL, n);
+  for (uint32_t i = 0; i < n; i++) {
+    w[i] = (struct mc){.bytes = (size_t)128 << 20, .gate = &gate};
+    if (pthread_create(&th[i], NULL, mc_thread, &w[i])) die("memcpy", "pthread_create");
+  }
+  double sum = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    pthread_join(th[i], NULL);
+    sum += w[i].bps;
+  }
+  pthread_barrier_destroy(&gate);
+  return sum;
+}
+
+static int t3(int argc, char **argv) {
+  if (argc < 9) die("t3", "PREFIX SEQ_LEN TYPE ROUNDS SECONDS THREADS BATCH");
+  uint32_t seq = (uint32_t)atoi(argv[3]), threads = (uint32_t)atoi(argv[7]);
+  uint32_t batch = (uint32_t)atoi(argv[8]);
+  int type = tok_type(argv[4]), rounds = atoi(argv[5]);
+  double secs = atof(argv[6]);
+  if (rounds < 1 || rounds > 64) die("t3", "ROUNDS must be 1..64");
+  struct stk_tokens *t = open_tokens(argv[2], seq, type, 0, NULL);
+  size_t es = type == STK_TOKENS_INT64 ? 8 : 4;
+  uint32_t S = stk_tokens_row_len(t);
+  double cp[64], tps[64];
+  uint64_t disk0 = vmstat_pgpgin_kib(), io0 = self_read_bytes();
+  double wait_sum = 0;
+  for (int r = 0; r < rounds; r++) {
+    cp[r] = memcpy_ceiling(threads);
+    struct stk_loader *l = open_loader(t, batch, threads, 1000000, NULL);
+    struct stk_batch *b;
+    if (stk_loader_next(l, &b)) die("t3", stk_loader_errmsg(l));
+    stk_batch_release(l, b); /* the clock starts at the first batch */
+    uint64_t tokens = 0;
+    double t0 = now_s(), t1 = t0, w = 0;
+    while (t1 - t0 < secs) {
+      double a = now_s();
+      if (stk_loader_next(l, &b)) die("t3", stk_loader_errmsg(l));
+      t1 = now_s();
+      w += t1 - a;
+      tokens += (uint64_t)b->n * S;
+      stk_batch_release(l, b);
+    }
+    tps[r] = (double)tokens / (t1 - t0);
+    wait_sum += w / (t1 - t0);
+    stk_loader_close(l);
+  }
+  uint64_t disk = (vmstat_pgpgin_kib() - disk0) * 1024, io = self_read_bytes() - io0;
+  double c = median(cp, rounds), tk = median(tps, rounds);
+  printf(
+      "{\"test\": \"t3\", \"seq_len\": %u, \"type\": \"%s\", \"row_tokens\": %u, "
+      "\"batch\": %u, \"threads\": %u, \"rounds\": %d, \"seconds_per_round\": %.2f, "
+      "\"tokens_per_s\": %.0f, \"token_bytes_per_s\": %.0f, \"with_mask_bytes_per_s\": %.0f, "
+      "\"memcpy_bytes_per_s\": %.0f, \"ratio\": %.3f, \"ratio_with_mask\": %.3f, "
+      "\"consumer_wait_share\": %.3f, \"disk_read_bytes_system\": %" PRIu64
+      ", \"disk_read_bytes_self\": %" PRIu64 "}\n",
+      seq, argv[4], S, batch, threads, rounds, secs, tk, tk * (double)es, tk * (double)(es + 1), c,
+      tk * (double)es / c, tk * (double)(es + 1) / c, wait_sum / rounds, disk, io);
+  stk_tokens_close(t);
+  return 0;
+}
+
+/* ---- t4: resume at a large position ----------------------------------- */
+
+static int t4(int argc, char **argv) {
+  if (argc < 6) die("t4", "PREFIX SEQ_LEN SAMPLES ROUNDS");
+  uint32_t seq = (uint32_t)atoi(argv[3]);
+  uint64_t samples = strtoull(argv[4], NULL, 10);
+  int rounds = atoi(argv[5]);
+  if (rounds < 1 || rounds > 64) die("t4", "ROUNDS must be 1..64");
+  double open_s;
+  struct stk_tokens *t = open_tokens(argv[2], seq, STK_TOKENS_INT32, samples, &open_s);
+  uint64_t nwin = stk_tokens_num_windows(t);
+  uint32_t S = stk_tokens_row_len(t);
+  int32_t *ref = malloc((size_t)S * 4);
+  double el[64];
+  struct stk_rng rng;
+  stk_rng_seed(&rng, 18);
+  uint64_t pos = 0;
+  for (int r = 0; r < rounds; r++) {
+    /* A position in the last tenth of the order, different every round. */
+    pos = nwin - 1 - stk_rng_below(&rng, nwin / 10);
+    struct stk_sampler_state st = {
+        .seed = 1234, .epoch = 0, .position = pos, .dataset_fp = stk_tokens_fingerprint(t)};
+    double t0 = now_s();
+    struct stk_loader *l = open_loader(t, 1, 1, 1, &st);
+    struct stk_batch *b;
+    if (stk_loader_next(l, &b)) die("t4", stk_loader_errmsg(l));
+    el[r] = now_s() - t0;
+    struct stk_token_batch tb;
+    if (stk_batch_tokens(l, b, &tb)) die("t4", "not a token batch");
+    char err[STK_ERRMSG_MAX] = "";
+    if (stk_tokens_window(t, pos, ref, NULL, NULL, NULL, err)) die("t4", err);
+    if (tb.windows[0] != pos || memcmp(tb.tokens, ref, (size_t)S * 4))
+      die("t4", "the first batch after resume is not the saved position's window");
+    stk_batch_release(l, b);
+    stk_loader_close(l);
+  }
+  double mx = 0;
+  for (int r = 0; r < rounds; r++) mx = el[r] > mx ? el[r] : mx;
+  printf("{\"test\": \"t4\", \"seq_len\": %u, \"windows\": %" PRIu64 ", \"last_position\": %" PRIu64
+         ", \"rounds\": %d, \"resume_to_first_batch_ms_median\": %.3f, "
+         "\"resume_to_first_batch_ms_max\": %.3f, \"tokens_open_ms\": %.1f, \"index_built\": %d}\n",
+         seq, nwin, pos, rounds, median(el, rounds) * 1e3, mx * 1e3, open_s * 1e3, built(t));
+  free(ref);
+  stk_tokens_close(t);
+  return 0;
+}
+
+/* ---- t2: one process of many starting at once -------------------------- */
+
+static int t2(int argc, char **argv) {
+  double t0 = now_s();
+  if (argc < 6) die("t2", "PREFIX SEQ_LEN SAMPLES LAUNCH_NS");
+  uint32_t seq = (uint32_t)atoi(argv[3]);
+  uint64_t samples = strtoull(argv[4], NULL, 10), launch = strtoull(argv[5], NULL, 10);
+  double open_s;
+  struct stk_tokens *t = open_tokens(argv[2], seq, STK_TOKENS_INT32, samples, &open_s);
+  struct stk_loader *l = open_loader(t, 8, 1, 1, NULL);
+  struct stk_batch *b;
+  if (stk_loader_next(l, &b)) die("t2", stk_loader_errmsg(l));
+  struct timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  double in_proc = now_s() - t0;
+  double since = ((double)rt.tv_sec * 1e9 + (double)rt.tv_nsec - (double)launch) * 1e-9;
+  stk_batch_release(l, b);
+  printf(
+      "{\"test\": \"t2\", \"first_batch_s\": %.4f, \"in_process_s\": %.4f, "
+      "\"tokens_open_s\": %.4f, \"index_built\": %d}\n",
+      since, in_proc, open_s, built(t));
+  stk_loader_close(l);
+  stk_tokens_close(t);
+  return 0;
+}
+
+/* ---- digest ------------------------------------------------------------- */
+
+static int digest(int argc, char **argv) {
+  if (argc < 5) die("digest", "PREFIX SEQ_LEN TYPE");
+  int type = tok_type(argv[4]);
+  struct stk_tokens *t = open_tokens(argv[2], (uint32_t)atoi(argv[3]), type, 0, NULL);
+  uint32_t S = stk_tokens_row_len(t), ncu;
+  size_t es = type == STK_TOKENS_INT64 ? 8 : 4;
+  uint8_t *tok = malloc((size_t)S * es), *mask = malloc(S);
+  int32_t *cu = malloc(((size_t)S + 1) * 4);
+  uint32_t crc = 0;
+  uint64_t n = stk_tokens_num_windows(t);
+  char err[STK_ERRMSG_MAX] = "";
+  for (uint64_t k = 0; k < n; k++) {
+    if (stk_tokens_window(t, k, tok, mask, cu, &ncu, err)) die("digest", err);
+    crc = stk_crc32c(crc, tok, (size_t)S * es);
+    crc = stk_crc32c(crc, mask, S);
+    crc = stk_crc32c(crc, cu, (size_t)ncu * 4);
+  }
+  printf("{\"test\": \"digest\", \"windows\": %" PRIu64 ", \"crc32c\": \"%08x\"}\n", n, crc);
+  free(tok), free(mask), free(cu);
+  stk_tokens_close(t);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) die("usage", "tokens t2|t3|t4|digest ... (see bench/tokens.c)");
+  if (!strcmp(argv[1], "t3")) return t3(argc, argv);
+  if (!strcmp(argv[1], "t4")) return t4(argc, argv);
+  if (!strcmp(argv[1], "t2")) return t2(argc, argv);
+  if (!strcmp(argv[1], "digest")) return digest(argc, argv);
+  die(argv[1], "not t2, t3, t4 or digest");
+  return 1;
+}
