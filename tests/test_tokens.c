@@ -3,6 +3,7 @@
  * and the token stream, resume across world sizes, the index file (reuse,
  * stale, corrupt, eight processes at once), blends, document windows and
  * packing, and bad inputs. The corpora are written here, byte by byte. */
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -607,4 +608,45 @@ TEST(tokens_bad_inputs_refused) {
   refused(1, plain, NULL, &o, STK_EFORMAT, "not Megatron's indexed dataset");
   o.windows = 9;
   refused(1, one, NULL, &o, STK_EINVAL, "windows: 9");
+}
+
+/* An int64 corpus into int32 batches: a token that does not fit is refused
+ * naming the document and token (it was truncated without a word); int64
+ * batches serve it whole. */
+TEST(tokens_int64_token_past_int32_refused) {
+  enum { N = 20 };
+  int32_t *lens = lengths(N, 30, 5);
+  write_corpus("w", 5, N, lens);
+  int fd = open("w.bin", O_WRONLY);
+  CHECK(fd >= 0);
+  uint8_t big[8];
+  for (int i = 0; i < 8; i++) big[i] = (uint8_t)((1ull << 40) >> (8 * i));
+  CHECK_EQ(pwrite(fd, big, 8, 0), 8); /* document 0's first token */
+  close(fd);
+  for (int type = STK_TOKENS_INT32; type <= STK_TOKENS_INT64; type++) {
+    struct stk_tokens_opts o;
+    stk_tokens_opts_init(&o);
+    o.seq_len = 8;
+    o.no_index_file = 1;
+    o.token_type = type;
+    struct stk_tokens *t = open_ok("w", &o);
+    int64_t row[16];
+    char err[STK_ERRMSG_MAX] = "";
+    int refused = 0, seen = 0;
+    for (uint64_t k = 0; k < stk_tokens_num_windows(t); k++) {
+      err[0] = 0;
+      int rc = stk_tokens_window(t, k, row, NULL, NULL, NULL, err);
+      if (rc) {
+        CHECK_EQ(rc, STK_ERANGE);
+        CHECK_CONTAINS(err, "w: document 0, token 0 is 1099511627776, which does not fit int32");
+        refused++;
+      } else if (type == STK_TOKENS_INT64) {
+        for (int j = 0; j < 9; j++) seen += row[j] == (int64_t)1 << 40;
+      }
+    }
+    if (type == STK_TOKENS_INT32) CHECK_EQ(refused, 1);
+    else CHECK(refused == 0 && seen == 1);
+    stk_tokens_close(t);
+  }
+  free(lens);
 }

@@ -45,6 +45,9 @@ enum stk_windows {
   STK_WINDOWS_PACK,
 };
 
+/* The batches' token type. An int64 corpus read into int32 batches has each
+ * token checked: one outside int32 fails its window with STK_ERANGE naming
+ * the document and token. */
 enum stk_token_type { STK_TOKENS_INT32 = 0, STK_TOKENS_INT64 };
 
 /* Programs built against this header keep working with a newer library:

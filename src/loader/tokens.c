@@ -592,6 +592,16 @@ static int add_piece(const struct stk_tokens *t, const struct src *s, const stru
                      "%s: document %d's tokens %" PRId64 "..%" PRId64
                      " lie past the end of its .bin",
                      s->path, d, from, to);
+  if (t->es == 4 && s->dt->size == 8) /* int64 tokens into int32 batches: each must fit */
+    for (int64_t i = 0; i < to - from; i++) {
+      int64_t v = (int64_t)stk__ld64(p + 8 * i);
+      if (v < INT32_MIN || v > INT32_MAX)
+        return stk__errf(err, STK_ERANGE,
+                         "%s: document %d, token %" PRId64 " is %" PRId64
+                         ", which does not fit int32 batches: ask for int64 tokens "
+                         "(--tokens int64, tokens=\"int64\")",
+                         s->path, d, from + i, v);
+    }
   put_tokens(r->tok, t->es, *at, p, s->dt, (uint64_t)(to - from));
   *at += (uint32_t)(to - from);
   if (r->cu) r->cu[(*nc)++] = (int32_t)*at;
