@@ -267,6 +267,9 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
 
 fuzz-build: $(FUZZ_BINS)
 
+# Keep the library objects between fuzz targets and runs.
+.SECONDARY: $(FUZZ_LIB_OBJ)
+
 fuzz: fuzz-build
 	@./scripts/install-deps test
 	@set -e; for b in $(FUZZ_BINS); do \
