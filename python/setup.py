@@ -95,8 +95,17 @@ EXT_FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
 LIB_FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-O2", "-pthread", "-fvisibility=hidden", "-Wall",
              "-Wextra", "-Wno-missing-field-initializers"]
 
+# The extension's own files (src/binding.h says which idea each holds),
+# compiled with EXT_FLAGS; the library's with LIB_FLAGS.
+BINDING = sorted(os.path.join("src", os.path.basename(p))
+                 for p in glob.glob(os.path.join(HERE, "src", "*.c")))
+BINDING_HEADERS = sorted(os.path.join("src", os.path.basename(p))
+                         for p in glob.glob(os.path.join(HERE, "src", "*.h")))
+if not BINDING:
+    raise SystemExit("stoker: no extension sources in %s/src" % HERE)
+
 tree = source_tree()
-sources, include_dirs, extra_objects, compile_args = ["src/_stoker.c"], [], [], EXT_FLAGS
+sources, include_dirs, extra_objects, compile_args = list(BINDING), [], [], EXT_FLAGS
 from_source = os.environ.get("STOKER_FROM_SOURCE") == "1"
 if "sdist" in sys.argv[1:]:
     libs = []  # the archive carries the sources; nothing is built
@@ -130,7 +139,7 @@ class BuildExt(build_ext):
 
             def one(obj):
                 src, src_ext = build[obj]
-                flags = extra_postargs if os.path.basename(src) == "_stoker.c" else LIB_FLAGS
+                flags = extra_postargs if os.path.normpath(src) in BINDING else LIB_FLAGS
                 cc._compile(obj, src, src_ext, cc_args, flags, pp_opts)
 
             from concurrent.futures import ThreadPoolExecutor
@@ -171,7 +180,7 @@ ext = Extension(
     extra_objects=extra_objects,
     extra_compile_args=compile_args,
     extra_link_args=libs + ["-lm", "-ldl", "-pthread"],
-    depends=["src/dlpack.h", LIB] if extra_objects else ["src/dlpack.h"],
+    depends=BINDING_HEADERS + [LIB] if extra_objects else BINDING_HEADERS,
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt, "sdist": Sdist})
