@@ -356,8 +356,9 @@ TEST(watch_mig_instances) {
   char *t = expo(w);
   CHECK_CONTAINS(t, "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"1\",Hostname=\"node1\",DCGM_FI_DRIVER_VERSION=\"999.99\",hpc_job=\"m1\"} 1024\n");
   CHECK_CONTAINS(t, "GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"2\",Hostname=\"node1\",DCGM_FI_DRIVER_VERSION=\"999.99\",hpc_job=\"m2\"} 8000\n");
-  /* The whole GPU's time is shared by its instances' jobs. */
-  CHECK_NEAR(metric(t, "stoker_job_gpu_allocated_seconds_total{hpc_job=\"m1\""), 0.5);
+  /* Each instance's job gets its compute slices' share of the GPU. */
+  CHECK_NEAR(metric(t, "stoker_job_gpu_allocated_seconds_total{hpc_job=\"m1\""), 1.0 / 7);
+  CHECK_NEAR(metric(t, "stoker_job_gpu_allocated_seconds_total{hpc_job=\"m2\""), 3.0 / 7);
   free(t);
   stk_watch_close(w);
 }

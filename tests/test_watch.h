@@ -15,14 +15,14 @@
 #include "stoker/stoker.h"
 #include "test.h"
 
-static inline const char *fake_nvml(void) {
+static __attribute__((unused)) const char *fake_nvml(void) {
   const char *p = getenv("STOKER_FAKE_NVML");
   if (!p || access(p, R_OK) != 0) SKIP("the fake NVML is not built (run through make test)");
   return p;
 }
 
 /* An agent in fast time over scenario file sc (written by the caller). */
-static inline struct stk_watch *agent(const char *sc, struct stk_watch_opts *o) {
+static __attribute__((unused)) struct stk_watch *agent(const char *sc, struct stk_watch_opts *o) {
   setenv("FAKE_NVML_SCENARIO", sc, 1);
   struct stk_watch_opts d = {0};
   if (!o) o = &d;
@@ -41,7 +41,7 @@ static inline struct stk_watch *agent(const char *sc, struct stk_watch_opts *o) 
   return w;
 }
 
-static inline char *expo(struct stk_watch *w) {
+static __attribute__((unused)) char *expo(struct stk_watch *w) {
   char *b;
   size_t n;
   CHECK_OK(stk_watch_prometheus(w, &b, &n));
@@ -51,7 +51,7 @@ static inline char *expo(struct stk_watch *w) {
 
 /* Value of the first series starting with prefix (name{labels...); NAN
  * when there is none. */
-static inline double metric(const char *text, const char *prefix) {
+static __attribute__((unused)) double metric(const char *text, const char *prefix) {
   size_t l = strlen(prefix);
   for (const char *p = text; p && *p;) {
     if (!strncmp(p, prefix, l)) {
@@ -75,11 +75,11 @@ static inline double metric(const char *text, const char *prefix) {
       test_fail(__FILE__, __LINE__, "%s == %s (%.9g != %.9g)", #a, #b, a_, b_);           \
   } while (0)
 
-static inline void write_str(const char *path, const char *s) { test_write_file(path, s, strlen(s)); }
+static __attribute__((unused)) void write_str(const char *path, const char *s) { test_write_file(path, s, strlen(s)); }
 
 /* Write a publication file by hand, as another publisher would: mapped
  * shared, named loader-PID-N.pub. */
-static inline struct stk_pub *fake_pub_n(const char *dir, int n, uint64_t wait_ns) {
+static __attribute__((unused)) struct stk_pub *fake_pub_n(const char *dir, int n, uint64_t wait_ns) {
   char path[256];
   snprintf(path, sizeof path, "%s/loader-%d-%d.pub", dir, (int)getpid(), n);
   int fd = open(path, O_RDWR | O_CREAT, 0644);
@@ -98,10 +98,10 @@ static inline struct stk_pub *fake_pub_n(const char *dir, int n, uint64_t wait_n
   return p;
 }
 
-static inline struct stk_pub *fake_pub(const char *dir, uint64_t wait_ns) { return fake_pub_n(dir, 99, wait_ns); }
+static __attribute__((unused)) struct stk_pub *fake_pub(const char *dir, uint64_t wait_ns) { return fake_pub_n(dir, 99, wait_ns); }
 
 /* A fake /proc with host files; cpu line from the given jiffies. */
-static inline void fake_proc_host(unsigned long user, unsigned long idle, unsigned long steal) {
+static __attribute__((unused)) void fake_proc_host(unsigned long user, unsigned long idle, unsigned long steal) {
   mkdir("proc", 0755);
   mkdir("proc/pressure", 0755);
   char buf[512];

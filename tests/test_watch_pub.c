@@ -39,7 +39,7 @@ TEST(watch_input_stall_goes_to_the_job) {
   CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"J\",Hostname=\"node1\",bucket=\"productive\"}"), productive);
   CHECK_NEAR(metric(t, "stoker_job_input_wait_seconds_total{hpc_job=\"J\""), 2.0);
   char pre[128];
-  snprintf(pre, sizeof pre, "stoker_loader_consumer_wait_seconds_total{pid=\"%d\",hpc_job=\"J\"}", (int)getpid());
+  snprintf(pre, sizeof pre, "stoker_loader_consumer_wait_seconds_total{pid=\"%d\",loader=\"99\",hpc_job=\"J\"}", (int)getpid());
   CHECK_NEAR(metric(t, pre), 2.0);
   free(t);
   /* A publication from another version is not read as this one. */
@@ -87,11 +87,11 @@ TEST(watch_real_loader_published_under_job) {
   CHECK_OK(stk_watch_sample(w));
   char *t = expo(w);
   char pre[160];
-  snprintf(pre, sizeof pre, "stoker_loader_consumer_wait_seconds_total{pid=\"%d\",hpc_job=\"train-1\"}", (int)getpid());
+  snprintf(pre, sizeof pre, "stoker_loader_consumer_wait_seconds_total{pid=\"%d\",loader=\"0\",hpc_job=\"train-1\"}", (int)getpid());
   CHECK_NEAR(metric(t, pre), (double)st.consumer_wait_ns / 1e9);
-  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",hpc_job=\"train-1\"}", (int)getpid());
+  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",loader=\"0\",hpc_job=\"train-1\"}", (int)getpid());
   CHECK_NEAR(metric(t, pre), 11);
-  snprintf(pre, sizeof pre, "stoker_loader_stage_busy_seconds_total{pid=\"%d\",stage=\"decode\",hpc_job=\"train-1\"}", (int)getpid());
+  snprintf(pre, sizeof pre, "stoker_loader_stage_busy_seconds_total{pid=\"%d\",loader=\"0\",stage=\"decode\",hpc_job=\"train-1\"}", (int)getpid());
   CHECK(metric(t, pre) > 0);
   free(t);
   /* More batches, then a second sample: the job is charged exactly its
@@ -343,12 +343,12 @@ TEST(watch_publication_job_claim_for_another_users_job) {
   for (int s = 0; s < 2; s++) CHECK_OK(stk_watch_sample(w));
   char *t = expo(w);
   char pre[160];
-  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",hpc_job=\"pid-%d\"}", (int)getpid(),
+  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",loader=\"1\",hpc_job=\"pid-%d\"}", (int)getpid(),
            (int)getpid());
   CHECK_NEAR(metric(t, pre), 7);
-  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",hpc_job=\"mine\"}", (int)getpid());
+  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",loader=\"2\",hpc_job=\"mine\"}", (int)getpid());
   CHECK_NEAR(metric(t, pre), 3);
-  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",hpc_job=\"theirs\"}", (int)getpid());
+  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",loader=\"1\",hpc_job=\"theirs\"}", (int)getpid());
   CHECK(isnan(metric(t, pre)));
   free(t);
   stk_watch_close(w);
@@ -404,7 +404,7 @@ TEST(watch_publication_strings_cannot_break_the_page) {
   CHECK_OK(stk_watch_sample(w));
   char *t = expo(w);
   char pre[160];
-  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",hpc_job=\"a_b_c_d__\"}", (int)getpid());
+  snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",loader=\"1\",hpc_job=\"a_b_c_d__\"}", (int)getpid());
   CHECK_NEAR(metric(t, pre), 7);
   CHECK(strstr(t, "stage=\"____x__1__\"") != NULL);
   for (const unsigned char *c = (const unsigned char *)t; *c; c++)

@@ -1,6 +1,6 @@
 /* Internals of the metrics agent shared by its files: agent.c (the sample
  * loop, attribution and the reaper), sources.c (/proc, cgroups, the job
- * mapping directory, loader publications), expo.c (Prometheus text, JSON,
+ * mapping directory, loader publications), expo.c (Prometheus text), view.c (JSON,
  * the view for `stoker top`) and http.c (libmicrohttpd). */
 #ifndef STOKER_AGENT_IMPL_H
 #define STOKER_AGENT_IMPL_H
@@ -17,7 +17,7 @@
 
 #define AG_MAX_GPUS 64
 #define AG_JOB_LEN 64
-#define AG_JOBS_PER_GPU 4
+#define AG_MAP_MAX_JOBS 2048 /* job ids one mapping file can hold (4 KiB of 1-character lines) */
 #define AG_NREASONS 6
 #define AG_MAX_PUB_FILES 1024 /* publication files tracked at once (live or rejected) */
 #define AG_MAX_PUB_PER_UID 256 /* ... of them owned by one user: none can crowd out the rest */
@@ -34,6 +34,13 @@ struct ag_proc {
   char job[AG_JOB_LEN];
 };
 
+/* A job on a GPU: on the whole GPU (unit -1) or on MIG instance `unit`
+ * (an index into s.mig). A GPU has any number of them. */
+struct ag_alloc {
+  char job[AG_JOB_LEN];
+  int unit;
+};
+
 struct ag_gpu {
   int seen;                      /* sampled at least once */
   int lost;                      /* fell off the bus */
@@ -41,10 +48,10 @@ struct ag_gpu {
   char uuid[96], name[96], pci[32]; /* kept from before a loss */
   struct ag_proc *procs;
   unsigned nprocs, procs_cap;
-  char jobs[AG_JOBS_PER_GPU][AG_JOB_LEN]; /* the jobs it is allocated to */
-  unsigned njobs;
-  int mapped;                    /* jobs come from the mapping directory */
-  char mig_jobs[8][AG_JOB_LEN];  /* per MIG instance, from "GPU.GI" files */
+  struct ag_alloc *alloc;        /* the jobs it is allocated to, per unit */
+  unsigned nalloc, alloc_cap;
+  int mapped;                    /* the whole GPU's jobs come from the mapping directory */
+  int mig_mapped[8];             /* ... instance m's, from a "GPU.GI" file */
   double prev_energy_mj;         /* NaN until read */
   double xid_total;
 };
@@ -143,6 +150,7 @@ struct stk_watch {
   uint64_t mapping_errors, reaper_warn, reaper_act, reaper_dry;
   uint64_t loader_errors[AG_REJ_N]; /* publication files skipped, by reason */
   char mapping_err_last[256];
+  char (*map_jobs)[AG_JOB_LEN];  /* scratch for one mapping file: AG_MAP_MAX_JOBS */
   long clk_tck;
   struct ag_pcache *pc_prev, *pc_cur; /* last sample's (sorted by pid), this one's */
   unsigned npc_prev, npc_cur, pc_cap_prev, pc_cap_cur;
@@ -156,6 +164,15 @@ struct stk_watch {
   int kids[64];                  /* reaper commands still running */
   unsigned nkids;
 };
+
+/* agent.c: add job to unit (-1: the whole GPU, else a MIG instance) of
+ * g unless it is there; -1 when out of memory. */
+int stk__ag_gpu_add_job(struct ag_gpu *g, int unit, const char *job);
+/* The jobs of unit u of g, and how many. */
+unsigned stk__ag_unit_jobs(const struct ag_gpu *g, int unit);
+/* Whether the device series of unit u carry hpc_job (a mapping names its
+ * jobs: dcgm-exporter's rule). */
+int stk__ag_unit_mapped(const struct ag_gpu *g, int unit);
 
 /* sources.c */
 void stk__ag_host_sample(struct stk_watch *w, double dt);

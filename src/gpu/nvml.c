@@ -15,11 +15,19 @@
 
 #define MAX_DEV 64
 
+/* GPM needs two samples of the same source: a ring of two per device and
+ * per MIG instance slot (gi: the instance it holds samples of). */
+struct gpm_ring {
+  nv_gpm_sample gs[2];
+  int cur, have;
+  unsigned gi;
+};
+
 struct dev_state {
   nv_dev h;
   int gpm;               /* 1 supported, 0 unknown yet, -1 no */
-  nv_gpm_sample gs[2];
-  int gs_cur, gs_have;
+  struct gpm_ring ring;
+  struct gpm_ring mig[8];
   unsigned long long proc_util_seen;
   unsigned xid_count;
   double last_xid;
@@ -99,8 +107,11 @@ int stk__nvml_open(struct stk__nvml **out, const char *lib, char *why) {
 void stk__nvml_close(struct stk__nvml *n) {
   if (!n) return;
   for (unsigned i = 0; i < MAX_DEV; i++)
-    for (int k = 0; k < 2; k++)
-      if (n->dev[i].gs[k] && n->nvmlGpmSampleFree) n->nvmlGpmSampleFree(n->dev[i].gs[k]);
+    for (int r = 0; r < 9; r++) {
+      struct gpm_ring *g = r ? &n->dev[i].mig[r - 1] : &n->dev[i].ring;
+      for (int k = 0; k < 2; k++)
+        if (g->gs[k] && n->nvmlGpmSampleFree) n->nvmlGpmSampleFree(g->gs[k]);
+    }
   if (n->events && n->nvmlEventSetFree) n->nvmlEventSetFree(n->events);
   if (n->nvmlShutdown) n->nvmlShutdown();
   dlclose(n->lib);
@@ -250,40 +261,56 @@ static int read_memory(struct stk__nvml *n, struct stk__gpu_sample *s, nv_dev h,
   return 1;
 }
 
-static void sample_gpm(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
+/* GPM is usable on this device (asked once). */
+static int gpm_ok(struct stk__nvml *n, struct dev_state *d) {
   if (d->gpm < 0 || !n->nvmlGpmQueryDeviceSupport || !n->nvmlGpmSampleAlloc ||
       !n->nvmlGpmSampleGet || !n->nvmlGpmMetricsGet)
-    return;
+    return 0;
   if (d->gpm == 0) {
     struct nv_gpm_support sup = {NV_GPM_SUPPORT_VERSION, 0};
-    if (n->nvmlGpmQueryDeviceSupport(d->h, &sup) != NV_SUCCESS || !sup.supported ||
-        n->nvmlGpmSampleAlloc(&d->gs[0]) != NV_SUCCESS ||
-        n->nvmlGpmSampleAlloc(&d->gs[1]) != NV_SUCCESS) {
-      d->gpm = -1;
-      return;
-    }
-    d->gpm = 1;
+    d->gpm = n->nvmlGpmQueryDeviceSupport(d->h, &sup) == NV_SUCCESS && sup.supported ? 1 : -1;
   }
-  int cur = d->gs_cur;
-  if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmSampleGet(d->h, d->gs[cur]))) return;
-  d->gs_cur ^= 1;
-  if (!d->gs_have) {
-    d->gs_have = 1;
-    return;
+  return d->gpm > 0;
+}
+
+/* Take a sample into ring r (of the device, or of MIG instance gi when
+ * mig) and, from the second on, the four activity ratios (NaN each that
+ * NVML does not give). 0 when there were none. */
+static int gpm_read(struct stk__nvml *n, struct dev_state *d, struct gpm_ring *r, int mig,
+                    unsigned gi, struct stk__gpu_sample *s, double *out[4]) {
+  for (int k = 0; k < 2; k++)
+    if (!r->gs[k] && n->nvmlGpmSampleAlloc(&r->gs[k]) != NV_SUCCESS) return 0;
+  if (mig && r->gi != gi) r->have = 0, r->gi = gi; /* another instance in this slot */
+  int cur = r->cur;
+  nv_ret rc = mig ? n->nvmlGpmMigSampleGet(d->h, gi, r->gs[cur]) : n->nvmlGpmSampleGet(d->h, r->gs[cur]);
+  if (!ok(n, s, STK__NVML_gpm, rc)) {
+    r->have = 0;
+    return 0;
+  }
+  r->cur ^= 1;
+  if (!r->have) {
+    r->have = 1;
+    return 0;
   }
   struct nv_gpm_get *gp = &n->gpm_get;
   memset(gp, 0, sizeof *gp);
   gp->version = NV_GPM_METRICS_GET_VERSION;
   gp->num = 4;
-  gp->s1 = d->gs[cur ^ 1];
-  gp->s2 = d->gs[cur];
+  gp->s1 = r->gs[cur ^ 1];
+  gp->s2 = r->gs[cur];
   static const unsigned ids[4] = {NV_GPM_METRIC_GRAPHICS_UTIL, NV_GPM_METRIC_SM_UTIL,
                                   NV_GPM_METRIC_ANY_TENSOR_UTIL, NV_GPM_METRIC_DRAM_BW_UTIL};
   for (int i = 0; i < 4; i++) gp->metrics[i].id = ids[i];
-  if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmMetricsGet(gp))) return;
-  double *dst[4] = {&s->gr_active, &s->sm_active, &s->tensor_active, &s->dram_active};
+  if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmMetricsGet(gp))) return 0;
   for (int i = 0; i < 4; i++)
-    if (gp->metrics[i].ret == NV_SUCCESS) *dst[i] = gp->metrics[i].value / 100.0;
+    if (gp->metrics[i].ret == NV_SUCCESS) *out[i] = gp->metrics[i].value / 100.0;
+  return 1;
+}
+
+static void sample_gpm(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
+  if (!gpm_ok(n, d)) return;
+  double *dst[4] = {&s->gr_active, &s->sm_active, &s->tensor_active, &s->dram_active};
+  gpm_read(n, d, &d->ring, 0, 0, s, dst);
 }
 
 static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
@@ -310,9 +337,17 @@ static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu
       const char *p = strstr(name, "MIG ");
       snprintf(mi->profile, sizeof mi->profile, "%.31s", p ? p + 4 : name);
     }
-    double fr = NAN, rs = NAN;
-    mi->fb_used_mib = mi->fb_total_mib = NAN;
-    read_memory(n, s, m, &mi->fb_total_mib, &fr, &mi->fb_used_mib, &rs);
+    double rs = NAN;
+    mi->fb_used_mib = mi->fb_free_mib = mi->fb_total_mib = NAN;
+    read_memory(n, s, m, &mi->fb_total_mib, &mi->fb_free_mib, &mi->fb_used_mib, &rs);
+    /* NVML gives no utilization with MIG on: the instance's own GPM
+     * sample (Hopper and later) is the only source, as DCGM's
+     * DCGM_FI_PROF_* are dcgm-exporter's for MIG. */
+    mi->gr_active = mi->sm_active = mi->tensor_active = mi->dram_active = NAN;
+    if (n->nvmlGpmMigSampleGet && gpm_ok(n, d)) {
+      double *dst[4] = {&mi->gr_active, &mi->sm_active, &mi->tensor_active, &mi->dram_active};
+      gpm_read(n, d, &d->mig[s->nmig], 1, gi, s, dst);
+    }
     s->nmig++;
   }
 }

@@ -30,8 +30,10 @@ extern const char *const stk__nvml_call_names[STK__NVML_NCALLS];
 #define STK__REASON_HW_THERMAL 0x40ull
 #define STK__REASON_HW_POWER_BRAKE 0x80ull
 #define STK__REASON_DISPLAY_CLOCK 0x100ull
-/* The reasons that slow work down (counted as throttled time). */
-#define STK__REASONS_THROTTLE 0xfcull
+/* The reasons that slow work down (counted as throttled time). Not the
+ * software power cap: a GPU at full load held at its power limit works
+ * as it was set up to (its time is counted under its own reason). */
+#define STK__REASONS_THROTTLE 0xf8ull
 
 struct stk__gpu_proc {
   uint32_t pid;
@@ -40,10 +42,13 @@ struct stk__gpu_proc {
   double sm_util;        /* percent, NaN when unknown */
 };
 
+/* A MIG GPU instance. NVML has no utilization with MIG on; the instance's
+ * activity comes from its GPM sample (Hopper and later), else is NaN. */
 struct stk__mig {
   uint32_t gi_id;
   char profile[32]; /* "1g.10gb" */
-  double fb_used_mib, fb_total_mib;
+  double fb_used_mib, fb_free_mib, fb_total_mib;
+  double sm_active, tensor_active, dram_active, gr_active; /* GPM ratios 0..1 */
 };
 
 struct stk__gpu_sample {

@@ -183,6 +183,7 @@ NV_STRUCTS(S)
   X(nvmlGpmSampleAlloc, nv_ret (*)(nv_gpm_sample *))                                      \
   X(nvmlGpmSampleFree, nv_ret (*)(nv_gpm_sample))                                         \
   X(nvmlGpmSampleGet, nv_ret (*)(nv_dev, nv_gpm_sample))                                  \
+  X(nvmlGpmMigSampleGet, nv_ret (*)(nv_dev, unsigned, nv_gpm_sample))                     \
   X(nvmlGpmMetricsGet, nv_ret (*)(nv_gpm_get_t *))
 
 #endif

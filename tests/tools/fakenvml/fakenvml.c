@@ -32,7 +32,7 @@ enum {
 };
 
 struct proc { unsigned pid; double used_mib, sm; int gi; };
-struct mig { int kind; int gpu; unsigned gi; char profile[32]; double total_mib, used_mib; };
+struct mig { int kind; int gpu; unsigned gi; char profile[32]; double total_mib, used_mib, gr; };
 struct gpu {
   int kind; /* 0: device, 1: MIG (the same first field as struct mig) */
   int index;
@@ -171,7 +171,18 @@ static void apply(struct gpu *g, char **t, int n, int line) {
       snprintf(m->profile, sizeof m->profile, "%s", t[i + 2]);
       m->total_mib = num(t[i + 3], line);
       m->used_mib = num(t[i + 4], line);
+      m->gr = -1;
       i += 4;
+      continue;
+    }
+    if (!strcmp(k, "mig_gr") && i + 2 < n) { /* mig_gr GI PERCENT: the instance's GPM graphics activity */
+      unsigned gi = (unsigned)num(t[i + 1], line);
+      struct mig *m = NULL;
+      for (unsigned j = 0; j < g->nmig; j++)
+        if (g->migs[j].gi == gi) m = &g->migs[j];
+      if (!m) die("mig_gr: no MIG instance %s", t[i + 1], line);
+      m->gr = num(t[i + 2], line);
+      i += 2;
       continue;
     }
     die("unknown key '%s'", k, line);
@@ -320,8 +331,11 @@ nv_ret nvmlDeviceGetPciInfo_v3(nv_dev dev, struct nv_pci *p) {
   snprintf(p->bus_id, sizeof p->bus_id, "%s", g->pci);
   return OK;
 }
+/* As the driver: no utilization of a GPU with MIG on (dcgm-exporter has
+ * no DCGM_FI_DEV_GPU_UTIL there either). */
 nv_ret nvmlDeviceGetUtilizationRates(nv_dev dev, struct nv_util *u) {
   DEV_CHECK("nvmlDeviceGetUtilizationRates");
+  if (g->nmig) return E_NOT_SUPPORTED;
   u->gpu = (unsigned)g->util;
   u->memory = (unsigned)g->mem_util;
   return OK;
@@ -416,6 +430,7 @@ nv_ret nvmlDeviceGetComputeRunningProcesses_v3(nv_dev dev, unsigned *count, stru
 nv_ret nvmlDeviceGetProcessUtilization(nv_dev dev, struct nv_proc_util *out, unsigned *count,
                                        unsigned long long last_seen) {
   DEV_CHECK("nvmlDeviceGetProcessUtilization");
+  if (g->nmig) return E_NOT_SUPPORTED; /* none per process with MIG on either */
   unsigned long long ts = (unsigned long long)(step + 1) * 1000000ull;
   unsigned n = 0;
   for (unsigned i = 0; i < g->nprocs; i++)
@@ -503,6 +518,23 @@ nv_ret nvmlGpmSampleGet(nv_dev dev, nv_gpm_sample s) {
   s->dram = g->dram;
   s->gr = g->gr;
   return OK;
+}
+/* A MIG instance's sample (Hopper and later): its own graphics activity
+ * (mig_gr), the GPU's other figures; unsupported where the GPU has no GPM
+ * or the instance no mig_gr. */
+nv_ret nvmlGpmMigSampleGet(nv_dev dev, unsigned gi, nv_gpm_sample s) {
+  DEV_CHECK("nvmlGpmMigSampleGet");
+  if (!g->gpm) return E_NOT_SUPPORTED;
+  for (unsigned i = 0; i < g->nmig; i++)
+    if (g->migs[i].gi == gi) {
+      if (g->migs[i].gr < 0) return E_NOT_SUPPORTED;
+      s->smact = g->smact;
+      s->tensor = g->tensor;
+      s->dram = g->dram;
+      s->gr = g->migs[i].gr;
+      return OK;
+    }
+  return E_NOT_FOUND;
 }
 nv_ret nvmlGpmMetricsGet(struct nv_gpm_get *g) {
   if (g->version != NV_GPM_METRICS_GET_VERSION || !g->s2) return E_INVALID;
