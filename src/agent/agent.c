@@ -200,6 +200,13 @@ static void proc_job(const struct ag_gpu *g, int unit, uint32_t pid, const char 
 
 static void sample_gpus(struct stk_watch *w) {
   unsigned n = 0;
+  if (w->nvml) {
+    /* The health counters change rarely and NVLink's cost a call per link:
+     * read every AG_HEALTH_S, repeated in between. */
+    int due = !w->samples || w->now - w->health_at >= AG_HEALTH_S - 1e-9;
+    if (due) w->health_at = w->now;
+    stk__nvml_health(w->nvml, due);
+  }
   if (!w->nvml || stk__nvml_count(w->nvml, &n) != 0) n = 0;
   if (n > AG_MAX_GPUS) n = AG_MAX_GPUS;
   w->ngpus = n > w->ngpus ? n : w->ngpus;

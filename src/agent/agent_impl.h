@@ -23,6 +23,7 @@
 #define AG_MAX_PUB_PER_UID 256 /* ... of them owned by one user: none can crowd out the rest */
 #define AG_PUB_NEW_SAMPLES 5   /* samples a file may stay unfinished (no magic yet) */
 #define AG_PUB_BUSY_SAMPLES 3  /* samples in a row a file may give no consistent copy */
+#define AG_HEALTH_S 10.0       /* health counters (ECC, rows, NVLink) are read this often */
 
 /* The throttle reasons counted by name (NVML bit, label). */
 extern const struct ag_reason { uint64_t bit; const char *name; } ag_reasons[AG_NREASONS];
@@ -140,6 +141,7 @@ struct stk_watch {
   double t_start_real;           /* monotonic seconds at open */
   double now, prev;              /* the agent's clock (fast or real) */
   uint64_t samples;
+  double health_at;              /* when the health counters were last read */
   struct ag_gpu gpus[AG_MAX_GPUS];
   unsigned ngpus;
   struct ag_job *jobs;

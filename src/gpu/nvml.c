@@ -31,6 +31,8 @@ struct dev_state {
   unsigned long long proc_util_seen;
   unsigned xid_count;
   double last_xid;
+  int health_read;       /* its health counters were read at least once */
+  double health[16];     /* ... and their values then (health_fields order) */
 };
 
 struct stk__nvml {
@@ -48,6 +50,7 @@ struct stk__nvml {
   struct nv_proc_util *pu;
   unsigned pu_cap;
   uint64_t errors[STK__NVML_NCALLS];
+  int health;                /* this round reads the health counters */
   char driver[80];
   struct nv_gpm_get gpm_get; /* large; reused by each GPM read */
 };
@@ -119,6 +122,10 @@ void stk__nvml_close(struct stk__nvml *n) {
   free(n->raw);
   free(n->pu);
   free(n);
+}
+
+void stk__nvml_health(struct stk__nvml *n, int on) {
+  if (n) n->health = on;
 }
 
 uint64_t stk__nvml_errors(const struct stk__nvml *n, enum stk__nvml_call c) { return n->errors[c]; }
@@ -352,6 +359,90 @@ static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu
   }
 }
 
+/* The health counters of a sample, in the order dev_state keeps them. */
+static void health_fields(struct stk__gpu_sample *s, double *f[16]) {
+  double *l[16] = {&s->ecc_sbe_vol,     &s->ecc_dbe_vol,     &s->ecc_sbe_agg,   &s->ecc_dbe_agg,
+                   &s->retired_sbe,     &s->retired_dbe,     &s->retired_pending, &s->remap_corr,
+                   &s->remap_unc,       &s->remap_pending,   &s->remap_failure, &s->pcie_replay,
+                   &s->nvlink_crc_flit, &s->nvlink_crc_data, &s->nvlink_replay, &s->nvlink_recovery};
+  memcpy(f, l, sizeof l);
+}
+
+/* Read the health counters (each NaN where NVML does not give it). */
+static void read_health(struct stk__nvml *n, nv_dev h, struct stk__gpu_sample *s) {
+  unsigned long long e;
+  static const unsigned ecc[4][2] = {{NV_MEMORY_ERROR_CORRECTED, NV_VOLATILE_ECC},
+                                     {NV_MEMORY_ERROR_UNCORRECTED, NV_VOLATILE_ECC},
+                                     {NV_MEMORY_ERROR_CORRECTED, NV_AGGREGATE_ECC},
+                                     {NV_MEMORY_ERROR_UNCORRECTED, NV_AGGREGATE_ECC}};
+  double *ecc_dst[4] = {&s->ecc_sbe_vol, &s->ecc_dbe_vol, &s->ecc_sbe_agg, &s->ecc_dbe_agg};
+  for (int k = 0; k < 4 && n->nvmlDeviceGetTotalEccErrors; k++)
+    if (ok(n, s, STK__NVML_ecc, n->nvmlDeviceGetTotalEccErrors(h, ecc[k][0], ecc[k][1], &e)))
+      *ecc_dst[k] = (double)e;
+  /* Retired pages: a zero-length query answers the count (with
+   * INSUFFICIENT_SIZE when there are some). */
+  static const unsigned cause[2] = {NV_RETIRE_SBE, NV_RETIRE_DBE};
+  double *ret_dst[2] = {&s->retired_sbe, &s->retired_dbe};
+  for (int k = 0; k < 2 && n->nvmlDeviceGetRetiredPages; k++) {
+    unsigned cnt = 0;
+    nv_ret r = n->nvmlDeviceGetRetiredPages(h, cause[k], &cnt, NULL);
+    if (r == NV_ERROR_INSUFFICIENT_SIZE || ok(n, s, STK__NVML_retired, r)) *ret_dst[k] = cnt;
+  }
+  unsigned v, a, b, c;
+  if (n->nvmlDeviceGetRetiredPagesPendingStatus &&
+      ok(n, s, STK__NVML_retired, n->nvmlDeviceGetRetiredPagesPendingStatus(h, &v)))
+    s->retired_pending = v == NV_FEATURE_ENABLED;
+  if (n->nvmlDeviceGetRemappedRows &&
+      ok(n, s, STK__NVML_remap, n->nvmlDeviceGetRemappedRows(h, &a, &b, &c, &v))) {
+    s->remap_corr = a;
+    s->remap_unc = b;
+    s->remap_pending = c != 0;
+    s->remap_failure = v != 0;
+  }
+  if (n->nvmlDeviceGetPcieReplayCounter &&
+      ok(n, s, STK__NVML_pcie, n->nvmlDeviceGetPcieReplayCounter(h, &v)))
+    s->pcie_replay = v;
+  /* NVLink: errors summed over the active links; none where link 0
+   * answers that the GPU has no NVLink. */
+  if (!n->nvmlDeviceGetNvLinkState || !n->nvmlDeviceGetNvLinkErrorCounter) return;
+  static const unsigned ctr[4] = {NV_NVLINK_ERROR_DL_CRC_FLIT, NV_NVLINK_ERROR_DL_CRC_DATA,
+                                  NV_NVLINK_ERROR_DL_REPLAY, NV_NVLINK_ERROR_DL_RECOVERY};
+  double *nl_dst[4] = {&s->nvlink_crc_flit, &s->nvlink_crc_data, &s->nvlink_replay,
+                       &s->nvlink_recovery};
+  double sum[4] = {0, 0, 0, 0};
+  int got[4] = {0, 0, 0, 0}, active = 0;
+  for (unsigned link = 0; link < NV_NVLINK_MAX_LINKS; link++) {
+    unsigned on = 0;
+    nv_ret r = n->nvmlDeviceGetNvLinkState(h, link, &on);
+    if (r != NV_SUCCESS) {
+      if (r != NV_ERROR_NOT_SUPPORTED && r != NV_ERROR_INVALID_ARGUMENT) ok(n, s, STK__NVML_nvlink, r);
+      if (link == 0) return;
+      continue;
+    }
+    if (on != NV_FEATURE_ENABLED) continue;
+    active++;
+    for (int k = 0; k < 4; k++)
+      if (ok(n, s, STK__NVML_nvlink, n->nvmlDeviceGetNvLinkErrorCounter(h, link, ctr[k], &e)))
+        sum[k] += (double)e, got[k] = 1;
+  }
+  for (int k = 0; k < 4; k++)
+    if (active && got[k]) *nl_dst[k] = sum[k];
+}
+
+/* Health counters: read afresh on a health round (or a device's first
+ * sample), else the last values read. */
+static void sample_health(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
+  double *f[16];
+  health_fields(s, f);
+  if (n->health || !d->health_read) {
+    read_health(n, d->h, s);
+    for (int k = 0; k < 16; k++) d->health[k] = *f[k];
+    d->health_read = 1;
+  } else {
+    for (int k = 0; k < 16; k++) *f[k] = d->health[k];
+  }
+}
+
 int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s) {
   memset(s, 0, sizeof *s);
   s->index = i;
@@ -359,8 +450,12 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
                           &s->fb_total_mib, &s->fb_reserved_mib, &s->power_w, &s->energy_mj,
                           &s->temp_c, &s->sm_clock_mhz, &s->mem_clock_mhz, &s->reasons,
                           &s->viol_power_ns, &s->viol_thermal_ns, &s->sm_active,
-                          &s->tensor_active, &s->dram_active, &s->gr_active, &s->last_xid};
+                          &s->tensor_active, &s->dram_active, &s->gr_active, &s->last_xid,
+                          &s->enc_util, &s->dec_util};
   for (size_t k = 0; k < STK__ARRAY_LEN(nan_fields); k++) *nan_fields[k] = NAN;
+  double *hf[16];
+  health_fields(s, hf);
+  for (int k = 0; k < 16; k++) *hf[k] = NAN;
   if (i >= MAX_DEV) return STK_ERANGE;
   struct dev_state *d = &n->dev[i];
   if (!d->h) {
@@ -417,6 +512,14 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
            n->nvmlDeviceGetViolationStatus(h, NV_PERF_POLICY_THERMAL, &vt)))
       s->viol_thermal_ns = (double)vt.violation_ns;
   }
+  unsigned period;
+  if (n->nvmlDeviceGetEncoderUtilization &&
+      ok(n, s, STK__NVML_enc_dec, n->nvmlDeviceGetEncoderUtilization(h, &v, &period)))
+    s->enc_util = v;
+  if (n->nvmlDeviceGetDecoderUtilization &&
+      ok(n, s, STK__NVML_enc_dec, n->nvmlDeviceGetDecoderUtilization(h, &v, &period)))
+    s->dec_util = v;
+  sample_health(n, d, s);
   sample_procs(n, d, s);
   sample_gpm(n, d, s);
   sample_mig(n, d, s);

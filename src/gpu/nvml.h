@@ -11,7 +11,8 @@
 #define STK__NVML_CALLS(X)                                                   \
   X(name) X(uuid) X(pci) X(util) X(memory) X(power) X(energy) X(temp)      \
   X(sm_clock) X(mem_clock) X(reasons) X(violation) X(procs) X(proc_util)   \
-  X(events) X(mig) X(gpm) X(handle)
+  X(events) X(mig) X(gpm) X(handle) X(ecc) X(retired) X(remap) X(pcie)    \
+  X(enc_dec) X(nvlink)
 enum stk__nvml_call {
 #define X(n) STK__NVML_##n,
   STK__NVML_CALLS(X)
@@ -64,6 +65,18 @@ struct stk__gpu_sample {
   double reasons;                         /* the bitmask, as a number */
   double viol_power_ns, viol_thermal_ns;  /* throttle time counters */
   double sm_active, tensor_active, dram_active, gr_active; /* GPM ratios 0..1 */
+  double enc_util, dec_util;              /* video encoder, decoder: percent */
+  /* Health counters, read at the rounds stk__nvml_health() asks for and
+   * repeated in between (they change rarely; the NVLink ones cost a
+   * call per link): ECC errors (single bit corrected, double bit
+   * uncorrected; volatile since the driver loaded, aggregate for the
+   * device's life), retired pages, row remapping (NVML has none with
+   * MIG on), PCIe replays, NVLink errors summed over active links. */
+  double ecc_sbe_vol, ecc_dbe_vol, ecc_sbe_agg, ecc_dbe_agg;
+  double retired_sbe, retired_dbe, retired_pending;
+  double remap_corr, remap_unc, remap_pending, remap_failure;
+  double pcie_replay;
+  double nvlink_crc_flit, nvlink_crc_data, nvlink_replay, nvlink_recovery;
   unsigned xid_count;                     /* XIDs seen in this sample */
   double last_xid;                        /* the last XID; 0 before the first where
                                              XID events are registered, else NaN */
@@ -84,6 +97,9 @@ int stk__nvml_count(struct stk__nvml *n, unsigned *count);
 /* Sample device i. The procs array stays valid until the next call for any
  * device. Returns 0 (lost devices too: s->lost says so). */
 int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s);
+/* Whether the coming round (until the next stk__nvml_count) reads the
+ * health counters afresh; between such rounds they repeat. */
+void stk__nvml_health(struct stk__nvml *n, int on);
 /* Failed calls so far, by call (NOT_SUPPORTED is not a failure). */
 uint64_t stk__nvml_errors(const struct stk__nvml *n, enum stk__nvml_call c);
 /* The driver version, or "". */

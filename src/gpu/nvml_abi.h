@@ -50,7 +50,19 @@ typedef struct nvmlGpmSample_st *nv_gpm_sample;
   C(NV_GPM_METRIC_DRAM_BW_UTIL, NVML_GPM_METRIC_DRAM_BW_UTIL, 10)      \
   C(NV_GPM_METRICS_GET_VERSION, NVML_GPM_METRICS_GET_VERSION, 1)       \
   C(NV_GPM_SUPPORT_VERSION, NVML_GPM_SUPPORT_VERSION, 1)              \
-  C(NV_MEMORY_V2, nvmlMemory_v2, 0x2000028)
+  C(NV_MEMORY_V2, nvmlMemory_v2, 0x2000028)                             \
+  C(NV_MEMORY_ERROR_CORRECTED, NVML_MEMORY_ERROR_TYPE_CORRECTED, 0)     \
+  C(NV_MEMORY_ERROR_UNCORRECTED, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, 1) \
+  C(NV_VOLATILE_ECC, NVML_VOLATILE_ECC, 0)                              \
+  C(NV_AGGREGATE_ECC, NVML_AGGREGATE_ECC, 1)                            \
+  C(NV_RETIRE_SBE, NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, 0) \
+  C(NV_RETIRE_DBE, NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, 1)  \
+  C(NV_FEATURE_ENABLED, NVML_FEATURE_ENABLED, 1)                        \
+  C(NV_NVLINK_MAX_LINKS, NVML_NVLINK_MAX_LINKS, 18)                     \
+  C(NV_NVLINK_ERROR_DL_REPLAY, NVML_NVLINK_ERROR_DL_REPLAY, 0)          \
+  C(NV_NVLINK_ERROR_DL_RECOVERY, NVML_NVLINK_ERROR_DL_RECOVERY, 1)      \
+  C(NV_NVLINK_ERROR_DL_CRC_FLIT, NVML_NVLINK_ERROR_DL_CRC_FLIT, 2)      \
+  C(NV_NVLINK_ERROR_DL_CRC_DATA, NVML_NVLINK_ERROR_DL_CRC_DATA, 3)
 
 enum {
 #define C(ours, theirs, value) ours = value,
@@ -184,6 +196,15 @@ NV_STRUCTS(S)
   X(nvmlGpmSampleFree, nv_ret (*)(nv_gpm_sample))                                         \
   X(nvmlGpmSampleGet, nv_ret (*)(nv_dev, nv_gpm_sample))                                  \
   X(nvmlGpmMigSampleGet, nv_ret (*)(nv_dev, unsigned, nv_gpm_sample))                     \
-  X(nvmlGpmMetricsGet, nv_ret (*)(nv_gpm_get_t *))
+  X(nvmlGpmMetricsGet, nv_ret (*)(nv_gpm_get_t *))                                        \
+  X(nvmlDeviceGetTotalEccErrors, nv_ret (*)(nv_dev, unsigned, unsigned, unsigned long long *)) \
+  X(nvmlDeviceGetRetiredPages, nv_ret (*)(nv_dev, unsigned, unsigned *, unsigned long long *)) \
+  X(nvmlDeviceGetRetiredPagesPendingStatus, nv_ret (*)(nv_dev, unsigned *))               \
+  X(nvmlDeviceGetRemappedRows, nv_ret (*)(nv_dev, unsigned *, unsigned *, unsigned *, unsigned *)) \
+  X(nvmlDeviceGetPcieReplayCounter, nv_ret (*)(nv_dev, unsigned *))                       \
+  X(nvmlDeviceGetEncoderUtilization, nv_ret (*)(nv_dev, unsigned *, unsigned *))          \
+  X(nvmlDeviceGetDecoderUtilization, nv_ret (*)(nv_dev, unsigned *, unsigned *))          \
+  X(nvmlDeviceGetNvLinkState, nv_ret (*)(nv_dev, unsigned, unsigned *))                   \
+  X(nvmlDeviceGetNvLinkErrorCounter, nv_ret (*)(nv_dev, unsigned, unsigned, unsigned long long *))
 
 #endif

@@ -39,6 +39,9 @@ struct gpu {
   char name[96], uuid[96], pci[32];
   double mem_total_mib, fb_used_mib, util, mem_util, power_w, temp, sm_clock, mem_clock;
   double smact, tensor, dram, gr, viol_power_ns, viol_thermal_ns, fb_reserved_mib;
+  double ecc_sbe_vol, ecc_dbe_vol, ecc_sbe_agg, ecc_dbe_agg, retired_sbe, retired_dbe;
+  double retired_pending, remap_corr, remap_unc, remap_pending, remap_failure, pcie_replay;
+  double enc, dec, nvlinks, nvlink_crc_flit, nvlink_crc_data, nvlink_replay, nvlink_recovery;
   unsigned long long reasons;
   double energy_mj;
   int gpm, lost;
@@ -116,6 +119,15 @@ static void apply(struct gpu *g, char **t, int n, int line) {
     NUMKEY("tensor", tensor) NUMKEY("dram", dram) NUMKEY("gr", gr)
     NUMKEY("energy_mj", energy_mj) NUMKEY("viol_power_ns", viol_power_ns)
     NUMKEY("viol_thermal_ns", viol_thermal_ns) NUMKEY("fb_reserved_mib", fb_reserved_mib)
+    NUMKEY("ecc_sbe_vol", ecc_sbe_vol) NUMKEY("ecc_dbe_vol", ecc_dbe_vol)
+    NUMKEY("ecc_sbe_agg", ecc_sbe_agg) NUMKEY("ecc_dbe_agg", ecc_dbe_agg)
+    NUMKEY("retired_sbe", retired_sbe) NUMKEY("retired_dbe", retired_dbe)
+    NUMKEY("retired_pending", retired_pending) NUMKEY("remap_corr", remap_corr)
+    NUMKEY("remap_unc", remap_unc) NUMKEY("remap_pending", remap_pending)
+    NUMKEY("remap_failure", remap_failure) NUMKEY("pcie_replay", pcie_replay)
+    NUMKEY("enc", enc) NUMKEY("dec", dec) NUMKEY("nvlinks", nvlinks)
+    NUMKEY("nvlink_crc_flit", nvlink_crc_flit) NUMKEY("nvlink_crc_data", nvlink_crc_data)
+    NUMKEY("nvlink_replay", nvlink_replay) NUMKEY("nvlink_recovery", nvlink_recovery)
 #undef NUMKEY
     if (!strcmp(k, "name") && v) { snprintf(g->name, sizeof g->name, "%s", v); i++; continue; }
     if (!strcmp(k, "uuid") && v) { snprintf(g->uuid, sizeof g->uuid, "%s", v); i++; continue; }
@@ -548,6 +560,80 @@ nv_ret nvmlGpmMetricsGet(struct nv_gpm_get *g) {
     case NV_GPM_METRIC_DRAM_BW_UTIL: m->value = g->s2->dram; break;
     default: m->ret = E_NOT_SUPPORTED;
     }
+  }
+  return OK;
+}
+
+/* Health counters. Remapped rows are refused with MIG on, as the driver
+ * does; NVLink has `nvlinks` active links, each with the counters given
+ * (none: link 0 answers not supported). */
+nv_ret nvmlDeviceGetTotalEccErrors(nv_dev dev, unsigned type, unsigned counter, unsigned long long *n) {
+  DEV_CHECK("nvmlDeviceGetTotalEccErrors");
+  int unc = type == NV_MEMORY_ERROR_UNCORRECTED, agg = counter == NV_AGGREGATE_ECC;
+  *n = (unsigned long long)(agg ? (unc ? g->ecc_dbe_agg : g->ecc_sbe_agg)
+                                : (unc ? g->ecc_dbe_vol : g->ecc_sbe_vol));
+  return OK;
+}
+nv_ret nvmlDeviceGetRetiredPages(nv_dev dev, unsigned cause, unsigned *count, unsigned long long *addr) {
+  DEV_CHECK("nvmlDeviceGetRetiredPages");
+  unsigned have = (unsigned)(cause == NV_RETIRE_DBE ? g->retired_dbe : g->retired_sbe);
+  if (*count < have || (!addr && have)) {
+    *count = have;
+    return E_INSUFFICIENT;
+  }
+  for (unsigned i = 0; i < have; i++) addr[i] = 0x1000ull * (i + 1);
+  *count = have;
+  return OK;
+}
+nv_ret nvmlDeviceGetRetiredPagesPendingStatus(nv_dev dev, unsigned *pending) {
+  DEV_CHECK("nvmlDeviceGetRetiredPagesPendingStatus");
+  *pending = g->retired_pending != 0 ? NV_FEATURE_ENABLED : 0;
+  return OK;
+}
+nv_ret nvmlDeviceGetRemappedRows(nv_dev dev, unsigned *corr, unsigned *unc, unsigned *pending,
+                                 unsigned *failure) {
+  DEV_CHECK("nvmlDeviceGetRemappedRows");
+  if (g->nmig) return E_NOT_SUPPORTED;
+  *corr = (unsigned)g->remap_corr;
+  *unc = (unsigned)g->remap_unc;
+  *pending = (unsigned)g->remap_pending;
+  *failure = (unsigned)g->remap_failure;
+  return OK;
+}
+nv_ret nvmlDeviceGetPcieReplayCounter(nv_dev dev, unsigned *v) {
+  DEV_CHECK("nvmlDeviceGetPcieReplayCounter");
+  *v = (unsigned)g->pcie_replay;
+  return OK;
+}
+nv_ret nvmlDeviceGetEncoderUtilization(nv_dev dev, unsigned *u, unsigned *period_us) {
+  DEV_CHECK("nvmlDeviceGetEncoderUtilization");
+  *u = (unsigned)g->enc;
+  *period_us = 167000;
+  return OK;
+}
+nv_ret nvmlDeviceGetDecoderUtilization(nv_dev dev, unsigned *u, unsigned *period_us) {
+  DEV_CHECK("nvmlDeviceGetDecoderUtilization");
+  *u = (unsigned)g->dec;
+  *period_us = 167000;
+  return OK;
+}
+nv_ret nvmlDeviceGetNvLinkState(nv_dev dev, unsigned link, unsigned *active) {
+  DEV_CHECK("nvmlDeviceGetNvLinkState");
+  if (!g->nvlinks) return E_NOT_SUPPORTED;
+  if (link >= NV_NVLINK_MAX_LINKS) return E_INVALID;
+  *active = link < (unsigned)g->nvlinks ? NV_FEATURE_ENABLED : 0;
+  return OK;
+}
+nv_ret nvmlDeviceGetNvLinkErrorCounter(nv_dev dev, unsigned link, unsigned counter,
+                                       unsigned long long *v) {
+  DEV_CHECK("nvmlDeviceGetNvLinkErrorCounter");
+  if (link >= (unsigned)g->nvlinks) return E_INVALID;
+  switch (counter) {
+  case NV_NVLINK_ERROR_DL_CRC_FLIT: *v = (unsigned long long)g->nvlink_crc_flit; break;
+  case NV_NVLINK_ERROR_DL_CRC_DATA: *v = (unsigned long long)g->nvlink_crc_data; break;
+  case NV_NVLINK_ERROR_DL_REPLAY: *v = (unsigned long long)g->nvlink_replay; break;
+  case NV_NVLINK_ERROR_DL_RECOVERY: *v = (unsigned long long)g->nvlink_recovery; break;
+  default: return E_INVALID;
   }
   return OK;
 }
