@@ -176,3 +176,31 @@ TEST(watch_two_loaders_in_one_process) {
   munmap(p1, STK_PUB_SIZE);
   munmap(p2, STK_PUB_SIZE);
 }
+
+/* Cardinality switches for a large fleet: no per-process series, and no
+ * hpc_job on device series (one per GPU whatever its jobs); the per-job
+ * figures keep their jobs. */
+TEST(watch_cardinality_switches) {
+  write_str("sc.txt", "gpu 0 uuid GPU-aaaa util 50\nat 0 gpu 0 proc 301 used_mib 10 sm 40\n");
+  mkdir("map", 0755);
+  write_str("map/0", "j1\nj2\nj3\n");
+  struct stk_watch_opts o = {.mapping_dir = "map"};
+  struct stk_watch *w = agent("sc.txt", &o);
+  for (int s = 0; s < 2; s++) CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK_EQ(count_lines(t, "DCGM_FI_DEV_GPU_UTIL{"), 3);
+  CHECK_EQ(count_lines(t, "stoker_gpu_process_memory_bytes{"), 1);
+  free(t);
+  stk_watch_close(w);
+  o = (struct stk_watch_opts){.mapping_dir = "map", .no_process_series = 1, .no_job_labels = 1};
+  w = agent("sc.txt", &o);
+  for (int s = 0; s < 2; s++) CHECK_OK(stk_watch_sample(w));
+  t = expo(w);
+  CHECK_EQ(count_lines(t, "DCGM_FI_DEV_GPU_UTIL{"), 1);
+  CHECK(strstr(t, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-aaaa\"") != NULL);
+  CHECK(strstr(t, "stoker_gpu_process_") == NULL);
+  CHECK(strstr(t, "stoker_process_cpu_seconds_total") == NULL);
+  CHECK_NEAR(metric(t, "stoker_job_gpu_allocated_seconds_total{hpc_job=\"j2\""), 1.0 / 3);
+  free(t);
+  stk_watch_close(w);
+}

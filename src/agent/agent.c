@@ -113,6 +113,7 @@ void stk_watch_close(struct stk_watch *w) {
   free(w->jobs);
   stk__ag_proc_cache_free(w);
   free(w->expo);
+  free(w->expo_gz);
   for (size_t i = 0; w->exempt && w->exempt[i]; i++) free(w->exempt[i]);
   free(w->exempt);
   free(w->nvml_lib);

@@ -160,6 +160,8 @@ struct stk_watch {
   char *expo;                    /* latest exposition */
   size_t expo_len;
   int expo_stale;                /* a sample came after it was built */
+  char *expo_gz;                 /* ... gzipped, built at the first scrape that asks */
+  size_t expo_gz_len;
   double sample_cost_s;          /* CPU time of the last sample */
   double render_cost_s;          /* ... and of the last exposition */
   void *httpd;                   /* struct MHD_Daemon */
@@ -211,9 +213,14 @@ void stk__ag_loaders_free(struct stk_watch *w);
 
 /* http.c: stop serving (no-op when not serving). */
 void stk__ag_http_stop(struct stk_watch *w);
+/* Whether an Accept-Encoding header value (NULL: none) accepts gzip. */
+int stk__ag_accepts_gzip(const char *v);
 
 /* expo.c: rebuild w->expo from the state (called with w->mu held). */
 void stk__ag_build_expo(struct stk_watch *w);
+/* Rebuild w->expo if a sample came after it (dropping its gzipped copy);
+ * called with w->mu held. */
+void stk__ag_expo_fresh(struct stk_watch *w);
 /* A job by id, created when absent (NULL on allocation failure). */
 struct ag_job *stk__ag_job(struct stk_watch *w, const char *id);
 

@@ -572,14 +572,20 @@ void stk__ag_build_expo(struct stk_watch *w) {
   w->expo_len = b.len;
 }
 
+void stk__ag_expo_fresh(struct stk_watch *w) {
+  if (!w->expo_stale && w->expo) return;
+  uint64_t c0 = stk__ag_thread_cpu_ns();
+  stk__ag_build_expo(w);
+  w->expo_stale = 0;
+  free(w->expo_gz); /* compressed again at the next scrape that asks */
+  w->expo_gz = NULL;
+  w->expo_gz_len = 0;
+  w->render_cost_s = (double)(stk__ag_thread_cpu_ns() - c0) / 1e9;
+}
+
 int stk_watch_prometheus(struct stk_watch *w, char **buf, size_t *len) {
   pthread_mutex_lock(&w->mu);
-  if (w->expo_stale || !w->expo) {
-    uint64_t c0 = stk__ag_thread_cpu_ns();
-    stk__ag_build_expo(w);
-    w->expo_stale = 0;
-    w->render_cost_s = (double)(stk__ag_thread_cpu_ns() - c0) / 1e9;
-  }
+  stk__ag_expo_fresh(w);
   size_t n = w->expo_len;
   char *p = malloc(n + 1);
   if (p) {
