@@ -484,7 +484,7 @@ TEST(watch_dashboard_and_rules_use_exported_metrics) {
   FILE *f = fopen("sc.txt", "w");
   fprintf(f, "gpu 0 name \"NVIDIA H100 80GB HBM3\" gpm 1\n"
              "at 0 gpu 0 util 50 power_w 300 temp 50 sm_clock 1980 mem_clock 2619 fb_used_mib 10 "
-             "smact 40 tensor 20 dram 10 gr 45 reasons 0x20 viol_power_ns 1000 viol_thermal_ns 2000 "
+             "smact 40 tensor 20 dram 10 gr 45 reasons 0x20 viol_power_ns 1000 viol_thermal_ns 2000 nvlinks 4 "
              "proc %d used_mib 100 sm 50\nat 1 gpu 0 xid 13\n", (int)getpid());
   fclose(f);
   mkdir("map", 0755);
