@@ -1,5 +1,6 @@
 /* The health counters dcgm-exporter users alert on (ECC, retired pages,
- * row remapping, PCIe replays, NVLink errors, encoder and decoder), under
+ * row remapping, PCIe replays, NVLink errors, encoder and decoder, memory
+ * temperature), under
  * dcgm-exporter's names and labels, read through the dlopen'ed NVML (the
  * fake here): every AG_HEALTH_S (10 s), repeated in between; absent where
  * NVML has none (no NVLink; row remapping with MIG on). */
@@ -11,7 +12,7 @@ TEST(watch_health_counters_dcgm_names) {
             "gpu 0 name \"NVIDIA H100 80GB HBM3\" uuid GPU-aaaa pci 00000000:17:00.0 "
             "ecc_sbe_vol 3 ecc_dbe_vol 1 ecc_sbe_agg 30 ecc_dbe_agg 2 retired_sbe 4 retired_dbe 1 "
             "retired_pending 1 remap_corr 5 remap_unc 2 remap_failure 1 pcie_replay 7 enc 12 dec 34 "
-            "nvlinks 18 nvlink_crc_flit 2 nvlink_crc_data 1 nvlink_replay 3 nvlink_recovery 1\n"
+            "nvlinks 18 nvlink_crc_flit 2 nvlink_crc_data 1 nvlink_replay 3 nvlink_recovery 1 mem_temp 51\n"
             "gpu 1 name \"NVIDIA A100-SXM4-40GB\" uuid GPU-bbbb remap_corr 9\n"
             "at 0 gpu 1 mig 1 7g.40gb 40192 100\n"
             "at 5 gpu 0 pcie_replay 9 ecc_dbe_vol 2\n");
@@ -28,6 +29,7 @@ TEST(watch_health_counters_dcgm_names) {
       {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 2}, {"DCGM_FI_DEV_ROW_REMAP_FAILURE", 1},
       {"DCGM_FI_DEV_ROW_REMAP_PENDING", 0},         {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 7},
       {"DCGM_FI_DEV_ENC_UTIL", 12},                 {"DCGM_FI_DEV_DEC_UTIL", 34},
+      {"DCGM_FI_DEV_MEMORY_TEMP", 51}, /* a field value (NVML_FI_DEV_MEMORY_TEMP) */
       /* NVLink: summed over the 18 active links. */
       {"DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", 36},
       {"DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", 18},
@@ -45,6 +47,7 @@ TEST(watch_health_counters_dcgm_names) {
   /* GPU 1: no NVLink (series absent, not 0); MIG on, so NVML has no row
    * remapping; the other counters on its instance, as dcgm-exporter. */
   CHECK(strstr(t, "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{gpu=\"1\"") == NULL);
+  CHECK(strstr(t, "DCGM_FI_DEV_MEMORY_TEMP{gpu=\"1\"") == NULL); /* no sensor: absent */
   CHECK(strstr(t, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS{gpu=\"1\"") == NULL);
   CHECK_CONTAINS(t, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{gpu=\"1\",UUID=\"GPU-bbbb\",pci_bus_id=\"00000000:11:00.0\","
                     "device=\"nvidia1\",modelName=\"NVIDIA A100-SXM4-40GB\",GPU_I_PROFILE=\"7g.40gb\",GPU_I_ID=\"1\",");

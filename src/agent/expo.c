@@ -127,6 +127,7 @@ static const struct dev_metric dev_metrics[] = {
     {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
      "Total energy consumption since boot (in mJ).", OFF(energy_mj), ON_MIG_DEV, 0},
     {"DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", OFF(temp_c), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", OFF(mem_temp_c), ON_MIG_DEV, 0},
     {"DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", OFF(sm_clock_mhz), ON_MIG_DEV, 0},
     {"DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", OFF(mem_clock_mhz), ON_MIG_DEV, 0},
     {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge",

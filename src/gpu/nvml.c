@@ -359,6 +359,20 @@ static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu
   }
 }
 
+/* A field value as a number, by its type (NaN for a type not known). */
+static double field_number(const struct nv_field_value *f) {
+  switch (f->value_type) {
+  case NV_VALUE_TYPE_DOUBLE: return f->value.d;
+  case NV_VALUE_TYPE_UNSIGNED_INT: return f->value.ui;
+  case NV_VALUE_TYPE_UNSIGNED_LONG: return (double)f->value.ul;
+  case NV_VALUE_TYPE_UNSIGNED_LONG_LONG: return (double)f->value.ull;
+  case NV_VALUE_TYPE_SIGNED_LONG_LONG: return (double)f->value.sll;
+  case NV_VALUE_TYPE_SIGNED_INT: return f->value.si;
+  case NV_VALUE_TYPE_UNSIGNED_SHORT: return f->value.us;
+  default: return NAN;
+  }
+}
+
 /* The health counters of a sample, in the order dev_state keeps them. */
 static void health_fields(struct stk__gpu_sample *s, double *f[16]) {
   double *l[16] = {&s->ecc_sbe_vol,     &s->ecc_dbe_vol,     &s->ecc_sbe_agg,   &s->ecc_dbe_agg,
@@ -451,7 +465,7 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
                           &s->temp_c, &s->sm_clock_mhz, &s->mem_clock_mhz, &s->reasons,
                           &s->viol_power_ns, &s->viol_thermal_ns, &s->sm_active,
                           &s->tensor_active, &s->dram_active, &s->gr_active, &s->last_xid,
-                          &s->enc_util, &s->dec_util};
+                          &s->enc_util, &s->dec_util, &s->mem_temp_c};
   for (size_t k = 0; k < STK__ARRAY_LEN(nan_fields); k++) *nan_fields[k] = NAN;
   double *hf[16];
   health_fields(s, hf);
@@ -519,6 +533,13 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
   if (n->nvmlDeviceGetDecoderUtilization &&
       ok(n, s, STK__NVML_enc_dec, n->nvmlDeviceGetDecoderUtilization(h, &v, &period)))
     s->dec_util = v;
+  /* Memory temperature: NVML has it only as a field value. */
+  struct nv_field_value fv;
+  memset(&fv, 0, sizeof fv);
+  fv.field_id = NV_FI_DEV_MEMORY_TEMP;
+  if (n->nvmlDeviceGetFieldValues &&
+      ok(n, s, STK__NVML_fields, n->nvmlDeviceGetFieldValues(h, 1, &fv)) && fv.ret == NV_SUCCESS)
+    s->mem_temp_c = field_number(&fv);
   sample_health(n, d, s);
   sample_procs(n, d, s);
   sample_gpm(n, d, s);

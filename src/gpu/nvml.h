@@ -12,7 +12,7 @@
   X(name) X(uuid) X(pci) X(util) X(memory) X(power) X(energy) X(temp)      \
   X(sm_clock) X(mem_clock) X(reasons) X(violation) X(procs) X(proc_util)   \
   X(events) X(mig) X(gpm) X(handle) X(ecc) X(retired) X(remap) X(pcie)    \
-  X(enc_dec) X(nvlink)
+  X(enc_dec) X(nvlink) X(fields)
 enum stk__nvml_call {
 #define X(n) STK__NVML_##n,
   STK__NVML_CALLS(X)
@@ -62,6 +62,7 @@ struct stk__gpu_sample {
    * used includes it where it has only the v1 call. */
   double fb_used_mib, fb_free_mib, fb_total_mib, fb_reserved_mib;
   double power_w, energy_mj, temp_c, sm_clock_mhz, mem_clock_mhz;
+  double mem_temp_c;                      /* memory (HBM) temperature: a field value */
   double reasons;                         /* the bitmask, as a number */
   double viol_power_ns, viol_thermal_ns;  /* throttle time counters */
   double sm_active, tensor_active, dram_active, gr_active; /* GPM ratios 0..1 */

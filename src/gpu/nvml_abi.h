@@ -62,7 +62,15 @@ typedef struct nvmlGpmSample_st *nv_gpm_sample;
   C(NV_NVLINK_ERROR_DL_REPLAY, NVML_NVLINK_ERROR_DL_REPLAY, 0)          \
   C(NV_NVLINK_ERROR_DL_RECOVERY, NVML_NVLINK_ERROR_DL_RECOVERY, 1)      \
   C(NV_NVLINK_ERROR_DL_CRC_FLIT, NVML_NVLINK_ERROR_DL_CRC_FLIT, 2)      \
-  C(NV_NVLINK_ERROR_DL_CRC_DATA, NVML_NVLINK_ERROR_DL_CRC_DATA, 3)
+  C(NV_NVLINK_ERROR_DL_CRC_DATA, NVML_NVLINK_ERROR_DL_CRC_DATA, 3)      \
+  C(NV_FI_DEV_MEMORY_TEMP, NVML_FI_DEV_MEMORY_TEMP, 82)                 \
+  C(NV_VALUE_TYPE_DOUBLE, NVML_VALUE_TYPE_DOUBLE, 0)                    \
+  C(NV_VALUE_TYPE_UNSIGNED_INT, NVML_VALUE_TYPE_UNSIGNED_INT, 1)        \
+  C(NV_VALUE_TYPE_UNSIGNED_LONG, NVML_VALUE_TYPE_UNSIGNED_LONG, 2)      \
+  C(NV_VALUE_TYPE_UNSIGNED_LONG_LONG, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, 3) \
+  C(NV_VALUE_TYPE_SIGNED_LONG_LONG, NVML_VALUE_TYPE_SIGNED_LONG_LONG, 4) \
+  C(NV_VALUE_TYPE_SIGNED_INT, NVML_VALUE_TYPE_SIGNED_INT, 5)            \
+  C(NV_VALUE_TYPE_UNSIGNED_SHORT, NVML_VALUE_TYPE_UNSIGNED_SHORT, 6)
 
 enum {
 #define C(ours, theirs, value) ours = value,
@@ -130,6 +138,25 @@ struct nv_gpm_get {
 struct nv_gpm_support {
   unsigned version, supported;
 };
+/* nvmlValue_t (a union; its members are checked one by one) and
+ * nvmlFieldValue_t, for nvmlDeviceGetFieldValues: field_id in, the rest
+ * out; value is valid only where ret is NV_SUCCESS, of type value_type. */
+union nv_value {
+  double d;
+  int si;
+  unsigned ui;
+  unsigned long ul;
+  unsigned long long ull;
+  long long sll;
+  unsigned short us;
+};
+struct nv_field_value {
+  unsigned field_id, scope_id;
+  long long timestamp, latency_us;
+  unsigned value_type;
+  nv_ret ret;
+  union nv_value value;
+};
 
 /* Stoker's struct, nvml.h's type, and whether stoker's may be larger (1:
  * only nv_gpm_get, as its array; the others must be the same size, arrays
@@ -148,7 +175,8 @@ struct nv_gpm_support {
   S(nv_event, nvmlEventData_t, 0)                    \
   S(nv_gpm_metric, nvmlGpmMetric_t, 0)               \
   S(nv_gpm_get, nvmlGpmMetricsGet_t, 1)              \
-  S(nv_gpm_support, nvmlGpmSupport_t, 0)
+  S(nv_gpm_support, nvmlGpmSupport_t, 0)             \
+  S(nv_field_value, nvmlFieldValue_t, 0)
 
 #ifdef STK_NV_ABI_CHECK
 #define S(ours, theirs, larger_ok) typedef theirs ours##_t;
@@ -205,6 +233,7 @@ NV_STRUCTS(S)
   X(nvmlDeviceGetEncoderUtilization, nv_ret (*)(nv_dev, unsigned *, unsigned *))          \
   X(nvmlDeviceGetDecoderUtilization, nv_ret (*)(nv_dev, unsigned *, unsigned *))          \
   X(nvmlDeviceGetNvLinkState, nv_ret (*)(nv_dev, unsigned, unsigned *))                   \
-  X(nvmlDeviceGetNvLinkErrorCounter, nv_ret (*)(nv_dev, unsigned, unsigned, unsigned long long *))
+  X(nvmlDeviceGetNvLinkErrorCounter, nv_ret (*)(nv_dev, unsigned, unsigned, unsigned long long *)) \
+  X(nvmlDeviceGetFieldValues, nv_ret (*)(nv_dev, int, nv_field_value_t *))
 
 #endif

@@ -42,6 +42,7 @@ struct gpu {
   double ecc_sbe_vol, ecc_dbe_vol, ecc_sbe_agg, ecc_dbe_agg, retired_sbe, retired_dbe;
   double retired_pending, remap_corr, remap_unc, remap_pending, remap_failure, pcie_replay;
   double enc, dec, nvlinks, nvlink_crc_flit, nvlink_crc_data, nvlink_replay, nvlink_recovery;
+  double mem_temp; /* < 0: the GPU has no memory sensor */
   unsigned long long reasons;
   double energy_mj;
   int gpm, lost;
@@ -128,6 +129,7 @@ static void apply(struct gpu *g, char **t, int n, int line) {
     NUMKEY("enc", enc) NUMKEY("dec", dec) NUMKEY("nvlinks", nvlinks)
     NUMKEY("nvlink_crc_flit", nvlink_crc_flit) NUMKEY("nvlink_crc_data", nvlink_crc_data)
     NUMKEY("nvlink_replay", nvlink_replay) NUMKEY("nvlink_recovery", nvlink_recovery)
+    NUMKEY("mem_temp", mem_temp)
 #undef NUMKEY
     if (!strcmp(k, "name") && v) { snprintf(g->name, sizeof g->name, "%s", v); i++; continue; }
     if (!strcmp(k, "uuid") && v) { snprintf(g->uuid, sizeof g->uuid, "%s", v); i++; continue; }
@@ -229,7 +231,10 @@ static void load(void) {
       if (i + 1 > ngpus) ngpus = i + 1;
       struct gpu *g = &gpus[i];
       g->index = (int)i;
-      if (!g->uuid[0]) snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%04u", i);
+      if (!g->uuid[0]) { /* first declared: the defaults */
+        snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%04u", i);
+        g->mem_temp = -1;
+      }
       if (!g->pci[0]) snprintf(g->pci, sizeof g->pci, "00000000:%02X:00.0", 0x10 + i);
       if (!g->name[0]) snprintf(g->name, sizeof g->name, "Fake GPU");
       apply(g, t + 2, n - 2, line);
@@ -634,6 +639,23 @@ nv_ret nvmlDeviceGetNvLinkErrorCounter(nv_dev dev, unsigned link, unsigned count
   case NV_NVLINK_ERROR_DL_REPLAY: *v = (unsigned long long)g->nvlink_replay; break;
   case NV_NVLINK_ERROR_DL_RECOVERY: *v = (unsigned long long)g->nvlink_recovery; break;
   default: return E_INVALID;
+  }
+  return OK;
+}
+
+/* Field values: the memory temperature (unsigned int, as the driver gives
+ * it) where the GPU has the sensor; each other field "not supported" in
+ * its own return code, the call itself succeeding, as NVML does. */
+nv_ret nvmlDeviceGetFieldValues(nv_dev dev, int count, struct nv_field_value *v) {
+  DEV_CHECK("nvmlDeviceGetFieldValues");
+  for (int i = 0; i < count; i++) {
+    if (v[i].field_id == NV_FI_DEV_MEMORY_TEMP && g->mem_temp >= 0) {
+      v[i].ret = OK;
+      v[i].value_type = NV_VALUE_TYPE_UNSIGNED_INT;
+      v[i].value.ui = (unsigned)g->mem_temp;
+    } else {
+      v[i].ret = E_NOT_SUPPORTED;
+    }
   }
   return OK;
 }
