@@ -204,3 +204,26 @@ TEST(watch_cardinality_switches) {
   free(t);
   stk_watch_close(w);
 }
+
+/* A MIG GPU without a mapping: each process is charged on the instance it
+ * runs in (NVML's gpuInstanceId), time-sliced processes sharing it. */
+TEST(watch_mig_processes_without_mapping) {
+  write_str("sc.txt", "gpu 0 name \"NVIDIA H100 80GB HBM3\" gpm 1 power_w 140\n"
+                      "at 0 gpu 0 mig 1 3g.40gb 40192 1000 mig_gr 1 60 mig 2 4g.40gb 40192 0 mig_gr 2 0\n"
+                      "at 0 gpu 0 proc 501 gi 1 proc 502 gi 1 proc 503 gi 2\n");
+  struct stk_watch *w = agent("sc.txt", NULL);
+  for (int s = 0; s < 3; s++) CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK_NEAR(metric(t, "stoker_job_gpu_allocated_seconds_total{hpc_job=\"pid-501\""), 2 * 3.0 / 7 / 2);
+  CHECK_NEAR(metric(t, "stoker_job_gpu_busy_seconds_total{hpc_job=\"pid-502\""), 2 * 3.0 / 7 / 2 * 0.6);
+  CHECK_NEAR(metric(t, "stoker_job_gpu_idle_seconds_total{hpc_job=\"pid-503\""), 2 * 4.0 / 7);
+  CHECK_NEAR(metric(t, "stoker_job_energy_joules_total{hpc_job=\"pid-503\""), 2 * 140 * 4.0 / 7);
+  CHECK_NEAR(metric(t, "stoker_job_idle_streak_seconds{hpc_job=\"pid-503\""), 2);
+  /* One series per instance, no hpc_job (no mapping). */
+  CHECK_EQ(count_lines(t, "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\""), 2);
+  CHECK(strstr(t, "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-fake-0000\",pci_bus_id=\"00000000:10:00.0\","
+                  "device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",GPU_I_PROFILE=\"4g.40gb\",GPU_I_ID=\"2\","
+                  "Hostname=\"node1\",DCGM_FI_DRIVER_VERSION=\"999.99\"} 140\n") != NULL);
+  free(t);
+  stk_watch_close(w);
+}
