@@ -12,7 +12,8 @@ TEST(watch_health_counters_dcgm_names) {
             "gpu 0 name \"NVIDIA H100 80GB HBM3\" uuid GPU-aaaa pci 00000000:17:00.0 "
             "ecc_sbe_vol 3 ecc_dbe_vol 1 ecc_sbe_agg 30 ecc_dbe_agg 2 retired_sbe 4 retired_dbe 1 "
             "retired_pending 1 remap_corr 5 remap_unc 2 remap_failure 1 pcie_replay 7 enc 12 dec 34 "
-            "nvlinks 18 nvlink_crc_flit 2 nvlink_crc_data 1 nvlink_replay 3 nvlink_recovery 1 mem_temp 51\n"
+            "nvlinks 18 nvlink_crc_flit 2 nvlink_crc_data 1 nvlink_replay 3 nvlink_recovery 1 mem_temp 51 "
+            "nvlink_tx_kib 1000 nvlink_rx_kib 3\n"
             "gpu 1 name \"NVIDIA A100-SXM4-40GB\" uuid GPU-bbbb remap_corr 9\n"
             "at 0 gpu 1 mig 1 7g.40gb 40192 100\n"
             "at 5 gpu 0 pcie_replay 9 ecc_dbe_vol 2\n");
@@ -48,6 +49,11 @@ TEST(watch_health_counters_dcgm_names) {
    * remapping; the other counters on its instance, as dcgm-exporter. */
   CHECK(strstr(t, "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{gpu=\"1\"") == NULL);
   CHECK(strstr(t, "DCGM_FI_DEV_MEMORY_TEMP{gpu=\"1\"") == NULL); /* no sensor: absent */
+  /* NVLink traffic (NVML's throughput fields, KiB) in bytes, stoker's own
+   * name: what DCGM's NVLINK_BANDWIDTH_TOTAL counts is not documented. */
+  CHECK_CONTAINS(t, "stoker_gpu_nvlink_data_bytes_total{gpu=\"0\",UUID=\"GPU-aaaa\",direction=\"tx\"} 1024000\n");
+  CHECK_CONTAINS(t, "stoker_gpu_nvlink_data_bytes_total{gpu=\"0\",UUID=\"GPU-aaaa\",direction=\"rx\"} 3072\n");
+  CHECK(strstr(t, "stoker_gpu_nvlink_data_bytes_total{gpu=\"1\"") == NULL);
   CHECK(strstr(t, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS{gpu=\"1\"") == NULL);
   CHECK_CONTAINS(t, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{gpu=\"1\",UUID=\"GPU-bbbb\",pci_bus_id=\"00000000:11:00.0\","
                     "device=\"nvidia1\",modelName=\"NVIDIA A100-SXM4-40GB\",GPU_I_PROFILE=\"7g.40gb\",GPU_I_ID=\"1\",");

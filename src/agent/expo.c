@@ -303,6 +303,20 @@ static void agent_metrics(struct stk_watch *w, struct ag_buf *b) {
       stk__ag_printf(b, "} %.0f\n", w->gpus[i].xid_total);
     }
   }
+  int any = 0;
+  for (unsigned i = 0; i < w->ngpus; i++) {
+    const struct ag_gpu *g = &w->gpus[i];
+    if (g->lost || isnan(g->s.nvlink_tx_bytes) || isnan(g->s.nvlink_rx_bytes)) continue;
+    if (!any++)
+      family(b, "stoker_gpu_nvlink_data_bytes_total", "counter",
+             "NVLink data (payload) bytes, all links, by direction (NVML's throughput fields).");
+    for (int d = 0; d < 2; d++) {
+      stk__ag_printf(b, "stoker_gpu_nvlink_data_bytes_total{");
+      gpu_id_labels(w, b, i);
+      stk__ag_printf(b, ",direction=\"%s\"}", d ? "rx" : "tx");
+      val(b, d ? g->s.nvlink_rx_bytes : g->s.nvlink_tx_bytes);
+    }
+  }
   if (w->nvml) {
     family(b, "stoker_watch_nvml_errors_total", "counter", "NVML calls that failed, by call.");
     for (int c = 0; c < STK__NVML_NCALLS; c++)

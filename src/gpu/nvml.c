@@ -465,7 +465,8 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
                           &s->temp_c, &s->sm_clock_mhz, &s->mem_clock_mhz, &s->reasons,
                           &s->viol_power_ns, &s->viol_thermal_ns, &s->sm_active,
                           &s->tensor_active, &s->dram_active, &s->gr_active, &s->last_xid,
-                          &s->enc_util, &s->dec_util, &s->mem_temp_c};
+                          &s->enc_util, &s->dec_util, &s->mem_temp_c, &s->nvlink_tx_bytes,
+                          &s->nvlink_rx_bytes};
   for (size_t k = 0; k < STK__ARRAY_LEN(nan_fields); k++) *nan_fields[k] = NAN;
   double *hf[16];
   health_fields(s, hf);
@@ -533,13 +534,21 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
   if (n->nvmlDeviceGetDecoderUtilization &&
       ok(n, s, STK__NVML_enc_dec, n->nvmlDeviceGetDecoderUtilization(h, &v, &period)))
     s->dec_util = v;
-  /* Memory temperature: NVML has it only as a field value. */
-  struct nv_field_value fv;
-  memset(&fv, 0, sizeof fv);
-  fv.field_id = NV_FI_DEV_MEMORY_TEMP;
+  /* Memory temperature and NVLink data (KiB, summed over the links: scope
+   * UINT_MAX): NVML has them only as field values, each with its own
+   * return code (not supported without HBM or NVLink). */
+  struct nv_field_value fv[3];
+  memset(fv, 0, sizeof fv);
+  fv[0].field_id = NV_FI_DEV_MEMORY_TEMP;
+  fv[1].field_id = NV_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+  fv[2].field_id = NV_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
+  fv[1].scope_id = fv[2].scope_id = UINT32_MAX;
   if (n->nvmlDeviceGetFieldValues &&
-      ok(n, s, STK__NVML_fields, n->nvmlDeviceGetFieldValues(h, 1, &fv)) && fv.ret == NV_SUCCESS)
-    s->mem_temp_c = field_number(&fv);
+      ok(n, s, STK__NVML_fields, n->nvmlDeviceGetFieldValues(h, 3, fv))) {
+    double *dst[3] = {&s->mem_temp_c, &s->nvlink_tx_bytes, &s->nvlink_rx_bytes};
+    for (int k = 0; k < 3; k++)
+      if (fv[k].ret == NV_SUCCESS) *dst[k] = field_number(&fv[k]) * (k ? 1024 : 1);
+  }
   sample_health(n, d, s);
   sample_procs(n, d, s);
   sample_gpm(n, d, s);

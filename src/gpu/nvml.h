@@ -63,6 +63,7 @@ struct stk__gpu_sample {
   double fb_used_mib, fb_free_mib, fb_total_mib, fb_reserved_mib;
   double power_w, energy_mj, temp_c, sm_clock_mhz, mem_clock_mhz;
   double mem_temp_c;                      /* memory (HBM) temperature: a field value */
+  double nvlink_tx_bytes, nvlink_rx_bytes; /* NVLink data sent, received, all links (counters) */
   double reasons;                         /* the bitmask, as a number */
   double viol_power_ns, viol_thermal_ns;  /* throttle time counters */
   double sm_active, tensor_active, dram_active, gr_active; /* GPM ratios 0..1 */

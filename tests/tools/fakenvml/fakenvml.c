@@ -43,6 +43,7 @@ struct gpu {
   double retired_pending, remap_corr, remap_unc, remap_pending, remap_failure, pcie_replay;
   double enc, dec, nvlinks, nvlink_crc_flit, nvlink_crc_data, nvlink_replay, nvlink_recovery;
   double mem_temp; /* < 0: the GPU has no memory sensor */
+  double nvlink_tx_kib, nvlink_rx_kib; /* all links (only with nvlinks) */
   unsigned long long reasons;
   double energy_mj;
   int gpm, lost;
@@ -129,7 +130,8 @@ static void apply(struct gpu *g, char **t, int n, int line) {
     NUMKEY("enc", enc) NUMKEY("dec", dec) NUMKEY("nvlinks", nvlinks)
     NUMKEY("nvlink_crc_flit", nvlink_crc_flit) NUMKEY("nvlink_crc_data", nvlink_crc_data)
     NUMKEY("nvlink_replay", nvlink_replay) NUMKEY("nvlink_recovery", nvlink_recovery)
-    NUMKEY("mem_temp", mem_temp)
+    NUMKEY("mem_temp", mem_temp) NUMKEY("nvlink_tx_kib", nvlink_tx_kib)
+    NUMKEY("nvlink_rx_kib", nvlink_rx_kib)
 #undef NUMKEY
     if (!strcmp(k, "name") && v) { snprintf(g->name, sizeof g->name, "%s", v); i++; continue; }
     if (!strcmp(k, "uuid") && v) { snprintf(g->uuid, sizeof g->uuid, "%s", v); i++; continue; }
@@ -643,16 +645,25 @@ nv_ret nvmlDeviceGetNvLinkErrorCounter(nv_dev dev, unsigned link, unsigned count
   return OK;
 }
 
-/* Field values: the memory temperature (unsigned int, as the driver gives
- * it) where the GPU has the sensor; each other field "not supported" in
- * its own return code, the call itself succeeding, as NVML does. */
+/* Field values: the memory temperature (unsigned int) where the GPU has
+ * the sensor, NVLink data throughput (KiB, all links: scope UINT_MAX)
+ * where it has NVLink; each other field "not supported" in its own
+ * return code, the call itself succeeding, as NVML does. */
 nv_ret nvmlDeviceGetFieldValues(nv_dev dev, int count, struct nv_field_value *v) {
   DEV_CHECK("nvmlDeviceGetFieldValues");
   for (int i = 0; i < count; i++) {
+    int nvl = v[i].field_id == NV_FI_DEV_NVLINK_THROUGHPUT_DATA_TX ||
+              v[i].field_id == NV_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
     if (v[i].field_id == NV_FI_DEV_MEMORY_TEMP && g->mem_temp >= 0) {
       v[i].ret = OK;
       v[i].value_type = NV_VALUE_TYPE_UNSIGNED_INT;
       v[i].value.ui = (unsigned)g->mem_temp;
+    } else if (nvl && g->nvlinks && v[i].scope_id == 0xFFFFFFFFu) { /* all links */
+      v[i].ret = OK;
+      v[i].value_type = NV_VALUE_TYPE_UNSIGNED_LONG_LONG;
+      v[i].value.ull = (unsigned long long)(v[i].field_id == NV_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+                                                ? g->nvlink_tx_kib
+                                                : g->nvlink_rx_kib);
     } else {
       v[i].ret = E_NOT_SUPPORTED;
     }
