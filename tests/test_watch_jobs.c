@@ -79,6 +79,13 @@ TEST(watch_mig_seven_instances_nine_jobs) {
   CHECK_NEAR(metric(t, "stoker_job_goodput_seconds_total{hpc_job=\"x\",Hostname=\"node1\",bucket=\"unknown\"}"), 2);
   CHECK_NEAR(metric(t, "stoker_job_gpu_idle_seconds_total{hpc_job=\"x\""), 0);
   free(t);
+  /* stoker top shows a MIG GPU's utilization as its instances' mean
+   * (10..70 %, equal slices), the A100's as unknown. */
+  struct stk_watch_view v;
+  CHECK_OK(stk_watch_view(w, &v));
+  CHECK_NEAR(v.gpus[0].util, 40);
+  CHECK(isnan(v.gpus[1].util));
+  stk_watch_view_free(&v);
   stk_watch_close(w);
 }
 

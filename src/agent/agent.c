@@ -445,7 +445,7 @@ static double unit_weight(const struct ag_gpu *g, int unit) {
 /* Utilization (percent) of a unit: the GPU's; a MIG instance's graphics
  * activity from its GPM sample (NVML has no other with MIG on); the whole
  * of a MIG GPU, its instances' slice-weighted mean. NaN when unknown. */
-static double unit_util(const struct ag_gpu *g, int unit) {
+double stk__ag_unit_util(const struct ag_gpu *g, int unit) {
   if (unit >= 0) return g->s.mig[unit].gr_active * 100;
   if (!g->s.nmig) return g->s.util;
   double num = 0, den = 0;
@@ -552,7 +552,7 @@ static void derive(struct stk_watch *w, double dt) {
       unsigned n = stk__ag_unit_jobs(g, unit);
       if (!n) continue;
       double wgt = unit_weight(g, unit) / n;
-      double u = unit_util(g, unit);
+      double u = stk__ag_unit_util(g, unit);
       for (unsigned k = 0; k < g->nalloc; k++) {
         if (g->alloc[k].unit != unit) continue;
         struct ag_job *j = stk__ag_job(w, g->alloc[k].job);

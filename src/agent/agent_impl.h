@@ -174,6 +174,10 @@ struct stk_watch {
 int stk__ag_gpu_add_job(struct ag_gpu *g, int unit, const char *job);
 /* The jobs of unit u of g, and how many. */
 unsigned stk__ag_unit_jobs(const struct ag_gpu *g, int unit);
+/* Utilization (percent, NaN unknown) of unit u: the GPU's; a MIG
+ * instance's GPM graphics activity; a MIG GPU's whole (u = -1), its
+ * instances' slice-weighted mean. */
+double stk__ag_unit_util(const struct ag_gpu *g, int unit);
 /* Whether the device series of unit u carry hpc_job (a mapping names its
  * jobs: dcgm-exporter's rule). */
 int stk__ag_unit_mapped(const struct ag_gpu *g, int unit);

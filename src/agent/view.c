@@ -181,7 +181,7 @@ int stk_watch_view(struct stk_watch *w, struct stk_watch_view *v) {
     snprintf(gv->model, sizeof gv->model, "%s", g->name);
     snprintf(gv->job, sizeof gv->job, "%s", g->nalloc && !g->lost ? g->alloc[0].job : "");
     gv->lost = g->lost;
-    gv->util = g->lost ? NAN : g->s.util;
+    gv->util = g->lost ? NAN : stk__ag_unit_util(g, -1); /* MIG: its instances' mean */
     gv->power_w = g->lost ? NAN : g->s.power_w;
     gv->mem_used_mib = g->lost ? NAN : g->s.fb_used_mib;
     gv->mem_total_mib = g->lost ? NAN : g->s.fb_total_mib;
