@@ -42,12 +42,18 @@ const char cmd_watch_usage[] =
     "  --carbon-g-kwh X      grams CO2e per kWh (adds stoker_job_carbon_grams_total)\n"
     "  --job-ttl S           forget a job unseen for S seconds (default 300)\n"
     "serving:\n"
-    "  --listen ADDR         HOST:PORT or :PORT (default :9400, dcgm-exporter's)\n"
+    "  --listen ADDR         HOST:PORT or :PORT (default :9400, dcgm-exporter's);\n"
+    "                        a scraper that sends Accept-Encoding: gzip gets gzip\n"
     "  --no-http             do not serve\n"
     "  --port-file FILE      write the port served on (useful with port 0)\n"
     "  --metrics-out FILE    also write the exposition to FILE after each sample\n"
     "                        (atomically; for node_exporter's textfile collector)\n"
     "  --keep-serving        after --samples N, keep serving until interrupted\n"
+    "cardinality (fewer series on a large fleet):\n"
+    "  --no-process-series   no per-process series (stoker_gpu_process_*,\n"
+    "                        stoker_process_cpu_seconds_total)\n"
+    "  --no-job-labels       no hpc_job on device series: one per GPU or MIG\n"
+    "                        instance (stoker_job_* keep their jobs)\n"
     "idle-job reaper (off by default):\n"
     "  --reap-after MIN      act on a job whose GPUs were all idle in every\n"
     "                        sample for MIN minutes\n"
@@ -64,7 +70,7 @@ const char cmd_watch_usage[] =
 enum {
   O_INTERVAL = 1, O_ONCE, O_JSON, O_SAMPLES, O_FAST, O_NVML, O_MAPDIR, O_RUNDIR, O_PROC,
   O_HOST, O_PRICE, O_CARBON, O_TTL, O_LISTEN, O_NOHTTP, O_PORTFILE, O_OUT, O_KEEP, O_REAP,
-  O_REAPWARN, O_REAPCMD, O_REAPWARNCMD, O_EXEMPT, O_DRY
+  O_REAPWARN, O_REAPCMD, O_REAPWARNCMD, O_EXEMPT, O_DRY, O_NOPROC, O_NOJOBLAB
 };
 
 static int write_atomic(const char *path, const char *buf, size_t len) {
@@ -115,6 +121,7 @@ int cmd_watch_run(int argc, char **argv) {
       {"reap-after", 1, 0, O_REAP}, {"reap-warn", 1, 0, O_REAPWARN},
       {"reap-command", 1, 0, O_REAPCMD}, {"reap-warn-command", 1, 0, O_REAPWARNCMD},
       {"reap-exempt", 1, 0, O_EXEMPT}, {"reap-dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, 'q'},
+      {"no-process-series", 0, 0, O_NOPROC}, {"no-job-labels", 0, 0, O_NOJOBLAB},
       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   struct stk_watch_opts o = {0};
   int once = 0, json = 0, no_http = 0, quiet = 0, keep = 0;
@@ -174,6 +181,8 @@ int cmd_watch_run(int argc, char **argv) {
       exempt[nexempt++] = optarg;
       break;
     case O_DRY: o.reap_dry_run = 1; break;
+    case O_NOPROC: o.no_process_series = 1; break;
+    case O_NOJOBLAB: o.no_job_labels = 1; break;
     case 'q': quiet = 1; break;
     case 'h': cli_usage(stdout, "watch"); return CLI_OK;
     default:

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "stoker/stoker.h"
 #include "test.h"
@@ -60,12 +61,13 @@ static int connect_to(int port) {
   return fd;
 }
 
-/* One request; the whole response (malloc'ed) or NULL. */
-static char *request(int port, const char *req) {
+/* One request; the whole response (malloc'ed; *len bytes, NUL after) or
+ * NULL. */
+static char *request_len(int port, const char *req, size_t *len) {
   int fd = connect_to(port);
   if (fd < 0) return NULL;
-  size_t len = strlen(req);
-  if (write(fd, req, len) != (ssize_t)len) {
+  size_t rl = strlen(req);
+  if (write(fd, req, rl) != (ssize_t)rl) {
     close(fd);
     return NULL;
   }
@@ -83,8 +85,11 @@ static char *request(int port, const char *req) {
     free(buf);
     return NULL;
   }
+  if (len) *len = n;
   return buf;
 }
+
+static char *request(int port, const char *req) { return request_len(port, req, NULL); }
 
 static char *scrape(int port) { return request(port, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n"); }
 
@@ -278,4 +283,55 @@ TEST(watch_prometheus_scrapes_agent) {
             found, found ? "100" : want, last ? last : "-", logs ? logs : "");
   free(last);
   free(logs);
+}
+
+/* The body of a response (after its headers) and its length. */
+static const char *body_of(const char *resp, size_t n, size_t *len) {
+  const char *b = strstr(resp, "\r\n\r\n");
+  CHECK(b != NULL);
+  b += 4;
+  *len = n - (size_t)(b - resp);
+  return b;
+}
+
+/* A scraper that sends Accept-Encoding: gzip (Prometheus does) gets the
+ * same page gzipped; one that does not, or refuses it (q=0), gets it
+ * plain. */
+TEST(watch_http_gzip_on_request) {
+  signal(SIGPIPE, SIG_IGN);
+  int port;
+  struct stk_watch *w = serving_agent(&port);
+  size_t pn, gn, n2, n3;
+  char *plain = request_len(port, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n", &pn);
+  char *gz = request_len(port, "GET /metrics HTTP/1.0\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n", &gn);
+  char *refused = request_len(port, "GET /metrics HTTP/1.0\r\nAccept-Encoding: gzip;q=0, br\r\n\r\n", &n2);
+  char *listed = request_len(port, "GET /metrics HTTP/1.0\r\nAccept-Encoding: deflate, X-GZIP;q=0.5\r\n\r\n", &n3);
+  CHECK(plain && gz && refused && listed);
+  CHECK(strstr(plain, "Content-Encoding") == NULL);
+  CHECK(strstr(refused, "Content-Encoding") == NULL);
+  CHECK_CONTAINS(gz, "Content-Encoding: gzip\r\n");
+  CHECK_CONTAINS(gz, "Vary: Accept-Encoding\r\n");
+  CHECK_CONTAINS(listed, "Content-Encoding: gzip\r\n");
+  size_t plen, glen;
+  const char *pb = body_of(plain, pn, &plen), *gb = body_of(gz, gn, &glen);
+  CHECK(glen < plen);
+  /* It inflates to the plain page, byte for byte. */
+  char *out = malloc(plen + 1);
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  CHECK(inflateInit2(&z, 15 + 16) == Z_OK);
+  z.next_in = (Bytef *)gb;
+  z.avail_in = (uInt)glen;
+  z.next_out = (Bytef *)out;
+  z.avail_out = (uInt)plen + 1;
+  CHECK_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
+  CHECK_EQ(z.total_out, plen);
+  inflateEnd(&z);
+  CHECK(memcmp(out, pb, plen) == 0);
+  free(out);
+  free(plain);
+  free(gz);
+  free(refused);
+  free(listed);
+  stk_watch_close(w);
 }

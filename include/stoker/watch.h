@@ -40,6 +40,12 @@ struct stk_watch_opts {
   const char *reap_warn_command; /* optional; "{job}" and "{minutes}" */
   const char *const *reap_exempt; /* fnmatch patterns, NULL-terminated */
   int reap_dry_run;          /* log what would be done, run nothing */
+  /* Cardinality (issue 21, §4): fewer series on a large fleet. */
+  int no_process_series;     /* no per-process series (stoker_gpu_process_*,
+                                stoker_process_cpu_seconds_total) */
+  int no_job_labels;         /* no hpc_job on device (DCGM_FI_*) series: one
+                                series per GPU or MIG instance whatever its
+                                jobs (the stoker_job_* series keep them) */
 };
 
 struct stk_watch;

@@ -105,10 +105,15 @@ void stk_watch_close(struct stk_watch *w) {
   stk__ag_http_stop(w);
   stk__nvml_close(w->nvml);
   stk__ag_loaders_free(w);
-  for (unsigned i = 0; i < AG_MAX_GPUS; i++) free(w->gpus[i].procs);
+  for (unsigned i = 0; i < AG_MAX_GPUS; i++) {
+    free(w->gpus[i].procs);
+    free(w->gpus[i].alloc);
+  }
+  free(w->map_jobs);
   free(w->jobs);
   stk__ag_proc_cache_free(w);
   free(w->expo);
+  free(w->expo_gz);
   for (size_t i = 0; w->exempt && w->exempt[i]; i++) free(w->exempt[i]);
   free(w->exempt);
   free(w->nvml_lib);
@@ -143,20 +148,50 @@ struct ag_job *stk__ag_job(struct stk_watch *w, const char *id) {
   return j;
 }
 
-/* The job of a process on GPU g (MIG instance gi or UINT32_MAX). */
-static void proc_job(struct stk_watch *w, const struct ag_gpu *g, uint32_t pid, uint32_t gi,
-                     const char *cgroup_job, char *job) {
-  if (g && gi != UINT32_MAX)
-    for (unsigned m = 0; m < g->s.nmig && m < 8; m++)
-      if (g->s.mig[m].gi_id == gi && g->mig_jobs[m][0]) {
-        snprintf(job, AG_JOB_LEN, "%s", g->mig_jobs[m]);
-        return;
-      }
-  if (g && g->mapped && g->njobs) {
-    snprintf(job, AG_JOB_LEN, "%s", g->jobs[0]);
-    return;
+int stk__ag_gpu_add_job(struct ag_gpu *g, int unit, const char *job) {
+  for (unsigned k = 0; k < g->nalloc; k++)
+    if (g->alloc[k].unit == unit && !strcmp(g->alloc[k].job, job)) return 0;
+  if (g->nalloc == g->alloc_cap) {
+    unsigned nc = g->alloc_cap ? g->alloc_cap * 2 : 8;
+    void *q = realloc(g->alloc, nc * sizeof *g->alloc);
+    if (!q) return -1;
+    g->alloc = q;
+    g->alloc_cap = nc;
   }
-  (void)w;
+  struct ag_alloc *a = &g->alloc[g->nalloc++];
+  snprintf(a->job, sizeof a->job, "%s", job);
+  a->unit = unit;
+  return 0;
+}
+
+unsigned stk__ag_unit_jobs(const struct ag_gpu *g, int unit) {
+  unsigned n = 0;
+  for (unsigned k = 0; k < g->nalloc; k++) n += g->alloc[k].unit == unit;
+  return n;
+}
+
+int stk__ag_unit_mapped(const struct ag_gpu *g, int unit) {
+  return unit < 0 ? g->mapped : unit < 8 && g->mig_mapped[unit];
+}
+
+/* The unit (MIG instance index, or -1) of a process in GPU instance gi. */
+static int proc_unit(const struct ag_gpu *g, uint32_t gi) {
+  if (gi == UINT32_MAX) return -1;
+  for (unsigned m = 0; m < g->s.nmig && m < 8; m++)
+    if (g->s.mig[m].gi_id == gi) return (int)m;
+  return -1;
+}
+
+/* The job of a process on unit `unit` of GPU g: the mapping's (its
+ * instance's, else its GPU's), else its cgroup's, else its own. */
+static void proc_job(const struct ag_gpu *g, int unit, uint32_t pid, const char *cgroup_job,
+                     char *job) {
+  int from = stk__ag_unit_mapped(g, unit) ? unit : g->mapped ? -1 : -2;
+  for (unsigned k = 0; from > -2 && k < g->nalloc; k++)
+    if (g->alloc[k].unit == from) {
+      snprintf(job, AG_JOB_LEN, "%s", g->alloc[k].job);
+      return;
+    }
   if (cgroup_job && cgroup_job[0]) {
     snprintf(job, AG_JOB_LEN, "%s", cgroup_job);
     return;
@@ -166,6 +201,13 @@ static void proc_job(struct stk_watch *w, const struct ag_gpu *g, uint32_t pid, 
 
 static void sample_gpus(struct stk_watch *w) {
   unsigned n = 0;
+  if (w->nvml) {
+    /* The health counters change rarely and NVLink's cost a call per link:
+     * read every AG_HEALTH_S, repeated in between. */
+    int due = !w->samples || w->now - w->health_at >= AG_HEALTH_S - 1e-9;
+    if (due) w->health_at = w->now;
+    stk__nvml_health(w->nvml, due);
+  }
   if (!w->nvml || stk__nvml_count(w->nvml, &n) != 0) n = 0;
   if (n > AG_MAX_GPUS) n = AG_MAX_GPUS;
   w->ngpus = n > w->ngpus ? n : w->ngpus;
@@ -232,12 +274,9 @@ static void attribute(struct stk_watch *w) {
     for (unsigned k = 0; k < g->nprocs; k++) {
       struct ag_proc *p = &g->procs[k];
       const char *cg = stk__ag_proc_info(w, p->pid, &p->cpu_s);
-      proc_job(w, g, p->pid, p->gpu_instance, cg, p->job);
-      if (!g->mapped) {
-        int dup = 0;
-        for (unsigned j = 0; j < g->njobs; j++) dup |= !strcmp(g->jobs[j], p->job);
-        if (!dup && g->njobs < AG_JOBS_PER_GPU) snprintf(g->jobs[g->njobs++], AG_JOB_LEN, "%s", p->job);
-      }
+      int unit = proc_unit(g, p->gpu_instance);
+      proc_job(g, unit, p->pid, cg, p->job);
+      if (!stk__ag_unit_mapped(g, unit) && !g->mapped) stk__ag_gpu_add_job(g, unit, p->job);
     }
   }
   for (unsigned i = 0; i < w->nloaders; i++) {
@@ -375,6 +414,82 @@ static void reaper(struct stk_watch *w) {
   }
 }
 
+/* Compute slices of a MIG profile ("1g.10gb", "1c.3g.40gb": 1, 3); 1
+ * when the name says none. */
+static unsigned profile_slices(const char *p) {
+  for (const char *q = p; q && *q;) {
+    char *end;
+    unsigned long v = strtoul(q, &end, 10);
+    if (end != q && *end == 'g' && (end[1] == '.' || !end[1]) && v >= 1 && v <= 8) return (unsigned)v;
+    q = strchr(q, '.');
+    if (q) q++;
+  }
+  return 1;
+}
+
+/* The share of GPU g that unit stands for: a MIG instance its compute
+ * slices of the GPU's (7; 4 on an A30); the whole GPU 1, or on a MIG GPU
+ * what its instances with jobs leave. */
+static double unit_weight(const struct ag_gpu *g, int unit) {
+  unsigned nmig = g->s.nmig < 8 ? g->s.nmig : 8, total = strstr(g->name, "A30") ? 4 : 7, sum = 0;
+  for (unsigned m = 0; m < nmig; m++) sum += profile_slices(g->s.mig[m].profile);
+  if (sum > total) total = sum;
+  if (unit >= 0) return (double)profile_slices(g->s.mig[unit].profile) / total;
+  if (!nmig) return 1;
+  double rest = 1;
+  for (unsigned m = 0; m < nmig; m++)
+    if (stk__ag_unit_jobs(g, (int)m)) rest -= (double)profile_slices(g->s.mig[m].profile) / total;
+  return rest > 0 ? rest : 0;
+}
+
+/* Utilization (percent) of a unit: the GPU's; a MIG instance's graphics
+ * activity from its GPM sample (NVML has no other with MIG on); the whole
+ * of a MIG GPU, its instances' slice-weighted mean. NaN when unknown. */
+double stk__ag_unit_util(const struct ag_gpu *g, int unit) {
+  if (unit >= 0) return g->s.mig[unit].gr_active * 100;
+  if (!g->s.nmig) return g->s.util;
+  double num = 0, den = 0;
+  for (unsigned m = 0; m < g->s.nmig && m < 8; m++) {
+    double sl = profile_slices(g->s.mig[m].profile);
+    num += sl * g->s.mig[m].gr_active * 100;
+    den += sl;
+  }
+  return den > 0 ? num / den : NAN;
+}
+
+/* Charge job j its share wgt of GPU g for the interval dt, at utilization
+ * u (NaN unknown), de_j joules used by the GPU in it. */
+static void charge(struct ag_job *j, const struct ag_gpu *g, double dt, double wgt, double u,
+                   double de_j, int throttled, double now) {
+  j->gpus++;
+  j->last_seen = now;
+  if (!isnan(g->s.power_w)) j->power_w += g->s.power_w * wgt;
+  if (isnan(u) || u > 0) j->all_idle = 0;
+  if (!(dt > 0)) return;
+  double share = dt * wgt;
+  j->allocated_s += share;
+  if (!isnan(de_j)) j->energy_j += de_j * wgt;
+  if (!isnan(g->s.reasons))
+    for (int r = 0; r < AG_NREASONS; r++)
+      if ((uint64_t)g->s.reasons & ag_reasons[r].bit) j->throttle_s[r] += share;
+  if (isnan(u)) {
+    j->unknown_s += share;
+    return;
+  }
+  double busy = share * (u > 100 ? 1 : u / 100.0);
+  double idle = share - busy;
+  j->busy_s += busy;
+  j->idle_s += idle;
+  if (throttled)
+    j->throttled_s += busy;
+  else
+    j->productive_s += busy;
+  double stall = share * j->input_wait_ratio;
+  if (stall > idle) stall = idle;
+  j->input_stalled_s += stall;
+  j->idle_bucket_s += idle - stall;
+}
+
 /* Derive the per-job figures for the interval dt that just ended. */
 static void derive(struct stk_watch *w, double dt) {
   for (unsigned i = 0; i < w->njobs; i++) {
@@ -430,40 +545,20 @@ static void derive(struct stk_watch *w, double dt) {
     } else if (!isnan(g->s.power_w)) {
       de_j = g->s.power_w * dt;
     }
-    if (!g->njobs) continue;
-    double wgt = 1.0 / g->njobs;
-    double u = g->s.util;
+    if (!g->nalloc) continue;
     int throttled = !isnan(g->s.reasons) && ((uint64_t)g->s.reasons & STK__REASONS_THROTTLE);
-    for (unsigned k = 0; k < g->njobs; k++) {
-      struct ag_job *j = stk__ag_job(w, g->jobs[k]);
-      if (!j) continue;
-      j->gpus++;
-      j->last_seen = w->now;
-      if (!isnan(g->s.power_w)) j->power_w += g->s.power_w * wgt;
-      if (isnan(u) || u > 0) j->all_idle = 0;
-      if (!(dt > 0)) continue;
-      double share = dt * wgt;
-      j->allocated_s += share;
-      if (!isnan(de_j)) j->energy_j += de_j * wgt;
-      if (!isnan(g->s.reasons))
-        for (int r = 0; r < AG_NREASONS; r++)
-          if ((uint64_t)g->s.reasons & ag_reasons[r].bit) j->throttle_s[r] += share;
-      if (isnan(u)) {
-        j->unknown_s += share;
-        continue;
+    int nmig = g->s.nmig < 8 ? (int)g->s.nmig : 8;
+    for (int unit = -1; unit < nmig; unit++) {
+      unsigned n = stk__ag_unit_jobs(g, unit);
+      if (!n) continue;
+      double wgt = unit_weight(g, unit) / n;
+      double u = stk__ag_unit_util(g, unit);
+      for (unsigned k = 0; k < g->nalloc; k++) {
+        if (g->alloc[k].unit != unit) continue;
+        struct ag_job *j = stk__ag_job(w, g->alloc[k].job);
+        if (!j) continue;
+        charge(j, g, dt, wgt, u, de_j, throttled, w->now);
       }
-      double busy = share * (u > 100 ? 1 : u / 100.0);
-      double idle = share - busy;
-      j->busy_s += busy;
-      j->idle_s += idle;
-      if (throttled)
-        j->throttled_s += busy;
-      else
-        j->productive_s += busy;
-      double stall = share * j->input_wait_ratio;
-      if (stall > idle) stall = idle;
-      j->input_stalled_s += stall;
-      j->idle_bucket_s += idle - stall;
     }
   }
   for (unsigned i = 0; i < w->njobs;) {

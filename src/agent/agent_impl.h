@@ -1,6 +1,6 @@
 /* Internals of the metrics agent shared by its files: agent.c (the sample
  * loop, attribution and the reaper), sources.c (/proc, cgroups, the job
- * mapping directory, loader publications), expo.c (Prometheus text, JSON,
+ * mapping directory, loader publications), expo.c (Prometheus text), view.c (JSON,
  * the view for `stoker top`) and http.c (libmicrohttpd). */
 #ifndef STOKER_AGENT_IMPL_H
 #define STOKER_AGENT_IMPL_H
@@ -17,12 +17,13 @@
 
 #define AG_MAX_GPUS 64
 #define AG_JOB_LEN 64
-#define AG_JOBS_PER_GPU 4
+#define AG_MAP_MAX_JOBS 2048 /* job ids one mapping file can hold (4 KiB of 1-character lines) */
 #define AG_NREASONS 6
 #define AG_MAX_PUB_FILES 1024 /* publication files tracked at once (live or rejected) */
 #define AG_MAX_PUB_PER_UID 256 /* ... of them owned by one user: none can crowd out the rest */
 #define AG_PUB_NEW_SAMPLES 5   /* samples a file may stay unfinished (no magic yet) */
 #define AG_PUB_BUSY_SAMPLES 3  /* samples in a row a file may give no consistent copy */
+#define AG_HEALTH_S 10.0       /* health counters (ECC, rows, NVLink) are read this often */
 
 /* The throttle reasons counted by name (NVML bit, label). */
 extern const struct ag_reason { uint64_t bit; const char *name; } ag_reasons[AG_NREASONS];
@@ -34,6 +35,13 @@ struct ag_proc {
   char job[AG_JOB_LEN];
 };
 
+/* A job on a GPU: on the whole GPU (unit -1) or on MIG instance `unit`
+ * (an index into s.mig). A GPU has any number of them. */
+struct ag_alloc {
+  char job[AG_JOB_LEN];
+  int unit;
+};
+
 struct ag_gpu {
   int seen;                      /* sampled at least once */
   int lost;                      /* fell off the bus */
@@ -41,10 +49,10 @@ struct ag_gpu {
   char uuid[96], name[96], pci[32]; /* kept from before a loss */
   struct ag_proc *procs;
   unsigned nprocs, procs_cap;
-  char jobs[AG_JOBS_PER_GPU][AG_JOB_LEN]; /* the jobs it is allocated to */
-  unsigned njobs;
-  int mapped;                    /* jobs come from the mapping directory */
-  char mig_jobs[8][AG_JOB_LEN];  /* per MIG instance, from "GPU.GI" files */
+  struct ag_alloc *alloc;        /* the jobs it is allocated to, per unit */
+  unsigned nalloc, alloc_cap;
+  int mapped;                    /* the whole GPU's jobs come from the mapping directory */
+  int mig_mapped[8];             /* ... instance m's, from a "GPU.GI" file */
   double prev_energy_mj;         /* NaN until read */
   double xid_total;
 };
@@ -133,6 +141,7 @@ struct stk_watch {
   double t_start_real;           /* monotonic seconds at open */
   double now, prev;              /* the agent's clock (fast or real) */
   uint64_t samples;
+  double health_at;              /* when the health counters were last read */
   struct ag_gpu gpus[AG_MAX_GPUS];
   unsigned ngpus;
   struct ag_job *jobs;
@@ -143,6 +152,7 @@ struct stk_watch {
   uint64_t mapping_errors, reaper_warn, reaper_act, reaper_dry;
   uint64_t loader_errors[AG_REJ_N]; /* publication files skipped, by reason */
   char mapping_err_last[256];
+  char (*map_jobs)[AG_JOB_LEN];  /* scratch for one mapping file: AG_MAP_MAX_JOBS */
   long clk_tck;
   struct ag_pcache *pc_prev, *pc_cur; /* last sample's (sorted by pid), this one's */
   unsigned npc_prev, npc_cur, pc_cap_prev, pc_cap_cur;
@@ -150,12 +160,27 @@ struct stk_watch {
   char *expo;                    /* latest exposition */
   size_t expo_len;
   int expo_stale;                /* a sample came after it was built */
+  char *expo_gz;                 /* ... gzipped, built at the first scrape that asks */
+  size_t expo_gz_len;
   double sample_cost_s;          /* CPU time of the last sample */
   double render_cost_s;          /* ... and of the last exposition */
   void *httpd;                   /* struct MHD_Daemon */
   int kids[64];                  /* reaper commands still running */
   unsigned nkids;
 };
+
+/* agent.c: add job to unit (-1: the whole GPU, else a MIG instance) of
+ * g unless it is there; -1 when out of memory. */
+int stk__ag_gpu_add_job(struct ag_gpu *g, int unit, const char *job);
+/* The jobs of unit u of g, and how many. */
+unsigned stk__ag_unit_jobs(const struct ag_gpu *g, int unit);
+/* Utilization (percent, NaN unknown) of unit u: the GPU's; a MIG
+ * instance's GPM graphics activity; a MIG GPU's whole (u = -1), its
+ * instances' slice-weighted mean. */
+double stk__ag_unit_util(const struct ag_gpu *g, int unit);
+/* Whether the device series of unit u carry hpc_job (a mapping names its
+ * jobs: dcgm-exporter's rule). */
+int stk__ag_unit_mapped(const struct ag_gpu *g, int unit);
 
 /* sources.c */
 void stk__ag_host_sample(struct stk_watch *w, double dt);
@@ -192,9 +217,14 @@ void stk__ag_loaders_free(struct stk_watch *w);
 
 /* http.c: stop serving (no-op when not serving). */
 void stk__ag_http_stop(struct stk_watch *w);
+/* Whether an Accept-Encoding header value (NULL: none) accepts gzip. */
+int stk__ag_accepts_gzip(const char *v);
 
 /* expo.c: rebuild w->expo from the state (called with w->mu held). */
 void stk__ag_build_expo(struct stk_watch *w);
+/* Rebuild w->expo if a sample came after it (dropping its gzipped copy);
+ * called with w->mu held. */
+void stk__ag_expo_fresh(struct stk_watch *w);
 /* A job by id, created when absent (NULL on allocation failure). */
 struct ag_job *stk__ag_job(struct stk_watch *w, const char *id);
 

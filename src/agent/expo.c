@@ -1,7 +1,7 @@
-/* The agent's outputs: the Prometheus text exposition (device metrics under
- * dcgm-exporter's names and labels, stoker's own under stoker_), the JSON
- * of `stoker watch --once --json`, and the view `stoker top` draws. The
- * exposition is rebuilt once per sample, so a scrape only copies it. */
+/* The Prometheus text exposition: device metrics under dcgm-exporter's
+ * names and labels, stoker's own under stoker_ (the JSON and the view of
+ * `stoker top` are in view.c). The exposition is built at most once per
+ * sample, at the first scrape after it, so a scrape only copies it. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -67,8 +67,9 @@ static void val(struct ag_buf *b, double v) {
  * in its order: gpu, UUID, pci_bus_id, device, modelName, Hostname, then
  * its label fields (DCGM_FI_DRIVER_VERSION) and its attributes sorted by
  * name (err_code, err_msg on the XID series; hpc_job where a mapping names
- * a job). xid >= 0 adds err_code and err_msg for that code. */
-static void gpu_labels(struct stk_watch *w, struct ag_buf *b, unsigned i, const char *job,
+ * a job). mig >= 0 names that MIG instance (GPU_I_PROFILE, GPU_I_ID after
+ * modelName); xid >= 0 adds err_code and err_msg for that code. */
+static void gpu_labels(struct stk_watch *w, struct ag_buf *b, unsigned i, int mig, const char *job,
                        double xid) {
   struct ag_gpu *g = &w->gpus[i];
   stk__ag_printf(b, "{gpu=\"%u\",UUID=", i);
@@ -77,6 +78,11 @@ static void gpu_labels(struct stk_watch *w, struct ag_buf *b, unsigned i, const 
   stk__ag_label(b, g->pci);
   stk__ag_printf(b, ",device=\"nvidia%u\",modelName=", i);
   stk__ag_label(b, g->name);
+  if (mig >= 0) {
+    stk__ag_printf(b, ",GPU_I_PROFILE=");
+    stk__ag_label(b, g->s.mig[mig].profile);
+    stk__ag_printf(b, ",GPU_I_ID=\"%u\"", g->s.mig[mig].gi_id);
+  }
   stk__ag_printf(b, ",Hostname=");
   stk__ag_label(b, w->hostname);
   const char *drv = w->nvml ? stk__nvml_driver(w->nvml) : "";
@@ -96,45 +102,109 @@ static void gpu_labels(struct stk_watch *w, struct ag_buf *b, unsigned i, const 
   stk__ag_printf(b, "}");
 }
 
+/* A device metric, and what a MIG GPU's instances show of it (as
+ * dcgm-exporter's default "flex" mode: a MIG GPU is its instances, each
+ * with the GPU's value of a whole-GPU field): DEV the GPU's value, INST
+ * the instance's own (at moff in struct stk__mig), NONE nothing (NVML
+ * gives no utilization with MIG on; reserved memory is the GPU's). */
+enum { ON_MIG_DEV, ON_MIG_INST, ON_MIG_NONE };
 struct dev_metric {
   const char *name, *type, *help;
   size_t off; /* offset of the double in struct stk__gpu_sample */
-  double scale;
+  int on_mig;
+  size_t moff;
 };
 #define OFF(f) offsetof(struct stk__gpu_sample, f)
+#define MOFF(f) offsetof(struct stk__mig, f)
 static const struct dev_metric dev_metrics[] = {
-    {"DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", OFF(util), 1},
-    {"DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", OFF(mem_util), 1},
-    {"DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", OFF(fb_used_mib), 1},
-    {"DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", OFF(fb_free_mib), 1},
+    {"DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", OFF(util), ON_MIG_NONE, 0},
+    {"DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", OFF(mem_util), ON_MIG_NONE, 0},
+    {"DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", OFF(fb_used_mib), ON_MIG_INST, MOFF(fb_used_mib)},
+    {"DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", OFF(fb_free_mib), ON_MIG_INST, MOFF(fb_free_mib)},
     {"DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).",
-     OFF(fb_reserved_mib), 1},
-    {"DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", OFF(power_w), 1},
+     OFF(fb_reserved_mib), ON_MIG_NONE, 0},
+    {"DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", OFF(power_w), ON_MIG_DEV, 0},
     {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
-     "Total energy consumption since boot (in mJ).", OFF(energy_mj), 1},
-    {"DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", OFF(temp_c), 1},
-    {"DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", OFF(sm_clock_mhz), 1},
-    {"DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", OFF(mem_clock_mhz), 1},
+     "Total energy consumption since boot (in mJ).", OFF(energy_mj), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", OFF(temp_c), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", OFF(mem_temp_c), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", OFF(sm_clock_mhz), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", OFF(mem_clock_mhz), ON_MIG_DEV, 0},
     {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge",
-     "Current clock event (throttle) reasons, NVML's bitmask.", OFF(reasons), 1},
+     "Current clock event (throttle) reasons, NVML's bitmask.", OFF(reasons), ON_MIG_DEV, 0},
     {"DCGM_FI_DEV_POWER_VIOLATION", "counter",
-     "Throttling duration due to power constraints (in ns).", OFF(viol_power_ns), 1},
+     "Throttling duration due to power constraints (in ns).", OFF(viol_power_ns), ON_MIG_DEV, 0},
     {"DCGM_FI_DEV_THERMAL_VIOLATION", "counter",
-     "Throttling duration due to thermal constraints (in ns).", OFF(viol_thermal_ns), 1},
-    {"DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", OFF(last_xid), 1},
+     "Throttling duration due to thermal constraints (in ns).", OFF(viol_thermal_ns), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", OFF(last_xid), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_ENC_UTIL", "gauge", "Video encoder utilization (in %).", OFF(enc_util), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_DEC_UTIL", "gauge", "Video decoder utilization (in %).", OFF(dec_util), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "PCIe replays (retried transfers).",
+     OFF(pcie_replay), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter",
+     "Single-bit (corrected) ECC errors since the driver loaded.", OFF(ecc_sbe_vol), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter",
+     "Double-bit (uncorrected) ECC errors since the driver loaded.", OFF(ecc_dbe_vol), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter",
+     "Single-bit (corrected) ECC errors over the device's life.", OFF(ecc_sbe_agg), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter",
+     "Double-bit (uncorrected) ECC errors over the device's life.", OFF(ecc_dbe_agg), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_RETIRED_SBE", "counter", "Pages retired for repeated single-bit ECC errors.",
+     OFF(retired_sbe), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_RETIRED_DBE", "counter", "Pages retired for double-bit ECC errors.",
+     OFF(retired_dbe), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_RETIRED_PENDING", "gauge", "1 when a page retirement waits for a reset.",
+     OFF(retired_pending), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
+     "Memory rows remapped for correctable errors.", OFF(remap_corr), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
+     "Memory rows remapped for uncorrectable errors.", OFF(remap_unc), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "1 when a row remapping failed.",
+     OFF(remap_failure), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "1 when a row remapping waits for a reset.",
+     OFF(remap_pending), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter",
+     "NVLink flow-control CRC errors, all links.", OFF(nvlink_crc_flit), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter",
+     "NVLink data CRC errors, all links.", OFF(nvlink_crc_data), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter",
+     "NVLink transmit replays, all links.", OFF(nvlink_replay), ON_MIG_DEV, 0},
+    {"DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter",
+     "NVLink link recoveries, all links.", OFF(nvlink_recovery), ON_MIG_DEV, 0},
     {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.",
-     OFF(gr_active), 1},
+     OFF(gr_active), ON_MIG_INST, MOFF(gr_active)},
     {"DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned.",
-     OFF(sm_active), 1},
+     OFF(sm_active), ON_MIG_INST, MOFF(sm_active)},
     {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
-     "Ratio of cycles the tensor (HMMA) pipe is active.", OFF(tensor_active), 1},
+     "Ratio of cycles the tensor (HMMA) pipe is active.", OFF(tensor_active), ON_MIG_INST, MOFF(tensor_active)},
     {"DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
      "Ratio of cycles the device memory interface is active sending or receiving data.",
-     OFF(dram_active), 1},
+     OFF(dram_active), ON_MIG_INST, MOFF(dram_active)},
 };
 
 static double sval(const struct ag_gpu *g, size_t off) {
   return *(const double *)(const void *)((const char *)&g->s + off);
+}
+
+/* One device series per job of unit (GPU i's whole, or MIG instance
+ * mig) where a mapping names them (dcgm-exporter's hpc_job), else one. */
+static void dev_series(struct stk_watch *w, struct ag_buf *b, const struct dev_metric *dm,
+                       unsigned i, int mig, double v, int *any) {
+  const struct ag_gpu *g = &w->gpus[i];
+  if (!(*any)++) family(b, dm->name, dm->type, dm->help);
+  double xid = dm->off == OFF(last_xid) ? v : -1;
+  if (!w->o.no_job_labels && stk__ag_unit_mapped(g, mig)) {
+    for (unsigned k = 0; k < g->nalloc; k++)
+      if (g->alloc[k].unit == mig) {
+        stk__ag_printf(b, "%s", dm->name);
+        gpu_labels(w, b, i, mig, g->alloc[k].job, xid);
+        val(b, v);
+      }
+    return;
+  }
+  stk__ag_printf(b, "%s", dm->name);
+  gpu_labels(w, b, i, mig, NULL, xid);
+  val(b, v);
 }
 
 static void device_metrics(struct stk_watch *w, struct ag_buf *b) {
@@ -143,50 +213,18 @@ static void device_metrics(struct stk_watch *w, struct ag_buf *b) {
     int any = 0;
     for (unsigned i = 0; i < w->ngpus; i++) {
       struct ag_gpu *g = &w->gpus[i];
-      double v = sval(g, dm->off);
-      if (!g->seen || g->lost || isnan(v)) continue;
-      if (!any++) family(b, dm->name, dm->type, dm->help);
-      double xid = dm->off == OFF(last_xid) ? v : -1;
-      if (!g->njobs) {
-        stk__ag_printf(b, "%s", dm->name);
-        gpu_labels(w, b, i, NULL, xid);
-        val(b, v * dm->scale);
+      if (!g->seen || g->lost) continue;
+      if (!g->s.nmig) {
+        double v = sval(g, dm->off);
+        if (!isnan(v)) dev_series(w, b, dm, i, -1, v, &any);
+        continue;
       }
-      for (unsigned k = 0; k < g->njobs; k++) {
-        stk__ag_printf(b, "%s", dm->name);
-        gpu_labels(w, b, i, g->jobs[k], xid);
-        val(b, v * dm->scale);
-      }
-    }
-    if (strcmp(dm->name, "DCGM_FI_DEV_FB_USED") != 0) continue;
-    /* MIG instances: framebuffer use per GPU instance, dcgm's MIG labels. */
-    for (unsigned i = 0; i < w->ngpus; i++) {
-      struct ag_gpu *g = &w->gpus[i];
-      if (g->lost) continue;
-      for (unsigned mi = 0; mi < g->s.nmig; mi++) {
-        if (isnan(g->s.mig[mi].fb_used_mib)) continue;
-        if (!any++) family(b, dm->name, dm->type, dm->help);
-        stk__ag_printf(b, "DCGM_FI_DEV_FB_USED{gpu=\"%u\",UUID=", i);
-        stk__ag_label(b, g->uuid);
-        stk__ag_printf(b, ",pci_bus_id=");
-        stk__ag_label(b, g->pci);
-        stk__ag_printf(b, ",device=\"nvidia%u\",modelName=", i);
-        stk__ag_label(b, g->name);
-        stk__ag_printf(b, ",GPU_I_PROFILE=");
-        stk__ag_label(b, g->s.mig[mi].profile);
-        stk__ag_printf(b, ",GPU_I_ID=\"%u\",Hostname=", g->s.mig[mi].gi_id);
-        stk__ag_label(b, w->hostname);
-        const char *drv = w->nvml ? stk__nvml_driver(w->nvml) : "";
-        if (drv[0]) {
-          stk__ag_printf(b, ",DCGM_FI_DRIVER_VERSION=");
-          stk__ag_label(b, drv);
-        }
-        if (g->mig_jobs[mi][0]) {
-          stk__ag_printf(b, ",hpc_job=");
-          stk__ag_label(b, g->mig_jobs[mi]);
-        }
-        stk__ag_printf(b, "}");
-        val(b, g->s.mig[mi].fb_used_mib);
+      if (dm->on_mig == ON_MIG_NONE) continue;
+      for (unsigned mi = 0; mi < g->s.nmig && mi < 8; mi++) {
+        double v = dm->on_mig == ON_MIG_DEV
+                       ? sval(g, dm->off)
+                       : *(const double *)(const void *)((const char *)&g->s.mig[mi] + dm->moff);
+        if (!isnan(v)) dev_series(w, b, dm, i, (int)mi, v, &any);
       }
     }
   }
@@ -265,6 +303,20 @@ static void agent_metrics(struct stk_watch *w, struct ag_buf *b) {
       stk__ag_printf(b, "} %.0f\n", w->gpus[i].xid_total);
     }
   }
+  int any = 0;
+  for (unsigned i = 0; i < w->ngpus; i++) {
+    const struct ag_gpu *g = &w->gpus[i];
+    if (g->lost || isnan(g->s.nvlink_tx_bytes) || isnan(g->s.nvlink_rx_bytes)) continue;
+    if (!any++)
+      family(b, "stoker_gpu_nvlink_data_bytes_total", "counter",
+             "NVLink data (payload) bytes, all links, by direction (NVML's throughput fields).");
+    for (int d = 0; d < 2; d++) {
+      stk__ag_printf(b, "stoker_gpu_nvlink_data_bytes_total{");
+      gpu_id_labels(w, b, i);
+      stk__ag_printf(b, ",direction=\"%s\"}", d ? "rx" : "tx");
+      val(b, d ? g->s.nvlink_rx_bytes : g->s.nvlink_tx_bytes);
+    }
+  }
   if (w->nvml) {
     family(b, "stoker_watch_nvml_errors_total", "counter", "NVML calls that failed, by call.");
     for (int c = 0; c < STK__NVML_NCALLS; c++)
@@ -334,6 +386,7 @@ static void host_metrics(struct stk_watch *w, struct ag_buf *b) {
 }
 
 static void process_metrics(struct stk_watch *w, struct ag_buf *b) {
+  if (w->o.no_process_series) return;
   static const char *const names[3] = {"stoker_gpu_process_memory_bytes",
                                        "stoker_gpu_process_sm_util_ratio",
                                        "stoker_process_cpu_seconds_total"};
@@ -362,6 +415,19 @@ static void process_metrics(struct stk_watch *w, struct ag_buf *b) {
   }
 }
 
+/* A loader's number within its process: N of its file loader-PID-N.pub
+ * (one process may run several loaders; without it their series would be
+ * identical, and Prometheus would drop all but one). Digits only. */
+static const char *loader_number(const struct ag_loader *L) {
+  static __thread char n[24];
+  const char *dash = strrchr(L->name, '-');
+  size_t k = 0;
+  for (const char *c = dash ? dash + 1 : ""; *c >= '0' && *c <= '9' && k + 1 < sizeof n; c++) n[k++] = *c;
+  n[k] = 0;
+  if (!k) snprintf(n, sizeof n, "0");
+  return n;
+}
+
 static void loader_metrics(struct stk_watch *w, struct ag_buf *b) {
   if (!w->nloaders) return;
   struct lm {
@@ -388,7 +454,8 @@ static void loader_metrics(struct stk_watch *w, struct ag_buf *b) {
     for (unsigned i = 0; i < w->nloaders; i++) {
       struct ag_loader *L = &w->loaders[i];
       uint64_t v = *(const uint64_t *)(const void *)((const char *)&L->pub + lms[m].off);
-      stk__ag_printf(b, "%s{pid=\"%u\",hpc_job=", lms[m].name, L->pub.pid);
+      stk__ag_printf(b, "%s{pid=\"%u\",loader=\"%s\",hpc_job=", lms[m].name, L->pub.pid,
+                     loader_number(L));
       stk__ag_label(b, L->job);
       stk__ag_printf(b, "}");
       val(b, (double)v * lms[m].scale);
@@ -407,7 +474,8 @@ static void loader_metrics(struct stk_watch *w, struct ag_buf *b) {
       for (int s = 0; s < STK_PUB_STAGES; s++) {
         const struct stk_pub_stage *st = &L->pub.stage[s];
         uint64_t v = m == 0 ? st->busy_ns : m == 1 ? st->wait_in_ns : st->wait_out_ns;
-        stk__ag_printf(b, "%s{pid=\"%u\",stage=", sn[m], L->pub.pid);
+        stk__ag_printf(b, "%s{pid=\"%u\",loader=\"%s\",stage=", sn[m], L->pub.pid,
+                       loader_number(L));
         stk__ag_label(b, st->name);
         stk__ag_printf(b, ",hpc_job=");
         stk__ag_label(b, L->job);
@@ -519,14 +587,20 @@ void stk__ag_build_expo(struct stk_watch *w) {
   w->expo_len = b.len;
 }
 
+void stk__ag_expo_fresh(struct stk_watch *w) {
+  if (!w->expo_stale && w->expo) return;
+  uint64_t c0 = stk__ag_thread_cpu_ns();
+  stk__ag_build_expo(w);
+  w->expo_stale = 0;
+  free(w->expo_gz); /* compressed again at the next scrape that asks */
+  w->expo_gz = NULL;
+  w->expo_gz_len = 0;
+  w->render_cost_s = (double)(stk__ag_thread_cpu_ns() - c0) / 1e9;
+}
+
 int stk_watch_prometheus(struct stk_watch *w, char **buf, size_t *len) {
   pthread_mutex_lock(&w->mu);
-  if (w->expo_stale || !w->expo) {
-    uint64_t c0 = stk__ag_thread_cpu_ns();
-    stk__ag_build_expo(w);
-    w->expo_stale = 0;
-    w->render_cost_s = (double)(stk__ag_thread_cpu_ns() - c0) / 1e9;
-  }
+  stk__ag_expo_fresh(w);
   size_t n = w->expo_len;
   char *p = malloc(n + 1);
   if (p) {
@@ -538,217 +612,4 @@ int stk_watch_prometheus(struct stk_watch *w, char **buf, size_t *len) {
   *buf = p;
   *len = n;
   return 0;
-}
-
-/* ---- JSON ---- */
-
-static void kd(struct stk_json *j, const char *k, double v) {
-  stk_json_key(j, k);
-  if (isnan(v))
-    stk_json_null(j);
-  else
-    stk_json_dbl(j, v);
-}
-
-void stk_watch_json(struct stk_watch *w, struct stk_json *j) {
-  pthread_mutex_lock(&w->mu);
-  stk_json_obj_begin(j);
-  stk_json_kstr(j, "hostname", w->hostname);
-  stk_json_kstr(j, "nvml", w->nvml_status);
-  stk_json_ku64(j, "samples", w->samples);
-  stk_json_kdbl(j, "interval_s", w->o.interval_s);
-  stk_json_kdbl(j, "elapsed_s", w->now);
-  stk_json_key(j, "gpus");
-  stk_json_arr_begin(j);
-  for (unsigned i = 0; i < w->ngpus; i++) {
-    struct ag_gpu *g = &w->gpus[i];
-    stk_json_obj_begin(j);
-    stk_json_ku64(j, "index", i);
-    stk_json_kstr(j, "uuid", g->uuid);
-    stk_json_kstr(j, "model", g->name);
-    stk_json_kstr(j, "pci_bus_id", g->pci);
-    stk_json_key(j, "lost");
-    stk_json_bool(j, g->lost);
-    kd(j, "util_pct", g->lost ? NAN : g->s.util);
-    kd(j, "mem_util_pct", g->lost ? NAN : g->s.mem_util);
-    kd(j, "fb_used_mib", g->lost ? NAN : g->s.fb_used_mib);
-    kd(j, "fb_total_mib", g->lost ? NAN : g->s.fb_total_mib);
-    kd(j, "power_w", g->lost ? NAN : g->s.power_w);
-    kd(j, "energy_mj", g->lost ? NAN : g->s.energy_mj);
-    kd(j, "temp_c", g->lost ? NAN : g->s.temp_c);
-    kd(j, "sm_clock_mhz", g->lost ? NAN : g->s.sm_clock_mhz);
-    kd(j, "mem_clock_mhz", g->lost ? NAN : g->s.mem_clock_mhz);
-    kd(j, "clock_event_reasons", g->lost ? NAN : g->s.reasons);
-    kd(j, "sm_active", g->lost ? NAN : g->s.sm_active);
-    kd(j, "tensor_active", g->lost ? NAN : g->s.tensor_active);
-    kd(j, "last_xid", g->s.last_xid);
-    kd(j, "xid_errors", g->xid_total);
-    stk_json_key(j, "jobs");
-    stk_json_arr_begin(j);
-    for (unsigned k = 0; k < g->njobs && !g->lost; k++) stk_json_str(j, g->jobs[k]);
-    stk_json_arr_end(j);
-    stk_json_key(j, "processes");
-    stk_json_arr_begin(j);
-    for (unsigned k = 0; k < g->nprocs; k++) {
-      stk_json_obj_begin(j);
-      stk_json_ku64(j, "pid", g->procs[k].pid);
-      stk_json_kstr(j, "job", g->procs[k].job);
-      kd(j, "used_bytes", g->procs[k].used_bytes);
-      kd(j, "sm_util_pct", g->procs[k].sm_util);
-      kd(j, "cpu_s", g->procs[k].cpu_s);
-      stk_json_obj_end(j);
-    }
-    stk_json_arr_end(j);
-    stk_json_key(j, "mig");
-    stk_json_arr_begin(j);
-    for (unsigned m = 0; m < g->s.nmig && !g->lost; m++) {
-      stk_json_obj_begin(j);
-      stk_json_ku64(j, "gpu_instance", g->s.mig[m].gi_id);
-      stk_json_kstr(j, "profile", g->s.mig[m].profile);
-      kd(j, "fb_used_mib", g->s.mig[m].fb_used_mib);
-      stk_json_kstr(j, "job", g->mig_jobs[m]);
-      stk_json_obj_end(j);
-    }
-    stk_json_arr_end(j);
-    stk_json_obj_end(j);
-  }
-  stk_json_arr_end(j);
-  struct ag_host *h = &w->host;
-  stk_json_key(j, "host");
-  stk_json_obj_begin(j);
-  kd(j, "cpu_busy_ratio", h->cpu_busy);
-  kd(j, "cpu_steal_ratio", h->cpu_steal);
-  kd(j, "mem_total_bytes", h->mem_total);
-  kd(j, "mem_available_bytes", h->mem_avail);
-  kd(j, "psi_cpu_some_ratio", h->psi_avg10[0][0]);
-  kd(j, "psi_memory_some_ratio", h->psi_avg10[1][0]);
-  kd(j, "psi_io_some_ratio", h->psi_avg10[2][0]);
-  stk_json_obj_end(j);
-  stk_json_key(j, "loaders");
-  stk_json_arr_begin(j);
-  for (unsigned i = 0; i < w->nloaders; i++) {
-    struct ag_loader *L = &w->loaders[i];
-    stk_json_obj_begin(j);
-    stk_json_ku64(j, "pid", L->pub.pid);
-    stk_json_kstr(j, "job", L->job);
-    stk_json_kstr(j, "dataset", L->pub.dataset);
-    stk_json_ku64(j, "batches", L->pub.batches);
-    stk_json_ku64(j, "samples", L->pub.samples);
-    stk_json_kdbl(j, "consumer_wait_s", (double)L->pub.consumer_wait_ns / 1e9);
-    stk_json_key(j, "stages");
-    stk_json_obj_begin(j);
-    for (int s = 0; s < STK_PUB_STAGES; s++) {
-      stk_json_key(j, L->pub.stage[s].name);
-      stk_json_obj_begin(j);
-      stk_json_kdbl(j, "busy_s", (double)L->pub.stage[s].busy_ns / 1e9);
-      stk_json_kdbl(j, "wait_in_s", (double)L->pub.stage[s].wait_in_ns / 1e9);
-      stk_json_kdbl(j, "wait_out_s", (double)L->pub.stage[s].wait_out_ns / 1e9);
-      stk_json_obj_end(j);
-    }
-    stk_json_obj_end(j);
-    stk_json_obj_end(j);
-  }
-  stk_json_arr_end(j);
-  stk_json_key(j, "jobs");
-  stk_json_arr_begin(j);
-  for (unsigned i = 0; i < w->njobs; i++) {
-    struct ag_job *jb = &w->jobs[i];
-    stk_json_obj_begin(j);
-    stk_json_kstr(j, "job", jb->id);
-    stk_json_ku64(j, "gpus", jb->gpus);
-    stk_json_ku64(j, "loaders", jb->loaders);
-    stk_json_kdbl(j, "gpu_allocated_s", jb->allocated_s);
-    stk_json_kdbl(j, "gpu_busy_s", jb->busy_s);
-    stk_json_kdbl(j, "gpu_idle_s", jb->idle_s);
-    stk_json_key(j, "throttled_s");
-    stk_json_obj_begin(j);
-    for (int r = 0; r < AG_NREASONS; r++) stk_json_kdbl(j, ag_reasons[r].name, jb->throttle_s[r]);
-    stk_json_obj_end(j);
-    stk_json_kdbl(j, "energy_j", jb->energy_j);
-    kd(j, "energy_cost", w->o.price_per_kwh > 0 ? jb->energy_j / 3.6e6 * w->o.price_per_kwh : NAN);
-    kd(j, "carbon_g", w->o.carbon_g_per_kwh > 0 ? jb->energy_j / 3.6e6 * w->o.carbon_g_per_kwh : NAN);
-    stk_json_kdbl(j, "power_w", jb->power_w);
-    stk_json_kdbl(j, "input_wait_s", jb->loader_wait_s);
-    stk_json_kdbl(j, "input_wait_ratio", jb->input_wait_ratio);
-    stk_json_kdbl(j, "idle_streak_s", jb->idle_streak_s);
-    stk_json_key(j, "goodput_s");
-    stk_json_obj_begin(j);
-    stk_json_kdbl(j, "productive", jb->productive_s);
-    stk_json_kdbl(j, "input_stalled", jb->input_stalled_s);
-    stk_json_kdbl(j, "idle", jb->idle_bucket_s);
-    stk_json_kdbl(j, "throttled", jb->throttled_s);
-    stk_json_kdbl(j, "unknown", jb->unknown_s);
-    stk_json_obj_end(j);
-    stk_json_obj_end(j);
-  }
-  stk_json_arr_end(j);
-  stk_json_obj_end(j);
-  pthread_mutex_unlock(&w->mu);
-}
-
-/* ---- the view for `stoker top` ---- */
-
-int stk_watch_view(struct stk_watch *w, struct stk_watch_view *v) {
-  memset(v, 0, sizeof *v);
-  pthread_mutex_lock(&w->mu);
-  v->gpus = calloc(w->ngpus + 1, sizeof *v->gpus);
-  v->jobs = calloc(w->njobs + 1, sizeof *v->jobs);
-  if (!v->gpus || !v->jobs) {
-    pthread_mutex_unlock(&w->mu);
-    stk_watch_view_free(v);
-    return STK_ENOMEM;
-  }
-  v->ngpus = w->ngpus;
-  for (unsigned i = 0; i < w->ngpus; i++) {
-    struct ag_gpu *g = &w->gpus[i];
-    struct stk_watch_gpu_view *gv = &v->gpus[i];
-    gv->index = i;
-    snprintf(gv->uuid, sizeof gv->uuid, "%s", g->uuid);
-    snprintf(gv->model, sizeof gv->model, "%s", g->name);
-    snprintf(gv->job, sizeof gv->job, "%s", g->njobs && !g->lost ? g->jobs[0] : "");
-    gv->lost = g->lost;
-    gv->util = g->lost ? NAN : g->s.util;
-    gv->power_w = g->lost ? NAN : g->s.power_w;
-    gv->mem_used_mib = g->lost ? NAN : g->s.fb_used_mib;
-    gv->mem_total_mib = g->lost ? NAN : g->s.fb_total_mib;
-    gv->temp_c = g->lost ? NAN : g->s.temp_c;
-    gv->reasons = isnan(g->s.reasons) || g->lost ? 0 : (uint64_t)g->s.reasons;
-    gv->throttled = (gv->reasons & STK__REASONS_THROTTLE) != 0;
-    gv->nprocs = g->nprocs;
-  }
-  v->njobs = w->njobs;
-  for (unsigned i = 0; i < w->njobs; i++) {
-    struct ag_job *j = &w->jobs[i];
-    struct stk_watch_job_view *jv = &v->jobs[i];
-    snprintf(jv->job, sizeof jv->job, "%s", j->id);
-    jv->gpus = j->gpus;
-    jv->loaders = j->loaders;
-    jv->allocated_s = j->allocated_s;
-    jv->busy_s = j->busy_s;
-    jv->idle_s = j->idle_s;
-    jv->productive_s = j->productive_s;
-    jv->input_stalled_s = j->input_stalled_s;
-    jv->idle_bucket_s = j->idle_bucket_s;
-    jv->throttled_s = j->throttled_s;
-    jv->unknown_s = j->unknown_s;
-    jv->energy_j = j->energy_j;
-    jv->idle_streak_s = j->idle_streak_s;
-    jv->power_w = j->power_w;
-    jv->input_wait_ratio = j->input_wait_ratio;
-  }
-  v->cpu_busy = w->host.cpu_busy;
-  v->cpu_steal = w->host.cpu_steal;
-  v->mem_used_ratio = isnan(w->host.mem_total) || isnan(w->host.mem_avail) || w->host.mem_total <= 0
-                          ? NAN
-                          : 1 - w->host.mem_avail / w->host.mem_total;
-  snprintf(v->nvml_status, sizeof v->nvml_status, "%s", w->nvml_status);
-  pthread_mutex_unlock(&w->mu);
-  return 0;
-}
-
-void stk_watch_view_free(struct stk_watch_view *v) {
-  free(v->gpus);
-  free(v->jobs);
-  v->gpus = NULL;
-  v->jobs = NULL;
 }

@@ -2,12 +2,16 @@
  * libmicrohttpd-dev) rather than hand-written socket code. A scrape copies
  * the exposition built at the last sample, so scrapers never make the
  * agent sample, and their number and speed are bounded by the daemon's
- * limits (connections, per-IP connections, idle timeout, memory). */
+ * limits (connections, per-IP connections, idle timeout, memory). A
+ * scraper that sends Accept-Encoding: gzip gets the page gzipped (zlib),
+ * compressed once per exposition however many scrapers ask. */
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <zlib.h>
 
 #include "agent_impl.h"
 
@@ -15,6 +19,66 @@
 #define MAX_PER_IP 32
 #define IDLE_TIMEOUT_S 10
 #define CONN_MEMORY (32 * 1024)
+
+/* Whether an Accept-Encoding value accepts gzip: a "gzip" or "x-gzip"
+ * coding without q=0 (RFC 9110; "*" is not taken as gzip). */
+int stk__ag_accepts_gzip(const char *v) {
+  for (const char *p = v; p && *p;) {
+    while (*p == ' ' || *p == '\t' || *p == ',') p++;
+    size_t n = strcspn(p, ";, \t");
+    int gz = (n == 4 && !strncasecmp(p, "gzip", 4)) || (n == 6 && !strncasecmp(p, "x-gzip", 6));
+    const char *end = p + strcspn(p, ",");
+    if (gz) {
+      const char *q = p + n;
+      double qv = 1;
+      for (; q < end; q++)
+        if ((*q == 'q' || *q == 'Q') && q[1] == '=') {
+          qv = strtod(q + 2, NULL);
+          break;
+        }
+      return qv > 0;
+    }
+    p = end;
+  }
+  return 0;
+}
+
+/* The exposition gzipped (a copy the caller frees), compressed at most
+ * once per exposition. */
+static int prometheus_gzip(struct stk_watch *w, char **buf, size_t *len) {
+  int rc = 0;
+  pthread_mutex_lock(&w->mu);
+  stk__ag_expo_fresh(w);
+  if (!w->expo_gz && w->expo) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK) {
+      uLong cap = deflateBound(&z, (uLong)w->expo_len);
+      char *out = malloc(cap);
+      z.next_in = (Bytef *)w->expo;
+      z.avail_in = (uInt)w->expo_len;
+      z.next_out = (Bytef *)out;
+      z.avail_out = (uInt)cap;
+      if (out && deflate(&z, Z_FINISH) == Z_STREAM_END) {
+        w->expo_gz = out;
+        w->expo_gz_len = z.total_out;
+      } else {
+        free(out);
+      }
+      deflateEnd(&z);
+    }
+  }
+  char *p = w->expo_gz ? malloc(w->expo_gz_len) : NULL;
+  if (p) {
+    memcpy(p, w->expo_gz, w->expo_gz_len);
+    *buf = p;
+    *len = w->expo_gz_len;
+  } else {
+    rc = STK_ENOMEM;
+  }
+  pthread_mutex_unlock(&w->mu);
+  return rc;
+}
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
@@ -36,10 +100,21 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
   } else if (!strcmp(url, "/metrics")) {
     char *buf;
     size_t len;
-    if (stk_watch_prometheus(w, &buf, &len) != 0) return MHD_NO;
+    int gz = stk__ag_accepts_gzip(
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+    /* gzip where asked and it works; else the plain page. */
+    if (!(gz && prometheus_gzip(w, &buf, &len) == 0)) {
+      gz = 0;
+      if (stk_watch_prometheus(w, &buf, &len) != 0) return MHD_NO;
+    }
     r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
-    if (r) MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-    else free(buf);
+    if (r) {
+      MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+      MHD_add_response_header(r, "Vary", "Accept-Encoding");
+      if (gz) MHD_add_response_header(r, "Content-Encoding", "gzip");
+    } else {
+      free(buf);
+    }
   } else if (!strcmp(url, "/")) {
     static const char msg[] = "watch: metrics at /metrics\n";
     r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);

@@ -327,10 +327,11 @@ int stk__ag_parse_map(const char *path, char *buf, char jobs[][AG_JOB_LEN], unsi
 void stk__ag_read_mapping(struct stk_watch *w) {
   for (unsigned i = 0; i < AG_MAX_GPUS; i++) {
     w->gpus[i].mapped = 0;
-    w->gpus[i].njobs = 0;
-    for (int m = 0; m < 8; m++) w->gpus[i].mig_jobs[m][0] = 0;
+    w->gpus[i].nalloc = 0;
+    for (int m = 0; m < 8; m++) w->gpus[i].mig_mapped[m] = 0;
   }
   if (!w->mapping_dir) return;
+  if (!w->map_jobs && !(w->map_jobs = malloc(AG_MAP_MAX_JOBS * sizeof *w->map_jobs))) return;
   DIR *d = opendir(w->mapping_dir);
   if (!d) return; /* absent until the first job starts: not an error */
   struct dirent *e;
@@ -345,9 +346,9 @@ void stk__ag_read_mapping(struct stk_watch *w) {
     if ((!one && !two) || gpu >= AG_MAX_GPUS) continue;
     char path[1024], why[256];
     snprintf(path, sizeof path, "%s/%s", w->mapping_dir, e->d_name);
-    char jobs[AG_JOBS_PER_GPU][AG_JOB_LEN];
+    char(*jobs)[AG_JOB_LEN] = w->map_jobs;
     unsigned n;
-    if (read_map_file(path, jobs, AG_JOBS_PER_GPU, &n, why, sizeof why) != 0) {
+    if (read_map_file(path, jobs, AG_MAP_MAX_JOBS, &n, why, sizeof why) != 0) {
       w->mapping_errors++;
       if (strcmp(why, w->mapping_err_last) != 0) {
         stk_log(STK_LOG_WARN, "watch: job mapping: %s; file ignored", why);
@@ -356,19 +357,15 @@ void stk__ag_read_mapping(struct stk_watch *w) {
       continue;
     }
     struct ag_gpu *g = &w->gpus[gpu];
-    if (two) {
-      /* A MIG instance: its first job; the GPU's jobs gather them all. */
-      if (n) {
-        for (unsigned m = 0; m < g->s.nmig && m < 8; m++)
-          if (g->s.mig[m].gi_id == gi) snprintf(g->mig_jobs[m], AG_JOB_LEN, "%s", jobs[0]);
-      }
+    int unit = -1;
+    if (two) { /* a MIG instance's file: ignored until the instance exists */
+      for (unsigned m = 0; m < g->s.nmig && m < 8; m++)
+        if (g->s.mig[m].gi_id == gi) unit = (int)m;
+      if (unit < 0) continue;
     }
-    for (unsigned k = 0; k < n; k++) {
-      int dup = 0;
-      for (unsigned j = 0; j < g->njobs; j++) dup |= !strcmp(g->jobs[j], jobs[k]);
-      if (!dup && g->njobs < AG_JOBS_PER_GPU) snprintf(g->jobs[g->njobs++], AG_JOB_LEN, "%.63s", jobs[k]);
-    }
-    if (n) g->mapped = 1;
+    for (unsigned k = 0; k < n; k++) stk__ag_gpu_add_job(g, unit, jobs[k]);
+    if (n && unit < 0) g->mapped = 1;
+    if (n && unit >= 0) g->mig_mapped[unit] = 1;
   }
   closedir(d);
 }

@@ -15,14 +15,24 @@
 
 #define MAX_DEV 64
 
+/* GPM needs two samples of the same source: a ring of two per device and
+ * per MIG instance slot (gi: the instance it holds samples of). */
+struct gpm_ring {
+  nv_gpm_sample gs[2];
+  int cur, have;
+  unsigned gi;
+};
+
 struct dev_state {
   nv_dev h;
   int gpm;               /* 1 supported, 0 unknown yet, -1 no */
-  nv_gpm_sample gs[2];
-  int gs_cur, gs_have;
+  struct gpm_ring ring;
+  struct gpm_ring mig[8];
   unsigned long long proc_util_seen;
   unsigned xid_count;
   double last_xid;
+  int health_read;       /* its health counters were read at least once */
+  double health[16];     /* ... and their values then (health_fields order) */
 };
 
 struct stk__nvml {
@@ -40,6 +50,7 @@ struct stk__nvml {
   struct nv_proc_util *pu;
   unsigned pu_cap;
   uint64_t errors[STK__NVML_NCALLS];
+  int health;                /* this round reads the health counters */
   char driver[80];
   struct nv_gpm_get gpm_get; /* large; reused by each GPM read */
 };
@@ -99,8 +110,11 @@ int stk__nvml_open(struct stk__nvml **out, const char *lib, char *why) {
 void stk__nvml_close(struct stk__nvml *n) {
   if (!n) return;
   for (unsigned i = 0; i < MAX_DEV; i++)
-    for (int k = 0; k < 2; k++)
-      if (n->dev[i].gs[k] && n->nvmlGpmSampleFree) n->nvmlGpmSampleFree(n->dev[i].gs[k]);
+    for (int r = 0; r < 9; r++) {
+      struct gpm_ring *g = r ? &n->dev[i].mig[r - 1] : &n->dev[i].ring;
+      for (int k = 0; k < 2; k++)
+        if (g->gs[k] && n->nvmlGpmSampleFree) n->nvmlGpmSampleFree(g->gs[k]);
+    }
   if (n->events && n->nvmlEventSetFree) n->nvmlEventSetFree(n->events);
   if (n->nvmlShutdown) n->nvmlShutdown();
   dlclose(n->lib);
@@ -108,6 +122,10 @@ void stk__nvml_close(struct stk__nvml *n) {
   free(n->raw);
   free(n->pu);
   free(n);
+}
+
+void stk__nvml_health(struct stk__nvml *n, int on) {
+  if (n) n->health = on;
 }
 
 uint64_t stk__nvml_errors(const struct stk__nvml *n, enum stk__nvml_call c) { return n->errors[c]; }
@@ -250,40 +268,56 @@ static int read_memory(struct stk__nvml *n, struct stk__gpu_sample *s, nv_dev h,
   return 1;
 }
 
-static void sample_gpm(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
+/* GPM is usable on this device (asked once). */
+static int gpm_ok(struct stk__nvml *n, struct dev_state *d) {
   if (d->gpm < 0 || !n->nvmlGpmQueryDeviceSupport || !n->nvmlGpmSampleAlloc ||
       !n->nvmlGpmSampleGet || !n->nvmlGpmMetricsGet)
-    return;
+    return 0;
   if (d->gpm == 0) {
     struct nv_gpm_support sup = {NV_GPM_SUPPORT_VERSION, 0};
-    if (n->nvmlGpmQueryDeviceSupport(d->h, &sup) != NV_SUCCESS || !sup.supported ||
-        n->nvmlGpmSampleAlloc(&d->gs[0]) != NV_SUCCESS ||
-        n->nvmlGpmSampleAlloc(&d->gs[1]) != NV_SUCCESS) {
-      d->gpm = -1;
-      return;
-    }
-    d->gpm = 1;
+    d->gpm = n->nvmlGpmQueryDeviceSupport(d->h, &sup) == NV_SUCCESS && sup.supported ? 1 : -1;
   }
-  int cur = d->gs_cur;
-  if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmSampleGet(d->h, d->gs[cur]))) return;
-  d->gs_cur ^= 1;
-  if (!d->gs_have) {
-    d->gs_have = 1;
-    return;
+  return d->gpm > 0;
+}
+
+/* Take a sample into ring r (of the device, or of MIG instance gi when
+ * mig) and, from the second on, the four activity ratios (NaN each that
+ * NVML does not give). 0 when there were none. */
+static int gpm_read(struct stk__nvml *n, struct dev_state *d, struct gpm_ring *r, int mig,
+                    unsigned gi, struct stk__gpu_sample *s, double *out[4]) {
+  for (int k = 0; k < 2; k++)
+    if (!r->gs[k] && n->nvmlGpmSampleAlloc(&r->gs[k]) != NV_SUCCESS) return 0;
+  if (mig && r->gi != gi) r->have = 0, r->gi = gi; /* another instance in this slot */
+  int cur = r->cur;
+  nv_ret rc = mig ? n->nvmlGpmMigSampleGet(d->h, gi, r->gs[cur]) : n->nvmlGpmSampleGet(d->h, r->gs[cur]);
+  if (!ok(n, s, STK__NVML_gpm, rc)) {
+    r->have = 0;
+    return 0;
+  }
+  r->cur ^= 1;
+  if (!r->have) {
+    r->have = 1;
+    return 0;
   }
   struct nv_gpm_get *gp = &n->gpm_get;
   memset(gp, 0, sizeof *gp);
   gp->version = NV_GPM_METRICS_GET_VERSION;
   gp->num = 4;
-  gp->s1 = d->gs[cur ^ 1];
-  gp->s2 = d->gs[cur];
+  gp->s1 = r->gs[cur ^ 1];
+  gp->s2 = r->gs[cur];
   static const unsigned ids[4] = {NV_GPM_METRIC_GRAPHICS_UTIL, NV_GPM_METRIC_SM_UTIL,
                                   NV_GPM_METRIC_ANY_TENSOR_UTIL, NV_GPM_METRIC_DRAM_BW_UTIL};
   for (int i = 0; i < 4; i++) gp->metrics[i].id = ids[i];
-  if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmMetricsGet(gp))) return;
-  double *dst[4] = {&s->gr_active, &s->sm_active, &s->tensor_active, &s->dram_active};
+  if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmMetricsGet(gp))) return 0;
   for (int i = 0; i < 4; i++)
-    if (gp->metrics[i].ret == NV_SUCCESS) *dst[i] = gp->metrics[i].value / 100.0;
+    if (gp->metrics[i].ret == NV_SUCCESS) *out[i] = gp->metrics[i].value / 100.0;
+  return 1;
+}
+
+static void sample_gpm(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
+  if (!gpm_ok(n, d)) return;
+  double *dst[4] = {&s->gr_active, &s->sm_active, &s->tensor_active, &s->dram_active};
+  gpm_read(n, d, &d->ring, 0, 0, s, dst);
 }
 
 static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
@@ -310,10 +344,116 @@ static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu
       const char *p = strstr(name, "MIG ");
       snprintf(mi->profile, sizeof mi->profile, "%.31s", p ? p + 4 : name);
     }
-    double fr = NAN, rs = NAN;
-    mi->fb_used_mib = mi->fb_total_mib = NAN;
-    read_memory(n, s, m, &mi->fb_total_mib, &fr, &mi->fb_used_mib, &rs);
+    double rs = NAN;
+    mi->fb_used_mib = mi->fb_free_mib = mi->fb_total_mib = NAN;
+    read_memory(n, s, m, &mi->fb_total_mib, &mi->fb_free_mib, &mi->fb_used_mib, &rs);
+    /* NVML gives no utilization with MIG on: the instance's own GPM
+     * sample (Hopper and later) is the only source, as DCGM's
+     * DCGM_FI_PROF_* are dcgm-exporter's for MIG. */
+    mi->gr_active = mi->sm_active = mi->tensor_active = mi->dram_active = NAN;
+    if (n->nvmlGpmMigSampleGet && gpm_ok(n, d)) {
+      double *dst[4] = {&mi->gr_active, &mi->sm_active, &mi->tensor_active, &mi->dram_active};
+      gpm_read(n, d, &d->mig[s->nmig], 1, gi, s, dst);
+    }
     s->nmig++;
+  }
+}
+
+/* A field value as a number, by its type (NaN for a type not known). */
+static double field_number(const struct nv_field_value *f) {
+  switch (f->value_type) {
+  case NV_VALUE_TYPE_DOUBLE: return f->value.d;
+  case NV_VALUE_TYPE_UNSIGNED_INT: return f->value.ui;
+  case NV_VALUE_TYPE_UNSIGNED_LONG: return (double)f->value.ul;
+  case NV_VALUE_TYPE_UNSIGNED_LONG_LONG: return (double)f->value.ull;
+  case NV_VALUE_TYPE_SIGNED_LONG_LONG: return (double)f->value.sll;
+  case NV_VALUE_TYPE_SIGNED_INT: return f->value.si;
+  case NV_VALUE_TYPE_UNSIGNED_SHORT: return f->value.us;
+  default: return NAN;
+  }
+}
+
+/* The health counters of a sample, in the order dev_state keeps them. */
+static void health_fields(struct stk__gpu_sample *s, double *f[16]) {
+  double *l[16] = {&s->ecc_sbe_vol,     &s->ecc_dbe_vol,     &s->ecc_sbe_agg,   &s->ecc_dbe_agg,
+                   &s->retired_sbe,     &s->retired_dbe,     &s->retired_pending, &s->remap_corr,
+                   &s->remap_unc,       &s->remap_pending,   &s->remap_failure, &s->pcie_replay,
+                   &s->nvlink_crc_flit, &s->nvlink_crc_data, &s->nvlink_replay, &s->nvlink_recovery};
+  memcpy(f, l, sizeof l);
+}
+
+/* Read the health counters (each NaN where NVML does not give it). */
+static void read_health(struct stk__nvml *n, nv_dev h, struct stk__gpu_sample *s) {
+  unsigned long long e;
+  static const unsigned ecc[4][2] = {{NV_MEMORY_ERROR_CORRECTED, NV_VOLATILE_ECC},
+                                     {NV_MEMORY_ERROR_UNCORRECTED, NV_VOLATILE_ECC},
+                                     {NV_MEMORY_ERROR_CORRECTED, NV_AGGREGATE_ECC},
+                                     {NV_MEMORY_ERROR_UNCORRECTED, NV_AGGREGATE_ECC}};
+  double *ecc_dst[4] = {&s->ecc_sbe_vol, &s->ecc_dbe_vol, &s->ecc_sbe_agg, &s->ecc_dbe_agg};
+  for (int k = 0; k < 4 && n->nvmlDeviceGetTotalEccErrors; k++)
+    if (ok(n, s, STK__NVML_ecc, n->nvmlDeviceGetTotalEccErrors(h, ecc[k][0], ecc[k][1], &e)))
+      *ecc_dst[k] = (double)e;
+  /* Retired pages: a zero-length query answers the count (with
+   * INSUFFICIENT_SIZE when there are some). */
+  static const unsigned cause[2] = {NV_RETIRE_SBE, NV_RETIRE_DBE};
+  double *ret_dst[2] = {&s->retired_sbe, &s->retired_dbe};
+  for (int k = 0; k < 2 && n->nvmlDeviceGetRetiredPages; k++) {
+    unsigned cnt = 0;
+    nv_ret r = n->nvmlDeviceGetRetiredPages(h, cause[k], &cnt, NULL);
+    if (r == NV_ERROR_INSUFFICIENT_SIZE || ok(n, s, STK__NVML_retired, r)) *ret_dst[k] = cnt;
+  }
+  unsigned v, a, b, c;
+  if (n->nvmlDeviceGetRetiredPagesPendingStatus &&
+      ok(n, s, STK__NVML_retired, n->nvmlDeviceGetRetiredPagesPendingStatus(h, &v)))
+    s->retired_pending = v == NV_FEATURE_ENABLED;
+  if (n->nvmlDeviceGetRemappedRows &&
+      ok(n, s, STK__NVML_remap, n->nvmlDeviceGetRemappedRows(h, &a, &b, &c, &v))) {
+    s->remap_corr = a;
+    s->remap_unc = b;
+    s->remap_pending = c != 0;
+    s->remap_failure = v != 0;
+  }
+  if (n->nvmlDeviceGetPcieReplayCounter &&
+      ok(n, s, STK__NVML_pcie, n->nvmlDeviceGetPcieReplayCounter(h, &v)))
+    s->pcie_replay = v;
+  /* NVLink: errors summed over the active links; none where link 0
+   * answers that the GPU has no NVLink. */
+  if (!n->nvmlDeviceGetNvLinkState || !n->nvmlDeviceGetNvLinkErrorCounter) return;
+  static const unsigned ctr[4] = {NV_NVLINK_ERROR_DL_CRC_FLIT, NV_NVLINK_ERROR_DL_CRC_DATA,
+                                  NV_NVLINK_ERROR_DL_REPLAY, NV_NVLINK_ERROR_DL_RECOVERY};
+  double *nl_dst[4] = {&s->nvlink_crc_flit, &s->nvlink_crc_data, &s->nvlink_replay,
+                       &s->nvlink_recovery};
+  double sum[4] = {0, 0, 0, 0};
+  int got[4] = {0, 0, 0, 0}, active = 0;
+  for (unsigned link = 0; link < NV_NVLINK_MAX_LINKS; link++) {
+    unsigned on = 0;
+    nv_ret r = n->nvmlDeviceGetNvLinkState(h, link, &on);
+    if (r != NV_SUCCESS) {
+      if (r != NV_ERROR_NOT_SUPPORTED && r != NV_ERROR_INVALID_ARGUMENT) ok(n, s, STK__NVML_nvlink, r);
+      if (link == 0) return;
+      continue;
+    }
+    if (on != NV_FEATURE_ENABLED) continue;
+    active++;
+    for (int k = 0; k < 4; k++)
+      if (ok(n, s, STK__NVML_nvlink, n->nvmlDeviceGetNvLinkErrorCounter(h, link, ctr[k], &e)))
+        sum[k] += (double)e, got[k] = 1;
+  }
+  for (int k = 0; k < 4; k++)
+    if (active && got[k]) *nl_dst[k] = sum[k];
+}
+
+/* Health counters: read afresh on a health round (or a device's first
+ * sample), else the last values read. */
+static void sample_health(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
+  double *f[16];
+  health_fields(s, f);
+  if (n->health || !d->health_read) {
+    read_health(n, d->h, s);
+    for (int k = 0; k < 16; k++) d->health[k] = *f[k];
+    d->health_read = 1;
+  } else {
+    for (int k = 0; k < 16; k++) *f[k] = d->health[k];
   }
 }
 
@@ -324,8 +464,13 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
                           &s->fb_total_mib, &s->fb_reserved_mib, &s->power_w, &s->energy_mj,
                           &s->temp_c, &s->sm_clock_mhz, &s->mem_clock_mhz, &s->reasons,
                           &s->viol_power_ns, &s->viol_thermal_ns, &s->sm_active,
-                          &s->tensor_active, &s->dram_active, &s->gr_active, &s->last_xid};
+                          &s->tensor_active, &s->dram_active, &s->gr_active, &s->last_xid,
+                          &s->enc_util, &s->dec_util, &s->mem_temp_c, &s->nvlink_tx_bytes,
+                          &s->nvlink_rx_bytes};
   for (size_t k = 0; k < STK__ARRAY_LEN(nan_fields); k++) *nan_fields[k] = NAN;
+  double *hf[16];
+  health_fields(s, hf);
+  for (int k = 0; k < 16; k++) *hf[k] = NAN;
   if (i >= MAX_DEV) return STK_ERANGE;
   struct dev_state *d = &n->dev[i];
   if (!d->h) {
@@ -382,6 +527,29 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
            n->nvmlDeviceGetViolationStatus(h, NV_PERF_POLICY_THERMAL, &vt)))
       s->viol_thermal_ns = (double)vt.violation_ns;
   }
+  unsigned period;
+  if (n->nvmlDeviceGetEncoderUtilization &&
+      ok(n, s, STK__NVML_enc_dec, n->nvmlDeviceGetEncoderUtilization(h, &v, &period)))
+    s->enc_util = v;
+  if (n->nvmlDeviceGetDecoderUtilization &&
+      ok(n, s, STK__NVML_enc_dec, n->nvmlDeviceGetDecoderUtilization(h, &v, &period)))
+    s->dec_util = v;
+  /* Memory temperature and NVLink data (KiB, summed over the links: scope
+   * UINT_MAX): NVML has them only as field values, each with its own
+   * return code (not supported without HBM or NVLink). */
+  struct nv_field_value fv[3];
+  memset(fv, 0, sizeof fv);
+  fv[0].field_id = NV_FI_DEV_MEMORY_TEMP;
+  fv[1].field_id = NV_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+  fv[2].field_id = NV_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
+  fv[1].scope_id = fv[2].scope_id = UINT32_MAX;
+  if (n->nvmlDeviceGetFieldValues &&
+      ok(n, s, STK__NVML_fields, n->nvmlDeviceGetFieldValues(h, 3, fv))) {
+    double *dst[3] = {&s->mem_temp_c, &s->nvlink_tx_bytes, &s->nvlink_rx_bytes};
+    for (int k = 0; k < 3; k++)
+      if (fv[k].ret == NV_SUCCESS) *dst[k] = field_number(&fv[k]) * (k ? 1024 : 1);
+  }
+  sample_health(n, d, s);
   sample_procs(n, d, s);
   sample_gpm(n, d, s);
   sample_mig(n, d, s);

@@ -11,7 +11,8 @@
 #define STK__NVML_CALLS(X)                                                   \
   X(name) X(uuid) X(pci) X(util) X(memory) X(power) X(energy) X(temp)      \
   X(sm_clock) X(mem_clock) X(reasons) X(violation) X(procs) X(proc_util)   \
-  X(events) X(mig) X(gpm) X(handle)
+  X(events) X(mig) X(gpm) X(handle) X(ecc) X(retired) X(remap) X(pcie)    \
+  X(enc_dec) X(nvlink) X(fields)
 enum stk__nvml_call {
 #define X(n) STK__NVML_##n,
   STK__NVML_CALLS(X)
@@ -30,8 +31,10 @@ extern const char *const stk__nvml_call_names[STK__NVML_NCALLS];
 #define STK__REASON_HW_THERMAL 0x40ull
 #define STK__REASON_HW_POWER_BRAKE 0x80ull
 #define STK__REASON_DISPLAY_CLOCK 0x100ull
-/* The reasons that slow work down (counted as throttled time). */
-#define STK__REASONS_THROTTLE 0xfcull
+/* The reasons that slow work down (counted as throttled time). Not the
+ * software power cap: a GPU at full load held at its power limit works
+ * as it was set up to (its time is counted under its own reason). */
+#define STK__REASONS_THROTTLE 0xf8ull
 
 struct stk__gpu_proc {
   uint32_t pid;
@@ -40,10 +43,13 @@ struct stk__gpu_proc {
   double sm_util;        /* percent, NaN when unknown */
 };
 
+/* A MIG GPU instance. NVML has no utilization with MIG on; the instance's
+ * activity comes from its GPM sample (Hopper and later), else is NaN. */
 struct stk__mig {
   uint32_t gi_id;
   char profile[32]; /* "1g.10gb" */
-  double fb_used_mib, fb_total_mib;
+  double fb_used_mib, fb_free_mib, fb_total_mib;
+  double sm_active, tensor_active, dram_active, gr_active; /* GPM ratios 0..1 */
 };
 
 struct stk__gpu_sample {
@@ -56,9 +62,23 @@ struct stk__gpu_sample {
    * used includes it where it has only the v1 call. */
   double fb_used_mib, fb_free_mib, fb_total_mib, fb_reserved_mib;
   double power_w, energy_mj, temp_c, sm_clock_mhz, mem_clock_mhz;
+  double mem_temp_c;                      /* memory (HBM) temperature: a field value */
+  double nvlink_tx_bytes, nvlink_rx_bytes; /* NVLink data sent, received, all links (counters) */
   double reasons;                         /* the bitmask, as a number */
   double viol_power_ns, viol_thermal_ns;  /* throttle time counters */
   double sm_active, tensor_active, dram_active, gr_active; /* GPM ratios 0..1 */
+  double enc_util, dec_util;              /* video encoder, decoder: percent */
+  /* Health counters, read at the rounds stk__nvml_health() asks for and
+   * repeated in between (they change rarely; the NVLink ones cost a
+   * call per link): ECC errors (single bit corrected, double bit
+   * uncorrected; volatile since the driver loaded, aggregate for the
+   * device's life), retired pages, row remapping (NVML has none with
+   * MIG on), PCIe replays, NVLink errors summed over active links. */
+  double ecc_sbe_vol, ecc_dbe_vol, ecc_sbe_agg, ecc_dbe_agg;
+  double retired_sbe, retired_dbe, retired_pending;
+  double remap_corr, remap_unc, remap_pending, remap_failure;
+  double pcie_replay;
+  double nvlink_crc_flit, nvlink_crc_data, nvlink_replay, nvlink_recovery;
   unsigned xid_count;                     /* XIDs seen in this sample */
   double last_xid;                        /* the last XID; 0 before the first where
                                              XID events are registered, else NaN */
@@ -79,6 +99,9 @@ int stk__nvml_count(struct stk__nvml *n, unsigned *count);
 /* Sample device i. The procs array stays valid until the next call for any
  * device. Returns 0 (lost devices too: s->lost says so). */
 int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s);
+/* Whether the coming round (until the next stk__nvml_count) reads the
+ * health counters afresh; between such rounds they repeat. */
+void stk__nvml_health(struct stk__nvml *n, int on);
 /* Failed calls so far, by call (NOT_SUPPORTED is not a failure). */
 uint64_t stk__nvml_errors(const struct stk__nvml *n, enum stk__nvml_call c);
 /* The driver version, or "". */

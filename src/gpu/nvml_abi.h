@@ -50,7 +50,29 @@ typedef struct nvmlGpmSample_st *nv_gpm_sample;
   C(NV_GPM_METRIC_DRAM_BW_UTIL, NVML_GPM_METRIC_DRAM_BW_UTIL, 10)      \
   C(NV_GPM_METRICS_GET_VERSION, NVML_GPM_METRICS_GET_VERSION, 1)       \
   C(NV_GPM_SUPPORT_VERSION, NVML_GPM_SUPPORT_VERSION, 1)              \
-  C(NV_MEMORY_V2, nvmlMemory_v2, 0x2000028)
+  C(NV_MEMORY_V2, nvmlMemory_v2, 0x2000028)                             \
+  C(NV_MEMORY_ERROR_CORRECTED, NVML_MEMORY_ERROR_TYPE_CORRECTED, 0)     \
+  C(NV_MEMORY_ERROR_UNCORRECTED, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, 1) \
+  C(NV_VOLATILE_ECC, NVML_VOLATILE_ECC, 0)                              \
+  C(NV_AGGREGATE_ECC, NVML_AGGREGATE_ECC, 1)                            \
+  C(NV_RETIRE_SBE, NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, 0) \
+  C(NV_RETIRE_DBE, NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, 1)  \
+  C(NV_FEATURE_ENABLED, NVML_FEATURE_ENABLED, 1)                        \
+  C(NV_NVLINK_MAX_LINKS, NVML_NVLINK_MAX_LINKS, 18)                     \
+  C(NV_NVLINK_ERROR_DL_REPLAY, NVML_NVLINK_ERROR_DL_REPLAY, 0)          \
+  C(NV_NVLINK_ERROR_DL_RECOVERY, NVML_NVLINK_ERROR_DL_RECOVERY, 1)      \
+  C(NV_NVLINK_ERROR_DL_CRC_FLIT, NVML_NVLINK_ERROR_DL_CRC_FLIT, 2)      \
+  C(NV_NVLINK_ERROR_DL_CRC_DATA, NVML_NVLINK_ERROR_DL_CRC_DATA, 3)      \
+  C(NV_FI_DEV_MEMORY_TEMP, NVML_FI_DEV_MEMORY_TEMP, 82)                 \
+  C(NV_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 138) \
+  C(NV_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, 139) \
+  C(NV_VALUE_TYPE_DOUBLE, NVML_VALUE_TYPE_DOUBLE, 0)                    \
+  C(NV_VALUE_TYPE_UNSIGNED_INT, NVML_VALUE_TYPE_UNSIGNED_INT, 1)        \
+  C(NV_VALUE_TYPE_UNSIGNED_LONG, NVML_VALUE_TYPE_UNSIGNED_LONG, 2)      \
+  C(NV_VALUE_TYPE_UNSIGNED_LONG_LONG, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, 3) \
+  C(NV_VALUE_TYPE_SIGNED_LONG_LONG, NVML_VALUE_TYPE_SIGNED_LONG_LONG, 4) \
+  C(NV_VALUE_TYPE_SIGNED_INT, NVML_VALUE_TYPE_SIGNED_INT, 5)            \
+  C(NV_VALUE_TYPE_UNSIGNED_SHORT, NVML_VALUE_TYPE_UNSIGNED_SHORT, 6)
 
 enum {
 #define C(ours, theirs, value) ours = value,
@@ -118,6 +140,25 @@ struct nv_gpm_get {
 struct nv_gpm_support {
   unsigned version, supported;
 };
+/* nvmlValue_t (a union; its members are checked one by one) and
+ * nvmlFieldValue_t, for nvmlDeviceGetFieldValues: field_id in, the rest
+ * out; value is valid only where ret is NV_SUCCESS, of type value_type. */
+union nv_value {
+  double d;
+  int si;
+  unsigned ui;
+  unsigned long ul;
+  unsigned long long ull;
+  long long sll;
+  unsigned short us;
+};
+struct nv_field_value {
+  unsigned field_id, scope_id;
+  long long timestamp, latency_us;
+  unsigned value_type;
+  nv_ret ret;
+  union nv_value value;
+};
 
 /* Stoker's struct, nvml.h's type, and whether stoker's may be larger (1:
  * only nv_gpm_get, as its array; the others must be the same size, arrays
@@ -136,7 +177,8 @@ struct nv_gpm_support {
   S(nv_event, nvmlEventData_t, 0)                    \
   S(nv_gpm_metric, nvmlGpmMetric_t, 0)               \
   S(nv_gpm_get, nvmlGpmMetricsGet_t, 1)              \
-  S(nv_gpm_support, nvmlGpmSupport_t, 0)
+  S(nv_gpm_support, nvmlGpmSupport_t, 0)             \
+  S(nv_field_value, nvmlFieldValue_t, 0)
 
 #ifdef STK_NV_ABI_CHECK
 #define S(ours, theirs, larger_ok) typedef theirs ours##_t;
@@ -183,6 +225,17 @@ NV_STRUCTS(S)
   X(nvmlGpmSampleAlloc, nv_ret (*)(nv_gpm_sample *))                                      \
   X(nvmlGpmSampleFree, nv_ret (*)(nv_gpm_sample))                                         \
   X(nvmlGpmSampleGet, nv_ret (*)(nv_dev, nv_gpm_sample))                                  \
-  X(nvmlGpmMetricsGet, nv_ret (*)(nv_gpm_get_t *))
+  X(nvmlGpmMigSampleGet, nv_ret (*)(nv_dev, unsigned, nv_gpm_sample))                     \
+  X(nvmlGpmMetricsGet, nv_ret (*)(nv_gpm_get_t *))                                        \
+  X(nvmlDeviceGetTotalEccErrors, nv_ret (*)(nv_dev, unsigned, unsigned, unsigned long long *)) \
+  X(nvmlDeviceGetRetiredPages, nv_ret (*)(nv_dev, unsigned, unsigned *, unsigned long long *)) \
+  X(nvmlDeviceGetRetiredPagesPendingStatus, nv_ret (*)(nv_dev, unsigned *))               \
+  X(nvmlDeviceGetRemappedRows, nv_ret (*)(nv_dev, unsigned *, unsigned *, unsigned *, unsigned *)) \
+  X(nvmlDeviceGetPcieReplayCounter, nv_ret (*)(nv_dev, unsigned *))                       \
+  X(nvmlDeviceGetEncoderUtilization, nv_ret (*)(nv_dev, unsigned *, unsigned *))          \
+  X(nvmlDeviceGetDecoderUtilization, nv_ret (*)(nv_dev, unsigned *, unsigned *))          \
+  X(nvmlDeviceGetNvLinkState, nv_ret (*)(nv_dev, unsigned, unsigned *))                   \
+  X(nvmlDeviceGetNvLinkErrorCounter, nv_ret (*)(nv_dev, unsigned, unsigned, unsigned long long *)) \
+  X(nvmlDeviceGetFieldValues, nv_ret (*)(nv_dev, int, nv_field_value_t *))
 
 #endif

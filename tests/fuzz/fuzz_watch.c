@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(text, data, size);
   text[size] = 0;
   char job[AG_JOB_LEN], why[256];
-  char jobs[AG_JOBS_PER_GPU][AG_JOB_LEN];
+  static char jobs[AG_MAP_MAX_JOBS][AG_JOB_LEN];
   unsigned n;
   uint64_t ticks, start;
   switch (which) {
@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (stk__ag_parse_cgroup(text, job) == 0 && strlen(job) >= AG_JOB_LEN) abort();
     break;
   case 1:
-    if (stk__ag_parse_map("fuzz", text, jobs, AG_JOBS_PER_GPU, &n, why, sizeof why) == 0)
+    if (stk__ag_parse_map("fuzz", text, jobs, AG_MAP_MAX_JOBS, &n, why, sizeof why) == 0)
       for (unsigned i = 0; i < n; i++)
         if (!jobs[i][0] || strlen(jobs[i]) >= AG_JOB_LEN) abort();
     break;

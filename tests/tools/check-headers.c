@@ -138,6 +138,28 @@ _Static_assert(offsetof(struct nv_gpm_get, metrics) == offsetof(nvmlGpmMetricsGe
                "nv_gpm_get.metrics is not at the offset of nvmlGpmMetricsGet_t.metrics");
 FIELD(nv_gpm_support, version, nvmlGpmSupport_t, version)
 FIELD(nv_gpm_support, supported, nvmlGpmSupport_t, isSupportedDevice)
+FIELD(nv_field_value, field_id, nvmlFieldValue_t, fieldId)
+FIELD(nv_field_value, scope_id, nvmlFieldValue_t, scopeId)
+FIELD(nv_field_value, timestamp, nvmlFieldValue_t, timestamp)
+FIELD(nv_field_value, latency_us, nvmlFieldValue_t, latencyUsec)
+FIELD(nv_field_value, value_type, nvmlFieldValue_t, valueType)
+FIELD(nv_field_value, ret, nvmlFieldValue_t, nvmlReturn)
+FIELD_LAYOUT(nv_field_value, value, nvmlFieldValue_t, value)
+/* The union nvmlValue_t, member by member (FIELD takes structs). */
+#define UNION_MEMBER(f, g)                                                                   \
+  _Static_assert(offsetof(union nv_value, f) == offsetof(nvmlValue_t, g),                   \
+                 "nv_value." #f " is not at the offset of nvmlValue_t." #g);                \
+  _Static_assert(__builtin_types_compatible_p(__typeof__(((union nv_value *)0)->f),         \
+                                              __typeof__(((nvmlValue_t *)0)->g)),           \
+                 "nv_value." #f " is not of the type of nvmlValue_t." #g);
+UNION_MEMBER(d, dVal)
+UNION_MEMBER(si, siVal)
+UNION_MEMBER(ui, uiVal)
+UNION_MEMBER(ul, ulVal)
+UNION_MEMBER(ull, ullVal)
+UNION_MEMBER(sll, sllVal)
+UNION_MEMBER(us, usVal)
+_Static_assert(sizeof(union nv_value) == sizeof(nvmlValue_t), "nv_value is not the size of nvmlValue_t");
 #endif /* STK_CHECK_NVML */
 
 #if STK_CHECK_CUDA

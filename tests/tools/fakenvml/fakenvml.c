@@ -32,13 +32,18 @@ enum {
 };
 
 struct proc { unsigned pid; double used_mib, sm; int gi; };
-struct mig { int kind; int gpu; unsigned gi; char profile[32]; double total_mib, used_mib; };
+struct mig { int kind; int gpu; unsigned gi; char profile[32]; double total_mib, used_mib, gr; };
 struct gpu {
   int kind; /* 0: device, 1: MIG (the same first field as struct mig) */
   int index;
   char name[96], uuid[96], pci[32];
   double mem_total_mib, fb_used_mib, util, mem_util, power_w, temp, sm_clock, mem_clock;
   double smact, tensor, dram, gr, viol_power_ns, viol_thermal_ns, fb_reserved_mib;
+  double ecc_sbe_vol, ecc_dbe_vol, ecc_sbe_agg, ecc_dbe_agg, retired_sbe, retired_dbe;
+  double retired_pending, remap_corr, remap_unc, remap_pending, remap_failure, pcie_replay;
+  double enc, dec, nvlinks, nvlink_crc_flit, nvlink_crc_data, nvlink_replay, nvlink_recovery;
+  double mem_temp; /* < 0: the GPU has no memory sensor */
+  double nvlink_tx_kib, nvlink_rx_kib; /* all links (only with nvlinks) */
   unsigned long long reasons;
   double energy_mj;
   int gpm, lost;
@@ -116,6 +121,17 @@ static void apply(struct gpu *g, char **t, int n, int line) {
     NUMKEY("tensor", tensor) NUMKEY("dram", dram) NUMKEY("gr", gr)
     NUMKEY("energy_mj", energy_mj) NUMKEY("viol_power_ns", viol_power_ns)
     NUMKEY("viol_thermal_ns", viol_thermal_ns) NUMKEY("fb_reserved_mib", fb_reserved_mib)
+    NUMKEY("ecc_sbe_vol", ecc_sbe_vol) NUMKEY("ecc_dbe_vol", ecc_dbe_vol)
+    NUMKEY("ecc_sbe_agg", ecc_sbe_agg) NUMKEY("ecc_dbe_agg", ecc_dbe_agg)
+    NUMKEY("retired_sbe", retired_sbe) NUMKEY("retired_dbe", retired_dbe)
+    NUMKEY("retired_pending", retired_pending) NUMKEY("remap_corr", remap_corr)
+    NUMKEY("remap_unc", remap_unc) NUMKEY("remap_pending", remap_pending)
+    NUMKEY("remap_failure", remap_failure) NUMKEY("pcie_replay", pcie_replay)
+    NUMKEY("enc", enc) NUMKEY("dec", dec) NUMKEY("nvlinks", nvlinks)
+    NUMKEY("nvlink_crc_flit", nvlink_crc_flit) NUMKEY("nvlink_crc_data", nvlink_crc_data)
+    NUMKEY("nvlink_replay", nvlink_replay) NUMKEY("nvlink_recovery", nvlink_recovery)
+    NUMKEY("mem_temp", mem_temp) NUMKEY("nvlink_tx_kib", nvlink_tx_kib)
+    NUMKEY("nvlink_rx_kib", nvlink_rx_kib)
 #undef NUMKEY
     if (!strcmp(k, "name") && v) { snprintf(g->name, sizeof g->name, "%s", v); i++; continue; }
     if (!strcmp(k, "uuid") && v) { snprintf(g->uuid, sizeof g->uuid, "%s", v); i++; continue; }
@@ -171,7 +187,18 @@ static void apply(struct gpu *g, char **t, int n, int line) {
       snprintf(m->profile, sizeof m->profile, "%s", t[i + 2]);
       m->total_mib = num(t[i + 3], line);
       m->used_mib = num(t[i + 4], line);
+      m->gr = -1;
       i += 4;
+      continue;
+    }
+    if (!strcmp(k, "mig_gr") && i + 2 < n) { /* mig_gr GI PERCENT: the instance's GPM graphics activity */
+      unsigned gi = (unsigned)num(t[i + 1], line);
+      struct mig *m = NULL;
+      for (unsigned j = 0; j < g->nmig; j++)
+        if (g->migs[j].gi == gi) m = &g->migs[j];
+      if (!m) die("mig_gr: no MIG instance %s", t[i + 1], line);
+      m->gr = num(t[i + 2], line);
+      i += 2;
       continue;
     }
     die("unknown key '%s'", k, line);
@@ -206,7 +233,10 @@ static void load(void) {
       if (i + 1 > ngpus) ngpus = i + 1;
       struct gpu *g = &gpus[i];
       g->index = (int)i;
-      if (!g->uuid[0]) snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%04u", i);
+      if (!g->uuid[0]) { /* first declared: the defaults */
+        snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%04u", i);
+        g->mem_temp = -1;
+      }
       if (!g->pci[0]) snprintf(g->pci, sizeof g->pci, "00000000:%02X:00.0", 0x10 + i);
       if (!g->name[0]) snprintf(g->name, sizeof g->name, "Fake GPU");
       apply(g, t + 2, n - 2, line);
@@ -320,8 +350,11 @@ nv_ret nvmlDeviceGetPciInfo_v3(nv_dev dev, struct nv_pci *p) {
   snprintf(p->bus_id, sizeof p->bus_id, "%s", g->pci);
   return OK;
 }
+/* As the driver: no utilization of a GPU with MIG on (dcgm-exporter has
+ * no DCGM_FI_DEV_GPU_UTIL there either). */
 nv_ret nvmlDeviceGetUtilizationRates(nv_dev dev, struct nv_util *u) {
   DEV_CHECK("nvmlDeviceGetUtilizationRates");
+  if (g->nmig) return E_NOT_SUPPORTED;
   u->gpu = (unsigned)g->util;
   u->memory = (unsigned)g->mem_util;
   return OK;
@@ -416,6 +449,7 @@ nv_ret nvmlDeviceGetComputeRunningProcesses_v3(nv_dev dev, unsigned *count, stru
 nv_ret nvmlDeviceGetProcessUtilization(nv_dev dev, struct nv_proc_util *out, unsigned *count,
                                        unsigned long long last_seen) {
   DEV_CHECK("nvmlDeviceGetProcessUtilization");
+  if (g->nmig) return E_NOT_SUPPORTED; /* none per process with MIG on either */
   unsigned long long ts = (unsigned long long)(step + 1) * 1000000ull;
   unsigned n = 0;
   for (unsigned i = 0; i < g->nprocs; i++)
@@ -504,6 +538,23 @@ nv_ret nvmlGpmSampleGet(nv_dev dev, nv_gpm_sample s) {
   s->gr = g->gr;
   return OK;
 }
+/* A MIG instance's sample (Hopper and later): its own graphics activity
+ * (mig_gr), the GPU's other figures; unsupported where the GPU has no GPM
+ * or the instance no mig_gr. */
+nv_ret nvmlGpmMigSampleGet(nv_dev dev, unsigned gi, nv_gpm_sample s) {
+  DEV_CHECK("nvmlGpmMigSampleGet");
+  if (!g->gpm) return E_NOT_SUPPORTED;
+  for (unsigned i = 0; i < g->nmig; i++)
+    if (g->migs[i].gi == gi) {
+      if (g->migs[i].gr < 0) return E_NOT_SUPPORTED;
+      s->smact = g->smact;
+      s->tensor = g->tensor;
+      s->dram = g->dram;
+      s->gr = g->migs[i].gr;
+      return OK;
+    }
+  return E_NOT_FOUND;
+}
 nv_ret nvmlGpmMetricsGet(struct nv_gpm_get *g) {
   if (g->version != NV_GPM_METRICS_GET_VERSION || !g->s2) return E_INVALID;
   for (unsigned i = 0; i < g->num && i < NV_GPM_METRIC_MAX; i++) {
@@ -515,6 +566,106 @@ nv_ret nvmlGpmMetricsGet(struct nv_gpm_get *g) {
     case NV_GPM_METRIC_ANY_TENSOR_UTIL: m->value = g->s2->tensor; break;
     case NV_GPM_METRIC_DRAM_BW_UTIL: m->value = g->s2->dram; break;
     default: m->ret = E_NOT_SUPPORTED;
+    }
+  }
+  return OK;
+}
+
+/* Health counters. Remapped rows are refused with MIG on, as the driver
+ * does; NVLink has `nvlinks` active links, each with the counters given
+ * (none: link 0 answers not supported). */
+nv_ret nvmlDeviceGetTotalEccErrors(nv_dev dev, unsigned type, unsigned counter, unsigned long long *n) {
+  DEV_CHECK("nvmlDeviceGetTotalEccErrors");
+  int unc = type == NV_MEMORY_ERROR_UNCORRECTED, agg = counter == NV_AGGREGATE_ECC;
+  *n = (unsigned long long)(agg ? (unc ? g->ecc_dbe_agg : g->ecc_sbe_agg)
+                                : (unc ? g->ecc_dbe_vol : g->ecc_sbe_vol));
+  return OK;
+}
+nv_ret nvmlDeviceGetRetiredPages(nv_dev dev, unsigned cause, unsigned *count, unsigned long long *addr) {
+  DEV_CHECK("nvmlDeviceGetRetiredPages");
+  unsigned have = (unsigned)(cause == NV_RETIRE_DBE ? g->retired_dbe : g->retired_sbe);
+  if (*count < have || (!addr && have)) {
+    *count = have;
+    return E_INSUFFICIENT;
+  }
+  for (unsigned i = 0; i < have; i++) addr[i] = 0x1000ull * (i + 1);
+  *count = have;
+  return OK;
+}
+nv_ret nvmlDeviceGetRetiredPagesPendingStatus(nv_dev dev, unsigned *pending) {
+  DEV_CHECK("nvmlDeviceGetRetiredPagesPendingStatus");
+  *pending = g->retired_pending != 0 ? NV_FEATURE_ENABLED : 0;
+  return OK;
+}
+nv_ret nvmlDeviceGetRemappedRows(nv_dev dev, unsigned *corr, unsigned *unc, unsigned *pending,
+                                 unsigned *failure) {
+  DEV_CHECK("nvmlDeviceGetRemappedRows");
+  if (g->nmig) return E_NOT_SUPPORTED;
+  *corr = (unsigned)g->remap_corr;
+  *unc = (unsigned)g->remap_unc;
+  *pending = (unsigned)g->remap_pending;
+  *failure = (unsigned)g->remap_failure;
+  return OK;
+}
+nv_ret nvmlDeviceGetPcieReplayCounter(nv_dev dev, unsigned *v) {
+  DEV_CHECK("nvmlDeviceGetPcieReplayCounter");
+  *v = (unsigned)g->pcie_replay;
+  return OK;
+}
+nv_ret nvmlDeviceGetEncoderUtilization(nv_dev dev, unsigned *u, unsigned *period_us) {
+  DEV_CHECK("nvmlDeviceGetEncoderUtilization");
+  *u = (unsigned)g->enc;
+  *period_us = 167000;
+  return OK;
+}
+nv_ret nvmlDeviceGetDecoderUtilization(nv_dev dev, unsigned *u, unsigned *period_us) {
+  DEV_CHECK("nvmlDeviceGetDecoderUtilization");
+  *u = (unsigned)g->dec;
+  *period_us = 167000;
+  return OK;
+}
+nv_ret nvmlDeviceGetNvLinkState(nv_dev dev, unsigned link, unsigned *active) {
+  DEV_CHECK("nvmlDeviceGetNvLinkState");
+  if (!g->nvlinks) return E_NOT_SUPPORTED;
+  if (link >= NV_NVLINK_MAX_LINKS) return E_INVALID;
+  *active = link < (unsigned)g->nvlinks ? NV_FEATURE_ENABLED : 0;
+  return OK;
+}
+nv_ret nvmlDeviceGetNvLinkErrorCounter(nv_dev dev, unsigned link, unsigned counter,
+                                       unsigned long long *v) {
+  DEV_CHECK("nvmlDeviceGetNvLinkErrorCounter");
+  if (link >= (unsigned)g->nvlinks) return E_INVALID;
+  switch (counter) {
+  case NV_NVLINK_ERROR_DL_CRC_FLIT: *v = (unsigned long long)g->nvlink_crc_flit; break;
+  case NV_NVLINK_ERROR_DL_CRC_DATA: *v = (unsigned long long)g->nvlink_crc_data; break;
+  case NV_NVLINK_ERROR_DL_REPLAY: *v = (unsigned long long)g->nvlink_replay; break;
+  case NV_NVLINK_ERROR_DL_RECOVERY: *v = (unsigned long long)g->nvlink_recovery; break;
+  default: return E_INVALID;
+  }
+  return OK;
+}
+
+/* Field values: the memory temperature (unsigned int) where the GPU has
+ * the sensor, NVLink data throughput (KiB, all links: scope UINT_MAX)
+ * where it has NVLink; each other field "not supported" in its own
+ * return code, the call itself succeeding, as NVML does. */
+nv_ret nvmlDeviceGetFieldValues(nv_dev dev, int count, struct nv_field_value *v) {
+  DEV_CHECK("nvmlDeviceGetFieldValues");
+  for (int i = 0; i < count; i++) {
+    int nvl = v[i].field_id == NV_FI_DEV_NVLINK_THROUGHPUT_DATA_TX ||
+              v[i].field_id == NV_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
+    if (v[i].field_id == NV_FI_DEV_MEMORY_TEMP && g->mem_temp >= 0) {
+      v[i].ret = OK;
+      v[i].value_type = NV_VALUE_TYPE_UNSIGNED_INT;
+      v[i].value.ui = (unsigned)g->mem_temp;
+    } else if (nvl && g->nvlinks && v[i].scope_id == 0xFFFFFFFFu) { /* all links */
+      v[i].ret = OK;
+      v[i].value_type = NV_VALUE_TYPE_UNSIGNED_LONG_LONG;
+      v[i].value.ull = (unsigned long long)(v[i].field_id == NV_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+                                                ? g->nvlink_tx_kib
+                                                : g->nvlink_rx_kib);
+    } else {
+      v[i].ret = E_NOT_SUPPORTED;
     }
   }
   return OK;
