@@ -56,6 +56,7 @@ struct parva_gpu {
 struct parva_fleet {
   struct parva_gpu *gpu;
   size_t n, cap;
+  unsigned proven; /* fewest GPUs any plan needs, when a search proved it */
 };
 const struct stk_mig_geometry *stk__parva_geom(void);
 /* Place a segment on gpu at start, or at the first free slot in the
@@ -74,6 +75,11 @@ int stk__parva_artifact(const struct stk_parva *p, unsigned scen, struct parva_f
                         char *errmsg);
 int stk__parva_packed(const struct stk_parva *p, unsigned scen, struct parva_fleet *f,
                       char *errmsg);
+/* Whether the services fit on k GPUs by exhaustive search (parva_proof.c):
+ * 1 with each service's composition (counts of 1g..7g) and each GPU's set
+ * of sizes, 0 when no plan fits, -1 when the search is too large. */
+int stk__parva_fits(const struct parva_svc *svc, unsigned nsvc, unsigned k,
+                    uint8_t (*comp_out)[PARVA_NSIZES], uint8_t (*gpu_out)[PARVA_NSIZES]);
 /* Fewest compute slices one service needs under its bound. */
 unsigned stk__parva_min_slices(const struct parva_svc *s);
 

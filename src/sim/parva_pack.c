@@ -14,7 +14,7 @@
 #include "parva_impl.h"
 
 #define MAX_SLICES 100000
-#define SEARCH_NODES 20000000L
+#define SEARCH_NODES 2000000L
 
 unsigned stk__parva_min_slices(const struct parva_svc *s) {
   double best[8] = {0}; /* best[g % 8]: most throughput from g slices */
@@ -116,6 +116,50 @@ static int search(struct packer *p, size_t i, unsigned rest) {
   return 0;
 }
 
+/* The packer found `found` GPUs, over the bound lb: search every plan on
+ * lb .. found-1 GPUs. A plan found is placed in f (*other = 1); none
+ * proves found the fewest (f->proven). */
+static int prove(const struct stk_parva *p, unsigned scen, unsigned lb, unsigned found,
+                 struct parva_fleet *f, int *other) {
+  struct parva_svc *sv = calloc(p->nmodels, sizeof *sv);
+  uint16_t *mid = calloc(p->nmodels, sizeof *mid);
+  uint8_t(*comp)[PARVA_NSIZES] = calloc(p->nmodels, sizeof *comp);
+  uint8_t(*gpu)[PARVA_NSIZES] = calloc(found, sizeof *gpu);
+  int rc = sv && mid && comp && gpu ? 0 : STK_ENOMEM, r = 0;
+  unsigned ns = 0, k = lb;
+  for (unsigned m = 0; m < p->nmodels && !rc; m++) {
+    stk__parva_service(p, scen, m, &sv[ns]);
+    if (sv[ns].active) mid[ns++] = (uint16_t)m;
+  }
+  for (; !rc && k < found; k++)
+    if ((r = stk__parva_fits(sv, ns, k, comp, gpu)) != 0) break;
+  if (!rc && r == 0) f->proven = found;
+  if (!rc && r == 1) { /* fill each GPU's sizes from the services' segments */
+    unsigned svc_at[PARVA_NSIZES] = {0}, used_at[PARVA_NSIZES] = {0};
+    for (unsigned g = 0; g < k && !rc; g++) {
+      struct parva_gpu *dst = stk__parva_grow(f);
+      if (!dst) rc = STK_ENOMEM;
+      for (int z = PARVA_NSIZES - 1; z >= 0 && !rc; z--)
+        for (unsigned c = 0; c < gpu[g][z] && !rc; c++) {
+          while (svc_at[z] < ns && used_at[z] >= comp[svc_at[z]][z]) {
+            svc_at[z]++;
+            used_at[z] = 0;
+          }
+          if (svc_at[z] == ns ||
+              stk__parva_put(dst, mid[svc_at[z]], sv[svc_at[z]].best[z], PARVA_ANY_SLOT))
+            rc = STK_EINVAL;
+          used_at[z]++;
+        }
+    }
+    *other = 1;
+  }
+  free(sv);
+  free(mid);
+  free(comp);
+  free(gpu);
+  return rc;
+}
+
 int stk__parva_packed(const struct stk_parva *p, unsigned scen, struct parva_fleet *f,
                       char *errmsg) {
   size_t cap = 1024, n = 0;
@@ -181,9 +225,11 @@ int stk__parva_packed(const struct stk_parva *p, unsigned scen, struct parva_fle
     }
     if (!done) rc = stk__errf(errmsg, STK_ERANGE, "parvagpu: packing search gave up");
   }
-  for (unsigned b = 0; !rc && b < pk->k; b++)
+  int other = 0; /* a plan on fewer GPUs found by the exhaustive search */
+  if (!rc && pk->k > (slices + 6) / 7) rc = prove(p, scen, (slices + 6) / 7, pk->k, f, &other);
+  for (unsigned b = 0; !rc && !other && b < pk->k; b++)
     if (!stk__parva_grow(f)) rc = STK_ENOMEM;
-  for (size_t i = 0; !rc && i < n; i++)
+  for (size_t i = 0; !rc && !other && i < n; i++)
     if (stk__parva_put(&f->gpu[pk->bin[i]], it[i].model, it[i].pt, PARVA_ANY_SLOT))
       rc = stk__errf(errmsg, STK_EINVAL, "parvagpu: a packed GPU has no valid MIG layout");
   if (rc == STK_ENOMEM && errmsg && !*errmsg) stk__errf(errmsg, rc, "parvagpu: out of memory");
@@ -219,6 +265,7 @@ int stk__parva_emit(const struct stk_parva *p, unsigned scen, const struct parva
     lb += stk__parva_min_slices(&s);
   }
   out->lower_bound = (lb + 6) / 7;
+  if (f->proven > out->lower_bound) out->lower_bound = f->proven;
   for (size_t i = 0; i < f->n; i++) {
     const struct parva_gpu *g = &f->gpu[i];
     if (!g->layout.n) continue;
