@@ -252,6 +252,14 @@ TEST(parva_toy_and_bad_inputs) {
   put("pg/prof_data/b.csv", "Mig instance,Batch size,Workload Number,Throughput,Latency\n5,4,1,50,0.04\n");
   CHECK_EQ(stk_parva_load(&p, "pg", err), STK_EFORMAT);
   CHECK_CONTAINS(err, "b.csv:2: expected instance size 1, 2, 3, 4 or 7");
+  toy("100,100\n100,N/A\n");
+  put("pg/SLO/SLO_req_rate.csv", "4e9,20\n10,N/A\n");
+  CHECK_OK(stk_parva_load(&p, "pg", err));
+  CHECK_EQ(stk_parva_plan(p, 1, STK_PARVA_ARTIFACT, &pl, err), STK_ERANGE);
+  CHECK_CONTAINS(err, "a: 4000000000 requests/s needs over 100000 segments");
+  CHECK_EQ(stk_parva_plan(p, 1, STK_PARVA_PACKED, &pl, err), STK_ERANGE);
+  CHECK_CONTAINS(err, "needs over 100000 compute slices");
+  stk_parva_free(p);
   CHECK(stk_parva_load(&p, "nowhere", err) != 0);
   CHECK_CONTAINS(err, "nowhere/prof_data");
 }

@@ -37,8 +37,8 @@ void stk__parva_service(const struct stk_parva *p, unsigned scen, unsigned m,
   if (isnan(p->rate[at])) return;
   s->active = 1;
   s->rate = p->rate[at];
-  s->rate_i = (float)(int)p->rate[at]; /* the artifact's atoi */
-  s->slo_i = (float)(int)p->slo[at];
+  s->rate_i = (float)trunc(p->rate[at]); /* the artifact reads them with atoi */
+  s->slo_i = (float)trunc(p->slo[at]);
   s->bound = (float)((double)(s->slo_i / 2) * 0.9);
   float best[PARVA_NSIZES];
   for (int k = 0; k < PARVA_NSIZES; k++) best[k] = FLT_MIN;
@@ -202,6 +202,12 @@ int stk__parva_artifact(const struct stk_parva *p, unsigned scen, struct parva_f
                      "parvagpu: scenario %u, %s: no profiled segment meets the latency SLO "
                      "(%.1f ms: every latency is over SLO / 2 x 0.9 = %.1f ms)",
                      scen + 1, p->names[m], (double)s->slo_i, (double)s->bound);
+      break;
+    }
+    if (s->rate_i / opt->trp > 100000) {
+      rc = stk__errf(errmsg, STK_ERANGE,
+                     "parvagpu: scenario %u, %s: %.0f requests/s needs over 100000 segments",
+                     scen + 1, p->names[m], (double)s->rate_i);
       break;
     }
     int n = (int)floor(s->rate_i / opt->trp);

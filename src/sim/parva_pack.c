@@ -171,6 +171,14 @@ int stk__parva_packed(const struct stk_parva *p, unsigned scen, struct parva_fle
     stk__parva_service(p, scen, m, &s);
     if (!s.active) continue;
     unsigned g = stk__parva_min_slices(&s), cnt[PARVA_NSIZES] = {0};
+    int any = 0;
+    for (int k = 0; k < PARVA_NSIZES; k++) any |= s.best[k] != NULL;
+    if (!g && any) {
+      rc = stk__errf(errmsg, STK_ERANGE,
+                     "parvagpu: scenario %u, %s: %.0f requests/s needs over %d compute slices",
+                     scen + 1, p->names[m], s.rate, MAX_SLICES);
+      break;
+    }
     if (!g) {
       rc = stk__errf(errmsg, STK_EINVAL,
                      "parvagpu: scenario %u, %s: no profiled segment meets the latency SLO "
