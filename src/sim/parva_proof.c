@@ -138,16 +138,24 @@ static int choose(struct proof *p, const unsigned *rest_min) {
   if (!rc) n[0] = 1;
   for (unsigned i = 0; i < p->nsvc && !rc; i++) {
     memset(set, 0, (size_t)2 * LEVEL_MAX * sizeof *set);
-    lv[i + 1] = malloc((size_t)LEVEL_MAX * sizeof **lv);
-    if (!lv[i + 1]) rc = -1;
+    size_t cap = 0;
     for (size_t j = 0; j < n[i] && !rc; j++)
       for (unsigned c = 0; c < p->ncomp[i] && !rc; c++) {
         struct node x = {.comp = (uint16_t)c, .parent = (uint32_t)j};
         for (int z = 0; z < PARVA_NSIZES; z++) x.v[z] = (uint8_t)(lv[i][j].v[z] + p->comp[i][c][z]);
         if (slices(x.v) + rest_min[i + 1] > STK_MIG_COMPUTE_SLICES * p->k) continue;
         if (level_has(set, (size_t)2 * LEVEL_MAX - 1, key(x.v, 0))) continue;
-        if (n[i + 1] == LEVEL_MAX) rc = -1;
-        else lv[i + 1][n[i + 1]++] = x;
+        if (n[i + 1] == cap) {
+          struct node *t = cap < LEVEL_MAX ? realloc(lv[i + 1], (cap ? cap * 2 : 64) * sizeof *t)
+                                           : NULL;
+          if (!t) {
+            rc = -1; /* too many sums to search, or no memory: not proven */
+            break;
+          }
+          lv[i + 1] = t;
+          cap = cap ? cap * 2 : 64;
+        }
+        lv[i + 1][n[i + 1]++] = x;
       }
   }
   for (size_t j = 0; !rc && j < n[p->nsvc] && !p->found; j++) {
