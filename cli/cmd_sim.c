@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_sim_mig.h"
 #include "stoker/sim.h"
 
 const char cmd_sim_usage[] =
@@ -23,6 +24,7 @@ const char cmd_sim_usage[] =
     "       stoker sim --jobs FILE|DIR [--job-policy LIST] [JOB OPTIONS]\n"
     "       stoker sim --pollux-table [--loads LIST] [--job-policy LIST]\n"
     "       stoker sim --list-policies\n"
+    "       stoker sim mig [--gpu G] | mig --parvagpu [DIR] [--scenario N] [--allocator A]\n"
     "\n"
     "Simulate placing a trace's pods on a GPU cluster whose GPUs pods may share,\n"
     "as in \"Beware of Fragmentation\" (Weng et al., USENIX ATC'23). By default the\n"
@@ -80,7 +82,18 @@ const char cmd_sim_usage[] =
     "  --power-cap W       cluster power cap: jobs wait while busy power would pass it\n"
     "  --threads N         concurrent runs (default: cores)\n"
     "  --json, --csv FILE, --svg FILE  as above: runs as JSON, one CSV row per job,\n"
-    "                      JCT CDFs and allocated GPUs over time\n";
+    "                      JCT CDFs and allocated GPUs over time\n"
+    "\n"
+    "MIG partitions (stoker sim mig, docs/sim.md):\n"
+    "  mig [--gpu G]       NVIDIA's MIG profiles, start slots and layout counts of\n"
+    "                      a100-40gb, a100-80gb and h100-80gb (or only G)\n"
+    "  mig --parvagpu [DIR]  ParvaGPU's SLO scenarios (DIR default\n"
+    "                      ../shared/data/parvagpu): GPUs each allocator needs,\n"
+    "                      the bound no plan beats, the artifact's published count\n"
+    "  --scenario N        one scenario (default all)\n"
+    "  --allocator A       artifact (its configurator and allocator), packed\n"
+    "                      (fewest slices, exact packing) or both (default)\n"
+    "  --map               list each plan's segments per GPU\n";
 
 enum {
   O_NODES = 256,
@@ -1346,6 +1359,7 @@ static int wants_jobs(int argc, char **argv) {
 }
 
 int cmd_sim_run(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "mig")) return cmd_sim_mig(argc - 1, argv + 1);
   if (wants_jobs(argc, argv)) return run_jobs(argc, argv);
   struct sim_args a;
   memset(&a, 0, sizeof a);
