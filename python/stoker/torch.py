@@ -24,6 +24,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 import stoker
+from stoker import fields
 
 __all__ = ["StokerDataset", "loader", "dist_rank_world"]
 
@@ -89,6 +90,22 @@ class StokerDataset(IterableDataset):
     state_dict() / load_state_dict() resume mid-epoch with exactly the
     remaining samples, also under another world size.
 
+    decode="fields" makes each item a dict of the samples' fields
+    (WebDataset keys, TFRecord features, MDS columns, npz arrays, a class
+    folder's file with its "cls"), each decoded by decoders={field: name or
+    callable} or by its extension (stoker.fields): images to (3, H, W)
+    uint8 tensors, .npy members and typed columns to arrays of their own
+    dtype and shape, cls to ints; equal shapes are stacked, text, bytes and
+    JSON come as lists.
+
+    transform=fn runs the user's own function (torchvision v2 transforms on
+    tensors, say) on each decoded sample (transform_on="sample": the dict,
+    or one input tensor of a jpeg/raw batch) or on the whole item
+    (transform_on="batch"), in a pool of transform_threads threads (0 or 1:
+    the iterating thread). Only there is the GIL taken; stoker's own
+    decode, crop and flip (decode="jpeg") stay in C and remain the fast
+    path.
+
     device="cuda" (or "cuda:N", a torch.device) hands out tensors on that
     GPU instead: each batch is copied from pinned memory (pin_memory
     defaults to True then) on a CUDA stream of stoker's, one batch ahead
@@ -97,8 +114,21 @@ class StokerDataset(IterableDataset):
     """
 
     def __init__(self, source, batch_size=64, *, rank=None, world_size=None, epoch=0,
-                 return_indices=False, device=None, **options):
+                 return_indices=False, device=None, decoders=None, transform=None,
+                 transform_on="sample", transform_threads=0, **options):
         super().__init__()
+        self.decoders = fields.check_decoders(decoders)
+        if decoders is not None and options.get("decode") != "fields":
+            raise ValueError('decoders: only with decode="fields"')
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform: expected a callable, got {type(transform).__name__}")
+        if transform_on not in ("sample", "batch"):
+            raise ValueError(f'transform_on: {transform_on!r} is not "sample" or "batch"')
+        if transform is not None and options.get("seq_len"):
+            raise ValueError("transform: not with seq_len (token windows)")
+        self.transform, self.transform_on = transform, transform_on
+        self.transform_threads = _whole("transform_threads", transform_threads, 0, 1024)
+        self._pool = None
         self.device = _cuda_device(device)
         if self.device is not None:
             options.setdefault("pin_memory", True)
@@ -250,6 +280,9 @@ class StokerDataset(IterableDataset):
         """Stop the loader kept between passes (threads and buffers); the
         next pass opens a new one where the state says."""
         self._pending = None
+        pool, self._pool = getattr(self, "_pool", None), None
+        if pool is not None and pool[1] == os.getpid():
+            pool[0].shutdown(wait=True)
         ld, self._ld = getattr(self, "_ld", None), None
         self._loader = None
         if ld is not None and self._ld_key[2] == os.getpid():
@@ -267,7 +300,7 @@ class StokerDataset(IterableDataset):
 
     def __getstate__(self):  # DataLoader workers (spawn): the loader stays here
         d = dict(self.__dict__)
-        d["_ld"] = d["_loader"] = d["_pending"] = None
+        d["_ld"] = d["_loader"] = d["_pending"] = d["_pool"] = None
         return d
 
     def _token_item(self, batch):
@@ -295,14 +328,50 @@ class StokerDataset(IterableDataset):
             item["windows"] = torch.tensor(memoryview(batch.windows).cast("B").cast("q"))
         return item
 
+    # -- dict samples and the transform hook -----------------------------------
+    # The Python work (field decoders, the user's transform) runs here, in
+    # the thread that iterates or in a pool of transform_threads threads:
+    # the loader's own threads never take the GIL.
+
+    def _map(self, fn, items):
+        if self.transform_threads <= 1 or len(items) < 2:
+            return [fn(x) for x in items]
+        if self._pool is None or self._pool[1] != os.getpid():
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = (ThreadPoolExecutor(self.transform_threads,
+                                             thread_name_prefix="stoker-transform"), os.getpid())
+        return list(self._pool[0].map(fn, items))
+
+    def _fields_item(self, batch):
+        dec, tf = self.decoders, self.transform if self.transform_on == "sample" else None
+
+        def one(i):
+            d = fields.sample(batch, i, dec)
+            return tf(d) if tf is not None else d
+
+        item = fields.collate(self._map(one, range(len(batch))))
+        if self.transform is not None and self.transform_on == "batch":
+            item = self.transform(item)
+        return item
+
     def _item(self, batch):
         if self.options.get("seq_len"):
             return self._token_item(batch)
+        if self.options.get("decode") == "fields":
+            return self._fields_item(batch)
         x = self._inputs(batch)
+        if self.transform is not None and self.transform_on == "sample":
+            out = self._map(self.transform, list(x))
+            x = torch.stack(out) if out and all(
+                isinstance(t, torch.Tensor) and t.shape == out[0].shape for t in out) else out
         y = torch.from_dlpack(batch.labels).long()
         if self.return_indices:
-            return x, y, torch.tensor(memoryview(batch.indices).cast("B").cast("q"))  # u64 -> i64
-        return x, y
+            item = (x, y, torch.tensor(memoryview(batch.indices).cast("B").cast("q")))  # u64 -> i64
+        else:
+            item = (x, y)
+        if self.transform is not None and self.transform_on == "batch":
+            item = self.transform(item)
+        return item
 
     def __iter__(self):
         if self._active:

@@ -41,6 +41,14 @@ extern const struct stk_decode_ops stk__dec_raw;
 extern const struct stk_decode_ops stk__dec_jpeg;
 extern const struct stk_decode_ops stk__dec_npy;
 
+/* The fields decoder (decode_fields.c): a whole sample, not one field, so
+ * the pipeline calls these instead of an ops table: the record's size, and
+ * the record packed into out (cap bytes). */
+int stk__fields_size(const struct stk_decode_cfg *cfg, const struct stk_sample *s,
+                     uint64_t *size, char *err);
+int stk__fields_pack(const struct stk_decode_cfg *cfg, const struct stk_sample *s, uint8_t *out,
+                     uint64_t cap, uint64_t *out_len, char *err);
+
 /* Inflate a raw-deflate (zip method 8) field into out; exact size expected. */
 int stk__inflate(const uint8_t *in, uint64_t in_len, uint8_t *out, uint64_t out_len, char *err);
 /* Gather a strided field (STK_ENC_STRIDED: one sample of an array holding
