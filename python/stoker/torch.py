@@ -14,9 +14,13 @@ torch DataLoader use batch_size=None. Rank and world size come from
 torch.distributed when it is initialized, else from RANK / WORLD_SIZE, else
 0 of 1; inside DataLoader workers each worker reads a disjoint share
 (rank * num_workers + worker id of world * num_workers). stoker already
-runs its own threads, so num_workers=0 is the recommended setting, and the
-only one under which state_dict() can see where the loop is.
+runs its own threads, so num_workers=0 is the recommended setting. With
+workers the main process cannot see their positions (its state_dict()
+raises); each worker's own state_dict() / load_state_dict() resume its
+share, as torchdata's StatefulDataLoader uses them.
 """
+import multiprocessing
+import multiprocessing.context
 import operator
 import os
 
@@ -163,7 +167,11 @@ class StokerDataset(IterableDataset):
         self._ld_epoch = None
         self._pending = None
         self._last_stats = None
-        self._in_workers = False
+        # Set by a DataLoader worker's pass, seen by this process: shared
+        # memory that fork inherits and spawn passes along (a RawValue may
+        # travel only to a process being started; __getstate__ drops it
+        # for any other pickling).
+        self._worker_flag = multiprocessing.RawValue("b", 0)
         self._active = False     # a pass (_pass) is in progress
         # Bad options fail here (TypeError/ValueError naming them), not in the first pass.
         stoker._options(source, batch_size, **options)
@@ -212,10 +220,17 @@ class StokerDataset(IterableDataset):
         consumed; dataset is the dataset's fingerprint, which a resume on
         another dataset is refused for).
         Save it with the model; load_state_dict() resumes from it."""
-        if self._in_workers:
+        info = get_worker_info()
+        if info is not None:
+            # In a worker (torchdata's StatefulDataLoader asks each worker):
+            # its own share's state, to be loaded back into the same worker.
+            return dict(self._state, worker_id=info.id, num_workers=info.num_workers)
+        flag = getattr(self, "_worker_flag", None)
+        if flag is not None and flag.value:
             raise RuntimeError("state_dict(): the dataset was iterated in DataLoader worker "
-                               "processes, whose position this process cannot see; use "
-                               "num_workers=0 (stoker runs its own threads)")
+                               "processes, whose positions this process cannot see; use "
+                               "num_workers=0 (stoker runs its own threads), or torchdata's "
+                               "StatefulDataLoader, which saves each worker's state_dict()")
         return dict(self._state)
 
     def load_state_dict(self, state):
@@ -231,6 +246,20 @@ class StokerDataset(IterableDataset):
             raise ValueError(f"state: missing key {e}") from None
         if seed != self.seed:
             raise ValueError(f"state: saved with seed {seed}, this dataset has seed {self.seed}")
+        # A worker's state covers its own share only: it resumes that
+        # worker of the same number of workers, nothing else.
+        info = get_worker_info()
+        here = (info.id, info.num_workers) if info is not None else None
+        saved = None
+        if "num_workers" in state or "worker_id" in state:
+            saved = (_whole("state: worker_id", state.get("worker_id")),
+                     _whole("state: num_workers", state.get("num_workers"), 1))
+        if saved != here and (saved is not None or (here is not None and here[1] > 1)):
+            where = lambda w: "the main process" if w is None else \
+                f"DataLoader worker {w[0]} of {w[1]}"
+            raise ValueError(f"state: saved in {where(saved)}, loaded in {where(here)}: a "
+                             f"state resumes the share it was saved from (with workers, "
+                             f"StatefulDataLoader gives each worker its own)")
         fp = _whole("state: dataset", state.get("dataset", 0))  # 0: saved before fingerprints
         self._epoch = epoch
         self._resume = (seed, epoch, pos, fp)
@@ -301,6 +330,8 @@ class StokerDataset(IterableDataset):
     def __getstate__(self):  # DataLoader workers (spawn): the loader stays here
         d = dict(self.__dict__)
         d["_ld"] = d["_loader"] = d["_pending"] = d["_pool"] = None
+        if multiprocessing.context.get_spawning_popen() is None:
+            d["_worker_flag"] = None  # not on its way to a worker: cannot travel
         return d
 
     def _token_item(self, batch):
@@ -464,8 +495,8 @@ class StokerDataset(IterableDataset):
 
     def _pass(self):
         rank, world = self.rank_world()
-        if get_worker_info() is not None:
-            self._in_workers = True
+        if get_worker_info() is not None and getattr(self, "_worker_flag", None) is not None:
+            self._worker_flag.value = 1
         epoch = self._epoch
         reuse = (self._resume is None and getattr(self, "_ld", None) is not None
                  and not self._ld.closed and self._ld_key == (rank, world, os.getpid())
