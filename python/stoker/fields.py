@@ -103,7 +103,7 @@ def decode_field(name, buf, dtype, shape, decoder):
     """One field's value: buf is an array viewing the batch's bytes."""
     if dtype is not None:  # the format recorded type and shape
         arr = np.frombuffer(buf, dtype=np.dtype(dtype).newbyteorder("<"))
-        return arr.reshape(shape) if shape else arr[0]
+        return arr.reshape(shape if shape is not None else ())  # () : a 0-d array
     if callable(decoder):
         return decoder(memoryview(buf))
     if decoder == "npy":

@@ -212,3 +212,43 @@ def test_transform_on_jpeg_samples_and_batches(datasets):
         st.StokerDataset(datasets["jpeg_tfrecord"], 16, transform=abs, transform_on="x")
     with pytest.raises(ValueError, match="decoders: only with"):
         st.StokerDataset(datasets["jpeg_tfrecord"], 16, decoders={"jpg": "bytes"})
+
+
+def test_webdataset_npy_members_of_any_dtype_and_order(tmp_path):
+    # The library describes C-order little-endian arrays (their dtype and
+    # shape from the header); the others (Fortran order, big-endian, bool)
+    # are read by numpy's own header reader: all equal np.load's.
+    d = tmp_path / "npywds"
+    d.mkdir()
+    rng = np.random.default_rng(3)
+    want = {}
+    with tarfile.open(d / "shard-000.tar", "w") as t:
+        for k in range(6):
+            arrs = {"npy": rng.standard_normal((2, 3)).astype(np.float32),
+                    "ids.npy": np.arange(k + 1, dtype=np.int64),
+                    "fort.npy": np.asfortranarray(rng.integers(0, 9, (3, 4), dtype=np.int16)),
+                    "be.npy": np.arange(5, dtype=">i4"),
+                    "mask.npy": np.array([True, False, k % 2 == 0]),
+                    "scalar.npy": np.float64(k) * np.ones(())}
+            key = f"{k:04d}"
+            for name, a in arrs.items():
+                bio = __import__("io").BytesIO()
+                np.save(bio, a)
+                info = tarfile.TarInfo(f"{key}.{name}")
+                info.size = len(bio.getvalue())
+                bio.seek(0)
+                t.addfile(info, bio)
+            want[key] = arrs
+    got = {s["__key__"]: s for s in all_samples(str(d)).values()}
+    assert set(got) == set(want)
+    for key, arrs in want.items():
+        for name, a in arrs.items():
+            b = got[key][name]
+            assert isinstance(b, np.ndarray), (name, b)
+            assert b.shape == a.shape and b.dtype.newbyteorder("=") == a.dtype.newbyteorder("=")
+            assert np.array_equal(a, b), name
+    with stoker.Loader(str(d), 6, decode="fields", shuffle=False) as ld:
+        b = next(ld)
+        typed = {n: (dt, sh) for n, _, dt, sh in b._sample(0)[3]}
+        assert typed["npy"] == ("float32", (2, 3)) and typed["ids.npy"] == ("int64", (1,))
+        assert typed["fort.npy"] == (None, None) and typed["be.npy"] == (None, None)

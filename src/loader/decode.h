@@ -49,6 +49,13 @@ int stk__fields_size(const struct stk_decode_cfg *cfg, const struct stk_sample *
 int stk__fields_pack(const struct stk_decode_cfg *cfg, const struct stk_sample *s, uint8_t *out,
                      uint64_t cap, uint64_t *out_len, char *err);
 
+/* What a .npy file held in memory (n bytes at p) is, for the fields
+ * decoder: a C-order array of a little-endian numeric dtype with at most
+ * STK_FIELD_MAX_DIMS dimensions sets f's type, elem, ndim and shape and
+ * *hdr_len (the bytes before its data), returning 0; anything else (or a
+ * bad header) returns 1 and leaves f alone. */
+int stk__npy_describe(const uint8_t *p, uint64_t n, struct stk_field *f, uint64_t *hdr_len);
+
 /* Inflate a raw-deflate (zip method 8) field into out; exact size expected. */
 int stk__inflate(const uint8_t *in, uint64_t in_len, uint8_t *out, uint64_t out_len, char *err);
 /* Gather a strided field (STK_ENC_STRIDED: one sample of an array holding

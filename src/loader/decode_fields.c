@@ -3,8 +3,10 @@
  * the format knows of each (name, element type, shape), its key and label,
  * so that a consumer gets dict samples (WebDataset keys, TFRecord features,
  * MDS columns, npz arrays) without parsing the format again. Deflated
- * fields are inflated and strided ones gathered; the bytes are otherwise
- * as stored (decoding a jpg or a json member is the consumer's choice).
+ * fields are inflated and strided ones gathered, and a .npy member (a
+ * C-order array of a little-endian numeric dtype) gets its dtype and shape
+ * from its header; the bytes are otherwise as stored (decoding a jpg or a
+ * json member is the consumer's choice).
  *
  * A record, 64-byte aligned in the batch (host byte order):
  *   struct rec_head, nfields struct rec_field, then each field's bytes at
@@ -137,6 +139,18 @@ int stk__fields_pack(const struct stk_decode_cfg *cfg, const struct stk_sample *
       memcpy(why, err, sizeof why);
       why[sizeof why - 1] = 0;
       return stk__errf(err, rc, "field '%s': %.400s", f->name, why);
+    }
+    /* A .npy member (WebDataset's npy, an npz array): its dtype and shape
+     * from its header, the record pointing at its data. */
+    struct stk_field d;
+    uint64_t hl;
+    if (r.type == STK_ELEM_NONE && len >= 10 && !memcmp(out + pos, "\x93NUMPY", 6) &&
+        stk__npy_describe(out + pos, len, &d, &hl) == 0) {
+      r.off += hl;
+      r.len -= hl;
+      r.type = d.type;
+      r.ndim = d.ndim;
+      memcpy(r.shape, d.shape, sizeof r.shape);
     }
     memcpy(out + sizeof h + (uint64_t)k * sizeof r, &r, sizeof r);
     pos += align_up(len);
