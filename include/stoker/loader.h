@@ -194,13 +194,16 @@ struct stk_batch {
 
 struct stk_loader;
 
-/* Sample i of a batch from a loader opened with STK_DECODE_FIELDS, split
+/* Sample i of batch b of loader l, opened with STK_DECODE_FIELDS, split
  * into *out: its index, label and key, and its fields, whose data point
  * into the batch (valid until it is released). A field's type, ndim and
- * shape are what the format records (MDS typed columns, npz arrays of
- * several samples); bytes otherwise. STK_EINVAL when i is out of range or
- * the batch is not a FIELDS batch. */
-STK_EXPORT int stk_batch_sample(const struct stk_batch *b, uint32_t i, struct stk_sample *out);
+ * shape are what the format records (MDS typed columns) or a .npy
+ * member's header says (a C-order array of a little-endian numeric
+ * dtype: data is then the array's, without the header); type
+ * STK_ELEM_NONE: bytes. STK_EINVAL when l is not a FIELDS loader or i is
+ * out of range. */
+STK_EXPORT int stk_batch_sample(const struct stk_loader *l, const struct stk_batch *b, uint32_t i,
+                                struct stk_sample *out);
 
 /* Zero *o (every option its default) and record sizeof *o, so that a newer
  * library knows which fields this program has. Use the macro. */

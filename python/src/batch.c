@@ -211,7 +211,7 @@ static PyObject *Batch_sample(BatchObject *self, PyObject *arg) {
     return NULL;
   }
   struct stk_sample s;
-  if (self->owner->tok || stk_batch_sample(self->b, (uint32_t)i, &s) != 0) {
+  if (!self->owner->l || stk_batch_sample(self->owner->l, self->b, (uint32_t)i, &s) != 0) {
     PyErr_SetString(PyExc_ValueError,
                     "not a fields batch (the loader was opened without decode=\"fields\")");
     return NULL;

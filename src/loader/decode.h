@@ -48,6 +48,9 @@ int stk__fields_size(const struct stk_decode_cfg *cfg, const struct stk_sample *
                      uint64_t *size, char *err);
 int stk__fields_pack(const struct stk_decode_cfg *cfg, const struct stk_sample *s, uint8_t *out,
                      uint64_t cap, uint64_t *out_len, char *err);
+/* Sample i of a FIELDS batch from its record (stk_batch_sample checks the
+ * loader's kind first). */
+int stk__fields_unpack(const struct stk_batch *b, uint32_t i, struct stk_sample *out);
 
 /* What a .npy file held in memory (n bytes at p) is, for the fields
  * decoder: a C-order array of a little-endian numeric dtype with at most

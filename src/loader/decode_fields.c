@@ -159,7 +159,7 @@ int stk__fields_pack(const struct stk_decode_cfg *cfg, const struct stk_sample *
   return 0;
 }
 
-int stk_batch_sample(const struct stk_batch *b, uint32_t i, struct stk_sample *out) {
+int stk__fields_unpack(const struct stk_batch *b, uint32_t i, struct stk_sample *out) {
   if (!b || !out || i >= b->n) return STK_EINVAL;
   const uint8_t *p = b->data + b->offsets[i];
   uint64_t n = b->len[i];

@@ -1600,3 +1600,9 @@ int stk_batch_tokens(const struct stk_loader *l, const struct stk_batch *b,
   stk__tokens_view(l->tok, b->data, l->o.batch_size, b->n, b->indices, out);
   return 0;
 }
+
+int stk_batch_sample(const struct stk_loader *l, const struct stk_batch *b, uint32_t i,
+                     struct stk_sample *out) {
+  if (!l || l->tok || l->o.decode.kind != STK_DECODE_FIELDS) return STK_EINVAL;
+  return stk__fields_unpack(b, i, out);
+}
