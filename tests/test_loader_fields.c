@@ -1,8 +1,9 @@
 /* The loader's fields decoder (STK_DECODE_FIELDS, stk_batch_sample): a
- * WebDataset written here with three members per sample arrives with each
- * member's bytes, its key and label, and a .npy member described by its
- * header (dtype and shape, data without the header); a field list keeps
- * only the fields it names and fails a sample that lacks one, naming it. */
+ * WebDataset and a TFRecord of Examples written here with three members
+ * (features) per sample arrive with each one's bytes, the key and label,
+ * and a .npy member described by its header (dtype and shape, data without
+ * the header); a field list keeps only the fields it names and fails a
+ * sample that lacks one, naming it. */
 #include <sys/stat.h>
 
 #include "stoker/stoker.h"
@@ -31,9 +32,9 @@ static void payload(int id, uint8_t *p, size_t n) {
   for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(id * 7 + i);
 }
 
-static void write_wds(void) {
+static void write_ds(const char *format) {
   struct stk_writer *w;
-  struct stk_writer_opts wo = {.format = "wds", .dir = "ds", .samples_per_shard = 16};
+  struct stk_writer_opts wo = {.format = format, .dir = "ds", .samples_per_shard = 16};
   CHECK_OK(stk_writer_open(&w, &wo, NULL));
   for (int id = 0; id < N; id++) {
     static uint8_t img[300], npy[160];
@@ -43,7 +44,7 @@ static void write_wds(void) {
     snprintf(cls, sizeof cls, "%d", id % 4);
     struct stk_sample s;
     memset(&s, 0, sizeof s);
-    s.label = -1;
+    s.label = id % 4;
     snprintf(s.key, sizeof s.key, "k%04d", id);
     s.nfields = 3;
     snprintf(s.fields[0].name, sizeof s.fields[0].name, "jpg");
@@ -68,7 +69,7 @@ static int find(const struct stk_sample *s, const char *name) {
 
 /* Run a FIELDS loader over ds with the field list; returns the error code
  * of the run (0 at the end of the epoch) and checks every sample. */
-static int run(struct stk_dataset *ds, const char *list, int *seen, char *msg) {
+static int run(struct stk_dataset *ds, const char *list, int *seen, char *msg, int tf) {
   struct stk_loader_opts o;
   stk_loader_opts_init(&o);
   o.batch_size = 8;
@@ -90,7 +91,7 @@ static int run(struct stk_dataset *ds, const char *list, int *seen, char *msg) {
       seen[id] = 1;
       char key[16];
       snprintf(key, sizeof key, "k%04d", id);
-      CHECK_STR(s.key, key);
+      if (!tf) CHECK_STR(s.key, key); /* TFRecord: the key is a feature, "__key__" */
       CHECK_EQ(s.label, id % 4);
       int c = find(&s, "cls");
       CHECK(c >= 0);
@@ -114,7 +115,7 @@ static int run(struct stk_dataset *ds, const char *list, int *seen, char *msg) {
         CHECK_EQ(j, -1);
         CHECK_EQ(s.nfields, 2);
       } else {
-        CHECK_EQ(s.nfields, 3);
+        CHECK_EQ(s.nfields, 3 + (tf && find(&s, "__key__") >= 0));
         CHECK(j >= 0);
         CHECK_EQ(s.fields[j].len, 100 + id * 5);
         uint8_t want[300];
@@ -130,26 +131,32 @@ static int run(struct stk_dataset *ds, const char *list, int *seen, char *msg) {
   return rc == STK_EOF ? 0 : rc;
 }
 
-TEST(loader_fields_every_member_with_key_label_and_npy_shape) {
-  write_wds();
+static void every_member(const char *format) {
+  write_ds(format);
+  int tf = !strcmp(format, "tfrecord");
   struct stk_dataset *ds;
   char err[STK_ERRMSG_MAX];
   CHECK_OK(stk_dataset_open(&ds, "ds", NULL, err));
   int seen[N] = {0};
-  CHECK_OK(run(ds, NULL, seen, err));
+  CHECK_OK(run(ds, NULL, seen, err, tf));
   for (int i = 0; i < N; i++) CHECK_MSG(seen[i], "sample %d missing", i);
   memset(seen, 0, sizeof seen);
-  CHECK_OK(run(ds, "npy,cls", seen, err));
+  CHECK_OK(run(ds, "npy,cls", seen, err, tf));
   for (int i = 0; i < N; i++) CHECK_MSG(seen[i], "sample %d missing", i);
   memset(seen, 0, sizeof seen);
-  CHECK(run(ds, "cls,png", seen, err) == STK_EFORMAT);
+  CHECK(run(ds, "cls,png", seen, err, tf) == STK_EFORMAT);
   CHECK_CONTAINS(err, "no field 'png'");
-  CHECK_CONTAINS(err, ".tar");
+  CHECK_CONTAINS(err, tf ? ".tfrecord" : ".tar");
   stk_dataset_close(ds);
 }
 
+/* WebDataset members; TFRecord Example features (the Example's wrapping
+ * "data" field left out). */
+TEST(loader_fields_wds_members_with_key_label_and_npy_shape) { every_member("wds"); }
+TEST(loader_fields_tfrecord_features_with_label_and_npy_shape) { every_member("tfrecord"); }
+
 TEST(loader_fields_batch_sample_refuses_other_batches) {
-  write_wds();
+  write_ds("wds");
   struct stk_dataset *ds;
   char err[STK_ERRMSG_MAX];
   CHECK_OK(stk_dataset_open(&ds, "ds", NULL, err));
