@@ -122,8 +122,8 @@ static uint8_t descr_type(const char *d) {
            {"f2", STK_ELEM_F16}, {"u4", STK_ELEM_U32}, {"i4", STK_ELEM_I32}, {"f4", STK_ELEM_F32},
            {"u8", STK_ELEM_U64}, {"i8", STK_ELEM_I64}, {"f8", STK_ELEM_F64}};
   int one = strlen(d) == 3 && d[2] == '1'; /* "|u1": order does not apply */
-  if (!(d[0] == '<' || (d[0] == '|' && one) || (d[0] == '=' && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)))
-    return STK_ELEM_NONE;
+  int little = d[0] == '<' || (d[0] == '=' && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+  if (!little && !(d[0] == '|' && one)) return STK_ELEM_NONE;
   for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
     if (!strcmp(d + 1, k[i].s)) return k[i].t;
   return STK_ELEM_NONE;
