@@ -456,7 +456,8 @@ class StokerDataset(IterableDataset):
                         item = None
                         end = self._state
                     if item is not None:
-                        moved = tuple(_to_device(x, dev) for x in item)
+                        moved = (tuple(_to_device(x, dev) for x in item)
+                                 if isinstance(item, tuple) else _to_device(item, dev))
                         del item  # the pinned batch goes here: its event follows the copy on side
                         done = torch.cuda.Event()
                         done.record(side)
@@ -574,23 +575,32 @@ def _cuda_device(device):
 
 
 def _to_device(x, dev):
-    """x (a tensor or a list of them) copied to dev without waiting. Memory
-    torch did not pin is pinned first (torch's caching host allocator,
-    which fences its reuse itself): a non_blocking copy from pageable
-    memory would wait for the side stream's earlier copies."""
-    if isinstance(x, list):
-        return [_to_device(t, dev) for t in x]
+    """x's tensors copied to dev without waiting, in the same structure (a
+    tuple, list or dict of them: dict samples, a transform's output; other
+    values as they are). Memory torch did not pin is pinned first (torch's
+    caching host allocator, which fences its reuse itself): a non_blocking
+    copy from pageable memory would wait for the side stream's earlier
+    copies."""
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_device(t, dev) for t in x)
+    if isinstance(x, dict):
+        return {k: _to_device(v, dev) for k, v in x.items()}
+    if not isinstance(x, torch.Tensor):
+        return x
     if not x.is_pinned():
         x = x.pin_memory()
     return x.to(dev, non_blocking=True)
 
 
 def _tensors(item):
-    for x in item:
-        if isinstance(x, list):
-            yield from x
-        else:
-            yield x
+    if isinstance(item, torch.Tensor):
+        yield item
+    elif isinstance(item, (list, tuple)):
+        for x in item:
+            yield from _tensors(x)
+    elif isinstance(item, dict):
+        for x in item.values():
+            yield from _tensors(x)
 
 
 def loader(source, batch_size=64, **options):
