@@ -167,11 +167,16 @@ class StokerDataset(IterableDataset):
         self._ld_epoch = None
         self._pending = None
         self._last_stats = None
-        # Set by a DataLoader worker's pass, seen by this process: shared
-        # memory that fork inherits and spawn passes along (a RawValue may
-        # travel only to a process being started; __getstate__ drops it
-        # for any other pickling).
-        self._worker_flag = multiprocessing.RawValue("b", 0)
+        # Shared with DataLoader workers: memory that fork inherits and
+        # spawn passes along (a RawArray may travel only to a process being
+        # started; __getstate__ drops it for any other pickling).
+        # [0]: a worker has run a pass (this process's state_dict() cannot
+        # see where it is); [1]: the epoch the next pass runs, which a
+        # worker's finished pass advances and set_epoch() sets, so that
+        # workers, forked afresh from this process each epoch, do not
+        # repeat epoch 0's order every time.
+        self._shared = multiprocessing.RawArray("q", 2)
+        self._shared[1] = epoch
         self._active = False     # a pass (_pass) is in progress
         # Bad options fail here (TypeError/ValueError naming them), not in the first pass.
         stoker._options(source, batch_size, **options)
@@ -213,6 +218,8 @@ class StokerDataset(IterableDataset):
         self._epoch = epoch
         self._resume = None
         self._state = {"seed": self.seed, "epoch": epoch, "position": 0}
+        if getattr(self, "_shared", None) is not None:
+            self._shared[1] = epoch
 
     def state_dict(self):
         """Where the loop stands: {"seed", "epoch", "position"[, "dataset"]}
@@ -225,8 +232,8 @@ class StokerDataset(IterableDataset):
             # In a worker (torchdata's StatefulDataLoader asks each worker):
             # its own share's state, to be loaded back into the same worker.
             return dict(self._state, worker_id=info.id, num_workers=info.num_workers)
-        flag = getattr(self, "_worker_flag", None)
-        if flag is not None and flag.value:
+        shared = getattr(self, "_shared", None)
+        if shared is not None and shared[0]:
             raise RuntimeError("state_dict(): the dataset was iterated in DataLoader worker "
                                "processes, whose positions this process cannot see; use "
                                "num_workers=0 (stoker runs its own threads), or torchdata's "
@@ -331,7 +338,7 @@ class StokerDataset(IterableDataset):
         d = dict(self.__dict__)
         d["_ld"] = d["_loader"] = d["_pending"] = d["_pool"] = None
         if multiprocessing.context.get_spawning_popen() is None:
-            d["_worker_flag"] = None  # not on its way to a worker: cannot travel
+            d["_shared"] = None  # not on its way to a worker: cannot travel
         return d
 
     def _token_item(self, batch):
@@ -496,8 +503,11 @@ class StokerDataset(IterableDataset):
 
     def _pass(self):
         rank, world = self.rank_world()
-        if get_worker_info() is not None and getattr(self, "_worker_flag", None) is not None:
-            self._worker_flag.value = 1
+        shared = getattr(self, "_shared", None)
+        if get_worker_info() is not None and shared is not None:
+            shared[0] = 1
+            if self._resume is None:  # where this process's parent says
+                self._epoch = shared[1]
         epoch = self._epoch
         reuse = (self._resume is None and getattr(self, "_ld", None) is not None
                  and not self._ld.closed and self._ld_key == (rank, world, os.getpid())
@@ -534,6 +544,8 @@ class StokerDataset(IterableDataset):
         self._epoch = epoch + 1
         self._ld_epoch = epoch + 1
         self._state = {"seed": self.seed, "epoch": epoch + 1, "position": 0}
+        if shared is not None and shared[1] < epoch + 1:
+            shared[1] = epoch + 1
 
     def stats(self):
         """stoker.Loader.stats() of the loader serving the passes (counted

@@ -67,3 +67,29 @@ def test_each_worker_resumes_its_own_share(datasets):
     ds = st.StokerDataset(datasets["npz"], 8, seed=9, world_size=1, rank=0)
     with pytest.raises(ValueError, match="saved in DataLoader worker 0 of 2, loaded in the main"):
         ds.load_state_dict(saved[0])
+
+
+def test_workers_advance_the_epoch(datasets):
+    # Workers are forked afresh from this process every epoch: each epoch
+    # used to start from epoch 0's order again.
+    import torch
+
+    import stoker.torch as st
+    ds = st.StokerDataset(datasets["npz"], 10, seed=7, world_size=1, rank=0, return_indices=True)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+
+    def epoch():  # batches in order: DataLoader takes them from workers 0, 1, 0, 1, ...
+        return [idx.tolist() for _, _, idx in dl]
+
+    epochs = [epoch() for _ in range(3)]
+    for b in epochs:
+        assert sorted(i for x in b for i in x) == list(range(200))
+    assert epochs[0] != epochs[1] and epochs[1] != epochs[2] and epochs[0] != epochs[2]
+    for e in range(3):
+        # Worker w read rank w of 2 in epoch e, as a dataset without workers does.
+        for w in range(2):
+            ref = st.StokerDataset(datasets["npz"], 10, seed=7, world_size=2, rank=w,
+                                   epoch=e, return_indices=True)
+            assert [idx.tolist() for _, _, idx in ref] == epochs[e][w::2]
+        ds.set_epoch(e)  # set_epoch reaches the workers
+        assert epoch() == epochs[e]
