@@ -211,7 +211,12 @@ static PyObject *Batch_sample(BatchObject *self, PyObject *arg) {
     return NULL;
   }
   struct stk_sample s;
-  if (!self->owner->l || stk_batch_sample(self->owner->l, self->b, (uint32_t)i, &s) != 0) {
+  if (!self->owner->l) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "this batch's loader belongs to another process (inherited through fork)");
+    return NULL;
+  }
+  if (stk_batch_sample(self->owner->l, self->b, (uint32_t)i, &s) != 0) {
     PyErr_SetString(PyExc_ValueError,
                     "not a fields batch (the loader was opened without decode=\"fields\")");
     return NULL;

@@ -144,6 +144,9 @@ def test_field_list_and_missing_field(datasets):
         all_samples(datasets["jpeg_wds"], field="jpg,png")
     with pytest.raises(ValueError, match="decoders: jpg: 'gif' is not a decoder"):
         F.check_decoders({"jpg": "gif"})
+    with stoker.Loader(datasets["jpeg_wds"], 8) as ld:  # decode="raw"
+        with pytest.raises(ValueError, match='not a fields batch'):
+            F.sample(next(ld), 0)
 
 
 def test_decoders_per_field(datasets):
