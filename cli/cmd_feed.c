@@ -45,8 +45,11 @@ const char cmd_feed_usage[] =
     "                      dataset: a state saved on another one is refused)\n"
     "  --save-state FILE   write the sampler state after the last batch\n"
     "decode:\n"
-    "  --decode KIND       raw, jpeg, npy (default raw; jpeg for the default dataset)\n"
-    "  --field NAME        field to decode (default: the first of each sample)\n"
+    "  --decode KIND       raw, jpeg, npy, fields (every field of a sample, packed\n"
+    "                      with its name, type and shape; default raw; jpeg for the\n"
+    "                      default dataset)\n"
+    "  --field NAME        field to decode (default: the first of each sample); with\n"
+    "                      --decode fields, the fields to keep: jpg,cls (default: all)\n"
     "  --size HxW          jpeg output size (default 224x224)\n"
     "  --dtype T           u8 or f32 (normalized) (default u8)\n"
     "  --layout L          hwc or chw (default hwc)\n"
@@ -131,7 +134,7 @@ static int parse_u32(const char *opt, const char *v, uint64_t min, uint64_t max,
 
 static int parse_option(struct feed_args *a, int c, const char *v) {
   static const char *const shuffles[] = {"auto", "none", "global", "block", NULL};
-  static const char *const decodes[] = {"raw", "jpeg", "npy", NULL};
+  static const char *const decodes[] = {"raw", "jpeg", "npy", "fields", NULL};
   static const char *const dtypes[] = {"u8", "f32", NULL};
   static const char *const layouts[] = {"hwc", "chw", NULL};
   static const char *const onerr[] = {"fail", "skip", NULL};

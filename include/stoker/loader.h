@@ -87,7 +87,11 @@ STK_EXPORT uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds);
 
 /* ---- decode ---------------------------------------------------------- */
 
-enum stk_decode_kind { STK_DECODE_RAW = 0, STK_DECODE_JPEG, STK_DECODE_NPY };
+/* FIELDS: each sample as all its fields (or those decode.field lists,
+ * comma-separated), with their names, element types and shapes, its key
+ * and label: read them with stk_batch_sample(). Deflated fields come
+ * inflated, strided ones gathered, the rest as stored. */
+enum stk_decode_kind { STK_DECODE_RAW = 0, STK_DECODE_JPEG, STK_DECODE_NPY, STK_DECODE_FIELDS };
 enum stk_dtype { STK_DTYPE_U8 = 0, STK_DTYPE_F32 };
 enum stk_layout { STK_LAYOUT_HWC = 0, STK_LAYOUT_CHW };
 
@@ -189,6 +193,17 @@ struct stk_batch {
 };
 
 struct stk_loader;
+
+/* Sample i of batch b of loader l, opened with STK_DECODE_FIELDS, split
+ * into *out: its index, label and key, and its fields, whose data point
+ * into the batch (valid until it is released). A field's type, ndim and
+ * shape are what the format records (MDS typed columns) or a .npy
+ * member's header says (a C-order array of a little-endian numeric
+ * dtype: data is then the array's, without the header); type
+ * STK_ELEM_NONE: bytes. STK_EINVAL when l is not a FIELDS loader or i is
+ * out of range. */
+STK_EXPORT int stk_batch_sample(const struct stk_loader *l, const struct stk_batch *b, uint32_t i,
+                                struct stk_sample *out);
 
 /* Zero *o (every option its default) and record sizeof *o, so that a newer
  * library knows which fields this program has. Use the macro. */

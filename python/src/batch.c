@@ -2,6 +2,7 @@
  * the batch and every view of it are gone; its fields as Arrays. */
 #include "binding.h"
 
+#include <string.h>
 #include <unistd.h>
 
 /* ---- Batch ----------------------------------------------------------------- */
@@ -174,6 +175,75 @@ static PyObject *Batch_item(BatchObject *self, Py_ssize_t i) {
   return make_array((PyObject *)self, b->data + b->offsets[i], DT_U8, 1, shape);
 }
 
+/* A field's element type as a dtype name numpy knows ("float16", ...). */
+static PyObject *field_tuple(BatchObject *self, const struct stk_field *f) {
+  Py_ssize_t n[1] = {(Py_ssize_t)f->len};
+  PyObject *bytes = make_array((PyObject *)self, (void *)f->data, DT_U8, 1, n);
+  if (!bytes) return NULL;
+  PyObject *shape = Py_None, *dtype = Py_None;
+  Py_INCREF(Py_None);
+  Py_INCREF(Py_None);
+  if (f->type != STK_ELEM_NONE) {
+    Py_DECREF(shape);
+    Py_DECREF(dtype);
+    dtype = PyUnicode_FromString(stk_elem_type_name(f->type));
+    shape = PyTuple_New(f->ndim);
+    for (int d = 0; shape && d < f->ndim; d++)
+      PyTuple_SET_ITEM(shape, d, PyLong_FromUnsignedLongLong(f->shape[d]));
+    if (!dtype || !shape) {
+      Py_DECREF(bytes);
+      Py_XDECREF(dtype);
+      Py_XDECREF(shape);
+      return NULL;
+    }
+  }
+  return Py_BuildValue("(sNNN)", f->name, bytes, dtype, shape);
+}
+
+/* _sample(i) -> (index, label, key, [(name, bytes Array, dtype or None,
+ * shape or None), ...]): sample i of a decode="fields" batch, as the
+ * library packed it (stk_batch_sample); every Array views the batch. */
+static PyObject *Batch_sample(BatchObject *self, PyObject *arg) {
+  Py_ssize_t i = PyLong_AsSsize_t(arg);
+  if (i == -1 && PyErr_Occurred()) return NULL;
+  if (i < 0 || i >= (Py_ssize_t)self->b->n) {
+    PyErr_SetString(PyExc_IndexError, "batch index out of range");
+    return NULL;
+  }
+  struct stk_sample s;
+  if (!self->owner->l) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "this batch's loader belongs to another process (inherited through fork)");
+    return NULL;
+  }
+  if (stk_batch_sample(self->owner->l, self->b, (uint32_t)i, &s) != 0) {
+    PyErr_SetString(PyExc_ValueError,
+                    "not a fields batch (the loader was opened without decode=\"fields\")");
+    return NULL;
+  }
+  PyObject *fields = PyList_New(s.nfields);
+  for (int k = 0; fields && k < s.nfields; k++) {
+    PyObject *t = field_tuple(self, &s.fields[k]);
+    if (!t) {
+      Py_CLEAR(fields);
+      break;
+    }
+    PyList_SET_ITEM(fields, k, t);
+  }
+  if (!fields) return NULL;
+  PyObject *key = PyUnicode_DecodeUTF8(s.key, (Py_ssize_t)strlen(s.key), "replace");
+  if (!key) {
+    Py_DECREF(fields);
+    return NULL;
+  }
+  return Py_BuildValue("(KiNN)", (unsigned long long)s.index, (int)s.label, key, fields);
+}
+
+static PyMethodDef Batch_methods[] = {
+    {"_sample", (PyCFunction)Batch_sample, METH_O,
+     "_sample(i) -> (index, label, key, [(name, bytes, dtype, shape), ...]) of a fields batch."},
+    {NULL, NULL, 0, NULL}};
+
 static PyObject *Batch_repr(BatchObject *self) {
   return PyUnicode_FromFormat("<stoker.Batch n=%u epoch=%llu seq=%llu bytes=%llu>", self->b->n,
                               (unsigned long long)self->b->epoch, (unsigned long long)self->b->seq,
@@ -217,6 +287,7 @@ PyTypeObject BatchType = {
         "every view of it (arrays, memoryviews, numpy arrays, torch tensors) are gone.",
     .tp_dealloc = (destructor)Batch_dealloc,
     .tp_getset = Batch_getset,
+    .tp_methods = Batch_methods,
     .tp_as_sequence = &Batch_seq_methods,
     .tp_repr = (reprfunc)Batch_repr,
 };

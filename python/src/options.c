@@ -111,7 +111,7 @@ int parse_opts(LoaderObject *self, PyObject *d) {
     const char *k;
     int v, max;
   } en[] = {{"shuffle", (int)o->sampler.shuffle, STK_SHUFFLE_BLOCK},
-            {"decode", dc->kind, STK_DECODE_NPY},
+            {"decode", dc->kind, STK_DECODE_FIELDS},
             {"dtype", dc->dtype, STK_DTYPE_F32},
             {"layout", dc->layout, STK_LAYOUT_CHW},
             {"on_error", o->on_error, STK_ON_ERROR_SKIP}};

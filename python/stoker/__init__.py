@@ -273,8 +273,12 @@ class Loader(_stoker.Loader):
                           number of batches, as DistributedSampler does
       resume=None         a state from state() / state_dict() to continue from
     Decode:
-      decode="raw"        "raw", "jpeg" or "npy"
-      field=None          field to decode (default: the first of each sample)
+      decode="raw"        "raw", "jpeg", "npy" or "fields" (every field of each
+                          sample with its name, type and shape: dict samples
+                          through stoker.fields.samples(batch))
+      field=None          field to decode (default: the first of each sample);
+                          with decode="fields", the fields to keep, "jpg,cls"
+                          (default: all)
       size=224            JPEG output size: int or (height, width)
       dtype="u8"          "u8" or "f32" (normalized by mean/std)
       layout="hwc"        "hwc" or "chw"
@@ -428,7 +432,7 @@ def _options(source, batch_size=64, *, shuffle=True, seed=None, epochs=1,
         raise ValueError(f"rank: {rank} is not below world ({world})")
     if resume is not None:
         o["resume"] = _resume_tuple(resume)
-    o["decode"] = _choice("decode", decode, ["raw", "jpeg", "npy"])
+    o["decode"] = _choice("decode", decode, ["raw", "jpeg", "npy", "fields"])
     o["field"] = _str("field", field)
     if isinstance(size, (tuple, list)):
         h, w = _pair("size", size, int)

@@ -14,9 +14,13 @@ torch DataLoader use batch_size=None. Rank and world size come from
 torch.distributed when it is initialized, else from RANK / WORLD_SIZE, else
 0 of 1; inside DataLoader workers each worker reads a disjoint share
 (rank * num_workers + worker id of world * num_workers). stoker already
-runs its own threads, so num_workers=0 is the recommended setting, and the
-only one under which state_dict() can see where the loop is.
+runs its own threads, so num_workers=0 is the recommended setting. With
+workers the main process cannot see their positions (its state_dict()
+raises); each worker's own state_dict() / load_state_dict() resume its
+share, as torchdata's StatefulDataLoader uses them.
 """
+import multiprocessing
+import multiprocessing.context
 import operator
 import os
 
@@ -24,6 +28,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 import stoker
+from stoker import fields
 
 __all__ = ["StokerDataset", "loader", "dist_rank_world"]
 
@@ -89,6 +94,22 @@ class StokerDataset(IterableDataset):
     state_dict() / load_state_dict() resume mid-epoch with exactly the
     remaining samples, also under another world size.
 
+    decode="fields" makes each item a dict of the samples' fields
+    (WebDataset keys, TFRecord features, MDS columns, npz arrays, a class
+    folder's file with its "cls"), each decoded by decoders={field: name or
+    callable} or by its extension (stoker.fields): images to (3, H, W)
+    uint8 tensors, .npy members and typed columns to arrays of their own
+    dtype and shape, cls to ints; equal shapes are stacked, text, bytes and
+    JSON come as lists.
+
+    transform=fn runs the user's own function (torchvision v2 transforms on
+    tensors, say) on each decoded sample (transform_on="sample": the dict,
+    or one input tensor of a jpeg/raw batch) or on the whole item
+    (transform_on="batch"), in a pool of transform_threads threads (0 or 1:
+    the iterating thread). Only there is the GIL taken; stoker's own
+    decode, crop and flip (decode="jpeg") stay in C and remain the fast
+    path.
+
     device="cuda" (or "cuda:N", a torch.device) hands out tensors on that
     GPU instead: each batch is copied from pinned memory (pin_memory
     defaults to True then) on a CUDA stream of stoker's, one batch ahead
@@ -97,8 +118,21 @@ class StokerDataset(IterableDataset):
     """
 
     def __init__(self, source, batch_size=64, *, rank=None, world_size=None, epoch=0,
-                 return_indices=False, device=None, **options):
+                 return_indices=False, device=None, decoders=None, transform=None,
+                 transform_on="sample", transform_threads=0, **options):
         super().__init__()
+        self.decoders = fields.check_decoders(decoders)
+        if decoders is not None and options.get("decode") != "fields":
+            raise ValueError('decoders: only with decode="fields"')
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform: expected a callable, got {type(transform).__name__}")
+        if transform_on not in ("sample", "batch"):
+            raise ValueError(f'transform_on: {transform_on!r} is not "sample" or "batch"')
+        if transform is not None and options.get("seq_len"):
+            raise ValueError("transform: not with seq_len (token windows)")
+        self.transform, self.transform_on = transform, transform_on
+        self.transform_threads = _whole("transform_threads", transform_threads, 0, 1024)
+        self._pool = None
         self.device = _cuda_device(device)
         if self.device is not None:
             options.setdefault("pin_memory", True)
@@ -133,7 +167,16 @@ class StokerDataset(IterableDataset):
         self._ld_epoch = None
         self._pending = None
         self._last_stats = None
-        self._in_workers = False
+        # Shared with DataLoader workers: memory that fork inherits and
+        # spawn passes along (a RawArray may travel only to a process being
+        # started; __getstate__ drops it for any other pickling).
+        # [0]: a worker has run a pass (this process's state_dict() cannot
+        # see where it is); [1]: the epoch the next pass runs, which a
+        # worker's finished pass advances and set_epoch() sets, so that
+        # workers, forked afresh from this process each epoch, do not
+        # repeat epoch 0's order every time.
+        self._shared = multiprocessing.RawArray("q", 2)
+        self._shared[1] = epoch
         self._active = False     # a pass (_pass) is in progress
         # Bad options fail here (TypeError/ValueError naming them), not in the first pass.
         stoker._options(source, batch_size, **options)
@@ -175,6 +218,8 @@ class StokerDataset(IterableDataset):
         self._epoch = epoch
         self._resume = None
         self._state = {"seed": self.seed, "epoch": epoch, "position": 0}
+        if getattr(self, "_shared", None) is not None:
+            self._shared[1] = epoch
 
     def state_dict(self):
         """Where the loop stands: {"seed", "epoch", "position"[, "dataset"]}
@@ -182,10 +227,17 @@ class StokerDataset(IterableDataset):
         consumed; dataset is the dataset's fingerprint, which a resume on
         another dataset is refused for).
         Save it with the model; load_state_dict() resumes from it."""
-        if self._in_workers:
+        info = get_worker_info()
+        if info is not None:
+            # In a worker (torchdata's StatefulDataLoader asks each worker):
+            # its own share's state, to be loaded back into the same worker.
+            return dict(self._state, worker_id=info.id, num_workers=info.num_workers)
+        shared = getattr(self, "_shared", None)
+        if shared is not None and shared[0]:
             raise RuntimeError("state_dict(): the dataset was iterated in DataLoader worker "
-                               "processes, whose position this process cannot see; use "
-                               "num_workers=0 (stoker runs its own threads)")
+                               "processes, whose positions this process cannot see; use "
+                               "num_workers=0 (stoker runs its own threads), or torchdata's "
+                               "StatefulDataLoader, which saves each worker's state_dict()")
         return dict(self._state)
 
     def load_state_dict(self, state):
@@ -201,6 +253,20 @@ class StokerDataset(IterableDataset):
             raise ValueError(f"state: missing key {e}") from None
         if seed != self.seed:
             raise ValueError(f"state: saved with seed {seed}, this dataset has seed {self.seed}")
+        # A worker's state covers its own share only: it resumes that
+        # worker of the same number of workers, nothing else.
+        info = get_worker_info()
+        here = (info.id, info.num_workers) if info is not None else None
+        saved = None
+        if "num_workers" in state or "worker_id" in state:
+            saved = (_whole("state: worker_id", state.get("worker_id")),
+                     _whole("state: num_workers", state.get("num_workers"), 1))
+        if saved != here and (saved is not None or (here is not None and here[1] > 1)):
+            where = lambda w: "the main process" if w is None else \
+                f"DataLoader worker {w[0]} of {w[1]}"
+            raise ValueError(f"state: saved in {where(saved)}, loaded in {where(here)}: a "
+                             f"state resumes the share it was saved from (with workers, "
+                             f"StatefulDataLoader gives each worker its own)")
         fp = _whole("state: dataset", state.get("dataset", 0))  # 0: saved before fingerprints
         self._epoch = epoch
         self._resume = (seed, epoch, pos, fp)
@@ -250,6 +316,9 @@ class StokerDataset(IterableDataset):
         """Stop the loader kept between passes (threads and buffers); the
         next pass opens a new one where the state says."""
         self._pending = None
+        pool, self._pool = getattr(self, "_pool", None), None
+        if pool is not None and pool[1] == os.getpid():
+            pool[0].shutdown(wait=True)
         ld, self._ld = getattr(self, "_ld", None), None
         self._loader = None
         if ld is not None and self._ld_key[2] == os.getpid():
@@ -267,7 +336,9 @@ class StokerDataset(IterableDataset):
 
     def __getstate__(self):  # DataLoader workers (spawn): the loader stays here
         d = dict(self.__dict__)
-        d["_ld"] = d["_loader"] = d["_pending"] = None
+        d["_ld"] = d["_loader"] = d["_pending"] = d["_pool"] = None
+        if multiprocessing.context.get_spawning_popen() is None:
+            d["_shared"] = None  # not on its way to a worker: cannot travel
         return d
 
     def _token_item(self, batch):
@@ -295,14 +366,50 @@ class StokerDataset(IterableDataset):
             item["windows"] = torch.tensor(memoryview(batch.windows).cast("B").cast("q"))
         return item
 
+    # -- dict samples and the transform hook -----------------------------------
+    # The Python work (field decoders, the user's transform) runs here, in
+    # the thread that iterates or in a pool of transform_threads threads:
+    # the loader's own threads never take the GIL.
+
+    def _map(self, fn, items):
+        if self.transform_threads <= 1 or len(items) < 2:
+            return [fn(x) for x in items]
+        if self._pool is None or self._pool[1] != os.getpid():
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = (ThreadPoolExecutor(self.transform_threads,
+                                             thread_name_prefix="stoker-transform"), os.getpid())
+        return list(self._pool[0].map(fn, items))
+
+    def _fields_item(self, batch):
+        dec, tf = self.decoders, self.transform if self.transform_on == "sample" else None
+
+        def one(i):
+            d = fields.sample(batch, i, dec)
+            return tf(d) if tf is not None else d
+
+        item = fields.collate(self._map(one, range(len(batch))))
+        if self.transform is not None and self.transform_on == "batch":
+            item = self.transform(item)
+        return item
+
     def _item(self, batch):
         if self.options.get("seq_len"):
             return self._token_item(batch)
+        if self.options.get("decode") == "fields":
+            return self._fields_item(batch)
         x = self._inputs(batch)
+        if self.transform is not None and self.transform_on == "sample":
+            out = self._map(self.transform, list(x))
+            x = torch.stack(out) if out and all(
+                isinstance(t, torch.Tensor) and t.shape == out[0].shape for t in out) else out
         y = torch.from_dlpack(batch.labels).long()
         if self.return_indices:
-            return x, y, torch.tensor(memoryview(batch.indices).cast("B").cast("q"))  # u64 -> i64
-        return x, y
+            item = (x, y, torch.tensor(memoryview(batch.indices).cast("B").cast("q")))  # u64 -> i64
+        else:
+            item = (x, y)
+        if self.transform is not None and self.transform_on == "batch":
+            item = self.transform(item)
+        return item
 
     def __iter__(self):
         if self._active:
@@ -356,7 +463,8 @@ class StokerDataset(IterableDataset):
                         item = None
                         end = self._state
                     if item is not None:
-                        moved = tuple(_to_device(x, dev) for x in item)
+                        moved = (tuple(_to_device(x, dev) for x in item)
+                                 if isinstance(item, tuple) else _to_device(item, dev))
                         del item  # the pinned batch goes here: its event follows the copy on side
                         done = torch.cuda.Event()
                         done.record(side)
@@ -395,8 +503,11 @@ class StokerDataset(IterableDataset):
 
     def _pass(self):
         rank, world = self.rank_world()
-        if get_worker_info() is not None:
-            self._in_workers = True
+        shared = getattr(self, "_shared", None)
+        if get_worker_info() is not None and shared is not None:
+            shared[0] = 1
+            if self._resume is None:  # where this process's parent says
+                self._epoch = shared[1]
         epoch = self._epoch
         reuse = (self._resume is None and getattr(self, "_ld", None) is not None
                  and not self._ld.closed and self._ld_key == (rank, world, os.getpid())
@@ -433,6 +544,8 @@ class StokerDataset(IterableDataset):
         self._epoch = epoch + 1
         self._ld_epoch = epoch + 1
         self._state = {"seed": self.seed, "epoch": epoch + 1, "position": 0}
+        if shared is not None and shared[1] < epoch + 1:
+            shared[1] = epoch + 1
 
     def stats(self):
         """stoker.Loader.stats() of the loader serving the passes (counted
@@ -474,23 +587,32 @@ def _cuda_device(device):
 
 
 def _to_device(x, dev):
-    """x (a tensor or a list of them) copied to dev without waiting. Memory
-    torch did not pin is pinned first (torch's caching host allocator,
-    which fences its reuse itself): a non_blocking copy from pageable
-    memory would wait for the side stream's earlier copies."""
-    if isinstance(x, list):
-        return [_to_device(t, dev) for t in x]
+    """x's tensors copied to dev without waiting, in the same structure (a
+    tuple, list or dict of them: dict samples, a transform's output; other
+    values as they are). Memory torch did not pin is pinned first (torch's
+    caching host allocator, which fences its reuse itself): a non_blocking
+    copy from pageable memory would wait for the side stream's earlier
+    copies."""
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_device(t, dev) for t in x)
+    if isinstance(x, dict):
+        return {k: _to_device(v, dev) for k, v in x.items()}
+    if not isinstance(x, torch.Tensor):
+        return x
     if not x.is_pinned():
         x = x.pin_memory()
     return x.to(dev, non_blocking=True)
 
 
 def _tensors(item):
-    for x in item:
-        if isinstance(x, list):
-            yield from x
-        else:
-            yield x
+    if isinstance(item, torch.Tensor):
+        yield item
+    elif isinstance(item, (list, tuple)):
+        for x in item:
+            yield from _tensors(x)
+    elif isinstance(item, dict):
+        for x in item.values():
+            yield from _tensors(x)
 
 
 def loader(source, batch_size=64, **options):

@@ -79,8 +79,7 @@ def test_dataloader_workers_shard(datasets):
     seen = [int(i) for _, _, idx in dl for i in idx]
     assert sorted(seen) == list(range(200))  # disjoint, and together the epoch
     with pytest.raises(RuntimeError, match="num_workers=0"):
-        # The main process's copy never saw the workers' position.
-        ds._in_workers = True
+        # The main process's copy never saw the workers' positions.
         ds.state_dict()
 
 

@@ -41,6 +41,24 @@ extern const struct stk_decode_ops stk__dec_raw;
 extern const struct stk_decode_ops stk__dec_jpeg;
 extern const struct stk_decode_ops stk__dec_npy;
 
+/* The fields decoder (decode_fields.c): a whole sample, not one field, so
+ * the pipeline calls these instead of an ops table: the record's size, and
+ * the record packed into out (cap bytes). */
+int stk__fields_size(const struct stk_decode_cfg *cfg, const struct stk_sample *s,
+                     uint64_t *size, char *err);
+int stk__fields_pack(const struct stk_decode_cfg *cfg, const struct stk_sample *s, uint8_t *out,
+                     uint64_t cap, uint64_t *out_len, char *err);
+/* Sample i of a FIELDS batch from its record (stk_batch_sample checks the
+ * loader's kind first). */
+int stk__fields_unpack(const struct stk_batch *b, uint32_t i, struct stk_sample *out);
+
+/* What a .npy file held in memory (n bytes at p) is, for the fields
+ * decoder: a C-order array of a little-endian numeric dtype with at most
+ * STK_FIELD_MAX_DIMS dimensions sets f's type, elem, ndim and shape and
+ * *hdr_len (the bytes before its data), returning 0; anything else (or a
+ * bad header) returns 1 and leaves f alone. */
+int stk__npy_describe(const uint8_t *p, uint64_t n, struct stk_field *f, uint64_t *hdr_len);
+
 /* Inflate a raw-deflate (zip method 8) field into out; exact size expected. */
 int stk__inflate(const uint8_t *in, uint64_t in_len, uint8_t *out, uint64_t out_len, char *err);
 /* Gather a strided field (STK_ENC_STRIDED: one sample of an array holding

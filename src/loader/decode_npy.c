@@ -20,6 +20,9 @@ struct npy_info {
   uint64_t itemsize;
   uint64_t bytes; /* prod(shape) * itemsize */
   int fortran;
+  uint8_t type;   /* enum stk_elem_type of a little-endian numeric dtype, else NONE */
+  int ndim;       /* dimensions (shape[] holds the first STK_FIELD_MAX_DIMS) */
+  uint64_t shape[STK_FIELD_MAX_DIMS];
 };
 
 /* ---- header parsing -------------------------------------------------- */
@@ -109,20 +112,42 @@ static int descr_itemsize(const char *d, uint64_t *size, char *err) {
   return 0;
 }
 
-/* "(3, 224, 224)" to the element count, refusing overflow. */
-static int parse_shape(struct cur *c, uint64_t *count) {
+/* The element type of a dtype string where it is one of enum
+ * stk_elem_type in little-endian (or single-byte) order; NONE otherwise. */
+static uint8_t descr_type(const char *d) {
+  static const struct {
+    const char *s;
+    uint8_t t;
+  } k[] = {{"u1", STK_ELEM_U8},  {"i1", STK_ELEM_I8},  {"u2", STK_ELEM_U16}, {"i2", STK_ELEM_I16},
+           {"f2", STK_ELEM_F16}, {"u4", STK_ELEM_U32}, {"i4", STK_ELEM_I32}, {"f4", STK_ELEM_F32},
+           {"u8", STK_ELEM_U64}, {"i8", STK_ELEM_I64}, {"f8", STK_ELEM_F64}};
+  int one = strlen(d) == 3 && d[2] == '1'; /* "|u1": order does not apply */
+  int little = d[0] == '<' || (d[0] == '=' && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+  if (!little && !(d[0] == '|' && one)) return STK_ELEM_NONE;
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+    if (!strcmp(d + 1, k[i].s)) return k[i].t;
+  return STK_ELEM_NONE;
+}
+
+/* "(3, 224, 224)" to the element count, refusing overflow; the dimensions
+ * into h. */
+static int parse_shape(struct cur *c, uint64_t *count, struct npy_info *h) {
   if (!eat(c, '(')) return -1;
   uint64_t n = 1;
-  for (int ndim = 0;; ndim++) {
+  int ndim = 0;
+  for (;; ndim++) {
     if (eat(c, ')')) break;
     uint64_t d;
     if (ndim >= NPY_MAX_NDIM || parse_uint(c, &d) != 0 || __builtin_mul_overflow(n, d, &n))
       return -1;
+    if (ndim < STK_FIELD_MAX_DIMS) h->shape[ndim] = d;
     if (!eat(c, ',')) {
       if (!eat(c, ')')) return -1;
+      ndim++;
       break;
     }
   }
+  h->ndim = ndim;
   *count = n;
   return 0;
 }
@@ -145,10 +170,11 @@ static int parse_entry(struct cur *c, struct npy_info *h, uint64_t *count, unsig
     *seen |= 1;
     if (parse_str(c, descr, sizeof descr) != 0)
       return stk__errf(err, STK_ENOTSUP, "npy: structured dtypes are not supported");
+    h->type = descr_type(descr);
     return descr_itemsize(descr, &h->itemsize, err);
   }
   if (strcmp(key, "fortran_order") == 0) return *seen |= 2, parse_bool(c, &h->fortran) ? 1 : 0;
-  if (strcmp(key, "shape") == 0) return *seen |= 4, parse_shape(c, count) ? 1 : 0;
+  if (strcmp(key, "shape") == 0) return *seen |= 4, parse_shape(c, count, h) ? 1 : 0;
   return stk__errf(err, STK_EFORMAT, "npy: unexpected header key '%s'", key);
 }
 
@@ -265,6 +291,22 @@ static int z_header(struct npy_tls *t, const struct stk_field *in, struct npy_in
   }
   rc = z_fill(t, (uint8_t *)t->hdr, dict, 0, err);
   return rc ? rc : parse_dict(t->hdr, dict, h, err);
+}
+
+int stk__npy_describe(const uint8_t *p, uint64_t n, struct stk_field *f, uint64_t *hdr_len) {
+  struct npy_info h;
+  char err[STK_ERRMSG_MAX];
+  memset(&h, 0, sizeof h);
+  if (parse_header(p, n, &h, err) != 0 || check_size(&h, n - h.hdr_len, h.bytes, err) != 0 ||
+      h.type == STK_ELEM_NONE || h.fortran || h.ndim > STK_FIELD_MAX_DIMS)
+    return 1;
+  f->type = h.type;
+  f->elem = stk_elem_type_size(h.type);
+  f->ndim = (uint8_t)h.ndim;
+  memset(f->shape, 0, sizeof f->shape);
+  memcpy(f->shape, h.shape, sizeof h.shape[0] * (size_t)h.ndim);
+  *hdr_len = h.hdr_len;
+  return 0;
 }
 
 /* ---- ops ------------------------------------------------------------- */

@@ -170,8 +170,10 @@ struct stk_loader {
   char err[STK_ERRMSG_MAX];
 };
 
+/* By kind; FIELDS packs whole samples (decode_fields.c) and copies like
+ * raw where its own functions are not called. */
 static const struct stk_decode_ops *const decoders[] = {&stk__dec_raw, &stk__dec_jpeg,
-                                                         &stk__dec_npy};
+                                                         &stk__dec_npy, &stk__dec_raw};
 
 static void ctr_add(_Atomic uint64_t *c, uint64_t v) {
   atomic_fetch_add_explicit(c, v, memory_order_relaxed);
@@ -728,6 +730,17 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tl
   int rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, verify, &smp, err);
   if (rc) return slot_fail(l, j, s, rc, err);
   if (smp.label >= 0) s->label = smp.label;
+  if (l->o.decode.kind == STK_DECODE_FIELDS) { /* packed in the copy phase */
+    rc = stk__fields_size(&l->o.decode, &smp, &s->out_len, err);
+    if (rc) {
+      char msg[STK_ERRMSG_MAX + 64];
+      snprintf(msg, sizeof msg, "%s: offset %llu: sample %llu: %s", sh->path,
+               (unsigned long long)s->off, (unsigned long long)s->id, err);
+      return slot_fail(l, j, s, rc, msg);
+    }
+    atomic_store_explicit(&j->copy, 1, memory_order_relaxed);
+    return;
+  }
   const struct stk_field *f = pick_field(l, &smp);
   if (!f) {
     stk__errf(err, STK_EFORMAT, "%s: offset %llu: sample %llu has no field '%s'", sh->path,
@@ -771,6 +784,18 @@ static void copy_sample(struct stk_loader *l, struct job *j, uint32_t i, void **
   if (s->err) return;
   uint64_t got = 0;
   int rc;
+  if (l->o.decode.kind == STK_DECODE_FIELDS) { /* parse again: the fields point into raw */
+    const struct stk_shard *sh = &l->ds->shards[s->shard];
+    struct stk_sample smp;
+    memset(&smp, 0, sizeof smp);
+    smp.label = -1;
+    smp.index = s->id;
+    rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, 0, &smp, err);
+    if (!rc) rc = stk__fields_pack(&l->o.decode, &smp, j->out + s->out_off, s->out_len, &got, err);
+    if (rc) return slot_fail(l, j, s, rc, err);
+    s->out_len = got;
+    return;
+  }
   if (s->field.encoding == STK_ENC_NONE) {
     memcpy(j->out + s->out_off, s->field.data + s->field.len - s->out_len, s->out_len);
     return;
@@ -809,7 +834,7 @@ static void finish_phase1(struct stk_loader *l, struct job *j) {
 
 static void *worker_main(void *arg) {
   struct stk_loader *l = arg;
-  void *tls[3] = {NULL, NULL, NULL};
+  void *tls[STK__ARRAY_LEN(decoders)] = {NULL};
   char err[STK_ERRMSG_MAX];
   pthread_mutex_lock(&l->mu);
   for (;;) {
@@ -847,7 +872,7 @@ static void *worker_main(void *arg) {
     pthread_mutex_lock(&l->mu);
   }
   pthread_mutex_unlock(&l->mu);
-  for (int k = 0; k < 3; k++)
+  for (size_t k = 0; k < STK__ARRAY_LEN(decoders); k++)
     if (tls[k] && decoders[k]->thread_free) decoders[k]->thread_free(tls[k]);
   return NULL;
 }
@@ -1574,4 +1599,10 @@ int stk_batch_tokens(const struct stk_loader *l, const struct stk_batch *b,
   if (!l->tok) return STK_EINVAL;
   stk__tokens_view(l->tok, b->data, l->o.batch_size, b->n, b->indices, out);
   return 0;
+}
+
+int stk_batch_sample(const struct stk_loader *l, const struct stk_batch *b, uint32_t i,
+                     struct stk_sample *out) {
+  if (!l || l->tok || l->o.decode.kind != STK_DECODE_FIELDS) return STK_EINVAL;
+  return stk__fields_unpack(b, i, out);
 }

@@ -1,0 +1,184 @@
+"""Dict samples: batches of a loader opened with decode="fields".
+
+libstoker packs each sample's fields (WebDataset members, TFRecord
+features, MDS columns, npz arrays, a plain file) into the batch with their
+names, and with the element type and shape where the format records them
+(include/stoker/loader.h, STK_DECODE_FIELDS); this module turns them into
+Python values, one decoder per field:
+
+  "image"  jpg/jpeg/png/webp/...: a (3, H, W) uint8 torch tensor
+           (torchvision.io.decode_image, RGB), or with no torchvision a
+           (H, W, 3) numpy array through PIL
+  "npy"    a .npy member: a numpy array of its own dtype and shape, viewing
+           the batch (no copy)
+  "int"    cls/label/...: the ASCII integer
+  "json"   the parsed JSON value
+  "text"   str (UTF-8)
+  "bytes"  bytes
+  "array"  the raw bytes as a uint8 numpy array viewing the batch
+  a callable: fn(memoryview) -> value, the user's own.
+
+Fields whose type the format records (MDS ndarray and numeric columns,
+DLIO's npz arrays) are numpy arrays of that dtype and shape whatever the
+decoder. Every sample is a dict {field: value, "__key__": key,
+"__index__": global sample number}, and "cls" is the class label where the
+format gives one (class folders, TFRecord's label) and no field has that
+name.
+"""
+import io
+import json
+
+import numpy as np
+
+IMAGE_EXT = ("jpg", "jpeg", "png", "webp", "ppm", "pgm", "pbm", "bmp", "gif", "tif", "tiff")
+INT_EXT = ("cls", "cls2", "label", "class", "index", "idx", "target")
+TEXT_EXT = ("txt", "text", "caption")
+DECODERS = ("image", "npy", "int", "json", "text", "bytes", "array")
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def default_decoder(name):
+    """The decoder a field gets by its name's last extension (WebDataset's
+    convention: "seg.png" is an image)."""
+    ext = name.rsplit(".", 1)[-1].lower()
+    if ext in IMAGE_EXT:
+        return "image"
+    if ext in INT_EXT:
+        return "int"
+    if ext == "json":
+        return "json"
+    if ext in TEXT_EXT:
+        return "text"
+    if ext in ("npy", "npz"):
+        return "npy"
+    return "bytes"
+
+
+def check_decoders(decoders):
+    """decoders: None or {field: decoder name or callable}; a one-line
+    error naming the field otherwise."""
+    if decoders is None:
+        return {}
+    if not isinstance(decoders, dict):
+        raise TypeError(f"decoders: expected a dict {{field: decoder}}, got {type(decoders).__name__}")
+    for k, v in decoders.items():
+        if not isinstance(k, str):
+            raise TypeError(f"decoders: field names are str, got {k!r}")
+        if not callable(v) and v not in DECODERS:
+            raise ValueError(f"decoders: {k}: {v!r} is not a decoder ({', '.join(DECODERS)} "
+                             f"or a callable)")
+    return dict(decoders)
+
+
+def _npy(buf):
+    f = io.BytesIO(memoryview(buf)[:4096].tobytes())
+    if f.read(6) != NPY_MAGIC:
+        raise ValueError("not a .npy member (no \\x93NUMPY magic)")
+    major, _ = f.read(2)
+    read = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}
+    if major not in read:
+        raise ValueError(f"unsupported .npy version {major}")
+    shape, fortran, dtype = read[major](f)
+    data = np.frombuffer(buf, dtype=np.uint8)[f.tell():]
+    n = int(np.prod(shape)) * dtype.itemsize
+    if dtype.hasobject or data.size < n:
+        raise ValueError("a .npy member with object dtype or truncated data")
+    arr = data[:n].view(dtype)
+    return arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)
+
+
+def _image(buf):
+    try:
+        import torch
+        from torchvision.io import ImageReadMode, decode_image
+    except ImportError:
+        from PIL import Image
+        with Image.open(io.BytesIO(memoryview(buf).tobytes())) as im:
+            return np.asarray(im.convert("RGB"))
+    t = torch.frombuffer(bytearray(memoryview(buf)), dtype=torch.uint8)
+    return decode_image(t, mode=ImageReadMode.RGB)
+
+
+def decode_field(name, buf, dtype, shape, decoder):
+    """One field's value: buf is an array viewing the batch's bytes."""
+    if dtype is not None:  # the format recorded type and shape
+        arr = np.frombuffer(buf, dtype=np.dtype(dtype).newbyteorder("<"))
+        return arr.reshape(shape if shape is not None else ())  # () : a 0-d array
+    if callable(decoder):
+        return decoder(memoryview(buf))
+    if decoder == "npy":
+        return _npy(buf)
+    if decoder == "image":
+        return _image(buf)
+    if decoder == "array":
+        return np.frombuffer(buf, dtype=np.uint8)
+    b = memoryview(buf).tobytes()
+    if decoder == "int":
+        try:
+            return int(b.decode("ascii").strip())
+        except ValueError:
+            raise ValueError(f"field {name}: {b[:32]!r} is not an integer (decoders={{{name!r}: "
+                             f"'bytes'}} keeps it as bytes)") from None
+    if decoder == "json":
+        return json.loads(b)
+    if decoder == "text":
+        return b.decode("utf-8")
+    return b
+
+
+def sample(batch, i, decoders=None):
+    """Sample i of a decode="fields" batch as a dict (see the module)."""
+    index, label, key, fields = batch._sample(i)
+    decoders = decoders or {}
+    out = {}
+    for name, buf, dtype, shape in fields:
+        dec = decoders.get(name) or default_decoder(name)
+        if dec == "bytes" and name not in decoders and dtype is None and \
+                bytes(memoryview(buf)[:6]) == NPY_MAGIC:
+            dec = "npy"  # an npz array, or a .npy member by another name
+        try:
+            out[name] = decode_field(name, buf, dtype, shape, dec)
+        except ValueError as e:
+            raise ValueError(f"sample {index} ({key or 'no key'}): field {name}: {e}") from None
+    if label >= 0 and "cls" not in out:
+        out["cls"] = label
+    out["__key__"] = key
+    out["__index__"] = index
+    return out
+
+
+def samples(batch, decoders=None):
+    """Every sample of a decode="fields" batch, as dicts."""
+    return [sample(batch, i, decoders) for i in range(len(batch))]
+
+
+def collate(items):
+    """A batch of dict samples as one dict: tensors of one shape stacked,
+    ints into an int64 tensor, numpy arrays of one dtype and shape stacked
+    (torch tensors where torch is installed), everything else (text,
+    bytes, JSON, images of different sizes) a list."""
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    out = {}
+    keys = list(items[0]) if items else []
+    for k in keys:
+        vals = [it.get(k) for it in items]
+        v0 = vals[0]
+        if torch is not None and isinstance(v0, torch.Tensor) and \
+                all(isinstance(v, torch.Tensor) and v.shape == v0.shape and v.dtype == v0.dtype
+                    for v in vals):
+            out[k] = torch.stack(vals)
+        elif isinstance(v0, np.ndarray) and \
+                all(isinstance(v, np.ndarray) and v.shape == v0.shape and v.dtype == v0.dtype
+                    for v in vals):
+            a = np.stack(vals)
+            out[k] = torch.from_numpy(a) if torch is not None and a.dtype.kind in "biuf" and \
+                a.dtype.byteorder in "=|<" else a
+        elif k != "__key__" and all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+            out[k] = torch.tensor(vals, dtype=torch.int64) if torch is not None else \
+                np.array(vals, dtype=np.int64)
+        else:
+            out[k] = vals
+    return out
