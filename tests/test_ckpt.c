@@ -1,0 +1,377 @@
+/* The checkpoint tier (src/ckpt): save and restore round trips, partial
+ * and corrupt checkpoints never taken as complete, kill -9 during a save
+ * and during a drain, draining to a directory origin, eviction, and
+ * re-staging after the local directory is lost. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../src/ckpt/ckpt_impl.h"
+#include "stoker/ckpt.h"
+#include "stoker/util.h"
+#include "test.h"
+
+static uint8_t *random_bytes(uint64_t seed, size_t n) {
+  uint8_t *p = malloc(n ? n : 1);
+  struct stk_rng r;
+  stk_rng_seed(&r, seed);
+  stk_rng_fill(&r, p, n);
+  return p;
+}
+
+/* Objects of step `step`: three of odd sizes, one empty, one unaligned. */
+#define NOBJ 4
+static void make_objs(uint64_t step, size_t big, struct stk_ckpt_obj o[NOBJ], uint8_t *bufs[NOBJ]) {
+  static const char *names[NOBJ] = {"model/layer.0.weight", "optim \"state\"", "empty", "rng"};
+  size_t sizes[NOBJ] = {big, big / 3 + 17, 0, 4099};
+  for (int i = 0; i < NOBJ; i++) {
+    bufs[i] = random_bytes(step * 100 + (uint64_t)i, sizes[i] + 1);
+    o[i] = (struct stk_ckpt_obj){names[i], bufs[i] + (i == 3), sizes[i]}; /* rng: unaligned */
+  }
+}
+
+static void free_objs(uint8_t *bufs[NOBJ]) {
+  for (int i = 0; i < NOBJ; i++) free(bufs[i]);
+}
+
+static void check_data(const struct stk_ckpt_data *d, uint64_t step, size_t big) {
+  struct stk_ckpt_obj o[NOBJ];
+  uint8_t *bufs[NOBJ];
+  make_objs(step, big, o, bufs);
+  CHECK_EQ(stk_ckpt_data_step(d), step);
+  CHECK_EQ(stk_ckpt_data_count(d), NOBJ);
+  for (int i = 0; i < NOBJ; i++) {
+    uint64_t size = 0;
+    const void *p = stk_ckpt_data_bytes(d, (size_t)i, &size);
+    CHECK_STR(stk_ckpt_data_name(d, (size_t)i), o[i].name);
+    CHECK_EQ(size, o[i].size);
+    CHECK(size == 0 || memcmp(p, o[i].data, size) == 0);
+  }
+  CHECK_EQ(stk_ckpt_data_find(d, "rng"), 3);
+  free_objs(bufs);
+}
+
+static struct stk_ckpt *open_ckpt(const char *dir, const char *origin, char *err) {
+  struct stk_ckpt_opts o;
+  stk_ckpt_opts_init(&o);
+  o.dir = dir;
+  o.origin = origin;
+  o.chunk_bytes = 64u << 10; /* many chunks per object */
+  o.threads = 3;
+  struct stk_ckpt *c = NULL;
+  int rc = stk_ckpt_open(&c, &o, err);
+  CHECK_MSG(rc == 0, "open %s: %s", dir, err);
+  return c;
+}
+
+static void save_step(struct stk_ckpt *c, uint64_t step, size_t big) {
+  struct stk_ckpt_obj o[NOBJ];
+  uint8_t *bufs[NOBJ];
+  char err[STK_ERRMSG_MAX] = "";
+  make_objs(step, big, o, bufs);
+  int rc = stk_ckpt_save(c, step, o, NOBJ, err);
+  CHECK_MSG(rc == 0, "save %llu: %s", (unsigned long long)step, err);
+  free_objs(bufs);
+}
+
+TEST(ckpt_crc_combine) {
+  uint8_t *p = random_bytes(7, 100000);
+  size_t cuts[] = {0, 1, 7, 4096, 65536, 99999, 100000};
+  uint32_t whole = stk_crc32c(0, p, 100000);
+  for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+    size_t k = cuts[i];
+    uint32_t a = stk_crc32c(0, p, k), b = stk_crc32c(0, p + k, 100000 - k);
+    CHECK_EQ(stk__crc32c_combine(a, b, 100000 - k), whole);
+  }
+  free(p);
+}
+
+TEST(ckpt_save_load) {
+  char err[STK_ERRMSG_MAX] = "";
+  struct stk_ckpt *c = open_ckpt("local", NULL, err);
+  uint64_t step;
+  CHECK_EQ(stk_ckpt_latest(c, &step, err), STK_ENOENT);
+  save_step(c, 100, 1000003);
+  save_step(c, 200, 300000);
+  CHECK_OK(stk_ckpt_latest(c, &step, err));
+  CHECK_EQ(step, 200);
+  struct stk_ckpt_data *d;
+  CHECK_OK(stk_ckpt_load(c, UINT64_MAX, &d, err));
+  check_data(d, 200, 300000);
+  stk_ckpt_data_free(d);
+  CHECK_OK(stk_ckpt_load(c, 100, &d, err));
+  check_data(d, 100, 1000003);
+  stk_ckpt_data_free(d);
+  /* The same step again is refused; the manifest names every object. */
+  struct stk_ckpt_obj one = {"x", "y", 1};
+  CHECK_EQ(stk_ckpt_save(c, 100, &one, 1, err), STK_EEXIST);
+  CHECK_CONTAINS(err, "step-000000000100-rank-00000");
+  struct stk_ckpt_obj dup[2] = {{"x", "y", 1}, {"x", "z", 1}};
+  CHECK_EQ(stk_ckpt_save(c, 300, dup, 2, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "'x' given twice");
+  char *out = NULL;
+  test_sh(&out, "cat local/step-000000000100-rank-00000/MANIFEST.json");
+  CHECK_CONTAINS(out, "\"optim \\\"state\\\"\"");
+  CHECK_CONTAINS(out, "\"world\": 1");
+  free(out);
+  struct stk_ckpt_stats st;
+  stk_ckpt_stats(c, &st);
+  CHECK_EQ(st.saves, 2);
+  CHECK_EQ(st.restores, 2);
+  stk_ckpt_close(c);
+
+  struct stk_ckpt_opts o;
+  stk_ckpt_opts_init(&o);
+  o.dir = "x";
+  o.rank = 2;
+  o.world = 2;
+  CHECK_EQ(stk_ckpt_open(&c, &o, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "rank 2 is not below world size 2");
+}
+
+/* A checkpoint without its manifest, or with a torn one, or with an object
+ * of the wrong size, is partial: newest complete is loaded, gc removes. */
+TEST(ckpt_partial_ignored) {
+  char err[STK_ERRMSG_MAX] = "";
+  struct stk_ckpt *c = open_ckpt("local", NULL, err);
+  save_step(c, 1, 200000);
+  save_step(c, 2, 200000);
+  save_step(c, 3, 200000);
+  save_step(c, 4, 200000);
+  stk_ckpt_close(c);
+  char *out = NULL;
+  CHECK_EQ(test_sh(&out,
+                   "cd local && rm step-000000000004-rank-00000/MANIFEST.json && "
+                   "head -c 100 step-000000000003-rank-00000/MANIFEST.json > t && "
+                   "mv t step-000000000003-rank-00000/MANIFEST.json && "
+                   "truncate -s 5 step-000000000002-rank-00000/00001.obj"),
+           0);
+  free(out);
+  c = open_ckpt("local", NULL, err); /* open collects the partial ones */
+  struct stk_ckpt_data *d;
+  CHECK_OK(stk_ckpt_load(c, UINT64_MAX, &d, err));
+  check_data(d, 1, 200000);
+  stk_ckpt_data_free(d);
+  CHECK_EQ(stk_ckpt_load(c, 4, &d, err), STK_ENOENT);
+  stk_ckpt_close(c);
+  struct stat st;
+  CHECK(stat("local/step-000000000001-rank-00000", &st) == 0);
+  CHECK(stat("local/step-000000000002-rank-00000", &st) != 0);
+  CHECK(stat("local/step-000000000003-rank-00000", &st) != 0);
+  CHECK(stat("local/step-000000000004-rank-00000", &st) != 0);
+}
+
+TEST(ckpt_corrupt_detected) {
+  char err[STK_ERRMSG_MAX] = "";
+  struct stk_ckpt *c = open_ckpt("local", NULL, err);
+  save_step(c, 1, 300000);
+  save_step(c, 2, 300000);
+  char *out = NULL;
+  CHECK_EQ(test_sh(&out, "printf 'Z' | dd of=local/step-000000000002-rank-00000/00000.obj "
+                         "bs=1 seek=123456 conv=notrunc 2>/dev/null"),
+           0);
+  free(out);
+  CHECK_EQ(stk_ckpt_verify("local", "step-000000000002-rank-00000", err), STK_ECRC);
+  CHECK_CONTAINS(err, "00000.obj: CRC32C");
+  CHECK_CONTAINS(err, "model/layer.0.weight");
+  CHECK_OK(stk_ckpt_verify("local", "step-000000000001-rank-00000", err));
+  struct stk_ckpt_data *d;
+  CHECK_EQ(stk_ckpt_load(c, 2, &d, err), STK_ECRC);
+  CHECK_OK(stk_ckpt_load(c, UINT64_MAX, &d, err)); /* the one before, with a warning */
+  check_data(d, 1, 300000);
+  stk_ckpt_data_free(d);
+  stk_ckpt_close(c);
+}
+
+/* Bytes a process has written so far (its threads included). */
+static uint64_t written(pid_t pid) {
+  char p[64], line[128];
+  snprintf(p, sizeof p, "/proc/%d/io", (int)pid);
+  FILE *f = fopen(p, "r");
+  uint64_t v = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "wchar: ", 7)) v = strtoull(line + 7, NULL, 10);
+  if (f) fclose(f);
+  return v;
+}
+
+static uint64_t dir_bytes(const char *dir) {
+  char *out = NULL;
+  test_sh(&out, "du -sb --apparent-size %s 2>/dev/null | cut -f1", dir);
+  uint64_t v = out ? strtoull(out, NULL, 10) : 0;
+  free(out);
+  return v;
+}
+
+/* kill -9 a saver at points through its save: the previous checkpoint
+ * always loads byte-identical, and the new one is either whole or partial
+ * (never loaded, and removed at the next open). */
+TEST(ckpt_kill_during_save) {
+  char err[STK_ERRMSG_MAX] = "";
+  const size_t big = 24u << 20;
+  struct stk_ckpt *c = open_ckpt("local", NULL, err);
+  save_step(c, 1, 100000);
+  stk_ckpt_close(c);
+  /* Bytes written when it is killed: none, some, most, every object byte
+   * (so during the fsyncs or the manifest), and never (it finishes). */
+  uint64_t points[] = {0, 1u << 20, 8u << 20, 20u << 20, 31u << 20, (32u << 20) + 4116, 1ull << 40};
+  for (size_t k = 0; k < sizeof points / sizeof *points; k++) {
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+      char e[STK_ERRMSG_MAX];
+      struct stk_ckpt *cc = open_ckpt("local", NULL, e);
+      save_step(cc, 2 + k, big);
+      _exit(0);
+    }
+    uint64_t t0 = stk_now_ns();
+    char d[128];
+    snprintf(d, sizeof d, "local/step-%012llu-rank-00000", (unsigned long long)(2 + k));
+    while (written(pid) < points[k] && stk_now_ns() - t0 < 20000000000ull) {
+      int st;
+      if (waitpid(pid, &st, WNOHANG) == pid) break;
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    c = open_ckpt("local", NULL, err);
+    struct stk_ckpt_data *dd;
+    uint64_t latest;
+    CHECK_OK(stk_ckpt_latest(c, &latest, err));
+    CHECK_OK(stk_ckpt_load(c, UINT64_MAX, &dd, err));
+    if (latest == 2 + k) {
+      check_data(dd, 2 + k, big); /* it had committed */
+    } else {
+      CHECK_EQ(latest, 1);
+      check_data(dd, 1, 100000);
+      struct stat st;
+      CHECK_MSG(stat(d, &st) != 0, "partial %s left after open", d);
+    }
+    stk_ckpt_data_free(dd);
+    CHECK_OK(stk_ckpt_load(c, 1, &dd, err));
+    check_data(dd, 1, 100000);
+    stk_ckpt_data_free(dd);
+    stk_ckpt_close(c);
+  }
+}
+
+static int count_cb(void *arg, const struct stk_ckpt_info *in) {
+  int *n = arg;
+  if (in->complete) (*n)++;
+  return 0;
+}
+
+static int count_complete(const char *dir) {
+  int n = 0;
+  CHECK_OK(stk_ckpt_list(dir, count_cb, &n, NULL));
+  return n;
+}
+
+TEST(ckpt_drain_to_dir) {
+  char err[STK_ERRMSG_MAX] = "";
+  struct stk_ckpt_opts o;
+  stk_ckpt_opts_init(&o);
+  o.dir = "local";
+  o.origin = "file://localhost/%s/origin"; /* replaced below */
+  char url[4200], cwd[4000];
+  CHECK(getcwd(cwd, sizeof cwd));
+  snprintf(url, sizeof url, "file://%s/master%%20copy", cwd);
+  o.origin = url;
+  o.keep_last = 1;
+  o.chunk_bytes = 64u << 10;
+  struct stk_ckpt *c = NULL;
+  CHECK_MSG(stk_ckpt_open(&c, &o, err) == 0, "%s", err);
+  save_step(c, 1, 500000);
+  save_step(c, 2, 500000);
+  save_step(c, 3, 500000);
+  CHECK_MSG(stk_ckpt_drain_wait(c, err) == 0, "%s", err);
+  struct stk_ckpt_stats st;
+  stk_ckpt_stats(c, &st);
+  CHECK_EQ(st.drains, 3);
+  stk_ckpt_close(c);
+  /* The origin has the three whole, in the same layout; locally only the
+   * newest is kept (the older ones were drained, so evicted). */
+  CHECK_EQ(count_complete("master copy"), 3);
+  CHECK_OK(stk_ckpt_verify("master copy", "step-000000000002-rank-00000", err));
+  CHECK_EQ(count_complete("local"), 1);
+
+  /* The node loses its disk: the newest is re-staged from the origin. */
+  char *out = NULL;
+  test_sh(&out, "rm -rf local");
+  free(out);
+  CHECK_MSG(stk_ckpt_open(&c, &o, err) == 0, "%s", err);
+  uint64_t step;
+  CHECK_OK(stk_ckpt_latest(c, &step, err));
+  CHECK_EQ(step, 3);
+  struct stk_ckpt_data *d;
+  CHECK_MSG(stk_ckpt_load(c, UINT64_MAX, &d, err) == 0, "%s", err);
+  check_data(d, 3, 500000);
+  stk_ckpt_data_free(d);
+  /* A corrupt local copy is re-staged too. */
+  CHECK_EQ(test_sh(&out, "printf 'Z' | dd of=local/step-000000000003-rank-00000/00001.obj "
+                         "bs=1 seek=10 conv=notrunc 2>/dev/null"),
+           0);
+  free(out);
+  CHECK_MSG(stk_ckpt_load(c, 3, &d, err) == 0, "%s", err);
+  check_data(d, 3, 500000);
+  stk_ckpt_data_free(d);
+  stk_ckpt_stats(c, &st);
+  CHECK_EQ(st.restaged, 2);
+  stk_ckpt_close(c);
+}
+
+/* A drain that cannot finish keeps the local copy however tight the
+ * budget; kill -9 mid-drain, and the next open resumes it. */
+TEST(ckpt_drain_resume) {
+  char err[STK_ERRMSG_MAX] = "";
+  char *out = NULL;
+  /* An origin where the checkpoint's directory cannot be made. */
+  test_sh(&out, "mkdir -p bad && touch bad/step-000000000001-rank-00000 "
+                "bad/step-000000000002-rank-00000");
+  free(out);
+  struct stk_ckpt_opts o;
+  stk_ckpt_opts_init(&o);
+  o.dir = "local";
+  o.origin = "bad";
+  o.keep_last = 1;
+  struct stk_ckpt *c = NULL;
+  CHECK_MSG(stk_ckpt_open(&c, &o, err) == 0, "%s", err);
+  save_step(c, 1, 100000);
+  save_step(c, 2, 100000);
+  CHECK(stk_ckpt_drain_wait(c, err) != 0);
+  CHECK_CONTAINS(err, "bad/step-000000000001-rank-00000");
+  stk_ckpt_close(c);
+  CHECK_EQ(count_complete("local"), 2); /* neither drained: neither evicted */
+
+  const size_t big = 24u << 20;
+  o.origin = "origin";
+  o.dir = "local2";
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    struct stk_ckpt *cc = NULL;
+    if (stk_ckpt_open(&cc, &o, err)) _exit(1);
+    save_step(cc, 7, big);
+    stk_ckpt_drain_wait(cc, err);
+    _exit(0);
+  }
+  uint64_t t0 = stk_now_ns();
+  while (dir_bytes("origin/step-000000000007-rank-00000") < (20u << 20) &&
+         stk_now_ns() - t0 < 20000000000ull) {
+    int s;
+    if (waitpid(pid, &s, WNOHANG) == pid) break;
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  CHECK_MSG(stk_ckpt_open(&c, &o, err) == 0, "%s", err);
+  CHECK_MSG(stk_ckpt_drain_wait(c, err) == 0, "%s", err);
+  stk_ckpt_close(c);
+  CHECK_EQ(count_complete("origin"), 1);
+  CHECK_OK(stk_ckpt_verify("origin", "step-000000000007-rank-00000", err));
+  struct stat st;
+  CHECK(stat("local2/step-000000000007-rank-00000/DRAINED", &st) == 0);
+}
