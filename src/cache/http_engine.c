@@ -210,6 +210,11 @@ static void decide_sink(struct job *j) {
     j->sink = SINK_NONE;
     return;
   }
+  if (r->method >= STK__HTTP_PUT) { /* PUT, POST, DELETE: the reply, whole */
+    j->sink = SINK_MEM;
+    j->expect = j->have_cl ? j->content_length : UINT64_MAX;
+    return;
+  }
   j->sink = r->fd >= 0 ? SINK_FD : SINK_MEM;
   int ranged = r->off != 0 || r->len != UINT64_MAX;
   uint64_t want_end = r->len == UINT64_MAX ? UINT64_MAX : r->off + r->len - 1;
@@ -848,6 +853,12 @@ static int setup_easy(struct stk__http *h, struct job *j, char *range, size_t ra
   SET(CURLOPT_WRITEFUNCTION, on_body);
   SET(CURLOPT_WRITEDATA, (void *)j);
   if (r->method == STK__HTTP_HEAD) SET(CURLOPT_NOBODY, 1L);
+  if (r->method == STK__HTTP_PUT || r->method == STK__HTTP_POST) {
+    SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+    SET(CURLOPT_POSTFIELDS, r->body ? (const char *)r->body : "");
+    if (r->method == STK__HTTP_PUT) SET(CURLOPT_CUSTOMREQUEST, "PUT");
+  }
+  if (r->method == STK__HTTP_DELETE) SET(CURLOPT_CUSTOMREQUEST, "DELETE");
   if (h->cainfo) SET(CURLOPT_CAINFO, h->cainfo);
   if (r->headers) SET(CURLOPT_HTTPHEADER, (struct curl_slist *)r->headers);
   if (r->aws_sigv4) SET(CURLOPT_AWS_SIGV4, r->aws_sigv4);
