@@ -87,6 +87,11 @@ struct stk_ckpt_stats {
   uint64_t evicted;                      /* local checkpoints removed by the budget */
   uint64_t restores, restore_bytes;      /* loads that succeeded */
   uint64_t restaged;                     /* loads served from the origin */
+  /* Asynchronous saves: started, the caller's blocking time in all (the
+   * copy into host memory, and any back-pressure wait), back-pressure
+   * waits and their time, and saves skipped under STK_CKPT_SKIP. */
+  uint64_t async_saves, async_block_ns;
+  uint64_t busy_waits, busy_wait_ns, busy_skips;
 };
 
 struct stk_ckpt;
@@ -95,7 +100,8 @@ struct stk_ckpt;
  * process left unfinished are queued again. Returns 0, or a code with one
  * sentence in errmsg (STK_ERRMSG_MAX bytes, may be NULL). */
 STK_EXPORT int stk_ckpt_open(struct stk_ckpt **out, const struct stk_ckpt_opts *o, char *errmsg);
-/* Wait for queued drains to finish, then free. NULL is a no-op. */
+/* Wait for an asynchronous save and queued drains to finish, then free.
+ * NULL is a no-op. */
 STK_EXPORT void stk_ckpt_close(struct stk_ckpt *c);
 
 /* Save n objects as checkpoint `step` of this rank and commit it; returns
@@ -103,6 +109,27 @@ STK_EXPORT void stk_ckpt_close(struct stk_ckpt *c);
  * distinct. STK_EEXIST when this step is already complete here. */
 STK_EXPORT int stk_ckpt_save(struct stk_ckpt *c, uint64_t step, const struct stk_ckpt_obj *objs,
                              size_t n, char *errmsg);
+
+/* What an asynchronous save does when the one before is still being
+ * written or drained. */
+enum stk_ckpt_busy {
+  STK_CKPT_WAIT = 0, /* block until it is done, then start (counted in busy_waits) */
+  STK_CKPT_SKIP = 1, /* save nothing: STK_EBUSY at once (counted in busy_skips) */
+};
+
+/* Save in the background: the objects are copied into host memory owned by
+ * the handle (in parallel, so the caller's buffers may change as soon as
+ * this returns), then written, committed and drained as stk_ckpt_save does
+ * by a thread of the handle. One save is in flight at a time: when the one
+ * before is still being written or drained, `busy` says whether to wait or
+ * to skip this one (STK_EBUSY). An error of the background save is
+ * returned by the next stk_ckpt_save_wait or stk_ckpt_save_async. */
+STK_EXPORT int stk_ckpt_save_async(struct stk_ckpt *c, uint64_t step,
+                                   const struct stk_ckpt_obj *objs, size_t n, int busy,
+                                   char *errmsg);
+/* Wait until the asynchronous save in flight is committed locally; its
+ * error (with its sentence), else 0. */
+STK_EXPORT int stk_ckpt_save_wait(struct stk_ckpt *c, char *errmsg);
 
 /* Newest complete checkpoint of this rank, locally or at the origin:
  * *step, 0; STK_ENOENT when there is none. */

@@ -92,10 +92,23 @@ struct stk_ckpt {
   int drain_rc;
   char drain_err[STK_ERRMSG_MAX];
   struct stk_ckpt_stats st;
+  /* The asynchronous save (async.c): one job at a time, staged in stage
+   * (objects at 4 KiB-aligned offsets, so O_DIRECT writes need no copy). */
+  pthread_t saver;
+  int have_saver, job_pending, job_running, saver_stop;
+  uint64_t job_step;
+  struct stk_ckpt_obj *job_objs;
+  size_t job_n;
+  uint8_t *stage;
+  size_t stage_cap;
+  int async_rc;
+  char async_err[STK_ERRMSG_MAX];
   struct stk_origin *org; /* the origin, for reads (re-stage) and S3 writes */
   char *origin_path;      /* a directory origin's local path; NULL for S3 */
 };
 
+/* Stop the asynchronous saver after its job (async.c). */
+void stk__ckpt_async_stop(struct stk_ckpt *c);
 /* Open the origin the options name (drain.c). */
 int stk__ckpt_origin_open(struct stk_ckpt *c, const struct stk_ckpt_opts *o, char *err);
 void stk__ckpt_origin_close(struct stk_ckpt *c);

@@ -62,6 +62,7 @@ int stk_ckpt_open(struct stk_ckpt **out, const struct stk_ckpt_opts *o, char *er
 
 void stk_ckpt_close(struct stk_ckpt *c) {
   if (!c) return;
+  stk__ckpt_async_stop(c);
   stk__ckpt_drain_stop(c);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
