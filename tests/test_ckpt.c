@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -502,5 +503,89 @@ TEST(ckpt_async_save) {
   CHECK(n == 300000 && p[0] == 0xEE && p[n - 1] == 0xEE);
   stk_ckpt_data_free(d);
   free_objs(bufs);
+  stk_ckpt_close(c);
+}
+
+/* A disk that cannot hold the checkpoint (a file-size limit stands in for
+ * a full disk): the save fails naming the file, before writing, and leaves
+ * nothing; the checkpoint before it still loads. */
+TEST(ckpt_full_disk) {
+  char err[STK_ERRMSG_MAX] = "";
+  struct stk_ckpt *c = open_ckpt("local", NULL, err);
+  save_step(c, 1, 100000);
+  stk_ckpt_close(c);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {1u << 20, 1u << 20};
+    setrlimit(RLIMIT_FSIZE, &rl);
+    struct stk_ckpt *cc = open_ckpt("local", NULL, err);
+    struct stk_ckpt_obj o[NOBJ];
+    uint8_t *bufs[NOBJ];
+    make_objs(2, 4u << 20, o, bufs);
+    int rc = stk_ckpt_save(cc, 2, o, NOBJ, err);
+    FILE *f = fopen("child.err", "w");
+    fprintf(f, "%d %s\n", rc, err);
+    fclose(f);
+    _exit(0);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  char *msg = (char *)test_read_file("child.err", NULL);
+  CHECK_CONTAINS(msg, "step-000000000002-rank-00000/00000.obj: cannot reserve 4194304 bytes");
+  free(msg);
+  struct stat st;
+  CHECK(stat("local/step-000000000002-rank-00000", &st) != 0);
+  c = open_ckpt("local", NULL, err);
+  struct stk_ckpt_data *d;
+  CHECK_OK(stk_ckpt_load(c, UINT64_MAX, &d, err));
+  check_data(d, 1, 100000);
+  stk_ckpt_data_free(d);
+  stk_ckpt_close(c);
+}
+
+/* The origin fails: the first requests get 503, then some are reset or
+ * answered 500/429 (faultproxy in front of the S3 server). The drain's
+ * requests are retried, the checkpoint lands whole, and restores
+ * byte-identical after the local directory is lost. */
+TEST(ckpt_drain_s3_faults) {
+  start_s3("ckpt");
+  char cmd[1024], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           "%s/tests/tools/serve proxy %s --fail-first 3 --p500 0.1 --p429 0.05 --p-reset 0.1 "
+           "--seed 7 2>serve.err",
+           getenv("STOKER_ROOT"), getenv("AWS_ENDPOINT_URL"));
+  CHECK_EQ(test_sh(&out, "%s", cmd), 0);
+  out[strcspn(out, "\n")] = 0;
+  setenv("AWS_ENDPOINT_URL", out, 1);
+  char proxy[256];
+  snprintf(proxy, sizeof proxy, "%s", out);
+  free(out);
+  char err[STK_ERRMSG_MAX] = "";
+  struct stk_ckpt_opts o;
+  stk_ckpt_opts_init(&o);
+  o.dir = "local";
+  o.origin = "s3://ckpt/faults";
+  struct stk_ckpt *c = NULL;
+  CHECK_MSG(stk_ckpt_open(&c, &o, err) == 0, "%s", err);
+  save_step(c, 3, 20u << 20);
+  CHECK_MSG(stk_ckpt_drain_wait(c, err) == 0, "%s", err);
+  stk_ckpt_close(c);
+  /* The faults did hit: at least the first three requests failed. */
+  CHECK_EQ(test_sh(&out, "curl -s %s/__proxy/stats | python3 -c 'import json,sys; "
+                         "s = json.load(sys.stdin); print(s[\"e500\"] + s[\"resets\"])'",
+                   proxy),
+           0);
+  CHECK_MSG(atoi(out) >= 3, "faults injected: %s", out);
+  free(out);
+  test_sh(&out, "rm -rf local");
+  free(out);
+  CHECK_MSG(stk_ckpt_open(&c, &o, err) == 0, "%s", err);
+  struct stk_ckpt_data *d;
+  CHECK_MSG(stk_ckpt_load(c, UINT64_MAX, &d, err) == 0, "%s", err);
+  check_data(d, 3, 20u << 20);
+  stk_ckpt_data_free(d);
   stk_ckpt_close(c);
 }
