@@ -55,6 +55,8 @@ void stk__ckpt_origin_close(struct stk_ckpt *c) {
   c->origin_path = NULL;
 }
 
+#define BUF_BYTES (1u << 20)
+
 /* Put a local file (src, size bytes) at the origin as name, durably. */
 static int put_file(struct stk_ckpt *c, const char *name, int src, uint64_t size, char *err) {
   if (!c->origin_path) return stk__ckpt_s3_put_file(c->org, name, src, size, err);
@@ -68,12 +70,16 @@ static int put_file(struct stk_ckpt *c, const char *name, int src, uint64_t size
   int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return stk__errf(err, stk__from_errno(errno), "%s: cannot create: %s", p, strerror(errno));
   uint64_t done = 0;
+  char *buf = NULL; /* the read/write fallback's */
   while (!rc && done < size) {
     loff_t in = (loff_t)done, out = (loff_t)done;
     ssize_t n = copy_file_range(src, &in, fd, &out, STK__MIN(size - done, 64u << 20), 0);
     if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) {
-      static __thread char buf[1 << 20];
-      n = pread(src, buf, STK__MIN(size - done, sizeof buf), (off_t)done);
+      if (!buf && !(buf = malloc(BUF_BYTES))) {
+        rc = stk__errf(err, STK_ENOMEM, "out of memory");
+        break;
+      }
+      n = pread(src, buf, STK__MIN(size - done, BUF_BYTES), (off_t)done);
       if (n > 0 && (rc = stk__write_full(fd, buf, (size_t)n)))
         rc = stk__errf(err, rc, "%s: write failed: %s", p, strerror(errno));
     }
@@ -82,6 +88,7 @@ static int put_file(struct stk_ckpt *c, const char *name, int src, uint64_t size
                      n < 0 ? strerror(errno) : "the local copy ended early");
     if (n > 0) done += (uint64_t)n;
   }
+  free(buf);
   if (!rc && !c->o.no_fsync && fsync(fd) != 0)
     rc = stk__errf(err, stk__from_errno(errno), "%s: fsync failed: %s", p, strerror(errno));
   close(fd);

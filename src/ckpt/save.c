@@ -184,12 +184,18 @@ static int check_objs(const struct stk_ckpt_obj *objs, size_t n, char *err) {
 /* Create path fresh and lock it; a partial leftover of the same step is
  * replaced, a complete one refused. Returns the lock fd. */
 static int make_dir(const char *path, char *err) {
-  for (int attempt = 0; attempt < 3; attempt++) {
+  for (int attempt = 0; attempt < 100; attempt++) {
     if (mkdir(path, 0755) != 0 && errno != EEXIST)
       return stk__errf(err, stk__from_errno(errno), "%s: cannot create: %s", path,
                        strerror(errno));
     int lk = stk__ckpt_lock(path, 1, 0, err);
-    if (lk == STK_ENOENT) continue; /* removed by a gc between the two */
+    /* A gc of another process may hold the new directory for a moment
+     * (and then remove it): try again. */
+    if (lk == STK_ENOENT) continue;
+    if (lk == STK_EBUSY && attempt < 99) {
+      stk_sleep_ns(10000000);
+      continue;
+    }
     if (lk < 0) return lk;
     char mp[4096];
     stk__ckpt_join(mp, sizeof mp, path, CKPT_MANIFEST);
@@ -239,7 +245,7 @@ int stk_ckpt_save(struct stk_ckpt *c, uint64_t step, const struct stk_ckpt_obj *
   for (size_t i = 0; i < n; i++) nch += (size_t)((objs[i].size + cb - 1) / cb), total += objs[i].size;
   s.ch = calloc(nch ? nch : 1, sizeof *s.ch);
   if (!s.fds || !s.direct || !s.ch) rc = stk__errf(err, STK_ENOMEM, "out of memory");
-  for (size_t i = 0; i < n; i++) s.fds[i] = -1;
+  for (size_t i = 0; s.fds && i < n; i++) s.fds[i] = -1;
   for (size_t i = 0, k = 0; !rc && i < n; i++) {
     char f[16], p[4096];
     stk__ckpt_objfile(f, i);
