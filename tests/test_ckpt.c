@@ -589,3 +589,61 @@ TEST(ckpt_drain_s3_faults) {
   stk_ckpt_data_free(d);
   stk_ckpt_close(c);
 }
+
+/* kill -9 while a checkpoint is being drained to S3 (requests slowed by a
+ * proxy; killed once the multipart upload has begun): nothing at the
+ * origin looks complete, and the next open resumes the drain to the end. */
+TEST(ckpt_drain_s3_resume) {
+  start_s3("ckpt");
+  char cmd[1024], *out = NULL, proxy[256];
+  snprintf(cmd, sizeof cmd, "%s/tests/tools/serve proxy %s --latency-ms 300 2>serve.err",
+           getenv("STOKER_ROOT"), getenv("AWS_ENDPOINT_URL"));
+  CHECK_EQ(test_sh(&out, "%s", cmd), 0);
+  out[strcspn(out, "\n")] = 0;
+  snprintf(proxy, sizeof proxy, "%s", out);
+  setenv("AWS_ENDPOINT_URL", proxy, 1);
+  free(out);
+  struct stk_ckpt_opts o;
+  stk_ckpt_opts_init(&o);
+  o.dir = "local";
+  o.origin = "s3://ckpt/resume";
+  char err[STK_ERRMSG_MAX] = "";
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    struct stk_ckpt *cc = NULL;
+    if (stk_ckpt_open(&cc, &o, err)) _exit(1);
+    save_step(cc, 4, 20u << 20);
+    stk_ckpt_drain_wait(cc, err);
+    _exit(0);
+  }
+  uint64_t t0 = stk_now_ns();
+  for (;;) { /* the upload begun: a few requests through the proxy */
+    test_sh(&out, "curl -s %s/__proxy/stats | python3 -c 'import json,sys; "
+                  "print(json.load(sys.stdin)[\"requests\"])'", proxy);
+    int n = atoi(out);
+    free(out);
+    int st;
+    if (n >= 3 || waitpid(pid, &st, WNOHANG) == pid || stk_now_ns() - t0 > 60000000000ull) break;
+    stk_sleep_ns(20000000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  test_sh(&out, "curl -s -X POST -d '{\"latency_ms\": 0}' %s/__proxy/config", proxy);
+  free(out);
+  struct stat st;
+  CHECK(stat("local/step-000000000004-rank-00000/DRAINED", &st) != 0);
+  struct stk_ckpt *c = NULL;
+  CHECK_MSG(stk_ckpt_open(&c, &o, err) == 0, "%s", err); /* queues the drain again */
+  CHECK_MSG(stk_ckpt_drain_wait(c, err) == 0, "%s", err);
+  stk_ckpt_close(c);
+  CHECK(stat("local/step-000000000004-rank-00000/DRAINED", &st) == 0);
+  test_sh(&out, "rm -rf local");
+  free(out);
+  CHECK_MSG(stk_ckpt_open(&c, &o, err) == 0, "%s", err);
+  struct stk_ckpt_data *d;
+  CHECK_MSG(stk_ckpt_load(c, UINT64_MAX, &d, err) == 0, "%s", err);
+  check_data(d, 4, 20u << 20);
+  stk_ckpt_data_free(d);
+  stk_ckpt_close(c);
+}
