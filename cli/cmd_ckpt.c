@@ -17,9 +17,10 @@ const char cmd_ckpt_usage[] =
     "DIR is a node-local checkpoint directory (stk_ckpt's opts.dir); each\n"
     "checkpoint in it is one rank's shard of one step.\n"
     "\n"
-    "  ls DIR [--json]\n"
+    "  ls DIR|URL [--json]\n"
     "        every checkpoint: step, rank, objects, bytes, complete or partial,\n"
-    "        drained to the origin or not, in use by a process\n"
+    "        drained to the origin or not, in use by a process; at an origin's URL\n"
+    "        (s3://bucket/prefix, file://...), the ones drained there\n"
     "  verify DIR\n"
     "        read every object of every complete checkpoint and check its size and\n"
     "        CRC32C; exit 1 when one fails\n"
@@ -401,8 +402,14 @@ int cmd_ckpt_run(int argc, char **argv) {
     cli_error("ckpt", "%s: unexpected argument '%s'", act, a.files[0]);
     return CLI_USAGE;
   }
+  int url = strstr(a.o.dir, "://") != NULL;
+  if (url && strcmp(act, "ls")) {
+    cli_error("ckpt", "%s: %s takes a local directory (a URL is for ls, and --origin)", a.o.dir,
+              act);
+    return CLI_USAGE;
+  }
   struct stat st;
-  if (strcmp(act, "save") && strcmp(act, "restore") && stat(a.o.dir, &st) != 0) {
+  if (!url && strcmp(act, "save") && strcmp(act, "restore") && stat(a.o.dir, &st) != 0) {
     cli_error("ckpt", "%s: %s", a.o.dir, strerror(errno));
     return CLI_FAIL;
   }

@@ -422,6 +422,7 @@ TEST(ckpt_drain_s3) {
   CHECK_MSG(stk_ckpt_drain_wait(c, err) == 0, "%s", err);
   stk_ckpt_close(c);
   CHECK_EQ(count_complete("local"), 1); /* step 5 was drained, so evicted */
+  CHECK_EQ(count_complete("s3://ckpt/run 1/"), 2); /* the origin lists both */
 
   char *out = NULL;
   test_sh(&out, "rm -rf local");

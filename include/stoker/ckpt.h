@@ -163,7 +163,9 @@ STK_EXPORT void stk_ckpt_stats(struct stk_ckpt *c, struct stk_ckpt_stats *st);
 /* ---- a checkpoint directory, whoever wrote it (stoker ckpt) ---------- */
 
 /* Every checkpoint in dir, complete or partial, every rank, oldest step
- * first. cb returning nonzero stops with that code. */
+ * first. cb returning nonzero stops with that code. dir may be an origin's
+ * URL (s3://bucket/prefix, file://...): its checkpoints with a valid
+ * manifest are complete (and drained), the others partial. */
 STK_EXPORT int stk_ckpt_list(const char *dir,
                              int (*cb)(void *arg, const struct stk_ckpt_info *info), void *arg,
                              char *errmsg);

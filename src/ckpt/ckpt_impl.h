@@ -120,6 +120,9 @@ int stk__ckpt_s3_put_mem(struct stk_origin *o, const char *name, const char *tex
                          char *err);
 /* Drain one checkpoint directory of c->dir (drain.c); *bytes put. */
 int stk__ckpt_drain_one(struct stk_ckpt *c, const char *name, uint64_t *bytes, char *err);
+/* stk_ckpt_list of an origin's URL (remote.c). */
+int stk__ckpt_list_origin(const char *url, int (*cb)(void *arg, const struct stk_ckpt_info *info),
+                          void *arg, char *err);
 /* This rank's complete local steps, newest first (load.c). */
 int stk__ckpt_local_steps(struct stk_ckpt *c, uint64_t **steps, size_t *n, char *err);
 /* Drain (drain.c): queue a step, start the thread if needed; resume

@@ -301,6 +301,7 @@ static int info_cmp(const void *a, const void *b) {
 
 int stk_ckpt_list(const char *dir, int (*cb)(void *arg, const struct stk_ckpt_info *info),
                   void *arg, char *err) {
+  if (strstr(dir, "://")) return stk__ckpt_list_origin(dir, cb, arg, err);
   DIR *d = opendir(dir);
   if (!d) return stk__errf(err, stk__from_errno(errno), "%s: %s", dir, strerror(errno));
   struct stk_ckpt_info *v = NULL;
