@@ -1,8 +1,8 @@
 /* The way back from the origin: the newest checkpoint the origin holds
  * whole (its manifest present), and re-staging one into the local
- * directory (parallel gets, each object's CRC32C checked against the
- * manifest, the local manifest written last), so that a node that lost its
- * disk restores without a person. Reads go through the cache's origins
+ * directory (parallel ranged gets of 16 MiB, each object's CRC32C checked
+ * against the manifest, the local manifest written last), so that a node
+ * that lost its disk restores without a person. Reads go through the cache's origins
  * (src/cache/origin.h), so every origin that can be read can be restored
  * from. */
 #include <errno.h>
@@ -50,47 +50,101 @@ int stk__ckpt_origin_latest(struct stk_ckpt *c, uint64_t *step, char *err) {
   return 0;
 }
 
+#define RANGE_BYTES (16u << 20) /* one ranged get: big objects arrive in parallel */
+
+struct range {
+  size_t obj;
+  uint64_t off, len;
+  uint32_t crc;
+};
+
 struct restage {
   struct stk_ckpt *c;
   const char *name, *path;
   const struct ckpt_manifest *m;
+  int *fds;
+  struct range *rg;
 };
 
-static int get_obj(void *arg, size_t i, char *err) {
+/* Fetch one range into its object's file, and its CRC32C: the HTTP
+ * engine's, computed as the bytes arrived, or (a file origin's kernel
+ * copy) read back from the file. */
+static int get_range(void *arg, size_t i, char *err) {
   struct restage *r = arg;
+  struct range *g = &r->rg[i];
   char f[16], on[128], p[4200];
-  stk__ckpt_objfile(f, i);
+  stk__ckpt_objfile(f, g->obj);
   stk__ckpt_join(on, sizeof on, r->name, f);
   stk__ckpt_join(p, sizeof p, r->path, f);
-  int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return stk__errf(err, stk__from_errno(errno), "%s: cannot create: %s", p, strerror(errno));
-  int rc = 0;
-  if (r->m->obj[i].size) {
-    struct stk_obj_info info = {0};
-    rc = stk__origin_get(r->c->org, on, 0, r->m->obj[i].size, fd, 0, &info, NULL, err);
-    /* The bytes are checked as written: the HTTP engine computes the CRC
-     * as they arrive; a file origin's kernel copy is read back. */
-    uint32_t crc = info.crc32c;
-    static const size_t B = 4u << 20;
-    int read_back = !rc && !info.has_crc;
-    if (read_back) crc = 0;
-    uint8_t *buf = read_back ? malloc(B) : NULL;
-    if (read_back && !buf) rc = stk__errf(err, STK_ENOMEM, "out of memory");
-    for (uint64_t off = 0; read_back && !rc && off < r->m->obj[i].size; off += B) {
-      size_t n = (size_t)STK__MIN(B, r->m->obj[i].size - off);
-      if ((rc = stk__pread_full(fd, buf, n, off)))
-        rc = stk__errf(err, rc, "%s: read back failed", p);
-      else
-        crc = stk_crc32c(crc, buf, n);
-    }
-    free(buf);
-    if (!rc && crc != r->m->obj[i].crc)
-      rc = stk__errf(err, STK_ECRC, "%s/%s: CRC32C %08x, its manifest says %08x (object '%s')",
-                     stk__origin_url(r->c->org), on, crc, r->m->obj[i].crc, r->m->obj[i].name);
+  int fd = r->fds[g->obj];
+  struct stk_obj_info info = {0};
+  int rc = stk__origin_get(r->c->org, on, g->off, g->len, fd, g->off, &info, NULL, err);
+  if (rc || info.has_crc) {
+    g->crc = info.crc32c;
+    return rc;
   }
-  if (!rc && !r->c->o.no_fsync && fsync(fd) != 0)
-    rc = stk__errf(err, stk__from_errno(errno), "%s: fsync failed: %s", p, strerror(errno));
-  close(fd);
+  static const size_t B = 4u << 20;
+  uint8_t *buf = malloc(B);
+  if (!buf) return stk__errf(err, STK_ENOMEM, "out of memory");
+  uint32_t crc = 0;
+  for (uint64_t off = 0; !rc && off < g->len; off += B) {
+    size_t n = (size_t)STK__MIN(B, g->len - off);
+    if ((rc = stk__pread_full(fd, buf, n, g->off + off)))
+      rc = stk__errf(err, rc, "%s: read back failed", p);
+    else
+      crc = stk_crc32c(crc, buf, n);
+  }
+  free(buf);
+  g->crc = crc;
+  return rc;
+}
+
+static int sync_obj(void *arg, size_t i, char *err) {
+  struct restage *r = arg;
+  if (r->c->o.no_fsync || fsync(r->fds[i]) == 0) return 0;
+  char f[16], p[4200];
+  stk__ckpt_objfile(f, i);
+  stk__ckpt_join(p, sizeof p, r->path, f);
+  return stk__errf(err, stk__from_errno(errno), "%s: fsync failed: %s", p, strerror(errno));
+}
+
+/* Every object of m from the origin into path, CRCs checked. */
+static int fetch_all(struct restage *r, char *err) {
+  const struct ckpt_manifest *m = r->m;
+  size_t nr = 0;
+  for (size_t i = 0; i < m->n; i++) nr += (size_t)((m->obj[i].size + RANGE_BYTES - 1) / RANGE_BYTES);
+  r->fds = calloc(m->n ? m->n : 1, sizeof *r->fds);
+  r->rg = calloc(nr ? nr : 1, sizeof *r->rg);
+  int rc = r->fds && r->rg ? 0 : stk__errf(err, STK_ENOMEM, "out of memory");
+  for (size_t i = 0; r->fds && i < m->n; i++) r->fds[i] = -1;
+  for (size_t i = 0, k = 0; !rc && i < m->n; i++) {
+    char f[16], p[4200];
+    stk__ckpt_objfile(f, i);
+    stk__ckpt_join(p, sizeof p, r->path, f);
+    r->fds[i] = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (r->fds[i] < 0) {
+      rc = stk__errf(err, stk__from_errno(errno), "%s: cannot create: %s", p, strerror(errno));
+      break;
+    }
+    for (uint64_t off = 0; off < m->obj[i].size; off += RANGE_BYTES, k++)
+      r->rg[k] = (struct range){i, off, STK__MIN(RANGE_BYTES, m->obj[i].size - off), 0};
+  }
+  if (!rc) rc = stk__ckpt_pfor(r->c->o.threads, nr, get_range, r, err);
+  for (size_t i = 0, k = 0; !rc && i < m->n; i++) {
+    uint32_t crc = 0;
+    for (; k < nr && r->rg[k].obj == i; k++) crc = stk__crc32c_combine(crc, r->rg[k].crc, r->rg[k].len);
+    if (crc != m->obj[i].crc) {
+      char f[16];
+      stk__ckpt_objfile(f, i);
+      rc = stk__errf(err, STK_ECRC, "%s/%s/%s: CRC32C %08x, its manifest says %08x (object '%s')",
+                     stk__origin_url(r->c->org), r->name, f, crc, m->obj[i].crc, m->obj[i].name);
+    }
+  }
+  if (!rc) rc = stk__ckpt_pfor(r->c->o.threads, m->n, sync_obj, r, err);
+  for (size_t i = 0; r->fds && i < m->n; i++)
+    if (r->fds[i] >= 0) close(r->fds[i]);
+  free(r->fds);
+  free(r->rg);
   return rc;
 }
 
@@ -121,7 +175,7 @@ int stk__ckpt_restage(struct stk_ckpt *c, const char *name, char *err) {
   stk__ckpt_join(p, sizeof p, path, CKPT_MANIFEST);
   unlink(p);
   struct restage r = {.c = c, .name = name, .path = path, .m = &m};
-  rc = stk__ckpt_pfor(c->o.threads, m.n, get_obj, &r, err);
+  rc = fetch_all(&r, err);
   if (!rc) rc = stk__ckpt_manifest_write(path, &m, c->o.no_fsync, err);
   if (!rc) {
     stk__ckpt_join(p, sizeof p, path, CKPT_DRAINED);
