@@ -10,8 +10,9 @@
  *            world size) is written to a temporary name, fsynced and
  *            renamed last, and the directory fsynced. A checkpoint without
  *            a valid manifest is partial: never loaded, removed by gc.
- *   drain    a complete checkpoint is copied to the origin (a path, or
- *            s3://bucket/prefix with multipart uploads), objects first and
+ *   drain    a complete checkpoint is copied to the origin (a path, an
+ *            http(s):// server taking PUT, or s3://bucket/prefix with
+ *            multipart uploads), objects first and
  *            the manifest last, by a background thread; a drain cut short
  *            resumes when the directory is next opened.
  *   evict    with a local byte budget or a count to keep, the oldest
@@ -48,12 +49,12 @@ struct stk_ckpt_opts {
   int no_fsync;        /* skip the fsyncs (a power loss may then lose the
                           newest checkpoint; a crash of the process cannot) */
   /* Where complete checkpoints are drained: a directory path (file:// or
-   * plain) or s3://bucket/prefix; NULL = none (the local copy is the only
-   * one). */
+   * plain), an http(s):// URL that takes PUT (WebDAV), or
+   * s3://bucket/prefix; NULL = none (the local copy is the only one). */
   const char *origin;
   uint64_t max_bytes;  /* local budget: evict drained checkpoints beyond it; 0 = none */
   uint32_t keep_last;  /* local checkpoints of this rank kept; 0 = all */
-  /* S3 and retry tuning for the origin; NULL/0 = the cache's defaults. */
+  /* S3 settings for the origin; NULL = as the cache finds them. */
   const char *s3_endpoint, *s3_region, *s3_profile;
 };
 

@@ -59,6 +59,11 @@ struct stk__http_req {
   int path_as_is;                   /* send the path exactly as given (S3 keys) */
   const void *body;                 /* PUT, POST: the request body */
   size_t body_len;
+  /* PUT only, in place of body: bytes [body_off, body_off+body_len) of
+   * body_fd, streamed with pread (a retry reads them again); not for a
+   * SigV4 request, whose payload hash libcurl takes from body alone. */
+  int body_from_fd, body_fd;
+  uint64_t body_off;
 
   /* Results. info: size (Content-Range total, or Content-Length of a 200)
    * and ETag. mem: with fd < 0 on success, the body with a NUL after its

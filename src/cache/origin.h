@@ -156,6 +156,13 @@ int stk__s3_multipart_complete(struct stk_origin *o, const char *name, const cha
                                int parts, char (*etags)[STK_ETAG_MAX], char *err);
 void stk__s3_multipart_abort(struct stk_origin *o, const char *name, const char *upload_id);
 
+/* A PUT to an HTTP(S) origin (a WebDAV server: nginx's dav_methods PUT,
+ * which makes the file appear whole): the object name from memory (body)
+ * or, with body NULL, streamed from bytes [0, len) of fd; retried as a
+ * read is. */
+int stk__http_put(struct stk_origin *o, const char *name, const void *body, int fd,
+                  uint64_t len, char *err);
+
 extern const struct stk_origin_ops stk__origin_file;
 extern const struct stk_origin_ops stk__origin_http;
 extern const struct stk_origin_ops stk__origin_s3;

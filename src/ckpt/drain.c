@@ -3,7 +3,8 @@
  *
  * A drain copies the objects first, each made durable at the origin before
  * its index is appended to the local .drain-progress, then the manifest
- * (atomically: a temporary and a rename on a file origin, one PUT on S3),
+ * (atomically: a temporary and a rename on a file origin, one PUT on S3
+ * or HTTP),
  * then marks the local copy DRAINED. A drain cut short (kill -9, an error)
  * is queued again when the directory is next opened and skips the objects
  * the progress file lists; until the manifest lands the origin's copy is
@@ -31,9 +32,12 @@ int stk__ckpt_origin_open(struct stk_ckpt *c, const struct stk_ckpt_opts *o, cha
                                  .s3_profile = o->s3_profile};
     return stk__origin_open(&c->org, c->origin, &oo, err);
   }
+  if (!strncasecmp(c->origin, "http://", 7) || !strncasecmp(c->origin, "https://", 8))
+    return stk__origin_open(&c->org, c->origin, NULL, err);
   if (stk__origin_is_url(c->origin) && strncasecmp(c->origin, "file://", 7))
     return stk__errf(err, STK_ENOTSUP,
-                     "%s: checkpoints drain to a directory or s3://bucket/prefix only",
+                     "%s: checkpoints drain to a directory, http(s):// (PUT) or "
+                     "s3://bucket/prefix only",
                      c->origin);
   char *p = NULL;
   if (!strncasecmp(c->origin, "file://", 7)) {
@@ -59,7 +63,9 @@ void stk__ckpt_origin_close(struct stk_ckpt *c) {
 
 /* Put a local file (src, size bytes) at the origin as name, durably. */
 static int put_file(struct stk_ckpt *c, const char *name, int src, uint64_t size, char *err) {
-  if (!c->origin_path) return stk__ckpt_s3_put_file(c->org, name, src, size, err);
+  if (!c->origin_path)
+    return is_s3(c->origin) ? stk__ckpt_s3_put_file(c->org, name, src, size, err)
+                            : stk__http_put(c->org, name, NULL, src, size, err);
   char p[4096];
   stk__ckpt_join(p, sizeof p, c->origin_path, name);
   char *slash = strrchr(p, '/');
@@ -97,7 +103,9 @@ static int put_file(struct stk_ckpt *c, const char *name, int src, uint64_t size
 
 /* Put a small object (the manifest) atomically. */
 static int put_mem(struct stk_ckpt *c, const char *name, const char *text, size_t len, char *err) {
-  if (!c->origin_path) return stk__ckpt_s3_put_mem(c->org, name, text, len, err);
+  if (!c->origin_path)
+    return is_s3(c->origin) ? stk__ckpt_s3_put_mem(c->org, name, text, len, err)
+                            : stk__http_put(c->org, name, text, -1, len, err);
   char p[4096], t[4200];
   stk__ckpt_join(p, sizeof p, c->origin_path, name);
   snprintf(t, sizeof t, "%s.tmp", p);
