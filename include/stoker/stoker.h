@@ -4,6 +4,7 @@
 
 #include "stoker/bench.h"
 #include "stoker/cache.h"
+#include "stoker/ckpt.h"
 #include "stoker/doctor.h"
 #include "stoker/error.h"
 #include "stoker/format.h"

@@ -94,6 +94,8 @@ struct job {
   size_t buf_len, buf_cap;
   char curl_err[CURL_ERROR_SIZE];
 
+  uint64_t up_pos; /* bytes of a body_fd upload handed to curl this attempt */
+
   uint32_t attempts;
   uint64_t first_ns, not_before_ns;
 };
@@ -208,6 +210,11 @@ static void decide_sink(struct job *j) {
   }
   if (r->method == STK__HTTP_HEAD) {
     j->sink = SINK_NONE;
+    return;
+  }
+  if (r->method >= STK__HTTP_PUT) { /* PUT, POST, DELETE: the reply, whole */
+    j->sink = SINK_MEM;
+    j->expect = j->have_cl ? j->content_length : UINT64_MAX;
     return;
   }
   j->sink = r->fd >= 0 ? SINK_FD : SINK_MEM;
@@ -624,6 +631,7 @@ static void on_done(struct stk__http *h, struct job *j, CURLcode res) {
 /* Start an attempt of j: reset what the last attempt learned, add it to
  * the multi. */
 static void start_attempt(struct stk__http *h, struct job *j, uint64_t now) {
+  j->up_pos = 0;
   if (j->attempts++ == 0)
     j->first_ns = now;
   else
@@ -820,6 +828,39 @@ void stk__http_stats(struct stk__http *h, struct stk_origin_stats *st) {
 
 /* Set up j's easy handle for r. Options survive the handle's removal from
  * the multi, so every attempt reuses them. */
+/* curl's read callback of a body_fd upload, on the engine thread. */
+static size_t on_upload(char *buf, size_t size, size_t nitems, void *ud) {
+  struct job *j = ud;
+  const struct stk__http_req *r = j->r;
+  if (canceled(j)) {
+    j->local_rc = STK_ECANCELED;
+    return CURL_READFUNC_ABORT;
+  }
+  uint64_t left = r->body_len - j->up_pos;
+  size_t n = (size_t)STK__MIN((uint64_t)(size * nitems), left);
+  if (n == 0) return 0;
+  ssize_t got;
+  do got = pread(r->body_fd, buf, n, (off_t)(r->body_off + j->up_pos));
+  while (got < 0 && errno == EINTR);
+  if (got <= 0) {
+    char ebuf[128];
+    j->local_rc = got < 0 ? stk__from_errno(errno) : STK_ETRUNC;
+    snprintf(j->local_msg, sizeof j->local_msg, "cannot read the body to send: %s",
+             got < 0 ? strerror_r(errno, ebuf, sizeof ebuf) : "the file ended early");
+    return CURL_READFUNC_ABORT;
+  }
+  j->up_pos += (uint64_t)got;
+  return (size_t)got;
+}
+
+/* curl rewinds an upload it must send again (a redirect, an auth retry). */
+static int on_upload_seek(void *ud, curl_off_t off, int origin) {
+  struct job *j = ud;
+  if (origin != SEEK_SET || off < 0 || (uint64_t)off > j->r->body_len) return CURL_SEEKFUNC_CANTSEEK;
+  j->up_pos = (uint64_t)off;
+  return CURL_SEEKFUNC_OK;
+}
+
 static int setup_easy(struct stk__http *h, struct job *j, char *range, size_t range_n) {
   const struct stk__http_req *r = j->r;
   CURL *e = j->easy;
@@ -848,6 +889,19 @@ static int setup_easy(struct stk__http *h, struct job *j, char *range, size_t ra
   SET(CURLOPT_WRITEFUNCTION, on_body);
   SET(CURLOPT_WRITEDATA, (void *)j);
   if (r->method == STK__HTTP_HEAD) SET(CURLOPT_NOBODY, 1L);
+  if (r->method == STK__HTTP_PUT && r->body_from_fd) {
+    SET(CURLOPT_UPLOAD, 1L);
+    SET(CURLOPT_INFILESIZE_LARGE, (curl_off_t)r->body_len);
+    SET(CURLOPT_READFUNCTION, on_upload);
+    SET(CURLOPT_READDATA, (void *)j);
+    SET(CURLOPT_SEEKFUNCTION, on_upload_seek);
+    SET(CURLOPT_SEEKDATA, (void *)j);
+  } else if (r->method == STK__HTTP_PUT || r->method == STK__HTTP_POST) {
+    SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+    SET(CURLOPT_POSTFIELDS, r->body ? (const char *)r->body : "");
+    if (r->method == STK__HTTP_PUT) SET(CURLOPT_CUSTOMREQUEST, "PUT");
+  }
+  if (r->method == STK__HTTP_DELETE) SET(CURLOPT_CUSTOMREQUEST, "DELETE");
   if (h->cainfo) SET(CURLOPT_CAINFO, h->cainfo);
   if (r->headers) SET(CURLOPT_HTTPHEADER, (struct curl_slist *)r->headers);
   if (r->aws_sigv4) SET(CURLOPT_AWS_SIGV4, r->aws_sigv4);

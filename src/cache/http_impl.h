@@ -32,7 +32,10 @@ int stk__http_add_secret(struct stk__http *h, const char *s);
 int stk__http_set_cainfo(struct stk__http *h, const char *path);
 void stk__http_stats(struct stk__http *h, struct stk_origin_stats *st);
 
-enum stk__http_method { STK__HTTP_GET, STK__HTTP_HEAD };
+/* PUT and POST send body (body_len bytes, in memory, so a retry resends
+ * it and SigV4 hashes it), DELETE sends none; the three keep a 2xx
+ * response's body in mem. */
+enum stk__http_method { STK__HTTP_GET, STK__HTTP_HEAD, STK__HTTP_PUT, STK__HTTP_POST, STK__HTTP_DELETE };
 
 /* One blocking request. The caller fills the inputs; every pointer must
  * stay valid until stk__http_do returns. */
@@ -54,6 +57,13 @@ struct stk__http_req {
   const char *aws_sigv4;            /* CURLOPT_AWS_SIGV4, or NULL for no signing */
   const char *user, *password;      /* CURLOPT_USERNAME / CURLOPT_PASSWORD, or NULL */
   int path_as_is;                   /* send the path exactly as given (S3 keys) */
+  const void *body;                 /* PUT, POST: the request body */
+  size_t body_len;
+  /* PUT only, in place of body: bytes [body_off, body_off+body_len) of
+   * body_fd, streamed with pread (a retry reads them again); not for a
+   * SigV4 request, whose payload hash libcurl takes from body alone. */
+  int body_from_fd, body_fd;
+  uint64_t body_off;
 
   /* Results. info: size (Content-Range total, or Content-Length of a 200)
    * and ETag. mem: with fd < 0 on success, the body with a NUL after its

@@ -141,6 +141,28 @@ int stk__file_url_path(const char *url, char **path, char *err);
  * query string, replaced by "***"; for every message and report. */
 void stk__url_redact(const char *url, char *out, size_t n);
 
+/* Writes to an S3 origin (the checkpoint tier's drain), each retried as a
+ * read is, signed over its body. name is relative to the origin's root.
+ * stk__s3_put: one object from memory. A multipart upload: begin (its id
+ * into upload_id, n bytes), parts 1..N of at least 5 MiB but the last
+ * (each part's ETag into etag, STK_ETAG_MAX bytes), complete with the
+ * parts' ETags in order, or abort (best effort). */
+int stk__s3_put(struct stk_origin *o, const char *name, const void *body, size_t len, char *err);
+int stk__s3_multipart_begin(struct stk_origin *o, const char *name, char *upload_id, size_t n,
+                            char *err);
+int stk__s3_multipart_part(struct stk_origin *o, const char *name, const char *upload_id,
+                           int part, const void *body, size_t len, char *etag, char *err);
+int stk__s3_multipart_complete(struct stk_origin *o, const char *name, const char *upload_id,
+                               int parts, char (*etags)[STK_ETAG_MAX], char *err);
+void stk__s3_multipart_abort(struct stk_origin *o, const char *name, const char *upload_id);
+
+/* A PUT to an HTTP(S) origin (a WebDAV server: nginx's dav_methods PUT,
+ * which makes the file appear whole): the object name from memory (body)
+ * or, with body NULL, streamed from bytes [0, len) of fd; retried as a
+ * read is. */
+int stk__http_put(struct stk_origin *o, const char *name, const void *body, int fd,
+                  uint64_t len, char *err);
+
 extern const struct stk_origin_ops stk__origin_file;
 extern const struct stk_origin_ops stk__origin_http;
 extern const struct stk_origin_ops stk__origin_s3;

@@ -216,6 +216,22 @@ static int http_list(struct stk_origin *o,
   return rc;
 }
 
+int stk__http_put(struct stk_origin *o, const char *name, const void *body, int fd,
+                  uint64_t len, char *err) {
+  if (o->ops != &stk__origin_http)
+    return stk__errf(err, STK_EINVAL, "%s: not an HTTP origin", o->url);
+  struct stk__http_req r = {.method = STK__HTTP_PUT,
+                            .fd = -1,
+                            .mem_max = 1u << 20,
+                            .body = body,
+                            .body_len = (size_t)len,
+                            .body_from_fd = !body,
+                            .body_fd = fd};
+  int rc = http_request((struct http_origin *)o, &r, name, err);
+  free(r.mem);
+  return rc;
+}
+
 static void http_stats(struct stk_origin *o, struct stk_origin_stats *st) {
   stk__http_stats(((struct http_origin *)o)->eng, st);
 }

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/evp.h>
+
 #include "http_impl.h"
 
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -32,6 +34,7 @@ struct s3_origin {
   int vhost;      /* base_url is virtual-host style */
   char *sigv4;    /* "aws:amz:REGION:s3", NULL when anonymous */
   char *key_id, *secret;
+  char *token;              /* session token, NULL when none */
   struct curl_slist *headers;
 };
 
@@ -204,6 +207,10 @@ static void s3_close(struct stk_origin *o) {
   free(so->base_url);
   free(so->sigv4);
   free(so->key_id);
+  if (so->token) {
+    memset(so->token, 0, strlen(so->token));
+    free(so->token);
+  }
   if (so->secret) { /* do not leave it in freed memory */
     memset(so->secret, 0, strlen(so->secret));
     free(so->secret);
@@ -270,6 +277,7 @@ static int s3_open(struct stk_origin **out, const char *url, const struct stk_or
     if (!so->sigv4 || !so->key_id || !so->secret ||
         add_header(&so->headers, "x-amz-content-sha256", EMPTY_SHA256) ||
         (c->token[0] && add_header(&so->headers, "x-amz-security-token", c->token)) ||
+        (c->token[0] && !(so->token = strdup(c->token))) ||
         stk__http_add_secret(so->eng, c->secret) || stk__http_add_secret(so->eng, c->token))
       rc = stk__errf(err, STK_ENOMEM, "out of memory");
   }
@@ -356,6 +364,166 @@ static int s3_get(struct stk_origin *o, const char *name, uint64_t off, uint64_t
   int rc = object_request((struct s3_origin *)o, &r, name, err);
   if (rc == 0 && info) *info = r.info;
   return rc;
+}
+
+/* ---- writes (the checkpoint tier's drain) ------------------------------ */
+
+/* A request with a body is signed over the body's SHA-256: libcurl hashes
+ * the POSTFIELDS it sends into the canonical request, and S3 wants the same
+ * hash in x-amz-content-sha256, so the header is made per request. */
+static int body_headers(struct s3_origin *so, const void *body, size_t len,
+                        struct curl_slist **out) {
+  unsigned char md[32];
+  unsigned int mdl = 0;
+  char hex[65];
+  *out = NULL;
+  if (!EVP_Digest(body ? body : "", len, md, &mdl, EVP_sha256(), NULL) || mdl != 32)
+    return STK_ESYS;
+  for (int i = 0; i < 32; i++) sprintf(hex + 2 * i, "%02x", md[i]);
+  if (add_header(out, "x-amz-content-sha256", hex) ||
+      add_header(out, "Content-Type", "application/octet-stream") ||
+      (so->token && add_header(out, "x-amz-security-token", so->token))) {
+    curl_slist_free_all(*out);
+    *out = NULL;
+    return STK_ENOMEM;
+  }
+  return 0;
+}
+
+/* One write request to key name (prefixed) with query (canonical form,
+ * may be "") and body; the reply body in r->mem on success. */
+static int write_request(struct s3_origin *so, struct stk__http_req *r, const char *name,
+                         const char *query, const void *body, size_t len, char *err) {
+  if (so->base.ops != &stk__origin_s3)
+    return stk__errf(err, STK_EINVAL, "%s: not an S3 origin", so->base.url);
+  if (!name || !*name) return stk__errf(err, STK_EINVAL, "%s: empty object name", so->base.url);
+  size_t n = strlen(so->prefix) + strlen(name) + 1;
+  char *key = malloc(n), *url = NULL, *disp = NULL, *full = NULL;
+  struct curl_slist *hdrs = NULL;
+  int rc = key ? 0 : STK_ENOMEM;
+  if (!rc) {
+    snprintf(key, n, "%s%s", so->prefix, name);
+    rc = prepare(so, r, key, &url, &disp);
+  }
+  if (!rc && query[0]) {
+    size_t fl = strlen(url) + strlen(query) + 2;
+    if ((full = malloc(fl))) {
+      snprintf(full, fl, "%s?%s", url, query);
+      r->url = full;
+    } else {
+      rc = STK_ENOMEM;
+    }
+  }
+  if (!rc && so->sigv4) rc = body_headers(so, body, len, &hdrs);
+  if (rc) {
+    rc = stk__errf(err, rc, rc == STK_ENOMEM ? "out of memory" : "%s: cannot hash the body",
+                   so->base.url);
+  } else {
+    r->headers = hdrs;
+    r->body = body;
+    r->body_len = len;
+    r->fd = -1;
+    r->mem_max = 1u << 20;
+    rc = stk__http_do(so->eng, r, err);
+  }
+  curl_slist_free_all(hdrs);
+  free(key);
+  free(url);
+  free(full);
+  free(disp);
+  return rc;
+}
+
+int stk__s3_put(struct stk_origin *o, const char *name, const void *body, size_t len, char *err) {
+  struct stk__http_req r = {.method = STK__HTTP_PUT};
+  int rc = write_request((struct s3_origin *)o, &r, name, "", body, len, err);
+  free(r.mem);
+  return rc;
+}
+
+/* The text of <tag> in a reply, or an error naming what is missing. */
+static int reply_field(const struct stk__http_req *r, const char *tag, char *out, size_t n,
+                       const char *what, char *err) {
+  size_t vl;
+  const char *v = r->mem ? stk__xml_elem(r->mem, r->mem + r->mem_len, tag, &vl, NULL) : NULL;
+  if (!v || stk__xml_text(v, vl, out, n) <= 0)
+    return stk__errf(err, STK_EFORMAT, "%s: reply without a valid <%s>", what, tag);
+  return 0;
+}
+
+int stk__s3_multipart_begin(struct stk_origin *o, const char *name, char *upload_id, size_t n,
+                            char *err) {
+  struct stk__http_req r = {.method = STK__HTTP_POST};
+  int rc = write_request((struct s3_origin *)o, &r, name, "uploads=", NULL, 0, err);
+  if (!rc) rc = reply_field(&r, "UploadId", upload_id, n, name, err);
+  free(r.mem);
+  return rc;
+}
+
+/* "partNumber=N&uploadId=ID" (sorted, encoded) into a malloc'ed string. */
+static char *part_query(int part, const char *upload_id) {
+  size_t n = 3 * strlen(upload_id) + 48;
+  char *q = malloc(n);
+  if (!q) return NULL;
+  size_t k = part > 0 ? (size_t)snprintf(q, n, "partNumber=%d&uploadId=", part)
+                      : (size_t)snprintf(q, n, "uploadId=");
+  stk__url_encode(upload_id, q + k, n - k, 0);
+  return q;
+}
+
+int stk__s3_multipart_part(struct stk_origin *o, const char *name, const char *upload_id,
+                           int part, const void *body, size_t len, char *etag, char *err) {
+  char *q = part_query(part, upload_id);
+  if (!q) return stk__errf(err, STK_ENOMEM, "out of memory");
+  struct stk__http_req r = {.method = STK__HTTP_PUT};
+  int rc = write_request((struct s3_origin *)o, &r, name, q, body, len, err);
+  free(q);
+  free(r.mem);
+  if (!rc && !r.info.etag[0])
+    rc = stk__errf(err, STK_EFORMAT, "%s: part %d: reply without an ETag", name, part);
+  if (!rc) snprintf(etag, STK_ETAG_MAX, "%s", r.info.etag);
+  return rc;
+}
+
+int stk__s3_multipart_complete(struct stk_origin *o, const char *name, const char *upload_id,
+                               int parts, char (*etags)[STK_ETAG_MAX], char *err) {
+  size_t n = 64 + (size_t)parts * (STK_ETAG_MAX + 64);
+  char *xml = malloc(n), *q = part_query(0, upload_id);
+  if (!xml || !q) {
+    free(xml);
+    free(q);
+    return stk__errf(err, STK_ENOMEM, "out of memory");
+  }
+  size_t k = (size_t)snprintf(xml, n, "<CompleteMultipartUpload>");
+  for (int i = 0; i < parts; i++)
+    k += (size_t)snprintf(xml + k, n - k,
+                          "<Part><PartNumber>%d</PartNumber><ETag>\"%s\"</ETag></Part>", i + 1,
+                          etags[i]);
+  k += (size_t)snprintf(xml + k, n - k, "</CompleteMultipartUpload>");
+  struct stk__http_req r = {.method = STK__HTTP_POST};
+  int rc = write_request((struct s3_origin *)o, &r, name, q, xml, k, err);
+  /* S3 may answer 200 and still fail the completion, in the body. */
+  if (!rc && r.mem && memmem(r.mem, r.mem_len, "<Error>", 7)) {
+    char code[128] = "";
+    reply_field(&r, "Code", code, sizeof code, name, NULL);
+    rc = stk__errf(err, STK_EIO, "%s: completing the multipart upload failed: %s", name,
+                   code[0] ? code : "an error in the reply");
+  }
+  free(r.mem);
+  free(xml);
+  free(q);
+  return rc;
+}
+
+void stk__s3_multipart_abort(struct stk_origin *o, const char *name, const char *upload_id) {
+  char *q = part_query(0, upload_id);
+  if (!q) return;
+  struct s3_origin *so = (struct s3_origin *)o;
+  struct stk__http_req r = {.method = STK__HTTP_DELETE};
+  char err[STK_ERRMSG_MAX];
+  write_request(so, &r, name, q, NULL, 0, err);
+  free(r.mem);
+  free(q);
 }
 
 /* ---- ListObjectsV2 ---------------------------------------------------- */
