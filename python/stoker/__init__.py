@@ -102,7 +102,7 @@ def set_log_level(level):
 # ---- argument checking ----------------------------------------------------------
 
 # ImageNet's per-channel mean and std in 0..255 units: the decoder's default
-# (src/loader/decode_jpeg.c), here to complete a mean or std given alone.
+# (src/loader/image.c), here to complete a mean or std given alone.
 _IMAGENET_MEAN = (123.675, 116.28, 103.53)
 _IMAGENET_STD = (58.395, 57.12, 57.375)
 
