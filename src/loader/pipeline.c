@@ -37,6 +37,7 @@
 #define READ_CHUNK (8u << 20)   /* a longer range is read by several requests */
 #define MAP_CHUNK (64u << 20)   /* the same for a mapping engine (a multiple of 2 MiB) */
 #define HUGE_ALIGN (2u << 20)   /* large buffers: transparent huge pages */
+#define ALL_FAILED_LIMIT 64     /* see all_failed_check */
 
 struct slot {
   uint64_t id;
@@ -167,6 +168,12 @@ struct stk_loader {
   struct stk__lookahead *la;
   struct stk__publish *pub; /* counters for `stoker watch` (publish.c) */
   _Atomic uint64_t ds_fp;   /* stk_sampler_fingerprint, taken at the first save */
+  /* on_error skip: samples skipped and kept so far, and the first skip
+   * (note_skip, all_failed_check). */
+  atomic_uint_fast64_t skips_seen, skipped_total, kept_total;
+  atomic_int first_skip_set;
+  int first_skip_code;
+  char first_skip[STK_ERRMSG_MAX + 32];
   char err[STK_ERRMSG_MAX];
 };
 
@@ -288,13 +295,24 @@ static void job_fail(struct job *j, int code, const char *msg) {
   pthread_mutex_unlock(&j->err_mu);
 }
 
+/* A sample left out under on_error skip (or the default): the first is
+ * logged as a warning and kept for the all-failed check of ring_put. */
+static void note_skip(struct stk_loader *l, uint64_t id, int code, const char *msg) {
+  if (atomic_fetch_add(&l->skips_seen, 1) == 0) { /* callers may hold l->mu: no lock */
+    l->first_skip_code = code;
+    snprintf(l->first_skip, sizeof l->first_skip, "sample %llu: %s", (unsigned long long)id, msg);
+    atomic_store_explicit(&l->first_skip_set, 1, memory_order_release);
+    stk_log(STK_LOG_WARN, "skipping sample %llu: %s (later ones are counted in the stats' "
+            "skipped and logged at info level)", (unsigned long long)id, msg);
+    return;
+  }
+  stk_log(STK_LOG_INFO, "skipping sample %llu: %s", (unsigned long long)id, msg);
+}
+
 static void slot_fail(struct stk_loader *l, struct job *j, struct slot *s, int code,
                       const char *msg) {
   s->err = code;
-  if (l->o.on_error == STK_ON_ERROR_SKIP) {
-    stk_log(STK_LOG_INFO, "skipping sample %llu: %s", (unsigned long long)s->id, msg);
-    return;
-  }
+  if (l->o.on_error != STK_ON_ERROR_FAIL) return note_skip(l, s->id, code, msg);
   job_fail(j, code, msg);
 }
 
@@ -649,7 +667,9 @@ static int fill_job(struct stk_loader *l, struct job *j) {
       }
       rc = locate(l, id, &j->slots[j->n], j->errmsg);
       if (rc) {
-        if (l->o.on_error == STK_ON_ERROR_SKIP) {
+        if (l->o.on_error != STK_ON_ERROR_FAIL) {
+          note_skip(l, id, rc, j->errmsg);
+          j->errmsg[0] = 0;
           j->skipped++;
           continue;
         }
@@ -854,6 +874,23 @@ static void *worker_main(void *arg) {
 
 /* ---- the ring ------------------------------------------------------------ */
 
+/* Under the default policy, a run whose first ALL_FAILED_LIMIT finished
+ * samples all failed stops with the first failure: a wrong dataset, field
+ * or decoder, not a few bad files. kept: samples of j that made it. */
+static void all_failed_check(struct stk_loader *l, struct job *j, uint32_t kept) {
+  uint64_t before = atomic_fetch_add(&l->kept_total, kept);
+  uint64_t skipped = atomic_fetch_add(&l->skipped_total, j->skipped) + j->skipped;
+  if (l->o.on_error != STK_ON_ERROR_DEFAULT || j->err || before + kept > 0 ||
+      skipped < ALL_FAILED_LIMIT)
+    return;
+  int set = atomic_load_explicit(&l->first_skip_set, memory_order_acquire);
+  j->err = set && l->first_skip_code ? l->first_skip_code : STK_EDECODE;
+  snprintf(j->errmsg, sizeof j->errmsg,
+           "the first %llu samples all failed (is the dataset, field or decoder right? "
+           "on_error=skip goes on regardless); the first: %.300s",
+           (unsigned long long)skipped, set ? l->first_skip : "(in the log)");
+}
+
 /* Make the batch view and publish the job for the consumer. */
 static void ring_put(struct stk_loader *l, struct job *j) {
   uint32_t k = 0;
@@ -871,6 +908,7 @@ static void ring_put(struct stk_loader *l, struct job *j) {
     bytes += s->out_len;
     k++;
   }
+  all_failed_check(l, j, k);
   struct stk_batch *b = &j->batch;
   b->n = k;
   b->epoch = j->epoch;
@@ -1261,6 +1299,9 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
             ds->root);
     rc = stk_dataset_count(ds, NULL, err);
   }
+  if (!rc && (l->o.on_error < STK_ON_ERROR_DEFAULT || l->o.on_error > STK_ON_ERROR_FAIL))
+    rc = stk__errf(err, STK_EINVAL, "on_error: %d is not the default (0), skip (1) or fail (2)",
+                   l->o.on_error);
   if (!rc && (l->o.shares < STK_SHARES_UNEVEN || l->o.shares > STK_SHARES_DROP))
     rc = stk__errf(err, STK_EINVAL, "shares: %d is not uneven (0), pad (1) or drop (2)",
                    l->o.shares);
