@@ -232,8 +232,8 @@ TEST(loader_skip_mode_counts) {
   stk_dataset_close(ds);
 }
 
-/* The default policy skips and counts a bad sample like skip, but a run
- * whose first 64 samples all fail stops, naming the first. */
+/* The default policy skips and counts a bad sample like skip, but 64
+ * failures in a row stop the run, naming the latest. */
 TEST(loader_default_skips_until_all_fail) {
   write_tfrecords("ds", 2, 20);
   corrupt_record(3);
@@ -263,7 +263,7 @@ TEST(loader_default_skips_until_all_fail) {
   CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
   while ((rc = stk_loader_next(l, &b)) == 0) stk_batch_release(l, b);
   CHECK_EQ(rc, STK_EFORMAT);
-  CHECK_CONTAINS(stk_loader_errmsg(l), "samples all failed");
+  CHECK_CONTAINS(stk_loader_errmsg(l), "samples in a row failed");
   CHECK_CONTAINS(stk_loader_errmsg(l), "has no field 'nope'");
   stk_loader_close(l);
   /* skip asked for goes on regardless. */

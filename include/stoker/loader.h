@@ -125,12 +125,12 @@ struct stk_allocator {
  * shard, offset and why, the rest at info level. FAIL: the run stops with
  * that error (stk_loader_next returns it, errmsg naming the same). DEFAULT
  * (0) is SKIP, so that one bad file in a million does not end a long run
- * (the ImageNet training set has a CMYK JPEG and a PNG named .JPEG, which
- * decode, and web-scraped sets have truncated files), except that a run
- * whose first 64 finished samples all failed stops with the first error:
- * that is a wrong dataset or option, not a bad file. FAIL was 0 before
- * DEFAULT existed; a program built then that set it explicitly now gets
- * DEFAULT. */
+ * (the ImageNet training set has CMYK JPEGs and a PNG named .JPEG, which
+ * decode, and web-scraped sets have truncated files), except that 64
+ * samples in a row that fail stop the run with the latest error: that is
+ * a wrong dataset or option, or a dataset gone, not a bad file. FAIL was
+ * 0 before DEFAULT existed; a program built then that set it explicitly
+ * now gets DEFAULT. */
 enum stk_on_error { STK_ON_ERROR_DEFAULT = 0, STK_ON_ERROR_SKIP = 1, STK_ON_ERROR_FAIL = 2 };
 
 /* Programs built against this header and linked with a newer libstoker

@@ -81,7 +81,7 @@ class Loader:
                  scale: Optional[Tuple[float, float]] = ..., ratio: Optional[Tuple[float, float]] = ...,
                  mean: Optional[Sequence[float]] = ..., std: Optional[Sequence[float]] = ...,
                  format: Optional[str] = ..., engine: str = ..., direct: bool = ...,
-                 verify: bool = ..., on_error: str = ..., prefetch: int = ...,
+                 verify: bool = ..., on_error: Optional[str] = ..., prefetch: int = ...,
                  prefetch_max: int = ..., mem_cap: Size = ..., inflight: Size = ...,
                  io_depth: int = ..., pin_memory: bool = ..., index_threads: int = ...,
                  cache_dir: Optional[str] = ..., cache_size: Optional[Size] = ...,

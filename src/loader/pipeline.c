@@ -37,7 +37,7 @@
 #define READ_CHUNK (8u << 20)   /* a longer range is read by several requests */
 #define MAP_CHUNK (64u << 20)   /* the same for a mapping engine (a multiple of 2 MiB) */
 #define HUGE_ALIGN (2u << 20)   /* large buffers: transparent huge pages */
-#define ALL_FAILED_LIMIT 64     /* see all_failed_check */
+#define ALL_FAILED_LIMIT 64     /* failures in a row that stop a run: all_failed_check */
 
 struct slot {
   uint64_t id;
@@ -168,12 +168,12 @@ struct stk_loader {
   struct stk__lookahead *la;
   struct stk__publish *pub; /* counters for `stoker watch` (publish.c) */
   _Atomic uint64_t ds_fp;   /* stk_sampler_fingerprint, taken at the first save */
-  /* on_error skip: samples skipped and kept so far, and the first skip
-   * (note_skip, all_failed_check). */
-  atomic_uint_fast64_t skips_seen, skipped_total, kept_total;
-  atomic_int first_skip_set;
-  int first_skip_code;
-  char first_skip[STK_ERRMSG_MAX + 32];
+  /* on_error skip: samples skipped so far, failures in a row, and the
+   * latest failure (note_skip, all_failed_check). */
+  atomic_uint_fast64_t skips_seen, fail_streak;
+  pthread_mutex_t skip_mu;
+  int last_skip_code;
+  char last_skip[STK_ERRMSG_MAX + 32];
   char err[STK_ERRMSG_MAX];
 };
 
@@ -296,12 +296,14 @@ static void job_fail(struct job *j, int code, const char *msg) {
 }
 
 /* A sample left out under on_error skip (or the default): the first is
- * logged as a warning and kept for the all-failed check of ring_put. */
+ * logged as a warning, the rest at info level; the latest is kept for
+ * all_failed_check's message. */
 static void note_skip(struct stk_loader *l, uint64_t id, int code, const char *msg) {
-  if (atomic_fetch_add(&l->skips_seen, 1) == 0) { /* callers may hold l->mu: no lock */
-    l->first_skip_code = code;
-    snprintf(l->first_skip, sizeof l->first_skip, "sample %llu: %s", (unsigned long long)id, msg);
-    atomic_store_explicit(&l->first_skip_set, 1, memory_order_release);
+  pthread_mutex_lock(&l->skip_mu); /* callers may hold l->mu: its own lock */
+  l->last_skip_code = code;
+  snprintf(l->last_skip, sizeof l->last_skip, "sample %llu: %s", (unsigned long long)id, msg);
+  pthread_mutex_unlock(&l->skip_mu);
+  if (atomic_fetch_add(&l->skips_seen, 1) == 0) {
     stk_log(STK_LOG_WARN, "skipping sample %llu: %s (later ones are counted in the stats' "
             "skipped and logged at info level)", (unsigned long long)id, msg);
     return;
@@ -874,21 +876,25 @@ static void *worker_main(void *arg) {
 
 /* ---- the ring ------------------------------------------------------------ */
 
-/* Under the default policy, a run whose first ALL_FAILED_LIMIT finished
- * samples all failed stops with the first failure: a wrong dataset, field
- * or decoder, not a few bad files. kept: samples of j that made it. */
+/* Under the default policy, ALL_FAILED_LIMIT samples in a row that fail
+ * (counted by batch: one kept sample ends a streak) stop the run with the
+ * latest failure: a wrong dataset, field or decoder, or a dataset gone
+ * from under the run, not a few bad files. kept: samples of j that made
+ * it. */
 static void all_failed_check(struct stk_loader *l, struct job *j, uint32_t kept) {
-  uint64_t before = atomic_fetch_add(&l->kept_total, kept);
-  uint64_t skipped = atomic_fetch_add(&l->skipped_total, j->skipped) + j->skipped;
-  if (l->o.on_error != STK_ON_ERROR_DEFAULT || j->err || before + kept > 0 ||
-      skipped < ALL_FAILED_LIMIT)
+  if (kept) {
+    atomic_store(&l->fail_streak, 0);
     return;
-  int set = atomic_load_explicit(&l->first_skip_set, memory_order_acquire);
-  j->err = set && l->first_skip_code ? l->first_skip_code : STK_EDECODE;
+  }
+  uint64_t streak = atomic_fetch_add(&l->fail_streak, j->skipped) + j->skipped;
+  if (l->o.on_error != STK_ON_ERROR_DEFAULT || j->err || streak < ALL_FAILED_LIMIT) return;
+  pthread_mutex_lock(&l->skip_mu);
+  j->err = l->last_skip_code ? l->last_skip_code : STK_EDECODE;
   snprintf(j->errmsg, sizeof j->errmsg,
-           "the first %llu samples all failed (is the dataset, field or decoder right? "
-           "on_error=skip goes on regardless); the first: %.300s",
-           (unsigned long long)skipped, set ? l->first_skip : "(in the log)");
+           "%llu samples in a row failed (is the dataset, field or decoder right? "
+           "on_error=skip goes on regardless); the latest: %.300s",
+           (unsigned long long)streak, l->last_skip);
+  pthread_mutex_unlock(&l->skip_mu);
 }
 
 /* Make the batch view and publish the job for the consumer. */
@@ -1260,6 +1266,7 @@ static void loader_free(struct stk_loader *l) {
   free(l->workers);
   free(l->file_size);
   pthread_mutex_destroy(&l->mu);
+  pthread_mutex_destroy(&l->skip_mu);
   pthread_cond_destroy(&l->cv_free);
   pthread_cond_destroy(&l->cv_ready);
   pthread_cond_destroy(&l->cv_task);
@@ -1284,6 +1291,7 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
     l->fixed_out = stk__tokens_row_bytes(tok);
   }
   pthread_mutex_init(&l->mu, NULL);
+  pthread_mutex_init(&l->skip_mu, NULL);
   pthread_cond_init(&l->cv_free, NULL);
   pthread_cond_init(&l->cv_ready, NULL);
   pthread_cond_init(&l->cv_task, NULL);
