@@ -1,9 +1,10 @@
 /* Tests of the image decoder's PNG and WebP codecs (src/loader/
  * decode_png.c, decode_webp.c): pixel-exact decodes of lossless files
- * through an identity resize, every PNG colour type converted as PIL's
- * convert("RGB") does (16-bit grey excepted: scaled, see decode_png.c),
- * the same crops and output as any other format, the format told by the
- * bytes, and corrupt or truncated files failing with a message. */
+ * (interlaced too) through an identity resize, every PNG colour type
+ * converted as PIL's convert("RGB") does (16-bit grey excepted: scaled,
+ * see decode_png.c), the same crops and output as any other format, the
+ * format told by the bytes, and corrupt or truncated files failing with a
+ * message. */
 #include <spng.h>
 #include <webp/encode.h>
 
@@ -14,12 +15,13 @@
 /* ---- helpers --------------------------------------------------------- */
 
 /* Encode a PNG of colour type ct and depth bits from px (samples in
- * PNG's order, 16-bit ones host-endian); plte: n entries or NULL. */
-static uint8_t *png_encode(const void *px, size_t px_len, int w, int h, int ct, int depth,
-                           const uint8_t *plte, int n, size_t *len) {
+ * PNG's order, 16-bit ones host-endian), Adam7-interlaced if il; plte: n
+ * entries or NULL. */
+static uint8_t *png_encode_il(const void *px, size_t px_len, int w, int h, int ct, int depth,
+                              const uint8_t *plte, int n, int il, size_t *len) {
   spng_ctx *enc = spng_ctx_new(SPNG_CTX_ENCODER);
   CHECK(enc != NULL);
-  struct spng_ihdr ih = {(uint32_t)w, (uint32_t)h, (uint8_t)depth, (uint8_t)ct, 0, 0, 0};
+  struct spng_ihdr ih = {(uint32_t)w, (uint32_t)h, (uint8_t)depth, (uint8_t)ct, 0, 0, (uint8_t)il};
   CHECK_EQ(spng_set_option(enc, SPNG_ENCODE_TO_BUFFER, 1), 0);
   CHECK_EQ(spng_set_ihdr(enc, &ih), 0);
   if (plte) {
@@ -34,6 +36,11 @@ static uint8_t *png_encode(const void *px, size_t px_len, int w, int h, int ct, 
   CHECK(out != NULL);
   spng_ctx_free(enc);
   return out;
+}
+
+static uint8_t *png_encode(const void *px, size_t px_len, int w, int h, int ct, int depth,
+                           const uint8_t *plte, int n, size_t *len) {
+  return png_encode_il(px, px_len, w, h, ct, depth, plte, n, 0, len);
 }
 
 static uint8_t *webp_lossless(const uint8_t *rgb, int w, int h, size_t *len) {
@@ -101,6 +108,21 @@ TEST(decode_png_rgb_pixel_exact) {
   size_t len;
   uint8_t *png =
       png_encode(rgb, 256 * 256 * 3, 256, 256, SPNG_COLOR_TYPE_TRUECOLOR, 8, NULL, 0, &len);
+  struct stk_field f = field_of(png, len, "png");
+  struct stk_decode_cfg cfg = identity_cfg();
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(run(&cfg, &f, 1, &out, err) == 0, "%s", err);
+  check_centre(out, rgb);
+  free(out);
+  free(png);
+  free(rgb);
+}
+
+TEST(decode_png_interlaced_pixel_exact) {
+  uint8_t *rgb = noise(8, 256, 256, 3), *out;
+  size_t len;
+  uint8_t *png =
+      png_encode_il(rgb, 256 * 256 * 3, 256, 256, SPNG_COLOR_TYPE_TRUECOLOR, 8, NULL, 0, 1, &len);
   struct stk_field f = field_of(png, len, "png");
   struct stk_decode_cfg cfg = identity_cfg();
   char err[STK_ERRMSG_MAX];
