@@ -198,7 +198,7 @@ struct stk_batch {
   const uint64_t *len;
   const uint64_t *indices; /* global sample numbers */
   const int32_t *labels;
-  uint32_t skipped;      /* samples dropped by on_error=skip */
+  uint32_t skipped;      /* samples left out by on_error (skip, the default) */
 };
 
 struct stk_loader;
@@ -260,8 +260,8 @@ STK_EXPORT void stk_batch_release(struct stk_loader *l, struct stk_batch *b);
 STK_EXPORT void stk_loader_close(struct stk_loader *l);
 /* Batches this rank gets in a whole epoch with these options (its share,
  * epoch_samples, batch_size, drop_last), counting a streamed dataset whole
- * first; a share that on_error=skip thins may give fewer. 0, or a code with
- * errmsg set. */
+ * first; a share that skipped samples (on_error) thin may give fewer. 0,
+ * or a code with errmsg set. */
 STK_EXPORT int stk_loader_epoch_batches(struct stk_loader *l, uint64_t *out, char *errmsg);
 /* Ask the pipeline to stop soon; next() then returns STK_ECANCELED.
  * Safe from a signal handler's thread (only sets a flag). */

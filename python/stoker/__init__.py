@@ -358,7 +358,7 @@ class Loader(_stoker.Loader):
     def epoch_batches(self):
         """Batches this rank gets in a whole epoch with these options (its
         share, epoch_samples, batch_size, drop_last); a streamed dataset is
-        counted whole first. on_error="skip" may give fewer."""
+        counted whole first. samples skipped by on_error may give fewer."""
         return self._epoch_batches()
 
     def dataset_info(self):
