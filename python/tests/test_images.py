@@ -162,3 +162,19 @@ def test_all_samples_bad_raises_by_default(tmp_path):
 def test_on_error_values():
     with pytest.raises(ValueError, match="on_error"):
         stoker.Loader("/nonexistent", on_error="ignore")
+
+
+def test_gen_writes_png_and_webp(tmp_path):
+    # stoker.gen(image_format=) for tests and benches: the files are what
+    # they say, and decode.
+    for fmt, pil in (("png", "PNG"), ("webp", "WEBP")):
+        src = str(tmp_path / fmt)
+        stoker.gen(src, 6, format="files", jpeg=(40, 30, 60, 50), classes=2, image_format=fmt)
+        files = [os.path.join(r, f) for r, _, fs in os.walk(src) for f in fs if f.endswith(fmt)]
+        assert len(files) == 6
+        for f in files:
+            with Image.open(f) as im:
+                assert im.format == pil
+        assert run(src, on_error="fail") == (6, 0)
+    with pytest.raises(stoker.Error, match="gif"):
+        stoker.gen(str(tmp_path / "g"), 2, format="files", jpeg=(4, 4, 4, 4), image_format="gif")
