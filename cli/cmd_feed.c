@@ -47,7 +47,8 @@ const char cmd_feed_usage[] =
     "decode:\n"
     "  --decode KIND       raw, jpeg, npy, fields (every field of a sample, packed\n"
     "                      with its name, type and shape; default raw; jpeg for the\n"
-    "                      default dataset)\n"
+    "                      default dataset); jpeg takes JPEG, PNG and WebP, told by\n"
+    "                      their bytes\n"
     "  --field NAME        field to decode (default: the first of each sample); with\n"
     "                      --decode fields, the fields to keep: jpg,cls (default: all)\n"
     "  --size HxW          jpeg output size (default 224x224)\n"
@@ -61,7 +62,10 @@ const char cmd_feed_usage[] =
     "                      copies)\n"
     "  --direct            O_DIRECT reads (bypass the page cache)\n"
     "  --no-verify         do not check stored checksums\n"
-    "  --on-error MODE     fail or skip bad samples (default fail)\n"
+    "  --on-error MODE     skip or fail: a sample that cannot be read or decoded is\n"
+    "                      left out and counted, or stops the run naming its file\n"
+    "                      and why (default skip, but 64 failures in a row stop\n"
+    "                      the run)\n"
     "  --prefetch N        initial ring depth in batches (default 2)\n"
     "  --prefetch-max N    depth the ring may grow to (default 16)\n"
     "  --mem-cap SIZE      cap on batch buffers (default: four batches of the mean\n"
@@ -137,7 +141,7 @@ static int parse_option(struct feed_args *a, int c, const char *v) {
   static const char *const decodes[] = {"raw", "jpeg", "npy", "fields", NULL};
   static const char *const dtypes[] = {"u8", "f32", NULL};
   static const char *const layouts[] = {"hwc", "chw", NULL};
-  static const char *const onerr[] = {"fail", "skip", NULL};
+  static const char *const onerr[] = {"skip", "fail", NULL};
   struct stk_loader_opts *o = &a->lo;
   uint64_t x;
   int k = cli_cache_option("feed", c, v, &a->cache);
@@ -199,7 +203,7 @@ static int parse_option(struct feed_args *a, int c, const char *v) {
     case O_NOVERIFY: o->skip_verify = 1; return 0;
     case O_ONERROR:
       if ((k = pick("--on-error", v, onerr)) < 0) return -1;
-      o->on_error = k;
+      o->on_error = k ? STK_ON_ERROR_FAIL : STK_ON_ERROR_SKIP;
       return 0;
     case O_PREFETCH: return parse_u32("--prefetch", v, 1, 4096, &o->prefetch);
     case O_PREFETCH_MAX: return parse_u32("--prefetch-max", v, 1, 4096, &o->prefetch_max);
@@ -414,7 +418,10 @@ static void print_report(const struct feed_args *a, struct stk_dataset *ds, stru
            st->mem_over_cap);
   printf("  reads          %" PRIu64 " requests, %.1f MiB (engine %s)\n", st->read_ops,
          (double)st->read_bytes / 1048576.0, stk_loader_engine(l));
-  if (st->skipped) printf("  skipped        %" PRIu64 " bad samples\n", st->skipped);
+  if (st->skipped)
+    printf("  skipped        %" PRIu64 " bad samples (the first is in the log; --on-error fail "
+           "stops at it)\n",
+           st->skipped);
   if (st->has_cache && !tk) cli_cache_report(stdout, &st->cache);
   printf("\n  %-8s %7s %9s %10s %11s %10s %10s\n", "stage", "threads", "busy s", "wait-in s",
          "wait-out s", "items", "MiB");

@@ -24,7 +24,11 @@ const char cmd_gen_usage[] =
     "                          drawn is kept within 1 B..2GiB\n"
     "  --jpeg WxH[-WxH]        JPEG images of this size, or of a random size in\n"
     "                          the range (npy/npz: uint8 arrays of shape HxWx3)\n"
-    "  --quality Q             JPEG quality 1..100 (default 90)\n"
+    "  --quality Q             JPEG (and lossy WebP) quality 1..100 (default 90)\n"
+    "  --image-format F        jpeg, png or webp: how the --jpeg images are encoded\n"
+    "                          (default jpeg; png is lossless, webp lossy at\n"
+    "                          --quality and lossless at 100); the field and a\n"
+    "                          files dataset's extension are jpg, png or webp\n"
     "  --classes K             labels drawn from 0..K-1 (files, npy: one folder\n"
     "                          per label; wds: a .cls member; npz: y; others: a\n"
     "                          label field)\n"
@@ -55,12 +59,13 @@ const char cmd_gen_usage[] =
 
 enum { O_FORMAT = 256, O_SAMPLES, O_SIZE, O_SDEV, O_JPEG, O_QUALITY, O_CLASSES, O_SHARD_SIZE,
        O_PER_SHARD, O_SEED, O_FORCE, O_NOINDEX, O_DOC_LEN, O_DOC_SDEV, O_DOC_DIST, O_VOCAB,
-       O_DTYPE };
+       O_DTYPE, O_IMAGE_FORMAT };
 
 static const struct option options[] = {
     {"format", 1, 0, O_FORMAT},           {"samples", 1, 0, O_SAMPLES},
     {"size", 1, 0, O_SIZE},               {"size-stdev", 1, 0, O_SDEV},
     {"jpeg", 1, 0, O_JPEG},               {"quality", 1, 0, O_QUALITY},
+    {"image-format", 1, 0, O_IMAGE_FORMAT},
     {"classes", 1, 0, O_CLASSES},         {"shard-size", 1, 0, O_SHARD_SIZE},
     {"samples-per-shard", 1, 0, O_PER_SHARD}, {"seed", 1, 0, O_SEED},
     {"force", 0, 0, O_FORCE},             {"no-index", 0, 0, O_NOINDEX},
@@ -113,6 +118,7 @@ static int parse_option(struct stk_gen_opts *g, int c, const char *v, int *quiet
       return 0;
     case O_SDEV: return cli_size("gen", "--size-stdev", v, &g->size_stdev);
     case O_JPEG: return parse_jpeg(v, g);
+    case O_IMAGE_FORMAT: g->image_format = v; return 0;
     case O_QUALITY:
       if (cli_u64("gen", "--quality", v, 1, 100, &x)) return -1;
       g->quality = (int)x;

@@ -700,7 +700,7 @@ TEST(decode_jpeg_corrupt_and_truncated) {
   for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(i * 7 + 3);
   struct stk_field f = field_of(junk, sizeof junk);
   CHECK_EQ(run(&stk__dec_jpeg, &cfg, NULL, &f, 1, &out, &n, err), STK_EDECODE);
-  CHECK_CONTAINS(err, "jpeg");
+  CHECK_CONTAINS(err, "not a JPEG, PNG or WebP");
   free(out);
 
   f = field_of(jpg, 40); /* ends inside the header */

@@ -175,7 +175,8 @@ static void crc_error_names_file_and_offset(const char *engine) {
   uint64_t off = corrupt_record(7);
   struct stk_dataset *ds = open_ds("ds");
   struct stk_loader *l;
-  struct stk_loader_opts o = {.batch_size = 4, .threads = 2, .io_engine = engine};
+  struct stk_loader_opts o = {
+      .batch_size = 4, .threads = 2, .io_engine = engine, .on_error = STK_ON_ERROR_FAIL};
   CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
   struct stk_batch *b;
   int rc;
@@ -228,6 +229,56 @@ TEST(loader_skip_mode_counts) {
   CHECK_EQ(st.skipped, 2);
   CHECK_EQ(st.samples, 78);
   stk_loader_close(l);
+  stk_dataset_close(ds);
+}
+
+/* The default policy skips and counts a bad sample like skip, but 64
+ * failures in a row stop the run, naming the latest. */
+TEST(loader_default_skips_until_all_fail) {
+  write_tfrecords("ds", 2, 20);
+  corrupt_record(3);
+  struct stk_dataset *ds = open_ds("ds");
+  struct stk_loader *l;
+  struct stk_loader_opts o = {.batch_size = 6, .threads = 2};
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  struct stk_batch *b;
+  uint64_t n = 0;
+  int rc;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    n += b->n;
+    stk_batch_release(l, b);
+  }
+  CHECK_EQ(rc, STK_EOF);
+  CHECK_EQ(n, 39);
+  struct stk_loader_stats st;
+  stk_loader_stats(l, &st);
+  CHECK_EQ(st.skipped, 1);
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+  /* Every sample bad: a field no sample has. */
+  write_tfrecords("ds2", 4, 30);
+  ds = open_ds("ds2");
+  o.decode.field = "nope";
+  o.epochs = 3;
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  while ((rc = stk_loader_next(l, &b)) == 0) stk_batch_release(l, b);
+  CHECK_EQ(rc, STK_EFORMAT);
+  CHECK_CONTAINS(stk_loader_errmsg(l), "samples in a row failed");
+  CHECK_CONTAINS(stk_loader_errmsg(l), "has no field 'nope'");
+  stk_loader_close(l);
+  /* skip asked for goes on regardless. */
+  o.on_error = STK_ON_ERROR_SKIP;
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  n = 0;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    n += b->n;
+    stk_batch_release(l, b);
+  }
+  CHECK_EQ(rc, STK_EOF);
+  CHECK_EQ(n, 0);
+  stk_loader_close(l);
+  o.on_error = 3;
+  CHECK_EQ(stk_loader_open(&l, ds, &o, NULL), STK_EINVAL);
   stk_dataset_close(ds);
 }
 
@@ -379,7 +430,7 @@ TEST(loader_shard_removed_mid_run) {
   struct stk_dataset *ds = open_ds("ds");
   CHECK(unlink("ds/part-00001.tfrecord") == 0);
   struct stk_loader *l;
-  struct stk_loader_opts o = {.batch_size = 4, .threads = 2};
+  struct stk_loader_opts o = {.batch_size = 4, .threads = 2, .on_error = STK_ON_ERROR_FAIL};
   CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
   struct stk_batch *b;
   int rc;
@@ -592,7 +643,8 @@ TEST(loader_mmap_shard_cut_short) {
   struct stk_dataset *ds = open_ds("ds");
   CHECK_OK(truncate("ds/a.tfrecord", (off_t)(12u << 20)));
   struct stk_loader *l;
-  struct stk_loader_opts o = {.batch_size = 1, .threads = 2, .io_engine = "mmap"};
+  struct stk_loader_opts o = {
+      .batch_size = 1, .threads = 2, .io_engine = "mmap", .on_error = STK_ON_ERROR_FAIL};
   o.sampler.shuffle = STK_SHUFFLE_NONE;
   CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
   struct stk_batch *b;

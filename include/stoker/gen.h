@@ -52,6 +52,10 @@ struct stk_gen_opts {
   int doc_len_lognormal;
   uint64_t vocab;
   const char *dtype;
+  /* How the images (jpeg_* sizes) are encoded: "jpeg" (NULL), "png"
+   * (lossless) or "webp" (lossy at quality, lossless at 100); the field
+   * (and a files dataset's extension) is jpg, png or webp. */
+  const char *image_format;
 };
 
 /* Progress callback: done samples of total, bytes so far. Return nonzero

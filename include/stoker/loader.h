@@ -122,7 +122,20 @@ struct stk_allocator {
   void *ctx;
 };
 
-enum stk_on_error { STK_ON_ERROR_FAIL = 0, STK_ON_ERROR_SKIP };
+/* What a sample that cannot be read, parsed or decoded (a corrupt or
+ * truncated image, a checksum mismatch, a file gone) does to the run.
+ * SKIP: it is left out of its batch and counted (stk_batch.skipped,
+ * stk_loader_stats.skipped); the first is logged as a warning naming its
+ * shard, offset and why, the rest at info level. FAIL: the run stops with
+ * that error (stk_loader_next returns it, errmsg naming the same). DEFAULT
+ * (0) is SKIP, so that one bad file in a million does not end a long run
+ * (the ImageNet training set has CMYK JPEGs and a PNG named .JPEG, which
+ * decode, and web-scraped sets have truncated files), except that 64
+ * samples in a row that fail stop the run with the latest error: that is
+ * a wrong dataset or option, or a dataset gone, not a bad file. FAIL was
+ * 0 before DEFAULT existed; a program built then that set it explicitly
+ * now gets DEFAULT. */
+enum stk_on_error { STK_ON_ERROR_DEFAULT = 0, STK_ON_ERROR_SKIP = 1, STK_ON_ERROR_FAIL = 2 };
 
 /* Programs built against this header and linked with a newer libstoker
  * keep working: set the options with stk_loader_opts_init(), which records
@@ -159,7 +172,7 @@ struct stk_loader_opts {
                              the mean sample size, at least 1 GiB, at most
                              half the RAM. A batch that alone needs more
                              fails with STK_ENOMEM. */
-  int on_error;           /* enum stk_on_error */
+  int on_error;           /* enum stk_on_error; 0 = skip and count bad samples */
   const struct stk_allocator *alloc; /* NULL = aligned malloc */
   const struct stk_sampler_state *resume; /* NULL = start at epoch 0 */
   int shares;             /* enum stk_shares: how an epoch that world does not
@@ -189,7 +202,7 @@ struct stk_batch {
   const uint64_t *len;
   const uint64_t *indices; /* global sample numbers */
   const int32_t *labels;
-  uint32_t skipped;      /* samples dropped by on_error=skip */
+  uint32_t skipped;      /* samples left out by on_error (skip, the default) */
 };
 
 struct stk_loader;
@@ -262,8 +275,8 @@ STK_EXPORT void stk_batch_release(struct stk_loader *l, struct stk_batch *b);
 STK_EXPORT void stk_loader_close(struct stk_loader *l);
 /* Batches this rank gets in a whole epoch with these options (its share,
  * epoch_samples, batch_size, drop_last), counting a streamed dataset whole
- * first; a share that on_error=skip thins may give fewer. 0, or a code with
- * errmsg set. */
+ * first; a share that skipped samples (on_error) thin may give fewer. 0,
+ * or a code with errmsg set. */
 STK_EXPORT int stk_loader_epoch_batches(struct stk_loader *l, uint64_t *out, char *errmsg);
 /* Ask the pipeline to stop soon; next() then returns STK_ECANCELED.
  * Safe from a signal handler's thread (only sets a flag). */

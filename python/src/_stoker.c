@@ -265,16 +265,17 @@ static int arg_u64(PyObject *v, const char *fn, const char *k, unsigned long lon
 static PyObject *mod_gen(PyObject *m, PyObject *args, PyObject *kw) {
   (void)m;
   static char *kwlist[] = {"dir",     "samples",           "format", "size",  "stdev",   "jpeg",
-                           "classes", "samples_per_shard", "seed",   "force", "quality", NULL};
-  const char *dir, *format = "tfrecord";
+                           "classes", "samples_per_shard", "seed",   "force", "quality",
+                           "image_format", NULL};
+  const char *dir, *format = "tfrecord", *image_format = NULL;
   unsigned long long samples = 0, size = 0, stdev = 0, per = 0, seed = 0, classes = 0,
                      quality = 0;
   int force = 0;
   PyObject *jpeg = Py_None, *o_samples, *o_size = NULL, *o_stdev = NULL, *o_classes = NULL,
            *o_per = NULL, *o_seed = NULL, *o_quality = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|$sOOOOOOpO:gen", kwlist, &dir, &o_samples,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|$sOOOOOOpOz:gen", kwlist, &dir, &o_samples,
                                    &format, &o_size, &o_stdev, &jpeg, &o_classes, &o_per, &o_seed,
-                                   &force, &o_quality))
+                                   &force, &o_quality, &image_format))
     return NULL;
   if (arg_u64(o_samples, "gen", "samples", INT64_MAX, &samples) ||
       arg_u64(o_size, "gen", "size", INT64_MAX, &size) ||
@@ -297,7 +298,8 @@ static PyObject *mod_gen(PyObject *m, PyObject *args, PyObject *kw) {
                            .samples_per_shard = per,
                            .seed = seed,
                            .force = force,
-                           .quality = (int)quality};
+                           .quality = (int)quality,
+                           .image_format = image_format};
   if (jpeg != Py_None && !PyTuple_Check(jpeg)) {
     PyErr_SetString(PyExc_TypeError, "jpeg: expected (min_w, min_h, max_w, max_h)");
     return NULL;
@@ -321,9 +323,10 @@ static PyMethodDef mod_methods[] = {
     {"_log", mod_log, METH_VARARGS, NULL},
     {"gen", (PyCFunction)(void (*)(void))mod_gen, METH_VARARGS | METH_KEYWORDS,
      "gen(dir, samples, *, format='tfrecord', size=0, stdev=0, jpeg=None, classes=0,\n"
-     "    samples_per_shard=0, seed=0, force=False, quality=0)\n\n"
-     "Write a synthetic dataset (stoker gen): random payloads of size bytes, or JPEGs whose\n"
-     "sides are drawn from jpeg=(min_w, min_h, max_w, max_h)."},
+     "    samples_per_shard=0, seed=0, force=False, quality=0, image_format=None)\n\n"
+     "Write a synthetic dataset (stoker gen): random payloads of size bytes, or images whose\n"
+     "sides are drawn from jpeg=(min_w, min_h, max_w, max_h), encoded as image_format:\n"
+     "'jpeg' (None), 'png' or 'webp' (lossless at quality 100)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT,

@@ -261,7 +261,7 @@ static PyGetSetDef Batch_getset[] = {
     {"lengths", (getter)Batch_lengths, NULL, "Byte length of each sample.", NULL},
     {"epoch", (getter)Batch_epoch, NULL, "Epoch of the batch.", NULL},
     {"seq", (getter)Batch_seq, NULL, "Batch number since the loader started.", NULL},
-    {"skipped", (getter)Batch_skipped, NULL, "Samples dropped by on_error='skip'.", NULL},
+    {"skipped", (getter)Batch_skipped, NULL, "Samples of this batch left out by on_error (skip or the default).", NULL},
     {"nbytes", (getter)Batch_nbytes, NULL, "Sum of the samples' lengths.", NULL},
     {"loss_mask", (getter)Batch_loss_mask, NULL,
      "Token batches: [rows, seq_len + 1] uint8, 1 on real tokens, 0 on padding.", NULL},

@@ -114,7 +114,7 @@ int parse_opts(LoaderObject *self, PyObject *d) {
             {"decode", dc->kind, STK_DECODE_FIELDS},
             {"dtype", dc->dtype, STK_DTYPE_F32},
             {"layout", dc->layout, STK_LAYOUT_CHW},
-            {"on_error", o->on_error, STK_ON_ERROR_SKIP}};
+            {"on_error", o->on_error, STK_ON_ERROR_FAIL}};
   for (size_t i = 0; i < sizeof en / sizeof en[0]; i++)
     if (en[i].v < 0 || en[i].v > en[i].max) {
       PyErr_Format(PyExc_ValueError, "%s: %d is out of range", en[i].k, en[i].v);

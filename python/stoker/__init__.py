@@ -102,7 +102,7 @@ def set_log_level(level):
 # ---- argument checking ----------------------------------------------------------
 
 # ImageNet's per-channel mean and std in 0..255 units: the decoder's default
-# (src/loader/decode_jpeg.c), here to complete a mean or std given alone.
+# (src/loader/image.c), here to complete a mean or std given alone.
 _IMAGENET_MEAN = (123.675, 116.28, 103.53)
 _IMAGENET_STD = (58.395, 57.12, 57.375)
 
@@ -292,7 +292,11 @@ class Loader(_stoker.Loader):
       engine="auto"       "auto", "io_uring", "pread" or "mmap"
       direct=False        O_DIRECT reads
       verify=True         check stored checksums
-      on_error="fail"     "fail" or "skip" bad samples (skipped ones are counted)
+      on_error=None       a sample that cannot be read or decoded: "skip" leaves it
+                          out and counts it (batch.skipped, stats()["skipped"]);
+                          "fail" raises stoker.Error naming its file and why;
+                          None (default) skips, but raises after 64 failures
+                          in a row (a wrong dataset or option, or one gone)
       prefetch=2          initial ring depth in batches
       prefetch_max=16     depth the ring may grow to
       mem_cap="1GiB"      cap on batch-buffer bytes
@@ -358,7 +362,7 @@ class Loader(_stoker.Loader):
     def epoch_batches(self):
         """Batches this rank gets in a whole epoch with these options (its
         share, epoch_samples, batch_size, drop_last); a streamed dataset is
-        counted whole first. on_error="skip" may give fewer."""
+        counted whole first. samples skipped by on_error may give fewer."""
         return self._epoch_batches()
 
     def dataset_info(self):
@@ -389,7 +393,7 @@ def _options(source, batch_size=64, *, shuffle=True, seed=None, epochs=1,
              drop_last=False, epoch_samples=0, threads=0, window=0, rank=0, world=1,
              shares="uneven", resume=None, decode="raw", field=None, size=224, dtype="u8", layout="hwc",
              eval=False, scale=None, ratio=None, mean=None, std=None, format=None,
-             engine="auto", direct=False, verify=True, on_error="fail", prefetch=0,
+             engine="auto", direct=False, verify=True, on_error=None, prefetch=0,
              prefetch_max=0, mem_cap=0, inflight=0, io_depth=0, pin_memory=False,
              index_threads=0, cache_dir=None, cache_size=None, ram_cache_size=None,
              cache_min_free=None, cache_prefetch=None, fetchers=None, cache_no_fsync=False,
@@ -475,7 +479,9 @@ def _options(source, batch_size=64, *, shuffle=True, seed=None, epochs=1,
     o["engine"] = engine
     o["direct"] = _bool("direct", direct)
     o["skip_verify"] = 0 if _bool("verify", verify) else 1
-    o["on_error"] = _choice("on_error", on_error, ["fail", "skip"])
+    # None: skip and count, but stop after 64 failures in a row (C's
+    # STK_ON_ERROR_DEFAULT, 0); "skip" (1) goes on regardless; "fail" (2).
+    o["on_error"] = 0 if on_error is None else 1 + _choice("on_error", on_error, ["skip", "fail"])
     o["prefetch"] = _int("prefetch", prefetch, 0, 1 << 16)
     o["prefetch_max"] = _int("prefetch_max", prefetch_max, 0, 1 << 16)
     if o["prefetch_max"] and o["prefetch"] > o["prefetch_max"]:

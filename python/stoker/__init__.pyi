@@ -81,7 +81,7 @@ class Loader:
                  scale: Optional[Tuple[float, float]] = ..., ratio: Optional[Tuple[float, float]] = ...,
                  mean: Optional[Sequence[float]] = ..., std: Optional[Sequence[float]] = ...,
                  format: Optional[str] = ..., engine: str = ..., direct: bool = ...,
-                 verify: bool = ..., on_error: str = ..., prefetch: int = ...,
+                 verify: bool = ..., on_error: Optional[str] = ..., prefetch: int = ...,
                  prefetch_max: int = ..., mem_cap: Size = ..., inflight: Size = ...,
                  io_depth: int = ..., pin_memory: bool = ..., index_threads: int = ...,
                  cache_dir: Optional[str] = ..., cache_size: Optional[Size] = ...,
@@ -106,4 +106,5 @@ def format_report(st: Dict[str, Any]) -> Tuple[str, str]: ...
 def set_log_level(level: Union[str, int]) -> None: ...
 def gen(dir: str, samples: int, *, format: str = ..., size: int = ..., stdev: int = ...,
         jpeg: Optional[Tuple[int, int, int, int]] = ..., classes: int = ...,
-        samples_per_shard: int = ..., seed: int = ..., force: bool = ..., quality: int = ...) -> None: ...
+        samples_per_shard: int = ..., seed: int = ..., force: bool = ..., quality: int = ...,
+        image_format: Optional[str] = ...) -> None: ...

@@ -1,6 +1,6 @@
 """Failures a training loop meets: Ctrl-C while waiting for a batch, a
-corrupt shard (the exception names file and offset; with on_error="skip"
-the run goes on and counts it), a dataset that vanishes mid-epoch, wrong
+corrupt shard (with on_error="fail" the exception names file and offset;
+by default the run goes on and counts it), a dataset that vanishes mid-epoch, wrong
 argument types and values (TypeError/ValueError naming the argument),
 pin_memory without a GPU, and library log messages reaching logging."""
 import glob
@@ -69,7 +69,7 @@ def test_corrupt_shard_names_file_and_offset(tmp_path):
     src = str(tmp_path / "c")
     stoker.gen(src, 40, format="tfrecord", size=500, samples_per_shard=10, seed=3)
     shard = corrupt_first_record(src)
-    with stoker.Loader(src, 8, shuffle=False) as ld:
+    with stoker.Loader(src, 8, shuffle=False, on_error="fail") as ld:
         with pytest.raises(stoker.ChecksumError) as ei:
             for b in ld:
                 pass
@@ -84,7 +84,7 @@ def test_corrupt_shard_skipped_and_counted(tmp_path):
     stoker.gen(src, 40, format="tfrecord", size=500, samples_per_shard=10, seed=3)
     corrupt_first_record(src)
     n = skipped = 0
-    with stoker.Loader(src, 8, shuffle=False, on_error="skip") as ld:
+    with stoker.Loader(src, 8, shuffle=False) as ld:
         for b in ld:
             n += len(b)
             skipped += b.skipped

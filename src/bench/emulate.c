@@ -440,6 +440,9 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
   lo.io_engine = o->io_engine;
   lo.direct = o->direct;
   lo.skip_verify = o->skip_verify;
+  /* A benchmark stops at a bad sample: a skipped one would cost nothing
+   * and flatter the figures. */
+  lo.on_error = STK_ON_ERROR_FAIL;
   /* Every accelerator holds a batch while it computes, and the next step
    * needs one ready for each: depth 2N lets the loader prepare a whole
    * step ahead. */

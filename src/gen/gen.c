@@ -89,6 +89,14 @@ static int reserve(struct buf *b, size_t n) {
 }
 
 static int is_jpeg(const struct stk_gen_opts *o) { return o->jpeg_max_w > 0 && o->jpeg_max_h > 0; }
+
+/* The STK__SYNTH_ encoding image_format names; -1 for an unknown one. */
+static int image_enc(const struct stk_gen_opts *o) {
+  const char *f = o->image_format;
+  if (!f || !strcmp(f, "jpeg")) return STK__SYNTH_JPEG;
+  return !strcmp(f, "png") ? STK__SYNTH_PNG : !strcmp(f, "webp") ? STK__SYNTH_WEBP : -1;
+}
+
 static int is_arrays(const struct stk_gen_opts *o) {
   return !strcmp(o->format, "npy") || !strcmp(o->format, "npz");
 }
@@ -304,12 +312,14 @@ static int make_payload(const struct stk_gen_opts *o, struct stk_sample *s, stru
     int h = draw_dim(r, o->jpeg_min_h, o->jpeg_max_h);
     uint8_t *p;
     size_t len;
-    int rc = stk__jpeg_synth(r, w, h, o->quality ? o->quality : 90, &p, &len, err);
+    int enc = image_enc(o);
+    int rc = stk__image_synth(r, w, h, o->quality ? o->quality : 90, enc, &p, &len, err);
     if (rc) return rc;
     free(b[0].p); /* the encoder allocates its own output */
     b[0].p = p;
     b[0].cap = len;
-    stk__sample_add(s, "jpg", 3, p, len);
+    static const char *const fields[] = {"jpg", "png", "webp"};
+    stk__sample_add(s, fields[enc], strlen(fields[enc]), p, len);
     return 0;
   }
   uint64_t n = draw_size(o, r);
@@ -511,6 +521,13 @@ static int check_opts(const struct stk_gen_opts *o, char *err) {
     return stk__errf(err, STK_EINVAL, "gen: bad JPEG size range %dx%d-%dx%d", o->jpeg_min_w,
                      o->jpeg_min_h, o->jpeg_max_w, o->jpeg_max_h);
   if (o->classes > INT32_MAX) return stk__errf(err, STK_EINVAL, "gen: too many classes");
+  if (image_enc(o) < 0)
+    return stk__errf(err, STK_EINVAL, "gen: image format '%s' is not jpeg, png or webp",
+                     o->image_format);
+  if (image_enc(o) != STK__SYNTH_JPEG && (!is_jpeg(o) || is_arrays(o)))
+    return stk__errf(err, STK_EINVAL,
+                     "gen: image format '%s' needs --jpeg sizes and a format other than npy "
+                     "or npz (they hold pixel arrays)", o->image_format);
   if (is_megatron(o)) {
     int rc = check_megatron(o, err);
     if (rc) return rc;

@@ -1,11 +1,14 @@
-/* Synthetic photo-like JPEGs for `stoker gen` and the decode benchmarks:
- * smooth gradients, soft blobs, low-frequency texture and fine noise drawn
- * from a seeded stream, so that the same seed always encodes the same bytes
- * and the images cost a decoder about what real photographs cost. */
+/* Synthetic photo-like images (JPEG, PNG, WebP) for `stoker gen` and the
+ * decode benchmarks: smooth gradients, soft blobs, low-frequency texture
+ * and fine noise drawn from a seeded stream, so that the same seed always
+ * encodes the same bytes and the images cost a decoder about what real
+ * photographs cost. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spng.h>
 #include <turbojpeg.h>
+#include <webp/encode.h>
 
 #include "synth.h"
 
@@ -141,17 +144,58 @@ static int encode(const uint8_t *rgb, int w, int h, int quality, uint8_t **out, 
   return 0;
 }
 
-int stk__jpeg_synth(struct stk_rng *rng, int w, int h, int quality, uint8_t **out, size_t *len,
-                    char *err) {
+/* A lossless PNG (8-bit RGB) with libspng. */
+static int encode_png(const uint8_t *rgb, int w, int h, uint8_t **out, size_t *len, char *err) {
+  spng_ctx *enc = spng_ctx_new(SPNG_CTX_ENCODER);
+  if (!enc) return stk__errf(err, STK_ENOMEM, "png synth: cannot create an encoder");
+  struct spng_ihdr ih = {(uint32_t)w, (uint32_t)h, 8, SPNG_COLOR_TYPE_TRUECOLOR, 0, 0, 0};
+  size_t n = 0;
+  int e = spng_set_option(enc, SPNG_ENCODE_TO_BUFFER, 1);
+  if (!e) e = spng_set_ihdr(enc, &ih);
+  if (!e) e = spng_encode_image(enc, rgb, (size_t)w * h * 3, SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
+  void *png = e ? NULL : spng_get_png_buffer(enc, &n, &e);
+  spng_ctx_free(enc);
+  if (!png) return stk__errf(err, STK_EDECODE, "png synth: encode failed: %s", spng_strerror(e));
+  *out = png; /* libspng's buffer comes from malloc: the caller frees it */
+  *len = n;
+  return 0;
+}
+
+/* A WebP with libwebp: lossy at quality, lossless at 100. */
+static int encode_webp(const uint8_t *rgb, int w, int h, int quality, uint8_t **out, size_t *len,
+                       char *err) {
+  uint8_t *webp = NULL;
+  size_t n = quality == 100 ? WebPEncodeLosslessRGB(rgb, w, h, w * 3, &webp)
+                            : WebPEncodeRGB(rgb, w, h, w * 3, (float)quality, &webp);
+  if (!n) return stk__errf(err, STK_EDECODE, "webp synth: encode of a %dx%d image failed", w, h);
+  *out = malloc(n);
+  if (*out) memcpy(*out, webp, n);
+  WebPFree(webp);
+  if (!*out) return stk__errf(err, STK_ENOMEM, "webp synth: out of memory for %zu bytes", n);
+  *len = n;
+  return 0;
+}
+
+int stk__image_synth(struct stk_rng *rng, int w, int h, int quality, int enc, uint8_t **out,
+                     size_t *len, char *err) {
   if (w < 1 || h < 1 || w > SYNTH_MAX_DIM || h > SYNTH_MAX_DIM || quality < 1 || quality > 100)
-    return stk__errf(err, STK_EINVAL, "jpeg synth: bad size %dx%d or quality %d", w, h, quality);
+    return stk__errf(err, STK_EINVAL, "image synth: bad size %dx%d or quality %d", w, h, quality);
   uint8_t *rgb = malloc((size_t)w * h * 3);
-  if (!rgb) return stk__errf(err, STK_ENOMEM, "jpeg synth: out of memory for a %dx%d image", w, h);
+  if (!rgb) return stk__errf(err, STK_ENOMEM, "image synth: out of memory for a %dx%d image", w, h);
   int rc = paint(rng, w, h, rgb);
-  if (rc == 0)
-    rc = encode(rgb, w, h, quality, out, len, err);
+  if (rc)
+    stk__errf(err, rc, "image synth: out of memory for a %dx%d image", w, h);
+  else if (enc == STK__SYNTH_PNG)
+    rc = encode_png(rgb, w, h, out, len, err);
+  else if (enc == STK__SYNTH_WEBP)
+    rc = encode_webp(rgb, w, h, quality, out, len, err);
   else
-    stk__errf(err, rc, "jpeg synth: out of memory for a %dx%d image", w, h);
+    rc = encode(rgb, w, h, quality, out, len, err);
   free(rgb);
   return rc;
+}
+
+int stk__jpeg_synth(struct stk_rng *rng, int w, int h, int quality, uint8_t **out, size_t *len,
+                    char *err) {
+  return stk__image_synth(rng, w, h, quality, STK__SYNTH_JPEG, out, len, err);
 }

@@ -37,6 +37,7 @@
 #define READ_CHUNK (8u << 20)   /* a longer range is read by several requests */
 #define MAP_CHUNK (64u << 20)   /* the same for a mapping engine (a multiple of 2 MiB) */
 #define HUGE_ALIGN (2u << 20)   /* large buffers: transparent huge pages */
+#define ALL_FAILED_LIMIT 64     /* failures in a row that stop a run: all_failed_check */
 
 struct slot {
   uint64_t id;
@@ -167,6 +168,12 @@ struct stk_loader {
   struct stk__lookahead *la;
   struct stk__publish *pub; /* counters for `stoker watch` (publish.c) */
   _Atomic uint64_t ds_fp;   /* stk_sampler_fingerprint, taken at the first save */
+  /* on_error skip: samples skipped so far, failures in a row, and the
+   * latest failure (note_skip, all_failed_check). */
+  atomic_uint_fast64_t skips_seen, fail_streak;
+  pthread_mutex_t skip_mu;
+  int last_skip_code;
+  char last_skip[STK_ERRMSG_MAX + 32];
   char err[STK_ERRMSG_MAX];
 };
 
@@ -290,13 +297,26 @@ static void job_fail(struct job *j, int code, const char *msg) {
   pthread_mutex_unlock(&j->err_mu);
 }
 
+/* A sample left out under on_error skip (or the default): the first is
+ * logged as a warning, the rest at info level; the latest is kept for
+ * all_failed_check's message. */
+static void note_skip(struct stk_loader *l, uint64_t id, int code, const char *msg) {
+  pthread_mutex_lock(&l->skip_mu); /* callers may hold l->mu: its own lock */
+  l->last_skip_code = code;
+  snprintf(l->last_skip, sizeof l->last_skip, "sample %llu: %s", (unsigned long long)id, msg);
+  pthread_mutex_unlock(&l->skip_mu);
+  if (atomic_fetch_add(&l->skips_seen, 1) == 0) {
+    stk_log(STK_LOG_WARN, "skipping sample %llu: %s (later ones are counted in the stats' "
+            "skipped and logged at info level)", (unsigned long long)id, msg);
+    return;
+  }
+  stk_log(STK_LOG_INFO, "skipping sample %llu: %s", (unsigned long long)id, msg);
+}
+
 static void slot_fail(struct stk_loader *l, struct job *j, struct slot *s, int code,
                       const char *msg) {
   s->err = code;
-  if (l->o.on_error == STK_ON_ERROR_SKIP) {
-    stk_log(STK_LOG_INFO, "skipping sample %llu: %s", (unsigned long long)s->id, msg);
-    return;
-  }
+  if (l->o.on_error != STK_ON_ERROR_FAIL) return note_skip(l, s->id, code, msg);
   job_fail(j, code, msg);
 }
 
@@ -651,7 +671,9 @@ static int fill_job(struct stk_loader *l, struct job *j) {
       }
       rc = locate(l, id, &j->slots[j->n], j->errmsg);
       if (rc) {
-        if (l->o.on_error == STK_ON_ERROR_SKIP) {
+        if (l->o.on_error != STK_ON_ERROR_FAIL) {
+          note_skip(l, id, rc, j->errmsg);
+          j->errmsg[0] = 0;
           j->skipped++;
           continue;
         }
@@ -879,6 +901,27 @@ static void *worker_main(void *arg) {
 
 /* ---- the ring ------------------------------------------------------------ */
 
+/* Under the default policy, ALL_FAILED_LIMIT samples in a row that fail
+ * (counted by batch: one kept sample ends a streak) stop the run with the
+ * latest failure: a wrong dataset, field or decoder, or a dataset gone
+ * from under the run, not a few bad files. kept: samples of j that made
+ * it. */
+static void all_failed_check(struct stk_loader *l, struct job *j, uint32_t kept) {
+  if (kept) {
+    atomic_store(&l->fail_streak, 0);
+    return;
+  }
+  uint64_t streak = atomic_fetch_add(&l->fail_streak, j->skipped) + j->skipped;
+  if (l->o.on_error != STK_ON_ERROR_DEFAULT || j->err || streak < ALL_FAILED_LIMIT) return;
+  pthread_mutex_lock(&l->skip_mu);
+  j->err = l->last_skip_code ? l->last_skip_code : STK_EDECODE;
+  snprintf(j->errmsg, sizeof j->errmsg,
+           "%llu samples in a row failed (is the dataset, field or decoder right? "
+           "on_error=skip goes on regardless); the latest: %.300s",
+           (unsigned long long)streak, l->last_skip);
+  pthread_mutex_unlock(&l->skip_mu);
+}
+
 /* Make the batch view and publish the job for the consumer. */
 static void ring_put(struct stk_loader *l, struct job *j) {
   uint32_t k = 0;
@@ -896,6 +939,7 @@ static void ring_put(struct stk_loader *l, struct job *j) {
     bytes += s->out_len;
     k++;
   }
+  all_failed_check(l, j, k);
   struct stk_batch *b = &j->batch;
   b->n = k;
   b->epoch = j->epoch;
@@ -1247,6 +1291,7 @@ static void loader_free(struct stk_loader *l) {
   free(l->workers);
   free(l->file_size);
   pthread_mutex_destroy(&l->mu);
+  pthread_mutex_destroy(&l->skip_mu);
   pthread_cond_destroy(&l->cv_free);
   pthread_cond_destroy(&l->cv_ready);
   pthread_cond_destroy(&l->cv_task);
@@ -1271,6 +1316,7 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
     l->fixed_out = stk__tokens_row_bytes(tok);
   }
   pthread_mutex_init(&l->mu, NULL);
+  pthread_mutex_init(&l->skip_mu, NULL);
   pthread_cond_init(&l->cv_free, NULL);
   pthread_cond_init(&l->cv_ready, NULL);
   pthread_cond_init(&l->cv_task, NULL);
@@ -1286,6 +1332,9 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
             ds->root);
     rc = stk_dataset_count(ds, NULL, err);
   }
+  if (!rc && (l->o.on_error < STK_ON_ERROR_DEFAULT || l->o.on_error > STK_ON_ERROR_FAIL))
+    rc = stk__errf(err, STK_EINVAL, "on_error: %d is not the default (0), skip (1) or fail (2)",
+                   l->o.on_error);
   if (!rc && (l->o.shares < STK_SHARES_UNEVEN || l->o.shares > STK_SHARES_DROP))
     rc = stk__errf(err, STK_EINVAL, "shares: %d is not uneven (0), pad (1) or drop (2)",
                    l->o.shares);

@@ -3,8 +3,8 @@
  * torchvision's resize(antialias=True) calls): a triangle filter whose
  * support grows with the downscale factor, clipped to the region being
  * resized, normalized per output sample, then rounded to int16 in the
- * fixed point PyTorch picks. The JPEG decoder applies them to its planes
- * (src/loader/decode_jpeg.c); the format is kept plain so tests can check
+ * fixed point PyTorch picks. The image decoder applies them to its planes
+ * (src/loader/image_out.c); the format is kept plain so tests can check
  * weights against hand-computed cases. */
 #ifndef STK_LOADER_RESIZE_H
 #define STK_LOADER_RESIZE_H
