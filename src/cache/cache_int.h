@@ -89,8 +89,6 @@ struct dent {
 void stk__cache_key(const struct stk_cache *c, size_t i, char *key);
 /* "DIR/SUB/NAMESUFFIX" (SUB may be ""), malloc'ed; NULL when out of memory. */
 char *stk__cache_path(const char *dir, const char *sub, const char *name, const char *suffix);
-/* This boot's id ("unknown" when the kernel does not say). */
-void stk__boot_id(char *out, size_t n);
 int stk__fsync_dir(const char *dir);
 /* Take an flock, polling so that *cancel is honoured; *waited is set when
  * someone else held it at first. */
