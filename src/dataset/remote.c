@@ -497,9 +497,9 @@ static int find_dir_index(struct stk_origin *o, const struct stk_dataset_opts *o
   return STK_ENOENT;
 }
 
-int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
-                             const struct stk__names *names, const struct stk_dataset_opts *opts,
-                             char *err) {
+int stk__dataset_open_remote_at(struct stk_dataset *ds, const char *url,
+                                 const struct stk__names *names,
+                                 const struct stk_dataset_opts *opts, char *err) {
   struct stk_cache_opts co = opts && opts->cache ? *opts->cache : (struct stk_cache_opts){0};
   struct stk_origin_opts oo = {.connect_timeout_s = co.connect_timeout_s,
                                .stall_timeout_s = co.stall_timeout_s,
@@ -553,17 +553,13 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   if (!rc && ds->nshards == 0)
     rc = stk__errf(err, STK_EEMPTY, "%s: empty dataset: no %s shards found", ds->root,
                    ds->fmt ? ds->fmt->name : "");
-  /* A paired format reads its companion file (Megatron's .idx beside each
-   * .bin) by path, which the cache does not stage: refused until it can
-   * serve ranges of such objects. */
-  if (!rc && ds->fmt->pair_ext)
-    rc = stk__errf(err, STK_ENOTSUP,
-                   "%s: %s datasets are read from local files only for now (the cache does not "
-                   "stage the %s beside each shard); copy them to a local or mounted file system",
-                   ds->root, ds->fmt->name, ds->fmt->pair_ext);
   /* One sample per file (a folder tree): nothing is staged at open, and
    * sizes are learned as files arrive; a HEAD per file would cost more. */
   if (!rc && !(ds->fmt->caps & STK_FMT_TREE)) rc = head_sizes(o, &t, co.cancel, err);
+  /* A paired format (Megatron's .bin + .idx): each companion is fetched
+   * whole and indexed from its bytes now; the shards themselves are far
+   * too large to stage and are read in chunks as windows need them. */
+  if (!rc && ds->fmt->pair_ext) rc = stk__dataset_index_pairs(ds, o, t.v, t.n, co.cancel, err);
   if (!rc) {
     rc = stk__cache_open(&ds->x->cache, o, t.v, t.n, &co, err);
     o = NULL; /* the cache owns it, failed or not */
