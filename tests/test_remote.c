@@ -366,6 +366,13 @@ TEST(remote_python_http_server_listing_and_pattern) {
   serve("http-server src", url, sizeof url);
   snprintf(u, sizeof u, "%s/train/", url);
   check_form(u, "", 40);
+  /* Its listing shows hidden files (stoker gen's .stoker-gen): left out
+   * without a warning, as a local folder's are. */
+  char *hid = NULL, hcmd[600];
+  snprintf(hcmd, sizeof hcmd, "$STK feed '%s' -q 2>&1", u);
+  CHECK_EQ(sh(&hid, hcmd), 0);
+  CHECK_MSG(!strstr(hid, "stoker-gen"), "%s", hid);
+  free(hid);
   snprintf(u, sizeof u, "%s/train/shard-{00001..00003}.tar", url);
   check_form(u, "", 30);
   snprintf(u, sizeof u, "%s/train/shard-00002.tar", url); /* a single shard URL */

@@ -452,13 +452,14 @@ static int detect(const char *root, const struct stk_dataset_opts *opts,
 
 /* Shards named one by one (a pattern, a list): their format from the
  * extensions (one only), else the first one's bytes. */
-static int detect_named(const struct stk__names *names, const struct stk_dataset_opts *opts,
-                        const struct stk_format_ops **out, char *err) {
+static int detect_named(const char *where, const struct stk__names *names,
+                        const struct stk_dataset_opts *opts, const struct stk_format_ops **out,
+                        char *err) {
   if (opts && opts->format && *opts->format) return find_format(opts->format, out, err);
   size_t count[FMT_MAX];
   const struct stk_format_ops *best;
   if (count_exts(NULL, (const char *const *)names->v, names->n, count, &best) > 1)
-    return mix_error(names->v[0], count, err);
+    return mix_error(where, count, err); /* the list or pattern the user named */
   if (best) {
     *out = best;
     return 0;
@@ -480,7 +481,7 @@ int stk__dataset_open_local(struct stk_dataset *ds, const struct stk__names *nam
                             const struct stk_dataset_opts *opts, char *err) {
   int rc;
   if (names) {
-    rc = detect_named(names, opts, &ds->fmt, err);
+    rc = detect_named(ds->root, names, opts, &ds->fmt, err);
     for (size_t i = 0; !rc && i < names->n; i++) {
       int dir;
       if ((rc = is_dir(names->v[i], &dir, err)) != 0) break;

@@ -220,10 +220,21 @@ struct listing {
 
 static int canceled(const int *cancel) { return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED); }
 
+/* A name with a component starting with '.' (stoker gen's .stoker-gen, an
+ * editor's or rsync's temporaries): left out without a word, as a local
+ * folder's hidden entries are. */
+static int hidden(const char *name) {
+  for (const char *p = name; p; p = strchr(p, '/')) {
+    if (*p == '/') p++;
+    if (*p == '.') return 1;
+  }
+  return 0;
+}
+
 static int list_cb(void *arg, const char *name, const struct stk_obj_info *info) {
   struct listing *L = arg;
   if (canceled(L->cancel)) return STK_ECANCELED;
-  if (!safe_rel(name) || !strcmp(name, MANIFEST_NAME)) return 0;
+  if (!safe_rel(name) || hidden(name) || !strcmp(name, MANIFEST_NAME)) return 0;
   const struct stk_format_ops *f = L->want;
   if ((f->caps & STK_FMT_TREE) ? 0 : !(f->exts && *f->exts && stk__has_ext(name, f->exts))) {
     if (!stk__side_file(name) && !L->skipped++) snprintf(L->example, sizeof L->example, "%s", name);
@@ -380,7 +391,8 @@ static int open_named(struct stk_dataset *ds, const char *url, const struct stk_
   if (!f) {
     size_t count[FMT_MAX] = {0};
     for (size_t i = 0; i < names->n; i++) ext_count_cb(count, names->v[i], NULL);
-    if ((rc = format_of_counts(url, count, &f, err)) != 0) return rc;
+    /* named by the list or pattern the user gave (ds->root), not the folder */
+    if ((rc = format_of_counts(ds->root, count, &f, err)) != 0) return rc;
     if (!f)
       return stk__errf(err, STK_EINVAL,
                        "%s/%s: cannot tell the shards' format from their "
