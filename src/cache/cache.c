@@ -279,6 +279,21 @@ uint64_t stk__cache_shard_size(struct stk_cache *c, size_t i) {
   return s;
 }
 
+int stk__cache_shard_stat(struct stk_cache *c, size_t i, uint64_t *size, char *err) {
+  uint64_t s = stk__cache_shard_size(c, i);
+  if (s == UINT64_MAX) {
+    struct stk_obj_info info;
+    int rc = stk__origin_stat(c->origin, c->tab[i].name, &info, err);
+    if (rc) return rc;
+    s = info.size;
+    pthread_mutex_lock(&c->mu);
+    if (c->e[i].size == UINT64_MAX) c->e[i].size = s;
+    pthread_mutex_unlock(&c->mu);
+  }
+  *size = s;
+  return 0;
+}
+
 const char *stk__cache_read_only_dir(const struct stk_cache *c) { return c->ro ? c->dir : NULL; }
 
 uint64_t stk__cache_prefetch_budget(const struct stk_cache *c) {

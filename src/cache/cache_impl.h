@@ -41,6 +41,8 @@ void stk__cache_prefetch(struct stk_cache *c, size_t i);
 void stk__cache_release(struct stk_cache *c, size_t i);
 /* Bytes of shard i (from the table, or learned when staged). */
 uint64_t stk__cache_shard_size(struct stk_cache *c, size_t i);
+/* The same, asked of the origin (HEAD) when neither knows it yet. */
+int stk__cache_shard_stat(struct stk_cache *c, size_t i, uint64_t *size, char *err);
 /* The disk tier's directory when it is read-only here (entries served,
  * nothing added), else NULL. */
 const char *stk__cache_read_only_dir(const struct stk_cache *c);

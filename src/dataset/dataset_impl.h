@@ -89,6 +89,21 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
 int stk__dataset_open_remote_at(struct stk_dataset *ds, const char *url,
                                 const struct stk__names *names,
                                 const struct stk_dataset_opts *opts, char *err);
+/* The warning for shards in subfolders a folder's reading leaves out (a
+ * local folder and a remote listing say the same): the folder, how many,
+ * the format, "s", an example, ", ..." */
+#define STK__NESTED_FMT                                                                  \
+  "%s: %zu %s shard%s in subfolders left out (%s%s): a folder's shards are read from " \
+  "its top level (and its class folders, for formats that have them); name deeper "    \
+  "ones with a pattern or a shard list"
+
+/* remote_names.c: 1 when a component of name starts with '.'; labels of
+ * files listed remotely by their first-level folder (in name order, or
+ * with by_number by the folders' numbers when all are numbers), files at
+ * the top -1. */
+int stk__name_hidden(const char *name);
+int stk__dataset_class_labels(struct stk_dataset *ds, const struct stk_cache_shard *v, size_t n,
+                              int by_number, char *err);
 int stk__dataset_index_pairs(struct stk_dataset *ds, struct stk_origin *o,
                              const struct stk_cache_shard *v, size_t n, const int *cancel,
                              char *err);

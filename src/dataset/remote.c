@@ -216,26 +216,27 @@ struct listing {
   size_t skipped;                    /* listed files that are not its shards */
   char example[128];
   const int *cancel;
+  size_t nested; /* shards deeper than a folder's reading goes (as local.c) */
+  char nested_ex[256];
 };
 
 static int canceled(const int *cancel) { return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED); }
 
-/* A name with a component starting with '.' (stoker gen's .stoker-gen, an
- * editor's or rsync's temporaries): left out without a word, as a local
- * folder's hidden entries are. */
-static int hidden(const char *name) {
-  for (const char *p = name; p; p = strchr(p, '/')) {
-    if (*p == '/') p++;
-    if (*p == '.') return 1;
-  }
-  return 0;
-}
-
 static int list_cb(void *arg, const char *name, const struct stk_obj_info *info) {
   struct listing *L = arg;
   if (canceled(L->cancel)) return STK_ECANCELED;
-  if (!safe_rel(name) || hidden(name) || !strcmp(name, MANIFEST_NAME)) return 0;
+  if (!safe_rel(name) || stk__name_hidden(name) || !strcmp(name, MANIFEST_NAME)) return 0;
   const struct stk_format_ops *f = L->want;
+  /* Shards are read from the top level, and first-level class folders for
+   * formats that have them, as a local folder is; plain files from every
+   * level. Deeper shards are left out and named in a warning. */
+  int depth = 0;
+  for (const char *p = strchr(name, '/'); p; p = strchr(p + 1, '/')) depth++;
+  if (!(f->caps & STK_FMT_TREE) && depth > ((f->caps & STK_FMT_CLASS_DIRS) ? 1 : 0)) {
+    if (f->exts && *f->exts && stk__has_ext(name, f->exts) && !L->nested++)
+      snprintf(L->nested_ex, sizeof L->nested_ex, "%s/%s", L->url, name);
+    return 0;
+  }
   if ((f->caps & STK_FMT_TREE) ? 0 : !(f->exts && *f->exts && stk__has_ext(name, f->exts))) {
     if (!stk__side_file(name) && !L->skipped++) snprintf(L->example, sizeof L->example, "%s", name);
     return 0;
@@ -325,9 +326,15 @@ static int open_listed(struct stk_dataset *ds, struct stk_origin *o, const char 
     if (!f) f = tree_format();
   }
   ds->fmt = f;
-  struct listing L = {ds, url, t, f, 0, "", opts && opts->cache ? opts->cache->cancel : NULL};
+  struct listing L = {ds, url, t, f, 0, "", opts && opts->cache ? opts->cache->cancel : NULL,
+                      0, ""};
   rc = stk__origin_list(o, list_cb, &L, err);
   if (rc == STK_ECANCELED) return stk__errf(err, rc, "interrupted");
+  if (!rc && (f->caps & (STK_FMT_TREE | STK_FMT_CLASS_DIRS)))
+    rc = stk__dataset_class_labels(ds, t->v, t->n, !(f->caps & STK_FMT_TREE), err);
+  if (!rc && L.nested)
+    stk_log(STK_LOG_WARN, STK__NESTED_FMT, url, L.nested, f->name, L.nested == 1 ? "" : "s",
+            L.nested_ex, L.nested > 1 ? ", ..." : "");
   /* Never silently, as for a local folder: files that are not shards. */
   if (!rc && L.skipped)
     stk_log(STK_LOG_WARN, "%s: %zu file%s that %s not %s shards left out (%s%s)", url, L.skipped,
@@ -393,6 +400,14 @@ static int open_named(struct stk_dataset *ds, const char *url, const struct stk_
     for (size_t i = 0; i < names->n; i++) ext_count_cb(count, names->v[i], NULL);
     /* named by the list or pattern the user gave (ds->root), not the folder */
     if ((rc = format_of_counts(ds->root, count, &f, err)) != 0) return rc;
+    /* Names that all end in an extension no shard format claims (.jpg,
+     * .png, .wav): one sample per file, as a local list of them is read. */
+    int all_ext = names->n > 0;
+    for (size_t i = 0; i < names->n && all_ext; i++) {
+      const char *b = strrchr(names->v[i], '/'), *d = strrchr(b ? b : names->v[i], '.');
+      all_ext = d && d[1] && d != (b ? b + 1 : names->v[i]);
+    }
+    if (!f && all_ext) f = tree_format();
     if (!f)
       return stk__errf(err, STK_EINVAL,
                        "%s/%s: cannot tell the shards' format from their "
