@@ -412,7 +412,7 @@ static void print_report(const struct feed_args *a, struct stk_dataset *ds, stru
   printf("  reads          %" PRIu64 " requests, %.1f MiB (engine %s)\n", st->read_ops,
          (double)st->read_bytes / 1048576.0, stk_loader_engine(l));
   if (st->skipped) printf("  skipped        %" PRIu64 " bad samples\n", st->skipped);
-  if (st->has_cache && !tk) cli_cache_report(stdout, &st->cache);
+  if (st->has_cache) cli_cache_report(stdout, &st->cache); /* a remote corpus's chunks */
   printf("\n  %-8s %7s %9s %10s %11s %10s %10s\n", "stage", "threads", "busy s", "wait-in s",
          "wait-out s", "items", "MiB");
   for (int i = 0; i < STK_STAGE_COUNT; i++) {
