@@ -240,3 +240,33 @@ TEST(remote_tokens_s3_prefix) {
   stk_tokens_close(rem);
   stk_tokens_close(loc);
 }
+
+/* Chunks are evicted one by one under the disk tier's budget (those a
+ * process holds mapped excepted): a .bin of about 100 chunks of 4 KiB
+ * (more than the 64 a process keeps mapped) through a 64 KiB budget still
+ * serves every window, evicting chunks and fetching some again. */
+TEST(remote_tokens_chunks_evicted_under_budget) {
+  char *out = NULL;
+  CHECK_MSG(sh(&out, "$STK gen src/big --format megatron --samples 1000 --doc-len 200 "
+                     "--doc-len-stdev 80 -q") == 0,
+            "%s", out);
+  free(out);
+  struct stat sb;
+  CHECK_EQ(stat("src/big/shard-00000.bin", &sb), 0);
+  uint64_t chunks = ((uint64_t)sb.st_size + 4095) / 4096;
+  char url[256], path[320], err[STK_ERRMSG_MAX] = "";
+  serve("nginx src", url, sizeof url);
+  snprintf(path, sizeof path, "%s/big/shard-00000", url);
+  struct stk_cache_opts co = {.dir = "cd", .chunk_bytes = 4096, .disk_bytes = 64 << 10,
+                              .no_fsync = 1};
+  struct stk_tokens *loc = open_at("src/big/shard-00000", 300, NULL, err);
+  struct stk_tokens *rem = open_at(path, 300, &co, err);
+  CHECK_MSG(loc && rem, "%s", err);
+  CHECK_MSG(same_windows(loc, rem, err) > 500, "%s", err);
+  struct stk_cache_stats st = stats_of(rem);
+  CHECK_MSG(st.fetches > chunks && st.disk.evictions > 0, "%llu fetches of %llu chunks, %llu evicted",
+            (unsigned long long)st.fetches, (unsigned long long)chunks,
+            (unsigned long long)st.disk.evictions);
+  stk_tokens_close(rem);
+  stk_tokens_close(loc);
+}
