@@ -65,7 +65,7 @@ static inline int cli_stop_requested(void) { return __atomic_load_n(&cli_interru
 enum {
   O_CACHE_DIR = 900, O_CACHE_SIZE, O_RAM_CACHE_SIZE, O_CACHE_MIN_FREE, O_CACHE_PREFETCH,
   O_CACHE_FETCHERS, O_CACHE_NO_FSYNC, O_S3_ENDPOINT, O_S3_REGION, O_S3_PROFILE,
-  O_S3_PATH_STYLE, O_S3_VHOST, O_RETRY_MAX, O_CONNECT_TIMEOUT
+  O_S3_PATH_STYLE, O_S3_VHOST, O_RETRY_MAX, O_CONNECT_TIMEOUT, O_CACHE_CHUNK
 };
 /* Entries to put in a command's option table. */
 #define CLI_CACHE_OPTIONS                                                          \
@@ -75,7 +75,8 @@ enum {
   {"cache-no-fsync", 0, 0, O_CACHE_NO_FSYNC}, {"s3-endpoint", 1, 0, O_S3_ENDPOINT}, \
   {"s3-region", 1, 0, O_S3_REGION}, {"s3-profile", 1, 0, O_S3_PROFILE},            \
   {"s3-path-style", 0, 0, O_S3_PATH_STYLE}, {"s3-virtual-host", 0, 0, O_S3_VHOST}, \
-  {"retry-max-s", 1, 0, O_RETRY_MAX}, {"connect-timeout-s", 1, 0, O_CONNECT_TIMEOUT}
+  {"retry-max-s", 1, 0, O_RETRY_MAX}, {"connect-timeout-s", 1, 0, O_CONNECT_TIMEOUT}, \
+  {"cache-chunk-size", 1, 0, O_CACHE_CHUNK}
 /* Their help text. */
 #define CLI_CACHE_USAGE                                                                   \
   "cache (for a URL: file://, http(s)://, s3://bucket/prefix; or a path to stage):\n"   \
@@ -86,6 +87,8 @@ enum {
   "  --cache-prefetch SIZE|off  stage shards this far ahead of the reader (1GiB)\n"     \
   "  --fetchers N          shards fetched at once (default 8)\n"                        \
   "  --cache-no-fsync      do not fsync fills (faster; a crash loses, never corrupts)\n"\
+  "  --cache-chunk-size SIZE  chunks of a remote Megatron .bin, fetched and kept\n"   \
+  "                        one by one (64MiB)\n"                                       \
   "  --s3-endpoint URL     S3-compatible endpoint (default $AWS_ENDPOINT_URL, else AWS)\n" \
   "  --s3-region R         region (default $AWS_REGION, the profile's, else us-east-1)\n" \
   "  --s3-profile P        profile in the AWS shared files (default $AWS_PROFILE)\n"    \

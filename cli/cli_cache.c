@@ -26,6 +26,13 @@ int cli_cache_option(const char *cmd, int c, const char *v, struct stk_cache_opt
       o->fetchers = (uint32_t)x;
       return 0;
     case O_CACHE_NO_FSYNC: o->no_fsync = 1; return 0;
+    case O_CACHE_CHUNK:
+      if (cli_size(cmd, "--cache-chunk-size", v, &o->chunk_bytes)) return -1;
+      if (o->chunk_bytes < 4096 || o->chunk_bytes > (1ull << 32)) {
+        cli_error(cmd, "--cache-chunk-size: '%s' is outside 4KiB..4GiB", v);
+        return -1;
+      }
+      return 0;
     case O_S3_ENDPOINT: o->s3_endpoint = v; return 0;
     case O_S3_REGION: o->s3_region = v; return 0;
     case O_S3_PROFILE: o->s3_profile = v; return 0;

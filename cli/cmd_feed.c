@@ -422,7 +422,7 @@ static void print_report(const struct feed_args *a, struct stk_dataset *ds, stru
     printf("  skipped        %" PRIu64 " bad samples (the first is in the log; --on-error fail "
            "stops at it)\n",
            st->skipped);
-  if (st->has_cache && !tk) cli_cache_report(stdout, &st->cache);
+  if (st->has_cache) cli_cache_report(stdout, &st->cache); /* a remote corpus's chunks */
   printf("\n  %-8s %7s %9s %10s %11s %10s %10s\n", "stage", "threads", "busy s", "wait-in s",
          "wait-out s", "items", "MiB");
   for (int i = 0; i < STK_STAGE_COUNT; i++) {

@@ -130,11 +130,14 @@ TEST(dataset_brace_patterns) {
 TEST(dataset_shard_list_parse) {
   const char *text =
       "# shards\n\n  a.tar  \r\nsub/b.tar\n/abs/c.tar\nhttps://h/d.tar\n"
-      "e-{0..1}.tar\n\t# indented comment\n";
+      "e-{0..1}.tar\n\t# indented comment\nf.tar  # a trailing comment\n"
+      "https://h/g.tar#frag\t#tab\n";
   struct stk__names l = {0};
   char err[STK_ERRMSG_MAX];
   CHECK_OK(stk__list_parse(text, strlen(text), "base", 100, &l, err));
-  CHECK_EQ(l.n, 6);
+  CHECK_EQ(l.n, 8);
+  CHECK_STR(l.v[6], "base/f.tar");
+  CHECK_STR(l.v[7], "https://h/g.tar#frag");
   CHECK_STR(l.v[0], "base/a.tar");
   CHECK_STR(l.v[1], "base/sub/b.tar");
   CHECK_STR(l.v[2], "/abs/c.tar");
@@ -236,6 +239,12 @@ TEST(dataset_mixed_formats_refused) {
   /* ... and says what it left out. */
   CHECK_CONTAINS(out, "files that are not npy shards left out (");
   free(out);
+  /* A shard list mixing formats: the message names the list, not the
+   * folder or the first shard. */
+  CHECK_EQ(sh(&out, "ls m/* | grep -v '\\.idx$' > mixed.txt"), 0);
+  free(out);
+  CHECK_EQ(stk_dataset_open(&ds, "mixed.txt", NULL, err), STK_EFORMAT);
+  CHECK_CONTAINS(err, "mixed.txt: shards of several formats: ");
 }
 
 /* Local shards named by a brace pattern or a shard-list file. */

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../src/dataset/dataset_impl.h"
 #include "../src/format/format_impl.h"
 #include "stoker/cache.h"
 #include "stoker/gen.h"
@@ -367,20 +368,41 @@ TEST(megatron_trailing_bin_bytes_are_read_with_a_warning) {
   stk_dataset_close(ds);
 }
 
-TEST(megatron_remote_refused_with_reason) {
+/* Through a cache (a file:// folder with a disk tier, as for any URL):
+ * the .idx is fetched whole and checked at open, the .bin is read in
+ * ranges through chunks, never staged whole; reading it as samples says
+ * so. (tests/test_remote_tokens.c serves windows over http.) */
+TEST(megatron_remote_idx_whole_bin_in_chunks) {
   CHECK(mkdir("ds", 0777) == 0);
   write_pair("ds/c", 4, 4, NSEQ, LENS, NDOC, DOCS);
   CHECK(mkdir("cache", 0777) == 0);
-  struct stk_cache_opts co = {.dir = "cache"};
+  struct stk_cache_opts co = {.dir = "cache", .chunk_bytes = 4096};
   struct stk_dataset_opts o = {.format = "megatron", .cache = &co};
   struct stk_dataset *ds;
   char err[STK_ERRMSG_MAX];
   char here[4096], url[4200];
   CHECK(getcwd(here, sizeof here));
   snprintf(url, sizeof url, "file://%s/ds", here);
-  int rc = stk_dataset_open(&ds, url, &o, err);
-  CHECK_EQ(rc, STK_ENOTSUP);
-  CHECK_CONTAINS(err, "megatron datasets are read from local files only");
+  CHECK_OK(stk_dataset_open(&ds, url, &o, err));
+  CHECK_EQ(stk_dataset_num_samples(ds), NSEQ);
+  CHECK(stk__shard_chunked(ds, 0));
+  int fd = -1;
+  CHECK_EQ(stk__shard_open(ds, 0, 0, &fd, NULL, err), STK_ENOTSUP);
+  CHECK_CONTAINS(err, "read in chunks");
+  size_t n;
+  uint8_t *bin = test_read_file("ds/c.bin", &n), got[64];
+  CHECK(bin && n <= sizeof got && n > 8);
+  CHECK_OK(stk__shard_read(ds, 0, 4, got, n - 4, NULL, err));
+  CHECK(!memcmp(got, bin + 4, n - 4));
+  CHECK_EQ(stk__shard_read(ds, 0, 4, got, n, NULL, err), STK_ERANGE);
+  free(bin);
+  stk_dataset_close(ds);
+  /* A prefix URL (no folder there): tried as the prefix of c.bin + c.idx. */
+  snprintf(url, sizeof url, "file://%s/ds/c", here);
+  o.format = NULL;
+  CHECK_OK(stk_dataset_open(&ds, url, &o, err));
+  CHECK_EQ(stk_dataset_num_samples(ds), NSEQ);
+  stk_dataset_close(ds);
 }
 
 /* ---- written by the format's writer, and by NumPy as Megatron does ---- */

@@ -366,6 +366,13 @@ TEST(remote_python_http_server_listing_and_pattern) {
   serve("http-server src", url, sizeof url);
   snprintf(u, sizeof u, "%s/train/", url);
   check_form(u, "", 40);
+  /* Its listing shows hidden files (stoker gen's .stoker-gen): left out
+   * without a warning, as a local folder's are. */
+  char *hid = NULL, hcmd[600];
+  snprintf(hcmd, sizeof hcmd, "$STK feed '%s' -q 2>&1", u);
+  CHECK_EQ(sh(&hid, hcmd), 0);
+  CHECK_MSG(!strstr(hid, "stoker-gen"), "%s", hid);
+  free(hid);
   snprintf(u, sizeof u, "%s/train/shard-{00001..00003}.tar", url);
   check_form(u, "", 30);
   snprintf(u, sizeof u, "%s/train/shard-00002.tar", url); /* a single shard URL */
@@ -577,4 +584,99 @@ TEST(remote_pattern_of_absent_names_stops_at_first) {
   CHECK_MSG(!strstr(out, "STILL-RUNNING"), "%s", out);
   CHECK_CONTAINS(out, "rc=130");
   free(out);
+}
+
+/* Class folders of plain files over an HTTP listing (Python's http.server,
+ * which gives no sizes): every file's label is its folder's, as the same
+ * folder read locally gives, and its size is asked, not 16 EiB; a list of
+ * the files' URLs (.bin here, as .jpg would be: no shard format's
+ * extension) is read as plain files, as the same local list is. */
+TEST(remote_class_folders_labels_sizes_and_file_list) {
+  char *out = NULL, url[256], u[512], err[STK_ERRMSG_MAX];
+  CHECK_MSG(sh(&out, "$STK gen src/train --format files --samples 12 --classes 3 --size 500 -q") == 0,
+            "%s", out);
+  free(out);
+  serve("http-server src", url, sizeof url);
+  snprintf(u, sizeof u, "%s/train/", url);
+  struct stk_dataset *loc = NULL, *rem = NULL;
+  CHECK_OK(stk_dataset_open(&loc, "src/train", NULL, err));
+  CHECK_OK(stk_dataset_open(&rem, u, NULL, err));
+  CHECK_EQ(stk_dataset_num_samples(rem), 12);
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  int labels[3] = {0};
+  for (uint64_t n = 0; n < 12; n++) {
+    struct stk_sample a, b;
+    CHECK_OK(stk_dataset_read(loc, n, 0, &buf, &cap, &a));
+    CHECK_OK(stk_dataset_read(rem, n, 0, &buf, &cap, &b));
+    CHECK_STR(a.key, b.key);
+    CHECK_EQ(a.label, b.label);
+    CHECK(b.label >= 0 && b.label < 3);
+    labels[b.label]++;
+    uint64_t bytes = 0;
+    CHECK_OK(stk_dataset_sample_bytes(rem, n, &bytes));
+    CHECK_EQ(bytes, 500);
+  }
+  CHECK(labels[0] && labels[1] && labels[2]);
+  free(buf);
+  stk_dataset_close(loc);
+  stk_dataset_close(rem);
+  /* A list of the files' URLs, and the same list of local paths. */
+  snprintf(u, sizeof u,
+           "cd src && find train -type f ! -name '.*' | sort | sed 's|^|%s/|' > ../urls.txt && "
+           "find train -type f ! -name '.*' | sort > ../paths.txt",
+           url);
+  CHECK_MSG(sh(&out, u) == 0, "%s", out);
+  free(out);
+  CHECK_EQ(sh(&out, "cp paths.txt src/paths.txt"), 0);
+  free(out);
+  CHECK_OK(stk_dataset_open(&loc, "src/paths.txt", NULL, err));
+  CHECK_STR(stk_dataset_format(loc), "files");
+  CHECK_OK(stk_dataset_open(&rem, "urls.txt", NULL, err));
+  CHECK_STR(stk_dataset_format(rem), "files");
+  CHECK_EQ(stk_dataset_num_samples(rem), 12);
+  stk_dataset_close(loc);
+  stk_dataset_close(rem);
+}
+
+/* The same folder is the same dataset locally and over an HTTP listing:
+ * shards in a subfolder are left out by both, with the same warning (they
+ * were dropped silently locally and included remotely); an npy dataset's
+ * class folders give the same labels over HTTP as locally. */
+TEST(remote_listing_reads_the_folder_as_local) {
+  plain_dataset(60, 10);
+  char *out = NULL, url[256], cmd[1024], err[STK_ERRMSG_MAX];
+  CHECK_EQ(sh(&out, "mkdir src/train/sub && mv src/train/shard-00005.tar src/train/sub/ && "
+                    "$STK gen src/npy --format npy --samples 12 --classes 3 --size 64 -q"),
+           0);
+  free(out);
+  serve("nginx src", url, sizeof url);
+  snprintf(cmd, sizeof cmd, "$STK inspect src/train 2>&1; $STK inspect %s/train/ 2>&1", url);
+  CHECK_MSG(sh(&out, cmd) == 0, "%s", out);
+  const char *a = strstr(out, "1 wds shard in subfolders left out ("), *b = a ? strstr(a + 1, "1 wds shard in subfolders left out (") : NULL;
+  CHECK_MSG(a && b, "%s", out);
+  a = strstr(out, "samples:  50");
+  CHECK_MSG(a && strstr(a + 1, "samples:  50"), "%s", out);
+  free(out);
+  char u[512];
+  snprintf(u, sizeof u, "%s/npy/", url);
+  struct stk_dataset *loc = NULL, *rem = NULL;
+  CHECK_OK(stk_dataset_open(&loc, "src/npy", NULL, err));
+  CHECK_OK(stk_dataset_open(&rem, u, NULL, err));
+  CHECK_OK(stk_dataset_count(rem, NULL, err));
+  CHECK_EQ(stk_dataset_num_samples(rem), stk_dataset_num_samples(loc));
+  uint8_t *buf = NULL;
+  size_t cap = 0;
+  int labelled = 0;
+  for (uint64_t n = 0; n < stk_dataset_num_samples(loc); n++) {
+    struct stk_sample x, y;
+    CHECK_OK(stk_dataset_read(loc, n, 0, &buf, &cap, &x));
+    CHECK_OK(stk_dataset_read(rem, n, 0, &buf, &cap, &y));
+    CHECK_EQ(x.label, y.label);
+    labelled += y.label >= 0;
+  }
+  CHECK(labelled > 0);
+  free(buf);
+  stk_dataset_close(loc);
+  stk_dataset_close(rem);
 }

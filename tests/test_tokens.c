@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "stoker/stoker.h"
@@ -346,6 +347,94 @@ TEST(tokens_index_file_reuse_stale_corrupt) {
   CHECK(s.index_path && !strncmp(s.index_path, "./c.gpt-", 8));
   stk_tokens_close(t);
   free(lens);
+}
+
+/* Set path's mtime to `ago` seconds before now (an index written earlier). */
+static void age(const char *path, int ago) {
+  struct timespec ts[2];
+  clock_gettime(CLOCK_REALTIME, &ts[0]);
+  ts[0].tv_sec -= ago;
+  ts[1] = ts[0];
+  CHECK_EQ(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static int source_built(const struct stk_tokens_opts *o) {
+  struct stk_tokens *t = open_ok("m", o);
+  struct stk_tokens_source s;
+  CHECK_OK(stk_tokens_source(t, 0, &s));
+  int b = s.built;
+  stk_tokens_close(t);
+  return b;
+}
+
+/* An index file is checked in full once per node: the open that checks it
+ * leaves NAME.stkidx.ok, and later opens trust the file while its inode,
+ * size, mtime and checksum are those the marker names. A changed file, a
+ * damaged marker or none means a full check again, and a corrupt index is
+ * rebuilt. */
+TEST(tokens_index_checked_once_marker) {
+  enum { N = 200 };
+  int32_t *lens = lengths(N, 50, 7);
+  write_corpus("m", 4, N, lens);
+  free(lens);
+  struct stk_tokens_opts o;
+  stk_tokens_opts_init(&o);
+  o.seq_len = 16;
+  o.index_dir = "mx";
+  struct stk_tokens *t = open_ok("m", &o);
+  struct stk_tokens_source s;
+  CHECK_OK(stk_tokens_source(t, 0, &s));
+  CHECK_EQ(s.built, 1);
+  char ix[512], ok[540];
+  snprintf(ix, sizeof ix, "%s", s.index_path);
+  snprintf(ok, sizeof ok, "%s.ok", ix);
+  uint32_t crc = windows_crc(t);
+  stk_tokens_close(t);
+  /* Checked by the next open (the file written 10 s ago), which leaves the
+   * marker. */
+  age(ix, 10);
+  CHECK_EQ(source_built(&o), 0);
+  struct stat st;
+  CHECK_EQ(stat(ok, &st), 0);
+  /* A byte changed with the mtime put back (as `touch -r` would): the
+   * marker still names the file, so the open does not read the arrays
+   * and does not see it. That is the saving (and the one write it misses;
+   * the cache's verification stamp has the same rule). */
+  struct stat before;
+  CHECK_EQ(stat(ix, &before), 0);
+  tweak(ix, 5);
+  struct timespec ts[2] = {before.st_atim, before.st_mtim};
+  CHECK_EQ(utimensat(AT_FDCWD, ix, ts, 0), 0);
+  CHECK_EQ(source_built(&o), 0);
+  /* Without the marker the full check finds it: rebuilt, same windows. */
+  CHECK_EQ(unlink(ok), 0);
+  CHECK_EQ(source_built(&o), 1);
+  t = open_ok("m", &o);
+  CHECK_EQ(windows_crc(t), crc);
+  stk_tokens_close(t);
+  /* The rebuilt file is another inode: the marker is left again by a full
+   * check; a write that moves the mtime voids it, and the check rebuilds. */
+  age(ix, 10);
+  CHECK_EQ(source_built(&o), 0);
+  CHECK_EQ(stat(ok, &st), 0);
+  tweak(ix, 5);
+  CHECK_EQ(source_built(&o), 1);
+  /* A damaged marker is ignored (full check, file good, marker rewritten). */
+  age(ix, 10);
+  CHECK_EQ(source_built(&o), 0);
+  tweak(ok, 1);
+  CHECK_EQ(source_built(&o), 0);
+  t = open_ok("m", &o);
+  CHECK_EQ(windows_crc(t), crc);
+  stk_tokens_close(t);
+  /* A file checked within a second of its last write (its mtime could miss
+   * a write in the same timestamp tick) gets no trusted marker: the next
+   * open checks again and finds the damage. */
+  tweak(ix, 5);
+  CHECK_EQ(source_built(&o), 1);
+  CHECK_EQ(source_built(&o), 0);
+  tweak(ix, 5);
+  CHECK_EQ(source_built(&o), 1);
 }
 
 /* Eight processes open the same corpus at once: one builds, all serve the

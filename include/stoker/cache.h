@@ -47,7 +47,14 @@ struct stk_cache_opts {
    * about 50 ms; NULL = never (the CLI passes the flag its SIGINT/SIGTERM
    * handler sets). */
   const int *cancel;
+  /* Objects read in ranges (a remote Megatron .bin, too large to stage
+   * whole) are fetched, kept and evicted in chunks of this many bytes;
+   * 0 = STK_CACHE_CHUNK_DEFAULT. Part of each chunk's name in the disk
+   * tier, so processes sharing a directory should agree on it. */
+  uint64_t chunk_bytes;
 };
+
+#define STK_CACHE_CHUNK_DEFAULT (64ull << 20)
 
 struct stk_cache_tier_stats {
   uint64_t hits, misses;    /* shard lookups */

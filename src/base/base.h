@@ -28,6 +28,9 @@ int stk__from_errno(int errnum);
 int stk__pread_full(int fd, void *buf, size_t len, uint64_t off);
 /* Write all of buf, retrying short writes and EINTR. */
 int stk__write_full(int fd, const void *buf, size_t len);
+/* This boot's id ("unknown" when the kernel does not say): what a check
+ * recorded beside a file is trusted for (the cache's entries, index files). */
+void stk__boot_id(char *out, size_t n);
 
 /* The zip/gzip CRC-32 (crc.c; stk_crc32c is the public CRC32C): zlib's
  * convention, 0 to start, the result of one call chains into the next. */

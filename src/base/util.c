@@ -10,6 +10,14 @@
 
 const char *stk_version(void) { return STOKER_VERSION; }
 
+void stk__boot_id(char *out, size_t n) {
+  snprintf(out, n, "unknown");
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f) return;
+  if (fgets(out, (int)n, f)) out[strcspn(out, "\n")] = 0;
+  fclose(f);
+}
+
 uint64_t stk_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

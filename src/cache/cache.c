@@ -28,10 +28,34 @@ static int stage(struct stk_cache *c, size_t i, int *disk_fd, int *ram_fd, const
                  char *err) {
   *disk_fd = *ram_fd = -1;
   int rc = 0;
+  char key[KEY_MAX];
+  stk__cache_key(c, i, key);
+  struct unit u = {.i = i,
+                   .key = key,
+                   .want = c->tab[i].size,
+                   .crc = c->tab[i].crc32c,
+                   .has_crc = c->tab[i].has_crc};
+  pthread_mutex_lock(&c->mu);
+  u.verified = c->e[i].verified;
+  pthread_mutex_unlock(&c->mu);
+  rc = stk__stage_unit(c, &u, disk_fd, ram_fd, cancel, err);
+  if (!rc) {
+    pthread_mutex_lock(&c->mu);
+    if (u.verified) c->e[i].verified = 1;
+    c->e[i].size = u.size;
+    pthread_mutex_unlock(&c->mu);
+  }
+  return rc;
+}
+
+/* Bring a unit (a shard, or a chunk of one) into a tier. A disk copy and
+ * a RAM copy may both come back; u->size is set when it is staged. */
+int stk__stage_unit(struct stk_cache *c, struct unit *u, int *disk_fd, int *ram_fd,
+                    const int *cancel, char *err) {
+  *disk_fd = *ram_fd = -1;
+  int rc = 0;
   if (c->dir) {
-    char key[KEY_MAX];
-    stk__cache_key(c, i, key);
-    rc = stk__disk_lookup(c, i, key, disk_fd);
+    rc = stk__disk_lookup(c, u, disk_fd);
     if (rc == 0) {
       pthread_mutex_lock(&c->mu);
       c->st.disk.hits++;
@@ -43,7 +67,7 @@ static int stage(struct stk_cache *c, size_t i, int *disk_fd, int *ram_fd, const
       pthread_mutex_unlock(&c->mu);
       rc = 0;
     } else {
-      rc = stk__disk_fill(c, i, key, disk_fd, cancel, err);
+      rc = stk__disk_fill(c, u, disk_fd, cancel, err);
       if (rc == STK_ENOSPC) {
         /* Disk full: serve this shard from memory rather than stop. */
         pthread_mutex_lock(&c->mu);
@@ -59,7 +83,7 @@ static int stage(struct stk_cache *c, size_t i, int *disk_fd, int *ram_fd, const
     }
     if (*disk_fd >= 0 && c->ram_budget == 0) return 0;
   }
-  uint64_t size = c->e[i].size != UINT64_MAX ? c->e[i].size : c->tab[i].size;
+  uint64_t size = u->size;
   if (*disk_fd >= 0) {
     pthread_mutex_lock(&c->mu);
     if (size <= c->ram_budget) stk__ram_make_room(c, size);
@@ -80,15 +104,15 @@ static int stage(struct stk_cache *c, size_t i, int *disk_fd, int *ram_fd, const
   if (fd < 0) return fd;
   uint64_t got = 0;
   uint32_t crc;
-  if ((rc = stk__fetch_into(c, i, fd, &got, &crc, cancel, err)) != 0) {
+  if ((rc = stk__fetch_into(c, u, fd, &got, &crc, cancel, err)) != 0) {
     close(fd);
     return rc;
   }
   pthread_mutex_lock(&c->mu);
   if (got <= c->ram_budget) stk__ram_make_room(c, got);
   c->ram_used += got; /* may pass the budget when everything is pinned */
-  c->e[i].size = got;
   pthread_mutex_unlock(&c->mu);
+  u->size = got;
   *ram_fd = fd;
   return 0;
 }
@@ -255,6 +279,21 @@ uint64_t stk__cache_shard_size(struct stk_cache *c, size_t i) {
   return s;
 }
 
+int stk__cache_shard_stat(struct stk_cache *c, size_t i, uint64_t *size, char *err) {
+  uint64_t s = stk__cache_shard_size(c, i);
+  if (s == UINT64_MAX) {
+    struct stk_obj_info info;
+    int rc = stk__origin_stat(c->origin, c->tab[i].name, &info, err);
+    if (rc) return rc;
+    s = info.size;
+    pthread_mutex_lock(&c->mu);
+    if (c->e[i].size == UINT64_MAX) c->e[i].size = s;
+    pthread_mutex_unlock(&c->mu);
+  }
+  *size = s;
+  return 0;
+}
+
 const char *stk__cache_read_only_dir(const struct stk_cache *c) { return c->ro ? c->dir : NULL; }
 
 uint64_t stk__cache_prefetch_budget(const struct stk_cache *c) {
@@ -383,6 +422,7 @@ void stk__cache_close(struct stk_cache *c) {
   pthread_mutex_unlock(&c->mu);
   for (uint32_t t = 0; t < c->nfetchers; t++) pthread_join(c->fetchers[t], NULL);
   free(c->fetchers);
+  stk__chunks_free(c);
   if (c->dir_ok && !c->ro) {
     struct stk_cache_stats st;
     stk__cache_stats(c, &st);

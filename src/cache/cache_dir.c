@@ -80,14 +80,6 @@ int stk__crc_fd(int fd, uint64_t len, uint32_t *crc) {
   return rc;
 }
 
-void stk__boot_id(char *out, size_t n) {
-  snprintf(out, n, "unknown");
-  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (!f) return;
-  if (fgets(out, (int)n, f)) out[strcspn(out, "\n")] = 0;
-  fclose(f);
-}
-
 int stk__fsync_dir(const char *dir) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return stk__from_errno(errno);

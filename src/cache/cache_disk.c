@@ -47,10 +47,11 @@ void stk__disk_unreserve(struct stk_cache *c, uint64_t need, uint64_t committed)
 
 /* ---- the disk tier ---------------------------------------------------------- */
 
-/* Look shard i up in the directory: 0 with *fd open and share-locked,
+/* Look a unit up in the directory: 0 with *fd open and share-locked,
  * STK_ENOENT when absent, STK_ECRC when present but not trustworthy (the
  * caller re-stages it under the fill lock). */
-int stk__disk_lookup(struct stk_cache *c, size_t i, const char *key, int *out) {
+int stk__disk_lookup(struct stk_cache *c, struct unit *u, int *out) {
+  const char *key = u->key, *name = c->tab[u->i].name;
   char *data = stk__cache_path(c->dir, "data", key, ""),
        *mp = stk__cache_path(c->dir, "data", key, ".meta");
   int rc = 0, fd = -1;
@@ -66,15 +67,12 @@ int stk__disk_lookup(struct stk_cache *c, size_t i, const char *key, int *out) {
     rc = STK_ENOENT; /* evicted while we waited for the lock */
   else if (stk__meta_read(mp, &m) != 0 || strcmp(m.origin, stk__origin_url(c->origin)) ||
            m.size != (uint64_t)st.st_size ||
-           (c->tab[i].size != UINT64_MAX && c->tab[i].size != m.size) ||
-           (c->tab[i].has_crc && c->tab[i].crc32c != m.crc)) {
+           (u->want != UINT64_MAX && u->want != m.size) || (u->has_crc && u->crc != m.crc)) {
     stk_log(STK_LOG_WARN, "cache: %s: cached copy of %s does not match its record; re-staging", key,
-            c->tab[i].name);
+            name);
     rc = STK_ECRC;
   } else {
-    pthread_mutex_lock(&c->mu);
-    int verified = c->e[i].verified;
-    pthread_mutex_unlock(&c->mu);
+    int verified = u->verified;
     char stamp[160];
     stk__meta_stamp(c, &st, stamp, sizeof stamp);
     if (!verified && (strcmp(stamp, m.stamp) || !strcmp(stamp, "unstamped"))) {
@@ -82,7 +80,7 @@ int stk__disk_lookup(struct stk_cache *c, size_t i, const char *key, int *out) {
       uint32_t crc;
       if ((rc = stk__crc_fd(fd, m.size, &crc)) == 0 && crc != m.crc) {
         stk_log(STK_LOG_WARN, "cache: %s: checksum mismatch in the cached copy of %s; re-staging",
-                key, c->tab[i].name);
+                key, name);
         rc = STK_ECRC;
       } else if (!rc) {
         snprintf(m.stamp, sizeof m.stamp, "%s", stamp);
@@ -94,10 +92,8 @@ int stk__disk_lookup(struct stk_cache *c, size_t i, const char *key, int *out) {
     if (!rc) {
       struct timespec ts[2] = {{.tv_nsec = UTIME_NOW}, {.tv_nsec = UTIME_OMIT}};
       futimens(fd, ts); /* last use, for LRU; the data's mtime is left alone */
-      pthread_mutex_lock(&c->mu);
-      c->e[i].verified = 1;
-      c->e[i].size = m.size;
-      pthread_mutex_unlock(&c->mu);
+      u->verified = 1;
+      u->size = m.size;
     }
   }
   if (rc && fd >= 0)
@@ -122,12 +118,13 @@ static void note_fetch(struct stk_cache *c, uint64_t ns) {
   pthread_mutex_unlock(&c->mu);
 }
 
-/* Fetch shard i from the origin into fd (from offset 0) and check it:
- * size as announced, CRC32C as the manifest says. Refetches after a
- * mismatch. *crc gets the checksum of what was kept. */
-int stk__fetch_into(struct stk_cache *c, size_t i, int fd, uint64_t *size, uint32_t *crc,
+/* Fetch a unit from the origin into fd (from offset 0) and check it:
+ * size as announced, CRC32C as the manifest says, the object's ETag as
+ * when it was opened (chunks). Refetches after a mismatch. *crc gets the
+ * checksum of what was kept. */
+int stk__fetch_into(struct stk_cache *c, struct unit *u, int fd, uint64_t *size, uint32_t *crc,
                     const int *cancel, char *err) {
-  const struct stk_cache_shard *s = &c->tab[i];
+  const struct stk_cache_shard *s = &c->tab[u->i];
   int rc = 0;
   uint64_t t0 = stk_now_ns();
   for (int attempt = 1; attempt <= FILL_ATTEMPTS; attempt++) {
@@ -136,24 +133,33 @@ int stk__fetch_into(struct stk_cache *c, size_t i, int fd, uint64_t *size, uint3
      * starts from nothing again. */
     if (attempt > 1 && ftruncate(fd, 0) != 0)
       return stk__errf(err, stk__from_errno(errno), "cache: truncate failed");
-    rc = stk__origin_get(c->origin, s->name, 0, s->size == UINT64_MAX ? UINT64_MAX : s->size, fd, 0,
-                         &info, cancel, err);
+    rc = stk__origin_get(c->origin, s->name, u->off, u->want, fd, 0, &info, cancel, err);
     if (rc) return rc;
+    if (u->etag && *u->etag && *info.etag && strcmp(info.etag, u->etag))
+      return stk__errf(err, STK_EIO,
+                       "%s/%s: the object changed on the origin while it was read (ETag %s, "
+                       "was %s): reopen the dataset",
+                       stk__origin_url(c->origin), s->name, info.etag, u->etag);
     struct stat st;
     if (fstat(fd, &st) != 0) return stk__errf(err, stk__from_errno(errno), "cache: fstat failed");
     uint64_t got = (uint64_t)st.st_size;
     if (info.has_crc) *crc = info.crc32c;
-    if (s->size != UINT64_MAX && got != s->size) {
-      rc = stk__errf(err, STK_ETRUNC, "%s/%s: %llu bytes fetched but the manifest says %llu",
-                     stk__origin_url(c->origin), s->name, (unsigned long long)got,
-                     (unsigned long long)s->size);
+    if (u->want != UINT64_MAX && got != u->want) {
+      if (u->etag) /* a chunk */
+        rc = stk__errf(err, STK_ETRUNC, "%s/%s: %llu bytes fetched at byte %llu, not %llu",
+                       stk__origin_url(c->origin), s->name, (unsigned long long)got,
+                       (unsigned long long)u->off, (unsigned long long)u->want);
+      else
+        rc = stk__errf(err, STK_ETRUNC, "%s/%s: %llu bytes fetched but the manifest says %llu",
+                       stk__origin_url(c->origin), s->name, (unsigned long long)got,
+                       (unsigned long long)u->want);
     } else if (!info.has_crc && (rc = stk__crc_fd(fd, got, crc)) != 0) {
       /* (an origin that checksummed the bytes as they came spares this) */
       return stk__errf(err, rc, "cache: cannot read back %s: %s", s->name, stk_strerror(rc));
-    } else if (s->has_crc && *crc != s->crc32c) {
+    } else if (u->has_crc && *crc != u->crc) {
       rc = stk__errf(err, STK_ECRC,
                      "%s/%s: checksum mismatch after fetch (crc32c %08x, manifest %08x)",
-                     stk__origin_url(c->origin), s->name, *crc, s->crc32c);
+                     stk__origin_url(c->origin), s->name, *crc, u->crc);
     } else {
       *size = got;
       note_fetch(c, stk_now_ns() - t0);
@@ -167,10 +173,10 @@ int stk__fetch_into(struct stk_cache *c, size_t i, int fd, uint64_t *size, uint3
   return rc;
 }
 
-/* Stage shard i in the disk tier under its fill lock; *out: an open,
+/* Stage a unit in the disk tier under its fill lock; *out: an open,
  * share-locked descriptor of the committed file. */
-int stk__disk_fill(struct stk_cache *c, size_t i, const char *key, int *out, const int *cancel,
-                   char *err) {
+int stk__disk_fill(struct stk_cache *c, struct unit *u, int *out, const int *cancel, char *err) {
+  const char *key = u->key, *name = c->tab[u->i].name;
   char *lp = stk__cache_path(c->dir, "lock", key, "");
   char *tp = stk__cache_path(c->dir, "tmp", key, ".XXXXXX");
   char *data = stk__cache_path(c->dir, "data", key, ""),
@@ -191,7 +197,7 @@ int stk__disk_fill(struct stk_cache *c, size_t i, const char *key, int *out, con
     goto out;
   }
   /* Someone may have filled it while we waited (the one-download rule). */
-  rc = stk__disk_lookup(c, i, key, out);
+  rc = stk__disk_lookup(c, u, out);
   if (rc == 0) {
     pthread_mutex_lock(&c->mu);
     if (waited) c->st.shared_waits++;
@@ -213,15 +219,15 @@ int stk__disk_fill(struct stk_cache *c, size_t i, const char *key, int *out, con
   c->st.disk.misses++;
   pthread_mutex_unlock(&c->mu);
 
-  uint64_t want = c->tab[i].size;
+  uint64_t want = u->want;
   if (want == UINT64_MAX) {
     struct stk_obj_info info;
-    if ((rc = stk__origin_stat(c->origin, c->tab[i].name, &info, err)) != 0) goto out;
+    if ((rc = stk__origin_stat(c->origin, name, &info, err)) != 0) goto out;
     want = info.size;
   }
   if (want > c->disk_budget) {
     rc = stk__errf(err, STK_ENOSPC, "%s: %s (%llu bytes) is larger than the disk tier's budget",
-                   c->dir, c->tab[i].name, (unsigned long long)want);
+                   c->dir, name, (unsigned long long)want);
     goto out;
   }
   disk_make_room(c, want);
@@ -237,13 +243,13 @@ int stk__disk_fill(struct stk_cache *c, size_t i, const char *key, int *out, con
     disk_make_room(c, reserved = want + c->min_free);
     if (fallocate(tfd, FALLOC_FL_KEEP_SIZE, 0, (off_t)want) != 0 && errno == ENOSPC) {
       rc = stk__errf(err, STK_ENOSPC, "%s: no space for %s (%llu bytes): file system full", c->dir,
-                     c->tab[i].name, (unsigned long long)want);
+                     name, (unsigned long long)want);
       goto out;
     }
   }
   uint64_t size = 0;
   uint32_t crc = 0;
-  if ((rc = stk__fetch_into(c, i, tfd, &size, &crc, cancel, err)) != 0) goto out;
+  if ((rc = stk__fetch_into(c, u, tfd, &size, &crc, cancel, err)) != 0) goto out;
   if (!c->o.no_fsync && fdatasync(tfd) != 0) {
     int e = errno;
     rc = stk__errf(err, stk__from_errno(e), "%s: fsync failed: %s", tp, strerror(e));
@@ -276,10 +282,8 @@ int stk__disk_fill(struct stk_cache *c, size_t i, const char *key, int *out, con
   tfd = -1;
   stk__disk_unreserve(c, reserved, size);
   reserved = 0;
-  pthread_mutex_lock(&c->mu);
-  c->e[i].verified = 1;
-  c->e[i].size = size;
-  pthread_mutex_unlock(&c->mu);
+  u->verified = 1;
+  u->size = size;
 out:
   if (reserved) stk__disk_unreserve(c, reserved, 0);
   if (tfd >= 0) {

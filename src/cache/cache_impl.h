@@ -41,11 +41,24 @@ void stk__cache_prefetch(struct stk_cache *c, size_t i);
 void stk__cache_release(struct stk_cache *c, size_t i);
 /* Bytes of shard i (from the table, or learned when staged). */
 uint64_t stk__cache_shard_size(struct stk_cache *c, size_t i);
+/* The same, asked of the origin (HEAD) when neither knows it yet. */
+int stk__cache_shard_stat(struct stk_cache *c, size_t i, uint64_t *size, char *err);
 /* The disk tier's directory when it is read-only here (entries served,
  * nothing added), else NULL. */
 const char *stk__cache_read_only_dir(const struct stk_cache *c);
 /* The budget for shards staged ahead (0 = prefetch off). */
 uint64_t stk__cache_prefetch_budget(const struct stk_cache *c);
+
+/* Bytes [off, off + len) of shard i's object into buf, through chunks of
+ * stk__cache_chunk_bytes() (cache_chunk.c): each chunk is fetched with a
+ * ranged request, checked and kept on its own in the tiers, never the
+ * whole object. For objects too large to stage (Megatron's .bin). Blocks
+ * while a chunk is fetched; STK_ECANCELED when *cancel; an object that
+ * changed on the origin since it was first asked about (its ETag or size)
+ * fails with STK_EIO rather than mixing versions. Thread-safe. */
+int stk__cache_read(struct stk_cache *c, size_t i, uint64_t off, void *buf, uint64_t len,
+                    const int *cancel, char *err);
+uint64_t stk__cache_chunk_bytes(const struct stk_cache *c);
 
 void stk__cache_stats(struct stk_cache *c, struct stk_cache_stats *st);
 const char *stk__cache_origin_url(const struct stk_cache *c);

@@ -66,6 +66,8 @@ struct stk_cache {
   uint64_t min_free;
   int disk_full_warned;
 
+  struct stk__chunks *ch; /* chunked reads (cache_chunk.c), made on first use */
+
   /* Counters (under mu). */
   struct stk_cache_stats st;
   struct stk_hist fetch_hist;
@@ -89,8 +91,6 @@ struct dent {
 void stk__cache_key(const struct stk_cache *c, size_t i, char *key);
 /* "DIR/SUB/NAMESUFFIX" (SUB may be ""), malloc'ed; NULL when out of memory. */
 char *stk__cache_path(const char *dir, const char *sub, const char *name, const char *suffix);
-/* This boot's id ("unknown" when the kernel does not say). */
-void stk__boot_id(char *out, size_t n);
 int stk__fsync_dir(const char *dir);
 /* Take an flock, polling so that *cancel is honoured; *waited is set when
  * someone else held it at first. */
@@ -116,13 +116,33 @@ uint64_t stk__dir_evict_lru(const char *dir, uint64_t keep, uint64_t free_floor,
 uint64_t stk__fs_free(const char *dir);
 /* Add this process's counters to DIR/stats (under lock/stats). */
 void stk__dir_add_stats(const char *dir, const struct stk_cache_stats *s);
-/* The disk tier (cache_disk.c): a committed copy of shard i, checked; a
- * fill from the origin; the fetch of shard i into fd (size and CRC32C of
+/* What one cache entry holds: a whole shard (off 0) or one chunk of a
+ * shard's object (cache_chunk.c). Filled in by the caller; lookups and
+ * fills set verified and size on success. */
+struct unit {
+  size_t i;          /* the shard */
+  const char *key;   /* its file name in the directory (KEY_MAX bytes at most) */
+  uint64_t off;      /* first byte of the object */
+  uint64_t want;     /* its bytes; UINT64_MAX = the whole object, size unknown */
+  uint32_t crc;      /* the expected CRC32C (a manifest's), when has_crc */
+  int has_crc;
+  const char *etag;  /* chunks: the object's ETag when opened ("" = none); a
+                        fetch answered with another fails (the object changed) */
+  int verified;      /* in: this process checked it already; out: checked */
+  uint64_t size;     /* out: its bytes */
+};
+
+/* The disk tier (cache_disk.c): a committed copy of a unit, checked; a
+ * fill from the origin; the fetch of a unit into fd (size and CRC32C of
  * what arrived); the release of a fill's reserved bytes. */
-int stk__disk_lookup(struct stk_cache *c, size_t i, const char *key, int *out);
-int stk__disk_fill(struct stk_cache *c, size_t i, const char *key, int *out, const int *cancel,
-                   char *err);
-int stk__fetch_into(struct stk_cache *c, size_t i, int fd, uint64_t *size, uint32_t *crc,
+int stk__disk_lookup(struct stk_cache *c, struct unit *u, int *out);
+int stk__disk_fill(struct stk_cache *c, struct unit *u, int *out, const int *cancel, char *err);
+int stk__fetch_into(struct stk_cache *c, struct unit *u, int fd, uint64_t *size, uint32_t *crc,
+                    const int *cancel, char *err);
+/* Bring a unit into the tiers (cache.c): the disk tier's copy (looked up,
+ * or filled under its lock) and, with a RAM tier, a memfd copy; without a
+ * disk copy (no disk tier, read-only, full), fetched into a memfd. */
+int stk__stage_unit(struct stk_cache *c, struct unit *u, int *disk_fd, int *ram_fd,
                     const int *cancel, char *err);
 /* The RAM tier (cache_ram.c): evict unpinned entries to make room for
  * need bytes (mu held); a memfd of size bytes; a copy of src into one. */
@@ -130,6 +150,8 @@ void stk__ram_make_room(struct stk_cache *c, uint64_t need);
 int stk__new_memfd(uint64_t size, char *err);
 int stk__ram_copy(int src, uint64_t size, int *out, char *err);
 void stk__disk_unreserve(struct stk_cache *c, uint64_t need, uint64_t committed);
+/* Chunks (cache_chunk.c): what cache_close frees. */
+void stk__chunks_free(struct stk_cache *c);
 /* Set by stk__fetch_into in the thread that fetched: tells an acquire that
  * staged the shard itself whether it waited for the origin (a stall). */
 extern __thread int stk__fetched_here;

@@ -440,10 +440,8 @@ int stk_dataset_sample_bytes(struct stk_dataset *ds, uint64_t n, uint64_t *bytes
     *bytes = sh->idx[n - sh->first].len;
     return 0;
   }
-  if (ds->x->cache) {
-    *bytes = stk__shard_size(ds, si);
-    return 0;
-  }
+  if (ds->x->cache) /* a plain file listed without its size: asked (HEAD) */
+    return stk__cache_shard_stat(ds->x->cache, si, bytes, ds->err);
   struct stat st;
   if (stat(sh->path, &st) != 0) {
     int e = errno;

@@ -31,6 +31,9 @@ struct stk__dsx {
   pthread_mutex_t rd_mu;
   int rd_fd;
   size_t rd_shard;
+  /* Shards read in ranges through the cache's chunks, never staged whole
+   * (a remote paired format: Megatron's .bin). */
+  int chunked;
 };
 
 /* Flags of stk__shard_open. */
@@ -43,6 +46,13 @@ struct stk__dsx {
  * Errors set err (file and cause). */
 int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, const int *cancel,
                     char *err);
+/* Whether shard si is read in ranges (stk__shard_read) rather than
+ * opened: a remote Megatron .bin, fetched and kept in chunks. */
+int stk__shard_chunked(const struct stk_dataset *ds, size_t si);
+/* Bytes [off, off + len) of a chunked shard into buf. Thread-safe;
+ * cancel may be NULL. */
+int stk__shard_read(struct stk_dataset *ds, size_t si, uint64_t off, void *buf, uint64_t len,
+                    const int *cancel, char *err);
 /* Close what stk__shard_open gave (fd < 0 allowed) and drop its pin. */
 void stk__shard_close(struct stk_dataset *ds, size_t si, int fd);
 /* Bytes of shard si's file when known without opening it (a manifest,
@@ -72,6 +82,30 @@ void stk__names_free(struct stk__names *l);
 
 int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
                              const struct stk__names *names, const struct stk_dataset_opts *opts,
+                             char *err);
+/* remote.c's open at url itself (stk__dataset_open_remote, in
+ * remote_pair.c, adds the prefix form), and the indexing of a remote
+ * paired format's shards from their companions (remote_pair.c). */
+int stk__dataset_open_remote_at(struct stk_dataset *ds, const char *url,
+                                const struct stk__names *names,
+                                const struct stk_dataset_opts *opts, char *err);
+/* The warning for shards in subfolders a folder's reading leaves out (a
+ * local folder and a remote listing say the same): the folder, how many,
+ * the format, "s", an example, ", ..." */
+#define STK__NESTED_FMT                                                                  \
+  "%s: %zu %s shard%s in subfolders left out (%s%s): a folder's shards are read from " \
+  "its top level (and its class folders, for formats that have them); name deeper "    \
+  "ones with a pattern or a shard list"
+
+/* remote_names.c: 1 when a component of name starts with '.'; labels of
+ * files listed remotely by their first-level folder (in name order, or
+ * with by_number by the folders' numbers when all are numbers), files at
+ * the top -1. */
+int stk__name_hidden(const char *name);
+int stk__dataset_class_labels(struct stk_dataset *ds, const struct stk_cache_shard *v, size_t n,
+                              int by_number, char *err);
+int stk__dataset_index_pairs(struct stk_dataset *ds, struct stk_origin *o,
+                             const struct stk_cache_shard *v, size_t n, const int *cancel,
                              char *err);
 /* Whether a file next to shards is a companion, never a shard (a format's
  * side files such as .idx, JSON indexes and manifests). */

@@ -182,13 +182,34 @@ static int numbered(const char *name) {
   return l > 0 && l <= 9 && strspn(name, "0123456789") == l;
 }
 
+/* Shards of the format in the subfolders of dir (v) that are not read:
+ * counted into *nested with the first as an example, so that a folder
+ * whose shards sit deeper is never read as a smaller dataset silently. */
+static void note_nested(struct stk_dataset *ds, const char *dir, const struct ent *v, size_t n,
+                        struct skipped *nested) {
+  for (size_t i = 0; i < n; i++) {
+    if (!v[i].dir) continue;
+    char *p = path_join(dir, v[i].name);
+    struct ent *w = NULL;
+    size_t m = 0;
+    char e2[STK_ERRMSG_MAX];
+    if (p && read_dir_sorted(p, &w, &m, e2) == 0)
+      for (size_t k = 0; k < m; k++)
+        if (!w[k].dir && stk__has_ext(w[k].name, ds->fmt->exts) && !nested->n++)
+          snprintf(nested->example, sizeof nested->example, "%s/%s", p, w[k].name);
+    ents_free(w, m);
+    free(p);
+  }
+}
+
 static int walk_shards(struct stk_dataset *ds, const char *dir, char *err) {
   struct ent *v;
   size_t n;
   int rc = read_dir_sorted(dir, &v, &n, err);
   if (rc) return rc;
-  struct skipped sk = {0, ""};
+  struct skipped sk = {0, ""}, nested = {0, ""};
   rc = add_dir_shards(ds, dir, v, n, -1, &sk, err);
+  if (!(ds->fmt->caps & STK_FMT_CLASS_DIRS)) note_nested(ds, dir, v, n, &nested);
   if (ds->fmt->caps & STK_FMT_CLASS_DIRS) {
     int all_numbered = 1;
     for (size_t i = 0; i < n; i++) all_numbered &= !v[i].dir || numbered(v[i].name);
@@ -202,6 +223,7 @@ static int walk_shards(struct stk_dataset *ds, const char *dir, char *err) {
       size_t m = 0;
       rc = p ? read_dir_sorted(p, &w, &m, err) : stk__errf(err, STK_ENOMEM, "out of memory");
       if (!rc) rc = add_dir_shards(ds, p, w, m, label, &sk, err);
+      if (!rc) note_nested(ds, p, w, m, &nested);
       ents_free(w, m);
       free(p);
     }
@@ -211,6 +233,9 @@ static int walk_shards(struct stk_dataset *ds, const char *dir, char *err) {
     stk_log(STK_LOG_WARN, "%s: %zu file%s that %s not %s shards left out (%s%s)", dir, sk.n,
             sk.n == 1 ? "" : "s", sk.n == 1 ? "is" : "are", ds->fmt->name, sk.example,
             sk.n > 1 ? ", ..." : "");
+  if (!rc && nested.n)
+    stk_log(STK_LOG_WARN, STK__NESTED_FMT, dir, nested.n, ds->fmt->name, nested.n == 1 ? "" : "s",
+            nested.example, nested.n > 1 ? ", ..." : "");
   ents_free(v, n);
   return rc;
 }
@@ -452,13 +477,14 @@ static int detect(const char *root, const struct stk_dataset_opts *opts,
 
 /* Shards named one by one (a pattern, a list): their format from the
  * extensions (one only), else the first one's bytes. */
-static int detect_named(const struct stk__names *names, const struct stk_dataset_opts *opts,
-                        const struct stk_format_ops **out, char *err) {
+static int detect_named(const char *where, const struct stk__names *names,
+                        const struct stk_dataset_opts *opts, const struct stk_format_ops **out,
+                        char *err) {
   if (opts && opts->format && *opts->format) return find_format(opts->format, out, err);
   size_t count[FMT_MAX];
   const struct stk_format_ops *best;
   if (count_exts(NULL, (const char *const *)names->v, names->n, count, &best) > 1)
-    return mix_error(names->v[0], count, err);
+    return mix_error(where, count, err); /* the list or pattern the user named */
   if (best) {
     *out = best;
     return 0;
@@ -480,7 +506,7 @@ int stk__dataset_open_local(struct stk_dataset *ds, const struct stk__names *nam
                             const struct stk_dataset_opts *opts, char *err) {
   int rc;
   if (names) {
-    rc = detect_named(names, opts, &ds->fmt, err);
+    rc = detect_named(ds->root, names, opts, &ds->fmt, err);
     for (size_t i = 0; !rc && i < names->n; i++) {
       int dir;
       if ((rc = is_dir(names->v[i], &dir, err)) != 0) break;

@@ -216,6 +216,8 @@ struct listing {
   size_t skipped;                    /* listed files that are not its shards */
   char example[128];
   const int *cancel;
+  size_t nested; /* shards deeper than a folder's reading goes (as local.c) */
+  char nested_ex[256];
 };
 
 static int canceled(const int *cancel) { return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED); }
@@ -223,8 +225,18 @@ static int canceled(const int *cancel) { return cancel && __atomic_load_n(cancel
 static int list_cb(void *arg, const char *name, const struct stk_obj_info *info) {
   struct listing *L = arg;
   if (canceled(L->cancel)) return STK_ECANCELED;
-  if (!safe_rel(name) || !strcmp(name, MANIFEST_NAME)) return 0;
+  if (!safe_rel(name) || stk__name_hidden(name) || !strcmp(name, MANIFEST_NAME)) return 0;
   const struct stk_format_ops *f = L->want;
+  /* Shards are read from the top level, and first-level class folders for
+   * formats that have them, as a local folder is; plain files from every
+   * level. Deeper shards are left out and named in a warning. */
+  int depth = 0;
+  for (const char *p = strchr(name, '/'); p; p = strchr(p + 1, '/')) depth++;
+  if (!(f->caps & STK_FMT_TREE) && depth > ((f->caps & STK_FMT_CLASS_DIRS) ? 1 : 0)) {
+    if (f->exts && *f->exts && stk__has_ext(name, f->exts) && !L->nested++)
+      snprintf(L->nested_ex, sizeof L->nested_ex, "%s/%s", L->url, name);
+    return 0;
+  }
   if ((f->caps & STK_FMT_TREE) ? 0 : !(f->exts && *f->exts && stk__has_ext(name, f->exts))) {
     if (!stk__side_file(name) && !L->skipped++) snprintf(L->example, sizeof L->example, "%s", name);
     return 0;
@@ -314,9 +326,15 @@ static int open_listed(struct stk_dataset *ds, struct stk_origin *o, const char 
     if (!f) f = tree_format();
   }
   ds->fmt = f;
-  struct listing L = {ds, url, t, f, 0, "", opts && opts->cache ? opts->cache->cancel : NULL};
+  struct listing L = {ds, url, t, f, 0, "", opts && opts->cache ? opts->cache->cancel : NULL,
+                      0, ""};
   rc = stk__origin_list(o, list_cb, &L, err);
   if (rc == STK_ECANCELED) return stk__errf(err, rc, "interrupted");
+  if (!rc && (f->caps & (STK_FMT_TREE | STK_FMT_CLASS_DIRS)))
+    rc = stk__dataset_class_labels(ds, t->v, t->n, !(f->caps & STK_FMT_TREE), err);
+  if (!rc && L.nested)
+    stk_log(STK_LOG_WARN, STK__NESTED_FMT, url, L.nested, f->name, L.nested == 1 ? "" : "s",
+            L.nested_ex, L.nested > 1 ? ", ..." : "");
   /* Never silently, as for a local folder: files that are not shards. */
   if (!rc && L.skipped)
     stk_log(STK_LOG_WARN, "%s: %zu file%s that %s not %s shards left out (%s%s)", url, L.skipped,
@@ -380,7 +398,16 @@ static int open_named(struct stk_dataset *ds, const char *url, const struct stk_
   if (!f) {
     size_t count[FMT_MAX] = {0};
     for (size_t i = 0; i < names->n; i++) ext_count_cb(count, names->v[i], NULL);
-    if ((rc = format_of_counts(url, count, &f, err)) != 0) return rc;
+    /* named by the list or pattern the user gave (ds->root), not the folder */
+    if ((rc = format_of_counts(ds->root, count, &f, err)) != 0) return rc;
+    /* Names that all end in an extension no shard format claims (.jpg,
+     * .png, .wav): one sample per file, as a local list of them is read. */
+    int all_ext = names->n > 0;
+    for (size_t i = 0; i < names->n && all_ext; i++) {
+      const char *b = strrchr(names->v[i], '/'), *d = strrchr(b ? b : names->v[i], '.');
+      all_ext = d && d[1] && d != (b ? b + 1 : names->v[i]);
+    }
+    if (!f && all_ext) f = tree_format();
     if (!f)
       return stk__errf(err, STK_EINVAL,
                        "%s/%s: cannot tell the shards' format from their "
@@ -497,9 +524,9 @@ static int find_dir_index(struct stk_origin *o, const struct stk_dataset_opts *o
   return STK_ENOENT;
 }
 
-int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
-                             const struct stk__names *names, const struct stk_dataset_opts *opts,
-                             char *err) {
+int stk__dataset_open_remote_at(struct stk_dataset *ds, const char *url,
+                                 const struct stk__names *names,
+                                 const struct stk_dataset_opts *opts, char *err) {
   struct stk_cache_opts co = opts && opts->cache ? *opts->cache : (struct stk_cache_opts){0};
   struct stk_origin_opts oo = {.connect_timeout_s = co.connect_timeout_s,
                                .stall_timeout_s = co.stall_timeout_s,
@@ -553,17 +580,13 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   if (!rc && ds->nshards == 0)
     rc = stk__errf(err, STK_EEMPTY, "%s: empty dataset: no %s shards found", ds->root,
                    ds->fmt ? ds->fmt->name : "");
-  /* A paired format reads its companion file (Megatron's .idx beside each
-   * .bin) by path, which the cache does not stage: refused until it can
-   * serve ranges of such objects. */
-  if (!rc && ds->fmt->pair_ext)
-    rc = stk__errf(err, STK_ENOTSUP,
-                   "%s: %s datasets are read from local files only for now (the cache does not "
-                   "stage the %s beside each shard); copy them to a local or mounted file system",
-                   ds->root, ds->fmt->name, ds->fmt->pair_ext);
   /* One sample per file (a folder tree): nothing is staged at open, and
    * sizes are learned as files arrive; a HEAD per file would cost more. */
   if (!rc && !(ds->fmt->caps & STK_FMT_TREE)) rc = head_sizes(o, &t, co.cancel, err);
+  /* A paired format (Megatron's .bin + .idx): each companion is fetched
+   * whole and indexed from its bytes now; the shards themselves are far
+   * too large to stage and are read in chunks as windows need them. */
+  if (!rc && ds->fmt->pair_ext) rc = stk__dataset_index_pairs(ds, o, t.v, t.n, co.cancel, err);
   if (!rc) {
     rc = stk__cache_open(&ds->x->cache, o, t.v, t.n, &co, err);
     o = NULL; /* the cache owns it, failed or not */

@@ -33,6 +33,11 @@ int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, 
                     char *err) {
   struct stk_shard *sh = &ds->shards[si];
   int rc;
+  if (ds->x->chunked)
+    return stk__errf(err, STK_ENOTSUP,
+                     "%s: read in chunks (its bytes are fetched as they are needed), not staged "
+                     "whole: only token windows read it (stoker feed --seq-len)",
+                     sh->path);
   if (!ds->x->cache) {
     *fd = open(sh->path, O_RDONLY | O_CLOEXEC | (flags & STK_SHARD_DIRECT ? O_DIRECT : 0));
     if (*fd < 0) {
@@ -80,4 +85,16 @@ int stk_dataset_cache_stats(const struct stk_dataset *ds, struct stk_cache_stats
   if (!ds->x->cache) return STK_ENOENT;
   stk__cache_stats(ds->x->cache, st);
   return 0;
+}
+
+int stk__shard_chunked(const struct stk_dataset *ds, size_t si) {
+  (void)si;
+  return ds->x && ds->x->chunked;
+}
+
+int stk__shard_read(struct stk_dataset *ds, size_t si, uint64_t off, void *buf, uint64_t len,
+                    const int *cancel, char *err) {
+  if (!ds->x->chunked || !ds->x->cache)
+    return stk__errf(err, STK_EINVAL, "%s: not read in chunks", ds->shards[si].path);
+  return stk__cache_read(ds->x->cache, si, off, buf, len, cancel, err);
 }

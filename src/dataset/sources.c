@@ -232,6 +232,13 @@ int stk__list_parse(const char *text, size_t len, const char *base_dir, size_t m
     size_t a = i, b = j;
     i = j + 1;
     while (a < b && (text[a] == ' ' || text[a] == '\t' || text[a] == '\r')) a++;
+    /* A '#' after a blank starts a comment ("a.tar  # the first"); one
+     * inside a name or URL (a fragment) is kept. */
+    for (size_t k = a + 1; k < b; k++)
+      if (text[k] == '#' && (text[k - 1] == ' ' || text[k - 1] == '\t')) {
+        b = k;
+        break;
+      }
     while (b > a && (text[b - 1] == ' ' || text[b - 1] == '\t' || text[b - 1] == '\r')) b--;
     if (a == b || text[a] == '#') continue;
     if (memchr(text + a, 0, b - a)) {

@@ -84,8 +84,8 @@ struct stk_format_ops {
   /* A shard NAME.ext (ext: the first of exts) is this format's only when
    * NAME + pair_ext lies beside it (Megatron's corpus.bin and corpus.idx):
    * detection by extension alone would take any folder of .bin files. The
-   * format reads that companion by path, so its datasets are local only
-   * for now (remote opening refuses them). NULL for other formats. */
+   * format reads that companion by path (local), or from its bytes through
+   * index_side (remote). NULL for other formats. */
   const char *pair_ext;
 
   /* Find the shards under root (a directory or one file) and fill
@@ -98,6 +98,13 @@ struct stk_format_ops {
    * never allocate more than the file's size justifies. err gets a
    * sentence naming the file and offset on failure. */
   int (*index)(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err);
+  /* A paired format's index from its companion's bytes rather than by
+   * path (a remote dataset: the companion fetched whole, the shard read
+   * in ranges and never staged): side is mmap'ed (side_len bytes) and
+   * becomes the format's (it munmaps it, also on failure); shard_bytes is
+   * the shard's size. Fills sh->idx and sh->count as index does. */
+  int (*index_side)(struct stk_dataset *ds, struct stk_shard *sh, uint64_t shard_bytes,
+                    void *side, uint64_t side_len, char *err);
 
   /* Split the bytes of one sample (exactly its index range, read by the
    * caller into buf) into out->fields, pointing into buf. verify != 0

@@ -318,6 +318,10 @@ static int check_idx(const char *ip, const char *bp, const uint8_t *p, uint64_t 
   return 0;
 }
 
+static int index_mapped(struct mg_state *st, size_t si,
+                        struct stk_shard *sh, const char *ip, uint64_t bin_size, void *map,
+                        uint64_t isize, char *err);
+
 /* The shard's .bin is open at fd; its .idx is mapped and checked here. */
 static int mg_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
   struct mg_state *st = mg_state(ds);
@@ -351,6 +355,21 @@ static int mg_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *
     }
   }
   if (ifd >= 0) close(ifd);
+  if (rc) {
+    free(ip);
+    return rc;
+  }
+  rc = index_mapped(st, si, sh, ip, bin_size, map, isize, err);
+  free(ip);
+  return rc;
+}
+
+/* The shard's .idx is mapped at map (isize bytes, or NULL when empty) and
+ * becomes the dataset's; checked against the .bin's size. */
+static int index_mapped(struct mg_state *st, size_t si,
+                        struct stk_shard *sh, const char *ip, uint64_t bin_size, void *map,
+                        uint64_t isize, char *err) {
+  int rc = 0;
   struct stk__megatron_shard m = {0};
   struct stk_index_entry *idx = NULL;
   static const uint8_t none[1];
@@ -369,7 +388,6 @@ static int mg_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *
                      ip, m.dtype->name, o ? o->name : "other");
     }
   }
-  free(ip);
   if (rc) {
     if (map) munmap(map, (size_t)isize);
     free(idx);
@@ -382,6 +400,25 @@ static int mg_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *
   sh->idx = idx;
   sh->count = m.sequences;
   return 0;
+}
+
+/* A remote pair: the .idx's bytes fetched whole and mapped by the dataset
+ * layer (ours now), the .bin read in ranges, so only its size is here. */
+static int mg_index_side(struct stk_dataset *ds, struct stk_shard *sh, uint64_t bin_size,
+                         void *side, uint64_t side_len, char *err) {
+  struct mg_state *st = mg_state(ds);
+  size_t si = (size_t)(sh - ds->shards);
+  char *ip = pair_name(sh->path, ".idx");
+  int rc;
+  if (!st || !ip)
+    rc = stk__errf(err, STK_ENOMEM, "out of memory");
+  else if (si >= st->n)
+    rc = stk__errf(err, STK_EINVAL, "%s: not a shard of this dataset", sh->path);
+  else
+    rc = index_mapped(st, si, sh, ip, bin_size, side, side_len, err);
+  if (rc && side && (!st || !ip || si >= st->n)) munmap(side, (size_t)side_len);
+  free(ip);
+  return rc;
 }
 
 static int mg_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
@@ -578,6 +615,7 @@ const struct stk_format_ops stk__fmt_megatron = {
     .pair_ext = ".idx",
     .list = mg_list,
     .index = mg_index,
+    .index_side = mg_index_side,
     .parse = mg_parse,
     .property = mg_property,
     .free_state = mg_free_state,

@@ -38,6 +38,7 @@ struct src {
   uint64_t *first;                      /* nshards + 1: first sequence of each shard */
   int32_t *lengths;                     /* every sequence's tokens, shards in order */
   uint64_t n_lengths;
+  int chunked;   /* the .bin files are read through the cache's chunks (remote) */
   int32_t *docs; /* the split's documents */
   uint64_t n_docs, split_tokens;
   struct stk__tok_index index;
@@ -161,6 +162,20 @@ static int src_open(struct src *s, const char *path, const struct stk_tokens_opt
   }
   for (size_t i = 0; i < n; i++) s->fd[i] = -1;
   for (size_t i = 0; i < n; i++) {
+    /* A remote .bin is read in chunks as windows need it (its .idx was
+     * fetched at open); a local one is mapped. */
+    s->chunked = stk__shard_chunked(s->ds, i);
+    if (s->chunked) {
+      s->m[i] = stk__megatron_shard(s->ds, i);
+      if (!s->m[i]) return stk__errf(err, STK_EFORMAT, "%s: shard %zu has no .idx", path, i);
+      if (s->m[i]->dtype->is_float)
+        return stk__errf(err, STK_EFORMAT, "%s: %s tokens: token windows need integer tokens",
+                         s->ds->shards[i].path, s->m[i]->dtype->name);
+      s->dt = s->m[i]->dtype;
+      s->bin_len[i] = (size_t)stk__shard_size(s->ds, i);
+      s->first[i + 1] = s->first[i] + s->m[i]->sequences;
+      continue;
+    }
     /* In place, or staged by the cache (which builds a pending index). */
     if ((rc = stk__shard_open(s->ds, i, 0, &s->fd[i], NULL, err))) return rc;
     s->m[i] = stk__megatron_shard(s->ds, i);
@@ -553,8 +568,10 @@ static void put_tokens(void *dst, size_t es, uint32_t at, const uint8_t *p,
   put_plain(dst, es, at, p, dt, n);
 }
 
-/* Tokens [from, to) of document d of s. */
-static const uint8_t *doc_tokens(const struct src *s, int32_t d, int64_t from, int64_t to) {
+/* Where tokens [from, to) of document d of s lie: the shard and the byte
+ * offset in its .bin; 0, or -1 when past the .bin's end. */
+static int doc_place(const struct src *s, int32_t d, int64_t from, int64_t to, size_t *shard,
+                     uint64_t *at) {
   size_t lo = 0, hi = s->nshards; /* last shard whose first sequence <= d */
   while (hi - lo > 1) {
     size_t mid = (lo + hi) / 2;
@@ -565,8 +582,18 @@ static const uint8_t *doc_tokens(const struct src *s, int32_t d, int64_t from, i
   }
   uint64_t q = (uint64_t)d - s->first[lo];
   uint64_t ptr = stk__ld64(s->m[lo]->pointers + 8 * q) + (uint64_t)from * s->dt->size;
-  if (!s->bin[lo] || ptr + (uint64_t)(to - from) * s->dt->size > s->bin_len[lo]) return NULL;
-  return s->bin[lo] + ptr;
+  *shard = lo;
+  *at = ptr;
+  return ptr + (uint64_t)(to - from) * s->dt->size > s->bin_len[lo] ? -1 : 0;
+}
+
+/* Tokens [from, to) of document d of s, mapped; NULL when past the end of
+ * the .bin, or when the .bin is read in chunks (not mapped). */
+static const uint8_t *doc_tokens(const struct src *s, int32_t d, int64_t from, int64_t to) {
+  size_t sh;
+  uint64_t at;
+  if (s->chunked || doc_place(s, d, from, to, &sh, &at) || !s->bin[sh]) return NULL;
+  return s->bin[sh] + at;
 }
 
 struct row {
@@ -586,7 +613,23 @@ static int add_piece(const struct stk_tokens *t, const struct src *s, const stru
                      " holds more than %u tokens (the "
                      "index does not match the corpus)",
                      s->path, k, t->S);
-  const uint8_t *p = doc_tokens(s, d, from, to);
+  const uint8_t *p = NULL;
+  uint8_t *got = NULL; /* a piece read through the cache's chunks */
+  if (s->chunked) {
+    size_t sh, need = (size_t)(to - from) * s->dt->size;
+    uint64_t off;
+    if (doc_place(s, d, from, to, &sh, &off) == 0) {
+      if (!(got = malloc(need ? need : 1))) return stk__errf(err, STK_ENOMEM, "out of memory");
+      int rc = stk__shard_read(s->ds, sh, off, got, need, NULL, err);
+      if (rc) {
+        free(got);
+        return rc;
+      }
+      p = got;
+    }
+  } else {
+    p = doc_tokens(s, d, from, to);
+  }
   if (!p)
     return stk__errf(err, STK_EFORMAT,
                      "%s: document %d's tokens %" PRId64 "..%" PRId64
@@ -595,14 +638,17 @@ static int add_piece(const struct stk_tokens *t, const struct src *s, const stru
   if (t->es == 4 && s->dt->size == 8) /* int64 tokens into int32 batches: each must fit */
     for (int64_t i = 0; i < to - from; i++) {
       int64_t v = (int64_t)stk__ld64(p + 8 * i);
-      if (v < INT32_MIN || v > INT32_MAX)
+      if (v < INT32_MIN || v > INT32_MAX) {
+        free(got);
         return stk__errf(err, STK_ERANGE,
                          "%s: document %d, token %" PRId64 " is %" PRId64
                          ", which does not fit int32 batches: ask for int64 tokens "
                          "(--tokens int64, tokens=\"int64\")",
                          s->path, d, from + i, v);
+      }
     }
   put_tokens(r->tok, t->es, *at, p, s->dt, (uint64_t)(to - from));
+  free(got);
   *at += (uint32_t)(to - from);
   if (r->cu) r->cu[(*nc)++] = (int32_t)*at;
   return 0;

@@ -7,7 +7,11 @@
  * the arrays, and it appears only whole (temporary file, fsync, rename).
  * Builders are made exclusive by an flock'd lock file beside it: the first
  * process to find no good file takes the lock and builds; the others block
- * on the lock and then find the file. The layout is in
+ * on the lock and then find the file. Checking the arrays' CRC32C means
+ * reading the whole file (12 GB at 10^9 windows), so it is done once per
+ * node and boot: the process that checked leaves a marker beside the file
+ * (its identity and checksum, under the same lock), and later opens that
+ * find a matching marker check only the header. The layout is in
  * docs/internals/tokens.md. */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +22,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../base/base.h"
@@ -41,6 +46,22 @@ struct tix_hdr {
   uint64_t off[3], bytes[3]; /* doc, sample and shuffle index */
   uint32_t crc_arrays;       /* CRC32C of the three arrays in order */
   uint32_t crc_header;       /* of every byte above */
+};
+
+/* The marker left beside an index file after its arrays passed their
+ * CRC32C (NAME.stkidx.ok): what the file was when checked. A marker is
+ * trusted only for the same boot, device, inode, size, mtime and checksum,
+ * and only when the file's mtime was at least TIX_RACY_NS older than the
+ * check: a write within one timestamp tick of the check could otherwise
+ * leave the mtime unchanged (git's "racy clean" case). */
+#define TIX_OK_MAGIC "STKIXOK1"
+#define TIX_RACY_NS 1000000000ull
+struct tix_ok {
+  char magic[8];
+  char boot_id[40];
+  uint64_t dev, ino, size, mtime_ns, checked_ns, cfg_hash;
+  uint32_t crc_arrays;
+  uint32_t crc; /* of every byte above */
 };
 
 /* ---- building ------------------------------------------------------------ */
@@ -222,10 +243,66 @@ static void arrays_of(const struct stk__gpt_index *ix, const void *a[3], uint64_
   b[2] = ix->n_samples * (ix->shuffle_i64 ? 8 : 4);
 }
 
+static uint64_t mtime_ns(const struct stat *st) {
+  return (uint64_t)st->st_mtim.tv_sec * 1000000000ull + (uint64_t)st->st_mtim.tv_nsec;
+}
+
+static void ok_fill(struct tix_ok *k, const struct stat *st, uint64_t hash, uint32_t crc) {
+  memset(k, 0, sizeof *k);
+  memcpy(k->magic, TIX_OK_MAGIC, 8);
+  stk__boot_id(k->boot_id, sizeof k->boot_id);
+  k->dev = (uint64_t)st->st_dev;
+  k->ino = (uint64_t)st->st_ino;
+  k->size = (uint64_t)st->st_size;
+  k->mtime_ns = mtime_ns(st);
+  k->cfg_hash = hash;
+  k->crc_arrays = crc;
+}
+
+/* 1 when path's marker vouches for the file st with these arrays. */
+static int ok_matches(const char *path, const struct stat *st, uint64_t hash, uint32_t crc) {
+  char mp[4200];
+  snprintf(mp, sizeof mp, "%s.ok", path);
+  int fd = open(mp, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct tix_ok k, want;
+  ssize_t r = read(fd, &k, sizeof k);
+  close(fd);
+  if (r != (ssize_t)sizeof k || stk_crc32c(0, &k, offsetof(struct tix_ok, crc)) != k.crc) return 0;
+  ok_fill(&want, st, hash, crc);
+  if (!strcmp(want.boot_id, "unknown")) return 0; /* no boot id: check at every open */
+  want.checked_ns = k.checked_ns;
+  want.crc = k.crc;
+  return !memcmp(&k, &want, sizeof k) && k.checked_ns >= k.mtime_ns + TIX_RACY_NS;
+}
+
+/* Leave the marker for a file whose arrays were just checked in full
+ * (under the builders' lock; a temporary renamed over, so readers see a
+ * whole marker or none). Failing to write it costs only a later check. */
+static void ok_write(const char *path, const struct stat *st, uint64_t hash, uint32_t crc) {
+  struct tix_ok k;
+  ok_fill(&k, st, hash, crc);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  k.checked_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+  k.crc = stk_crc32c(0, &k, offsetof(struct tix_ok, crc));
+  char mp[4200], tmp[4240];
+  snprintf(mp, sizeof mp, "%s.ok", path);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", mp, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  int bad = stk__write_full(fd, &k, sizeof k) != 0;
+  if (close(fd) != 0) bad = 1;
+  if (bad || rename(tmp, mp) != 0) unlink(tmp);
+}
+
 /* Map path and check it against c: 0 and *x filled; STK_ENOENT when there
- * is no file; another code (with why set) when it is stale or corrupt. */
-static int try_load(const char *path, uint64_t hash, int mode, struct stk__tok_index *x, char *why,
-                    size_t whyn) {
+ * is no file; another code (with why set) when it is stale or corrupt.
+ * With full 0, a file without a matching marker is not read through:
+ * STK_EAGAIN. With full 1, its arrays are checked and, when they pass,
+ * the marker is written. */
+static int try_load(const char *path, uint64_t hash, int mode, int full, struct stk__tok_index *x,
+                    char *why, size_t whyn) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return STK_ENOENT;
   struct stat st;
@@ -254,17 +331,25 @@ static int try_load(const char *path, uint64_t hash, int mode, struct stk__tok_i
     snprintf(why, whyn, "built for another configuration or corpus");
     goto out;
   }
-  uint32_t crc = 0;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 3; i++)
     if (h.off[i] > (uint64_t)st.st_size || h.bytes[i] > (uint64_t)st.st_size - h.off[i]) {
       snprintf(why, whyn, "truncated (array %d past its end)", i);
       goto out;
     }
-    crc = stk_crc32c(crc, (const uint8_t *)map + h.off[i], (size_t)h.bytes[i]);
-  }
-  if (crc != h.crc_arrays) {
-    snprintf(why, whyn, "its arrays fail their checksum");
-    goto out;
+  if (!ok_matches(path, &st, hash, h.crc_arrays)) {
+    if (!full) {
+      rc = STK_EAGAIN;
+      snprintf(why, whyn, "not checked on this node since it was written");
+      goto out;
+    }
+    uint32_t crc = 0;
+    for (int i = 0; i < 3; i++)
+      crc = stk_crc32c(crc, (const uint8_t *)map + h.off[i], (size_t)h.bytes[i]);
+    if (crc != h.crc_arrays) {
+      snprintf(why, whyn, "its arrays fail their checksum");
+      goto out;
+    }
+    ok_write(path, &st, hash, crc);
   }
   struct stk__gpt_index *ix = &x->ix;
   memset(x, 0, sizeof *x);
@@ -426,7 +511,9 @@ int stk__tok_index_get(const struct stk__tok_cfg *c, struct stk__tok_index *out,
   snprintf(path, n, "%s/%s.%s-%016" PRIx64 ".stkidx", c->dir, c->name, mode_name(c->mode), hash);
   snprintf(lock, n + 8, "%s.lock", path);
   char why[160] = "";
-  rc = try_load(path, hash, c->mode, out, why, sizeof why);
+  /* Without the lock, only a file some process of this node has checked
+   * (its marker matches) is mapped; anything else waits for the lock. */
+  rc = try_load(path, hash, c->mode, 0, out, why, sizeof why);
   if (rc == 0) goto done;
   int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lfd < 0) {
@@ -436,8 +523,10 @@ int stk__tok_index_get(const struct stk__tok_cfg *c, struct stk__tok_index *out,
   }
   while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {
   }
-  /* Another process may have built it while this one waited. */
-  rc = try_load(path, hash, c->mode, out, why, sizeof why);
+  /* Another process may have built or checked it while this one waited;
+   * if not, this one checks it in full and leaves the marker. */
+  rc = try_load(path, hash, c->mode, 0, out, why, sizeof why);
+  if (rc != 0 && rc != STK_ENOENT) rc = try_load(path, hash, c->mode, 1, out, why, sizeof why);
   if (rc != 0) {
     if (rc != STK_ENOENT) stk_log(STK_LOG_WARN, "%s: %s: rebuilding it", path, why);
     uint64_t t0 = stk_now_ns();
