@@ -313,10 +313,25 @@ static void note_skip(struct stk_loader *l, uint64_t id, int code, const char *m
   stk_log(STK_LOG_INFO, "skipping sample %llu: %s", (unsigned long long)id, msg);
 }
 
+/* Whether a failure leaves only its sample out. skip: every one. The
+ * default: a bad sample (malformed, corrupt, truncated, undecodable, a
+ * file gone or unreadable), not a failing source (an I/O error, an origin
+ * down past its retries, memory or space exhausted), which no later sample
+ * would escape: the run stops at once, naming it. */
+static int skips(const struct stk_loader *l, int code) {
+  if (l->o.on_error == STK_ON_ERROR_SKIP) return 1;
+  if (l->o.on_error == STK_ON_ERROR_FAIL) return 0;
+  switch (code) {
+  case STK_EIO: case STK_ENET: case STK_ETIMEDOUT: case STK_ENOMEM: case STK_ENOSPC:
+  case STK_ECANCELED: case STK_ESYS: case STK_EBUSY: case STK_EAGAIN: return 0;
+  default: return 1;
+  }
+}
+
 static void slot_fail(struct stk_loader *l, struct job *j, struct slot *s, int code,
                       const char *msg) {
   s->err = code;
-  if (l->o.on_error != STK_ON_ERROR_FAIL) return note_skip(l, s->id, code, msg);
+  if (skips(l, code)) return note_skip(l, s->id, code, msg);
   job_fail(j, code, msg);
 }
 
@@ -671,7 +686,7 @@ static int fill_job(struct stk_loader *l, struct job *j) {
       }
       rc = locate(l, id, &j->slots[j->n], j->errmsg);
       if (rc) {
-        if (l->o.on_error != STK_ON_ERROR_FAIL) {
+        if (skips(l, rc)) {
           note_skip(l, id, rc, j->errmsg);
           j->errmsg[0] = 0;
           j->skipped++;
@@ -902,17 +917,25 @@ static void *worker_main(void *arg) {
 /* ---- the ring ------------------------------------------------------------ */
 
 /* Under the default policy, ALL_FAILED_LIMIT samples in a row that fail
- * (counted by batch: one kept sample ends a streak) stop the run with the
- * latest failure: a wrong dataset, field or decoder, or a dataset gone
- * from under the run, not a few bad files. kept: samples of j that made
- * it. */
+ * (counted by batch: one kept sample ends a streak), or as many as this
+ * rank's whole epoch where that is fewer, stop the run with the latest
+ * failure: a wrong dataset, field or decoder, or a dataset gone from under
+ * the run, not a few bad files. kept: samples of j that made it. */
 static void all_failed_check(struct stk_loader *l, struct job *j, uint32_t kept) {
   if (kept) {
     atomic_store(&l->fail_streak, 0);
     return;
   }
   uint64_t streak = atomic_fetch_add(&l->fail_streak, j->skipped) + j->skipped;
-  if (l->o.on_error != STK_ON_ERROR_DEFAULT || j->err || streak < ALL_FAILED_LIMIT) return;
+  if (l->o.on_error != STK_ON_ERROR_DEFAULT || j->err || !j->skipped) return;
+  uint64_t limit = ALL_FAILED_LIMIT;
+  if (!l->tok && l->ds->nsamples) { /* counted: a smaller epoch failed whole */
+    uint32_t world = l->o.sampler.world ? l->o.sampler.world : 1;
+    uint64_t share = stk__share_len(l->ds->nsamples, 0, l->o.sampler.rank, world, l->o.shares);
+    if (l->o.epoch_samples && share > l->o.epoch_samples) share = l->o.epoch_samples;
+    if (share && share < limit) limit = share;
+  }
+  if (streak < limit) return;
   pthread_mutex_lock(&l->skip_mu);
   j->err = l->last_skip_code ? l->last_skip_code : STK_EDECODE;
   snprintf(j->errmsg, sizeof j->errmsg,
