@@ -46,6 +46,9 @@ struct stk_watch_opts {
   int no_job_labels;         /* no hpc_job on device (DCGM_FI_*) series: one
                                 series per GPU or MIG instance whatever its
                                 jobs (the stoker_job_* series keep them) */
+  const char *pod_resources_socket; /* the kubelet's pod-resources socket
+                                (/var/lib/kubelet/pod-resources/kubelet.sock),
+                                or NULL: no Kubernetes pods */
 };
 
 struct stk_watch;

@@ -64,6 +64,9 @@ int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, ch
   char rd[400];
   w->nvml_lib = dup_or_null(o.nvml_lib);
   w->mapping_dir = dup_or_null(o.mapping_dir);
+  w->podres_socket = o.pod_resources_socket && o.pod_resources_socket[0]
+                         ? strdup(o.pod_resources_socket)
+                         : NULL;
   w->runtime_dir = strdup(o.runtime_dir ? o.runtime_dir : stk__runtime_dir(rd, sizeof rd));
   w->proc_root = strdup(o.proc_root ? o.proc_root : "/proc");
   char host[256] = "";
@@ -118,6 +121,8 @@ void stk_watch_close(struct stk_watch *w) {
   free(w->exempt);
   free(w->nvml_lib);
   free(w->mapping_dir);
+  free(w->podres_socket);
+  free(w->pods);
   free(w->runtime_dir);
   free(w->proc_root);
   free(w->hostname);
@@ -161,6 +166,7 @@ int stk__ag_gpu_add_job(struct ag_gpu *g, int unit, const char *job) {
   struct ag_alloc *a = &g->alloc[g->nalloc++];
   snprintf(a->job, sizeof a->job, "%s", job);
   a->unit = unit;
+  a->pod = NULL;
   return 0;
 }
 
@@ -183,10 +189,11 @@ static int proc_unit(const struct ag_gpu *g, uint32_t gi) {
 }
 
 /* The job of a process on unit `unit` of GPU g: the mapping's (its
- * instance's, else its GPU's), else its cgroup's, else its own. */
+ * instance's, else its GPU's), else the pod's holding the GPU, else its
+ * cgroup's, else its own. */
 static void proc_job(const struct ag_gpu *g, int unit, uint32_t pid, const char *cgroup_job,
                      char *job) {
-  int from = stk__ag_unit_mapped(g, unit) ? unit : g->mapped ? -1 : -2;
+  int from = stk__ag_unit_mapped(g, unit) ? unit : g->mapped || g->kube ? -1 : -2;
   for (unsigned k = 0; from > -2 && k < g->nalloc; k++)
     if (g->alloc[k].unit == from) {
       snprintf(job, AG_JOB_LEN, "%s", g->alloc[k].job);
@@ -275,8 +282,10 @@ static void attribute(struct stk_watch *w) {
       struct ag_proc *p = &g->procs[k];
       const char *cg = stk__ag_proc_info(w, p->pid, &p->cpu_s);
       int unit = proc_unit(g, p->gpu_instance);
+      snprintf(p->cgjob, sizeof p->cgjob, "%s", cg ? cg : "");
       proc_job(g, unit, p->pid, cg, p->job);
-      if (!stk__ag_unit_mapped(g, unit) && !g->mapped) stk__ag_gpu_add_job(g, unit, p->job);
+      if (!stk__ag_unit_mapped(g, unit) && !g->mapped && !g->kube)
+        stk__ag_gpu_add_job(g, unit, p->job);
     }
   }
   for (unsigned i = 0; i < w->nloaders; i++) {
@@ -290,7 +299,16 @@ static void attribute(struct stk_watch *w) {
           break;
         }
     const char *cg = L->job[0] ? NULL : stk__ag_proc_info(w, L->pub.pid, NULL);
-    if (cg && cg[0]) snprintf(L->job, AG_JOB_LEN, "%s", cg);
+    /* Else the job of a GPU process of its cgroup (a pod's GPU processes
+     * take the pod's name, where the cgroup gives only its UID), else
+     * the cgroup's. */
+    for (unsigned gi = 0; cg && cg[0] && gi < w->ngpus && !L->job[0]; gi++)
+      for (unsigned k = 0; k < w->gpus[gi].nprocs; k++)
+        if (!strcmp(w->gpus[gi].procs[k].cgjob, cg)) {
+          snprintf(L->job, AG_JOB_LEN, "%s", w->gpus[gi].procs[k].job);
+          break;
+        }
+    if (!L->job[0] && cg && cg[0]) snprintf(L->job, AG_JOB_LEN, "%s", cg);
     if (!L->job[0]) {
       if (L->pub.job[0] && job_claim_ok(w, L))
         snprintf(L->job, AG_JOB_LEN, "%s", L->pub.job);
@@ -314,16 +332,35 @@ static int job_id_safe(const char *s) {
   return 1;
 }
 
-/* Expand "{job}" and "{minutes}" in a command template. */
-static void expand(const char *tpl, const char *job, double minutes, char *out, size_t n) {
+/* A Slurm job id (123, or an array task 123_4): its nodes can be asked. */
+static int slurm_job_id(const char *s) {
+  if (!(*s >= '0' && *s <= '9')) return 0;
+  for (; *s; s++)
+    if (!((*s >= '0' && *s <= '9') || *s == '_')) return 0;
+  return 1;
+}
+
+/* Expand "{job}", "{minutes}", "{pod}" and "{namespace}" (a job from the
+ * kubelet's pod resources) in a command template; -1 (logged) when a
+ * value is missing or has characters a shell command cannot take safely. */
+static int expand(const struct stk_watch *w, const char *tpl, const char *job, double minutes,
+                  char *out, size_t n) {
   size_t o = 0;
   char mins[32];
   snprintf(mins, sizeof mins, "%.0f", minutes);
+  const struct ag_pod *pod = stk__ag_job_pod(w, job);
   for (const char *p = tpl; *p && o + 1 < n;) {
     const char *rep = NULL;
     size_t skip = 1;
     if (!strncmp(p, "{job}", 5)) rep = job, skip = 5;
     else if (!strncmp(p, "{minutes}", 9)) rep = mins, skip = 9;
+    else if (!strncmp(p, "{pod}", 5)) rep = pod ? pod->pod : "", skip = 5;
+    else if (!strncmp(p, "{namespace}", 11)) rep = pod ? pod->ns : "", skip = 11;
+    if (rep && (!rep[0] || !job_id_safe(rep))) {
+      stk_log(STK_LOG_ERROR, "watch: reaper: job '%s': %.*s is %s; not running '%s'", job,
+              (int)skip, p, rep[0] ? "not safe in a shell command" : "unknown (not a pod)", tpl);
+      return -1;
+    }
     if (rep) {
       size_t l = strlen(rep);
       if (o + l >= n) break;
@@ -335,6 +372,22 @@ static void expand(const char *tpl, const char *job, double minutes, char *out, 
     p += skip;
   }
   out[o] = 0;
+  return 0;
+}
+
+/* The action on a Slurm job, guarded: only where squeue says the job
+ * runs on this node alone (one node's idle GPUs say nothing of the
+ * others'); else it logs why and does nothing. Where Slurm has no squeue
+ * (not a Slurm node), the command runs as given. */
+static int slurm_guard(const char *job, const char *cmd, char *out, size_t n) {
+  int l = snprintf(out, n,
+                   "if command -v squeue >/dev/null 2>&1; then "
+                   "n=$(squeue -h -j %s -o %%D 2>/dev/null); "
+                   "if [ \"$n\" != 1 ]; then echo \"stoker watch: reaper: job %s runs on "
+                   "${n:-an unknown number of} nodes; idle GPUs on this node alone are not "
+                   "enough: not acting\" >&2; exit 0; fi; fi; %s",
+                   job, job, cmd);
+  return l > 0 && (size_t)l < n ? 0 : -1;
 }
 
 /* Collect the reaper's commands that have ended. */
@@ -387,28 +440,31 @@ static void reaper(struct stk_watch *w) {
               "watch: reaper: job %s: all %u GPUs idle for %.1f min; acting at %.1f min%s",
               j->id, j->gpus, j->idle_streak_s / 60, w->o.reap_after_s / 60,
               w->o.reap_dry_run ? " (dry run)" : "");
-      if (w->reap_warn_command && !w->o.reap_dry_run && job_id_safe(j->id)) {
-        expand(w->reap_warn_command, j->id, j->idle_streak_s / 60, cmd, sizeof cmd);
+      if (w->reap_warn_command && !w->o.reap_dry_run &&
+          expand(w, w->reap_warn_command, j->id, j->idle_streak_s / 60, cmd, sizeof cmd) == 0)
         run_command(w, cmd);
-      }
     }
     if (!j->acted && j->idle_streak_s >= w->o.reap_after_s) {
       j->acted = 1;
-      if (!job_id_safe(j->id)) {
-        stk_log(STK_LOG_ERROR, "watch: reaper: job id '%s' has characters a command "
-                               "cannot take safely; not acting", j->id);
+      if (expand(w, w->reap_command ? w->reap_command : "", j->id, j->idle_streak_s / 60, cmd,
+                 sizeof cmd) != 0)
         continue;
+      char guarded[3072];
+      if (slurm_job_id(j->id) && cmd[0]) {
+        if (slurm_guard(j->id, cmd, guarded, sizeof guarded) != 0) continue;
+      } else {
+        snprintf(guarded, sizeof guarded, "%s", cmd);
       }
-      expand(w->reap_command ? w->reap_command : "", j->id, j->idle_streak_s / 60, cmd, sizeof cmd);
       if (w->o.reap_dry_run) {
         w->reaper_dry++;
         stk_log(STK_LOG_WARN, "watch: reaper: dry run: job %s idle %.1f min: would run: %s",
                 j->id, j->idle_streak_s / 60, cmd[0] ? cmd : "(no command)");
       } else {
         w->reaper_act++;
-        stk_log(STK_LOG_WARN, "watch: reaper: job %s idle %.1f min: running: %s", j->id,
-                j->idle_streak_s / 60, cmd);
-        run_command(w, cmd);
+        stk_log(STK_LOG_WARN, "watch: reaper: job %s idle %.1f min: running: %s%s", j->id,
+                j->idle_streak_s / 60, cmd,
+                strcmp(guarded, cmd) ? " (if squeue puts the job on this node alone)" : "");
+        run_command(w, guarded);
       }
     }
   }
@@ -586,6 +642,7 @@ int stk_watch_sample(struct stk_watch *w) {
   double dt = w->samples ? w->now - w->prev : 0;
   sample_gpus(w);
   stk__ag_read_mapping(w);
+  stk__ag_read_pods(w);
   stk__ag_host_sample(w, dt);
   stk__ag_loaders_sample(w);
   attribute(w);

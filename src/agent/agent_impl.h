@@ -23,16 +23,25 @@
 #define AG_MAX_PUB_PER_UID 256 /* ... of them owned by one user: none can crowd out the rest */
 #define AG_PUB_NEW_SAMPLES 5   /* samples a file may stay unfinished (no magic yet) */
 #define AG_PUB_BUSY_SAMPLES 3  /* samples in a row a file may give no consistent copy */
+#define AG_PODS_S 10.0         /* the kubelet's pod resources are read this often */
+#define AG_MAX_PODS 4096       /* GPU devices held by pods, at most */
 #define AG_HEALTH_S 10.0       /* health counters (ECC, rows, NVLink) are read this often */
 
 /* The throttle reasons counted by name (NVML bit, label). */
 extern const struct ag_reason { uint64_t bit; const char *name; } ag_reasons[AG_NREASONS];
+
+/* A GPU device a pod's container holds (the kubelet's pod resources). */
+struct ag_pod {
+  char dev[96];        /* device id: a GPU UUID or index, maybe "::N" suffixed */
+  char ns[64], pod[256], container[64];
+};
 
 struct ag_proc {
   uint32_t pid;
   uint32_t gpu_instance;
   double used_bytes, sm_util, cpu_s; /* NaN: unknown */
   char job[AG_JOB_LEN];
+  char cgjob[AG_JOB_LEN]; /* its cgroup's job ("" when none) */
 };
 
 /* A job on a GPU: on the whole GPU (unit -1) or on MIG instance `unit`
@@ -40,6 +49,7 @@ struct ag_proc {
 struct ag_alloc {
   char job[AG_JOB_LEN];
   int unit;
+  const struct ag_pod *pod; /* the pod holding it (into w->pods), or NULL */
 };
 
 struct ag_gpu {
@@ -53,6 +63,7 @@ struct ag_gpu {
   unsigned nalloc, alloc_cap;
   int mapped;                    /* the whole GPU's jobs come from the mapping directory */
   int mig_mapped[8];             /* ... instance m's, from a "GPU.GI" file */
+  int kube;                      /* the whole GPU's jobs are the pods holding it */
   double prev_energy_mj;         /* NaN until read */
   double xid_total;
 };
@@ -164,6 +175,12 @@ struct stk_watch {
   size_t expo_gz_len;
   double sample_cost_s;          /* CPU time of the last sample */
   double render_cost_s;          /* ... and of the last exposition */
+  char *podres_socket;           /* the kubelet's pod-resources socket, or NULL */
+  struct ag_pod *pods;           /* its last good answer: GPU devices held */
+  unsigned npods, pods_cap;
+  double pods_at;                /* when last asked */
+  int pods_polled, podres_failing;
+  uint64_t podres_errors;
   void *httpd;                   /* struct MHD_Daemon */
   int kids[64];                  /* reaper commands still running */
   unsigned nkids;
@@ -214,6 +231,21 @@ void stk__ag_read_mapping(struct stk_watch *w);
  * w->loaders[0 .. nloaders). Bad files are counted in loader_errors. */
 void stk__ag_loaders_sample(struct stk_watch *w);
 void stk__ag_loaders_free(struct stk_watch *w);
+
+/* podres.c: the kubelet's List answer (a ListPodResourcesResponse) for
+ * the socket; 0, or -1 with why set. *msg is malloc'd. */
+int stk__ag_podres_call(const char *sock, uint8_t **msg, size_t *len, char *why, size_t whyn);
+/* Parse such an answer into the GPU devices pods hold (resources named
+ * nvidia.com/...), growing *pods; 0, or -1 when malformed. Also the fuzz
+ * target's entry point. */
+int stk__ag_parse_podres(const uint8_t *msg, size_t len, struct ag_pod **pods, unsigned *n,
+                         unsigned *cap);
+/* Ask the kubelet when due (every AG_PODS_S) and give each GPU a pod
+ * holds, and no mapping file names, that pod's job ("NAMESPACE/POD"). */
+void stk__ag_read_pods(struct stk_watch *w);
+void stk__ag_pod_job(const struct ag_pod *p, char *job);
+/* The pod whose job id is job, or NULL. */
+const struct ag_pod *stk__ag_job_pod(const struct stk_watch *w, const char *job);
 
 /* http.c: stop serving (no-op when not serving). */
 void stk__ag_http_stop(struct stk_watch *w);
