@@ -6,7 +6,7 @@ BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2
 SAN     ?=
-PKGS    := liburing libturbojpeg zlib libdeflate libisal libcurl qhull_r libmicrohttpd libzstd yaml-0.1
+PKGS    := liburing libturbojpeg zlib libdeflate libisal libcurl qhull_r libmicrohttpd libzstd yaml-0.1 libxcrypt
 V       ?= 0
 
 DEPS_OK := $(BUILD)/.deps-ok

@@ -48,6 +48,8 @@ const char cmd_watch_usage[] =
     "serving:\n"
     "  --listen ADDR         HOST:PORT or :PORT (default :9400, dcgm-exporter's);\n"
     "                        a scraper that sends Accept-Encoding: gzip gets gzip\n"
+    "  --web-config-file FILE  TLS and basic auth, in Prometheus exporter-toolkit's\n"
+    "                        web configuration format (also --web.config.file)\n"
     "  --no-http             do not serve\n"
     "  --port-file FILE      write the port served on (useful with port 0)\n"
     "  --metrics-out FILE    also write the exposition to FILE after each sample\n"
@@ -77,7 +79,7 @@ enum {
   O_INTERVAL = 1, O_ONCE, O_JSON, O_SAMPLES, O_FAST, O_NVML, O_MAPDIR, O_RUNDIR, O_PROC,
   O_HOST, O_PRICE, O_CARBON, O_TTL, O_LISTEN, O_NOHTTP, O_PORTFILE, O_OUT, O_KEEP, O_REAP,
   O_REAPWARN, O_REAPCMD, O_REAPWARNCMD, O_EXEMPT, O_DRY, O_NOPROC, O_NOJOBLAB,
-  O_PODRES
+  O_PODRES, O_WEBCFG
 };
 
 static int write_atomic(const char *path, const char *buf, size_t len) {
@@ -129,7 +131,8 @@ int cmd_watch_run(int argc, char **argv) {
       {"reap-command", 1, 0, O_REAPCMD}, {"reap-warn-command", 1, 0, O_REAPWARNCMD},
       {"reap-exempt", 1, 0, O_EXEMPT}, {"reap-dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, 'q'},
       {"no-process-series", 0, 0, O_NOPROC}, {"no-job-labels", 0, 0, O_NOJOBLAB},
-      {"pod-resources", 1, 0, O_PODRES},
+      {"pod-resources", 1, 0, O_PODRES}, {"web-config-file", 1, 0, O_WEBCFG},
+      {"web.config.file", 1, 0, O_WEBCFG},
       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   struct stk_watch_opts o = {0};
   const char *podres = NULL;
@@ -156,6 +159,7 @@ int cmd_watch_run(int argc, char **argv) {
     case O_NVML: o.nvml_lib = optarg; break;
     case O_MAPDIR: o.mapping_dir = optarg; break;
     case O_PODRES: podres = optarg; break;
+    case O_WEBCFG: o.web_config_file = optarg; break;
     case O_RUNDIR: o.runtime_dir = optarg; break;
     case O_PROC: o.proc_root = optarg; break;
     case O_HOST: o.hostname = optarg; break;

@@ -49,6 +49,9 @@ struct stk_watch_opts {
   const char *pod_resources_socket; /* the kubelet's pod-resources socket
                                 (/var/lib/kubelet/pod-resources/kubelet.sock),
                                 or NULL: no Kubernetes pods */
+  const char *web_config_file; /* TLS and basic auth for the endpoint, in
+                                Prometheus exporter-toolkit's web
+                                configuration format (YAML), or NULL */
 };
 
 struct stk_watch;

@@ -182,6 +182,7 @@ struct stk_watch {
   int pods_polled, podres_failing;
   uint64_t podres_errors;
   void *httpd;                   /* struct MHD_Daemon */
+  struct ag_webcfg *web;         /* TLS and basic auth while serving, or NULL */
   int kids[64];                  /* reaper commands still running */
   unsigned nkids;
 };
@@ -246,6 +247,17 @@ void stk__ag_read_pods(struct stk_watch *w);
 void stk__ag_pod_job(const struct ag_pod *p, char *job);
 /* The pod whose job id is job, or NULL. */
 const struct ag_pod *stk__ag_job_pod(const struct stk_watch *w, const char *job);
+
+/* webcfg.c: exporter-toolkit's web configuration file (TLS certificate
+ * and key, bcrypt basic-auth users); 0, or an error naming the key. */
+struct ag_webcfg;
+int stk__ag_webcfg_load(const char *path, struct ag_webcfg **out, char *errmsg);
+void stk__ag_webcfg_free(struct ag_webcfg *c);
+const char *stk__ag_webcfg_cert(const struct ag_webcfg *c); /* PEM, or NULL: no TLS */
+const char *stk__ag_webcfg_key(const struct ag_webcfg *c);
+int stk__ag_webcfg_auth(const struct ag_webcfg *c);          /* users are configured */
+/* 1 when user and pass match a configured user's bcrypt hash. */
+int stk__ag_webcfg_check(struct ag_webcfg *c, const char *user, const char *pass);
 
 /* http.c: stop serving (no-op when not serving). */
 void stk__ag_http_stop(struct stk_watch *w);
