@@ -297,3 +297,30 @@ TEST(watch_reaper_spares_multinode_slurm_job) {
   CHECK_CONTAINS(r, "-h -j 101 -o %D");
   free(r);
 }
+
+/* MIG: the device plugin names each instance by its own MIG UUID; the
+ * instance's series carry its pod, and the pod is charged its slices. */
+TEST(watch_k8s_mig_pods) {
+  write_str("sc.txt", "gpu 0 uuid GPU-aaaa gpm 1 power_w 300\n"
+                      "at 0 gpu 0 mig 1 1g.10gb 9856 100 mig_gr 1 0\n"
+                      "at 0 gpu 0 mig 2 3g.40gb 40192 200 mig_gr 2 50\n");
+  struct kubelet k = {0};
+  static const char *const m1[] = {"MIG-aaaa-1", NULL}, *const m2[] = {"MIG-aaaa-2", NULL};
+  pod_msg(&k.answer, "ml", "small", "c", "nvidia.com/mig-1g.10gb", m1);
+  pod_msg(&k.answer, "ml", "big", "c", "nvidia.com/mig-3g.40gb", m2);
+  kubelet_start(&k, "kubelet.sock");
+  struct stk_watch_opts o = {.pod_resources_socket = "kubelet.sock"};
+  struct stk_watch *w = agent("sc.txt", &o);
+  for (int s = 0; s < 8; s++) CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK_CONTAINS(t, "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"1\",Hostname=\"node1\","
+                    "DCGM_FI_DRIVER_VERSION=\"999.99\",container=\"c\",namespace=\"ml\",pod=\"small\"} 100\n");
+  CHECK_CONTAINS(t, "GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"2\",Hostname=\"node1\","
+                    "DCGM_FI_DRIVER_VERSION=\"999.99\",container=\"c\",namespace=\"ml\",pod=\"big\"} 200\n");
+  CHECK_NEAR(metric(t, "stoker_job_gpu_allocated_seconds_total{hpc_job=\"ml/small\""), 7.0 / 7);
+  CHECK_NEAR(metric(t, "stoker_job_gpu_allocated_seconds_total{hpc_job=\"ml/big\""), 7.0 * 3 / 7);
+  CHECK_NEAR(metric(t, "stoker_job_gpu_busy_seconds_total{hpc_job=\"ml/big\""), 7.0 * 3 / 7 / 2);
+  free(t);
+  stk_watch_close(w);
+  kubelet_stop(&k);
+}

@@ -180,6 +180,10 @@ int stk__ag_unit_mapped(const struct ag_gpu *g, int unit) {
   return unit < 0 ? g->mapped : unit < 8 && g->mig_mapped[unit];
 }
 
+int stk__ag_unit_kube(const struct ag_gpu *g, int unit) {
+  return unit < 0 ? g->kube : unit < 8 && g->mig_kube[unit];
+}
+
 /* The unit (MIG instance index, or -1) of a process in GPU instance gi. */
 static int proc_unit(const struct ag_gpu *g, uint32_t gi) {
   if (gi == UINT32_MAX) return -1;
@@ -193,7 +197,9 @@ static int proc_unit(const struct ag_gpu *g, uint32_t gi) {
  * cgroup's, else its own. */
 static void proc_job(const struct ag_gpu *g, int unit, uint32_t pid, const char *cgroup_job,
                      char *job) {
-  int from = stk__ag_unit_mapped(g, unit) ? unit : g->mapped || g->kube ? -1 : -2;
+  int from = stk__ag_unit_mapped(g, unit) || stk__ag_unit_kube(g, unit) ? unit
+             : g->mapped || g->kube                                       ? -1
+                                                                          : -2;
   for (unsigned k = 0; from > -2 && k < g->nalloc; k++)
     if (g->alloc[k].unit == from) {
       snprintf(job, AG_JOB_LEN, "%s", g->alloc[k].job);
@@ -284,7 +290,7 @@ static void attribute(struct stk_watch *w) {
       int unit = proc_unit(g, p->gpu_instance);
       snprintf(p->cgjob, sizeof p->cgjob, "%s", cg ? cg : "");
       proc_job(g, unit, p->pid, cg, p->job);
-      if (!stk__ag_unit_mapped(g, unit) && !g->mapped && !g->kube)
+      if (!stk__ag_unit_mapped(g, unit) && !stk__ag_unit_kube(g, unit) && !g->mapped && !g->kube)
         stk__ag_gpu_add_job(g, unit, p->job);
     }
   }

@@ -64,6 +64,7 @@ struct ag_gpu {
   int mapped;                    /* the whole GPU's jobs come from the mapping directory */
   int mig_mapped[8];             /* ... instance m's, from a "GPU.GI" file */
   int kube;                      /* the whole GPU's jobs are the pods holding it */
+  int mig_kube[8];               /* ... instance m's (by its MIG UUID) */
   double prev_energy_mj;         /* NaN until read */
   double xid_total;
 };
@@ -199,6 +200,8 @@ double stk__ag_unit_util(const struct ag_gpu *g, int unit);
 /* Whether the device series of unit u carry hpc_job (a mapping names its
  * jobs: dcgm-exporter's rule). */
 int stk__ag_unit_mapped(const struct ag_gpu *g, int unit);
+/* Whether unit u's jobs are the pods holding it (pod labels). */
+int stk__ag_unit_kube(const struct ag_gpu *g, int unit);
 
 /* sources.c */
 void stk__ag_host_sample(struct stk_watch *w, double dt);

@@ -206,7 +206,7 @@ static void dev_series(struct stk_watch *w, struct ag_buf *b, const struct dev_m
   const struct ag_gpu *g = &w->gpus[i];
   if (!(*any)++) family(b, dm->name, dm->type, dm->help);
   double xid = dm->off == OFF(last_xid) ? v : -1;
-  if (!w->o.no_job_labels && (stk__ag_unit_mapped(g, mig) || (mig < 0 && g->kube))) {
+  if (!w->o.no_job_labels && (stk__ag_unit_mapped(g, mig) || stk__ag_unit_kube(g, mig))) {
     for (unsigned k = 0; k < g->nalloc; k++)
       if (g->alloc[k].unit == mig) {
         stk__ag_printf(b, "%s", dm->name);

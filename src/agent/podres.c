@@ -340,15 +340,24 @@ int stk__ag_parse_podres(const uint8_t *msg, size_t len, struct ag_pod **pods, u
 
 /* ---- the agent's use ---- */
 
-/* The GPU a device id names: its UUID or its index, with or without a
- * time-slicing replica suffix ("GPU-...::3"); -1 when none. */
-static int pod_gpu(const struct stk_watch *w, const char *dev) {
+/* The GPU a device id names, and its unit: a GPU's UUID or index (with
+ * or without a time-slicing replica suffix, "GPU-...::3": unit -1), or a
+ * MIG device's UUID (its instance). -1 when none. */
+static int pod_gpu(const struct stk_watch *w, const char *dev, int *unit) {
   char id[96];
   snprintf(id, sizeof id, "%s", dev);
   char *c = strstr(id, "::");
   if (c) *c = 0;
-  for (unsigned i = 0; i < w->ngpus; i++)
-    if (w->gpus[i].uuid[0] && !strcmp(w->gpus[i].uuid, id)) return (int)i;
+  *unit = -1;
+  for (unsigned i = 0; i < w->ngpus; i++) {
+    const struct ag_gpu *g = &w->gpus[i];
+    if (g->uuid[0] && !strcmp(g->uuid, id)) return (int)i;
+    for (unsigned m = 0; m < g->s.nmig && m < 8; m++)
+      if (g->s.mig[m].uuid[0] && !strcmp(g->s.mig[m].uuid, id)) {
+        *unit = (int)m;
+        return (int)i;
+      }
+  }
   char *end;
   unsigned long v = strtoul(id, &end, 10);
   if (id[0] >= '0' && id[0] <= '9' && !*end && v < w->ngpus) return (int)v;
@@ -361,7 +370,10 @@ void stk__ag_pod_job(const struct ag_pod *p, char *job) {
 }
 
 void stk__ag_read_pods(struct stk_watch *w) {
-  for (unsigned i = 0; i < AG_MAX_GPUS; i++) w->gpus[i].kube = 0;
+  for (unsigned i = 0; i < AG_MAX_GPUS; i++) {
+    w->gpus[i].kube = 0;
+    memset(w->gpus[i].mig_kube, 0, sizeof w->gpus[i].mig_kube);
+  }
   if (!w->podres_socket) return;
   int due = !w->pods_polled || w->now - w->pods_at >= AG_PODS_S - 1e-9;
   if (due) {
@@ -389,16 +401,18 @@ void stk__ag_read_pods(struct stk_watch *w) {
   }
   for (unsigned k = 0; k < w->npods; k++) {
     const struct ag_pod *p = &w->pods[k];
-    int gi = pod_gpu(w, p->dev);
-    if (gi < 0) continue; /* a MIG device (its own UUID) or one NVML does not show */
+    int unit, gi = pod_gpu(w, p->dev, &unit);
+    if (gi < 0) continue; /* a device NVML does not show */
     struct ag_gpu *g = &w->gpus[gi];
-    if (g->mapped) continue; /* the mapping directory is the operator's word */
+    /* The mapping directory is the operator's word. */
+    if (g->mapped || stk__ag_unit_mapped(g, unit)) continue;
     char job[AG_JOB_LEN];
     stk__ag_pod_job(p, job);
-    if (stk__ag_gpu_add_job(g, -1, job) == 0) {
-      g->kube = 1;
+    if (stk__ag_gpu_add_job(g, unit, job) == 0) {
+      if (unit < 0) g->kube = 1;
+      else g->mig_kube[unit] = 1;
       for (unsigned a = 0; a < g->nalloc; a++)
-        if (g->alloc[a].unit == -1 && !strcmp(g->alloc[a].job, job)) g->alloc[a].pod = p;
+        if (g->alloc[a].unit == unit && !strcmp(g->alloc[a].job, job)) g->alloc[a].pod = p;
     }
   }
 }
