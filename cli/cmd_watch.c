@@ -69,6 +69,8 @@ const char cmd_watch_usage[] =
     "                        the job on this node alone)\n"
     "  --reap-warn-command CMD  run at the warning ({job}, {minutes})\n"
     "  --reap-exempt PATTERN never act on jobs matching PATTERN (repeatable)\n"
+    "  --reap-prometheus URL act only where this Prometheus shows the job idle\n"
+    "                        on all its nodes (every node's agent scraped)\n"
     "  --reap-dry-run        log what would be done, run nothing\n"
     "  -q, --quiet           no status lines on stderr\n"
     "\n"
@@ -79,7 +81,7 @@ enum {
   O_INTERVAL = 1, O_ONCE, O_JSON, O_SAMPLES, O_FAST, O_NVML, O_MAPDIR, O_RUNDIR, O_PROC,
   O_HOST, O_PRICE, O_CARBON, O_TTL, O_LISTEN, O_NOHTTP, O_PORTFILE, O_OUT, O_KEEP, O_REAP,
   O_REAPWARN, O_REAPCMD, O_REAPWARNCMD, O_EXEMPT, O_DRY, O_NOPROC, O_NOJOBLAB,
-  O_PODRES, O_WEBCFG
+  O_PODRES, O_WEBCFG, O_REAPPROM
 };
 
 static int write_atomic(const char *path, const char *buf, size_t len) {
@@ -132,7 +134,7 @@ int cmd_watch_run(int argc, char **argv) {
       {"reap-exempt", 1, 0, O_EXEMPT}, {"reap-dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, 'q'},
       {"no-process-series", 0, 0, O_NOPROC}, {"no-job-labels", 0, 0, O_NOJOBLAB},
       {"pod-resources", 1, 0, O_PODRES}, {"web-config-file", 1, 0, O_WEBCFG},
-      {"web.config.file", 1, 0, O_WEBCFG},
+      {"web.config.file", 1, 0, O_WEBCFG}, {"reap-prometheus", 1, 0, O_REAPPROM},
       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   struct stk_watch_opts o = {0};
   const char *podres = NULL;
@@ -160,6 +162,7 @@ int cmd_watch_run(int argc, char **argv) {
     case O_MAPDIR: o.mapping_dir = optarg; break;
     case O_PODRES: podres = optarg; break;
     case O_WEBCFG: o.web_config_file = optarg; break;
+    case O_REAPPROM: o.reap_prometheus = optarg; break;
     case O_RUNDIR: o.runtime_dir = optarg; break;
     case O_PROC: o.proc_root = optarg; break;
     case O_HOST: o.hostname = optarg; break;

@@ -40,6 +40,8 @@ struct stk_watch_opts {
   const char *reap_warn_command; /* optional; "{job}" and "{minutes}" */
   const char *const *reap_exempt; /* fnmatch patterns, NULL-terminated */
   int reap_dry_run;          /* log what would be done, run nothing */
+  const char *reap_prometheus; /* Prometheus base URL: act only where it
+                                shows the job idle on all its nodes */
   /* Cardinality (issue 21, §4): fewer series on a large fleet. */
   int no_process_series;     /* no per-process series (stoker_gpu_process_*,
                                 stoker_process_cpu_seconds_total) */

@@ -3,6 +3,7 @@
  * previous sample (GPU-seconds allocated, busy, idle; throttled seconds by
  * reason; energy; the goodput buckets), run the idle-job reaper and rebuild
  * the exposition. One thread samples; readers copy under the lock. */
+#include <ctype.h>
 #include <fnmatch.h>
 #include <math.h>
 #include <signal.h>
@@ -57,6 +58,15 @@ int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, ch
     return stk__errf(errmsg, STK_EINVAL, "the reaper needs a command (or a dry run)");
   if (o.reap_after_s > 0 && o.reap_warn_s == 0) o.reap_warn_s = o.reap_after_s / 2;
   if (o.reap_warn_s > o.reap_after_s) o.reap_warn_s = o.reap_after_s;
+  if (o.reap_prometheus) {
+    /* It goes into a shell command between single quotes. */
+    if (strncmp(o.reap_prometheus, "http://", 7) && strncmp(o.reap_prometheus, "https://", 8))
+      return stk__errf(errmsg, STK_EINVAL, "--reap-prometheus '%s': expected an http:// or https:// URL",
+                       o.reap_prometheus);
+    for (const char *c = o.reap_prometheus; *c; c++)
+      if (!isalnum((unsigned char)*c) && !strchr(":/._-@%+=&?~[]", *c))
+        return stk__errf(errmsg, STK_EINVAL, "--reap-prometheus: '%c' cannot be in the URL", *c);
+  }
   struct stk_watch *w = calloc(1, sizeof *w);
   if (!w) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
   w->o = o;
@@ -74,6 +84,7 @@ int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, ch
   w->hostname = strdup(o.hostname ? o.hostname : host);
   w->reap_command = dup_or_null(o.reap_command);
   w->reap_warn_command = dup_or_null(o.reap_warn_command);
+  w->reap_prometheus = dup_or_null(o.reap_prometheus);
   size_t ne = 0;
   while (o.reap_exempt && o.reap_exempt[ne]) ne++;
   w->exempt = calloc(ne + 1, sizeof *w->exempt);
@@ -128,6 +139,7 @@ void stk_watch_close(struct stk_watch *w) {
   free(w->hostname);
   free(w->reap_command);
   free(w->reap_warn_command);
+  free(w->reap_prometheus);
   pthread_mutex_destroy(&w->mu);
   /* Wait for the reaper's commands still running (scancel, kubectl). */
   for (unsigned i = 0; i < w->nkids; i++) waitpid(w->kids[i], NULL, 0);
@@ -381,6 +393,32 @@ static int expand(const struct stk_watch *w, const char *tpl, const char *job, d
   return 0;
 }
 
+/* Where Prometheus is configured, the action on any job is guarded by
+ * it: run only where the job's idle streak, as every node's agent exports
+ * it, is at least the window (less a minute of scrape lag) on all its
+ * nodes; else a line on stderr says why and nothing is done. */
+static int prom_guard(const struct stk_watch *w, const char *job, const char *cmd, char *out,
+                      size_t n) {
+  double s = w->o.reap_after_s - 60 > w->o.reap_after_s / 2 ? w->o.reap_after_s - 60
+                                                             : w->o.reap_after_s / 2;
+  for (const char *c = job; *c; c++)
+    if (!isalnum((unsigned char)*c) && !strchr("._-:@/", *c)) return -1;
+  const char *u = w->reap_prometheus;
+  size_t ul = strlen(u);
+  while (ul && u[ul - 1] == '/') ul--;
+  int l = snprintf(out, n,
+                   "r=$(curl -sfG --max-time 10 '%.*s/api/v1/query' --data-urlencode "
+                   "'query=min(stoker_job_idle_streak_seconds{hpc_job=\"%s\"}) >= %.0f' 2>&1); "
+                   "case \"$r\" in "
+                   "*'\"status\":\"success\"'*'\"result\":[]'*) echo \"stoker watch: reaper: job %s: "
+                   "Prometheus shows it busy on another node: not acting\" >&2; exit 0;; "
+                   "*'\"status\":\"success\"'*) ;; "
+                   "*) echo \"stoker watch: reaper: job %s: cannot ask Prometheus at %.*s "
+                   "($r): not acting\" >&2; exit 0;; esac; %s",
+                   (int)ul, u, job, s, job, job, (int)ul, u, cmd);
+  return l > 0 && (size_t)l < n ? 0 : -1;
+}
+
 /* The action on a Slurm job, guarded: only where squeue says the job
  * runs on this node alone (one node's idle GPUs say nothing of the
  * others'); else it logs why and does nothing. Where Slurm has no squeue
@@ -456,7 +494,9 @@ static void reaper(struct stk_watch *w) {
                  sizeof cmd) != 0)
         continue;
       char guarded[3072];
-      if (slurm_job_id(j->id) && cmd[0]) {
+      if (w->reap_prometheus && cmd[0]) {
+        if (prom_guard(w, j->id, cmd, guarded, sizeof guarded) != 0) continue;
+      } else if (slurm_job_id(j->id) && cmd[0]) {
         if (slurm_guard(j->id, cmd, guarded, sizeof guarded) != 0) continue;
       } else {
         snprintf(guarded, sizeof guarded, "%s", cmd);
@@ -469,7 +509,9 @@ static void reaper(struct stk_watch *w) {
         w->reaper_act++;
         stk_log(STK_LOG_WARN, "watch: reaper: job %s idle %.1f min: running: %s%s", j->id,
                 j->idle_streak_s / 60, cmd,
-                strcmp(guarded, cmd) ? " (if squeue puts the job on this node alone)" : "");
+                !strcmp(guarded, cmd)  ? ""
+                : w->reap_prometheus   ? " (if Prometheus shows it idle on all its nodes)"
+                                       : " (if squeue puts the job on this node alone)");
         run_command(w, guarded);
       }
     }

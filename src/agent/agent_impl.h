@@ -145,7 +145,7 @@ struct ag_host {
 struct stk_watch {
   struct stk_watch_opts o;
   char *nvml_lib, *mapping_dir, *runtime_dir, *proc_root, *hostname, *reap_command,
-      *reap_warn_command;
+      *reap_warn_command, *reap_prometheus;
   char **exempt;
   pthread_mutex_t mu;            /* guards everything below against readers */
   struct stk__nvml *nvml;
