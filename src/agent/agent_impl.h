@@ -1,6 +1,7 @@
 /* Internals of the metrics agent shared by its files: agent.c (the sample
- * loop, attribution and the reaper), sources.c (/proc, cgroups, the job
- * mapping directory, loader publications), expo.c (Prometheus text), view.c (JSON,
+ * loop and attribution), sources.c (/proc, cgroups, the job
+ * mapping directory, loader publications), reaper.c, podres.c (Kubernetes
+ * pods), webcfg.c (TLS and basic auth), expo.c (Prometheus text), view.c (JSON,
  * the view for `stoker top`) and http.c (libmicrohttpd). */
 #ifndef STOKER_AGENT_IMPL_H
 #define STOKER_AGENT_IMPL_H
@@ -202,6 +203,9 @@ double stk__ag_unit_util(const struct ag_gpu *g, int unit);
 int stk__ag_unit_mapped(const struct ag_gpu *g, int unit);
 /* Whether unit u's jobs are the pods holding it (pod labels). */
 int stk__ag_unit_kube(const struct ag_gpu *g, int unit);
+
+/* reaper.c: warn about and act on jobs idle for the window (each sample). */
+void stk__ag_reaper(struct stk_watch *w);
 
 /* sources.c */
 void stk__ag_host_sample(struct stk_watch *w, double dt);
