@@ -59,6 +59,7 @@ struct kubelet {
   int lfd;
   volatile int stop;
   int calls, bad;
+  volatile int garbage; /* answer a message that is not a ListPodResourcesResponse */
   struct pbw answer;
   pthread_t th;
 };
@@ -107,10 +108,12 @@ static void serve_one(struct kubelet *k, int fd) {
   if (ok) {
     /* The message in two DATA frames, the first padded. */
     uint8_t msg[4200], *m = msg;
-    size_t n = k->answer.n;
+    static const uint8_t junk[2] = {0x0b, 0x0c}; /* wire types 3 and 4: refused */
+    const uint8_t *src = k->garbage ? junk : k->answer.b;
+    size_t n = k->garbage ? sizeof junk : k->answer.n;
     m[0] = 0, m[1] = (uint8_t)(n >> 24), m[2] = (uint8_t)(n >> 16), m[3] = (uint8_t)(n >> 8),
     m[4] = (uint8_t)n;
-    memcpy(m + 5, k->answer.b, n);
+    memcpy(m + 5, src, n);
     size_t half = (n + 5) / 2;
     uint8_t pad[2100];
     pad[0] = 3;
@@ -244,6 +247,23 @@ TEST(watch_k8s_pod_resources_failures) {
   CHECK(strstr(t, "pod=") == NULL);
   free(t);
   stk_watch_close(w);
+  /* A kubelet that answers well, then garbage: counted, and the last
+   * good answer kept (a kubelet's bad moment does not free the GPUs). */
+  struct kubelet k = {0};
+  pod_msg(&k.answer, "ml", "train-0", "trainer", "nvidia.com/gpu", dev0);
+  kubelet_start(&k, "kubelet.sock");
+  struct stk_watch_opts o2 = {.pod_resources_socket = "kubelet.sock"};
+  w = agent("sc.txt", &o2);
+  CHECK_OK(stk_watch_sample(w));
+  k.garbage = 1;
+  for (int s = 0; s < 10; s++) CHECK_OK(stk_watch_sample(w));
+  t = expo(w);
+  CHECK_EQ(k.calls, 2);
+  CHECK_NEAR(metric(t, "stoker_watch_pod_resources_errors_total"), 1);
+  CHECK_CONTAINS(t, "namespace=\"ml\",pod=\"train-0\"} 0\n");
+  free(t);
+  stk_watch_close(w);
+  kubelet_stop(&k);
   /* Malformed answers are refused by the parser, never read past. */
   struct ag_pod *pods = NULL;
   unsigned np = 0, cap = 0;

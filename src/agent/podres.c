@@ -383,12 +383,21 @@ void stk__ag_read_pods(struct stk_watch *w) {
     size_t len;
     char why[512];
     int rc = stk__ag_podres_call(w->podres_socket, &msg, &len, why, sizeof why);
-    if (rc == 0 && stk__ag_parse_podres(msg, len, &w->pods, &w->npods, &w->pods_cap) != 0) {
+    /* Parsed aside, so a bad answer leaves the last good one in place. */
+    struct ag_pod *np = NULL;
+    unsigned nn = 0, ncap = 0;
+    if (rc == 0 && stk__ag_parse_podres(msg, len, &np, &nn, &ncap) != 0) {
       snprintf(why, sizeof why, "%s: the kubelet's List answer is not a ListPodResourcesResponse",
                w->podres_socket);
       rc = -1;
     }
     free(msg);
+    if (rc == 0) {
+      free(w->pods);
+      w->pods = np, w->npods = nn, w->pods_cap = ncap;
+    } else {
+      free(np);
+    }
     if (rc) {
       /* Keep the last good answer: a kubelet restart does not free GPUs. */
       w->podres_errors++;
