@@ -37,6 +37,8 @@ const char cmd_watch_usage[] =
     "                        each GPU (default\n"
     "                        /var/lib/kubelet/pod-resources/kubelet.sock when it\n"
     "                        exists); 'none' turns it off\n"
+    "  --pod-publications    also read loader publications in each GPU process's\n"
+    "                        own /dev/shm/stoker (a pod's; no hostPath needed)\n"
     "  --runtime-dir DIR     loader publications (default $STOKER_RUNTIME_DIR,\n"
     "                        else /dev/shm/stoker)\n"
     "  --proc-root DIR       /proc to read (default /proc)\n"
@@ -81,7 +83,7 @@ enum {
   O_INTERVAL = 1, O_ONCE, O_JSON, O_SAMPLES, O_FAST, O_NVML, O_MAPDIR, O_RUNDIR, O_PROC,
   O_HOST, O_PRICE, O_CARBON, O_TTL, O_LISTEN, O_NOHTTP, O_PORTFILE, O_OUT, O_KEEP, O_REAP,
   O_REAPWARN, O_REAPCMD, O_REAPWARNCMD, O_EXEMPT, O_DRY, O_NOPROC, O_NOJOBLAB,
-  O_PODRES, O_WEBCFG, O_REAPPROM
+  O_PODRES, O_WEBCFG, O_REAPPROM, O_PODPUB
 };
 
 static int write_atomic(const char *path, const char *buf, size_t len) {
@@ -135,6 +137,7 @@ int cmd_watch_run(int argc, char **argv) {
       {"no-process-series", 0, 0, O_NOPROC}, {"no-job-labels", 0, 0, O_NOJOBLAB},
       {"pod-resources", 1, 0, O_PODRES}, {"web-config-file", 1, 0, O_WEBCFG},
       {"web.config.file", 1, 0, O_WEBCFG}, {"reap-prometheus", 1, 0, O_REAPPROM},
+      {"pod-publications", 0, 0, O_PODPUB},
       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   struct stk_watch_opts o = {0};
   const char *podres = NULL;
@@ -163,6 +166,7 @@ int cmd_watch_run(int argc, char **argv) {
     case O_PODRES: podres = optarg; break;
     case O_WEBCFG: o.web_config_file = optarg; break;
     case O_REAPPROM: o.reap_prometheus = optarg; break;
+    case O_PODPUB: o.pod_publications = 1; break;
     case O_RUNDIR: o.runtime_dir = optarg; break;
     case O_PROC: o.proc_root = optarg; break;
     case O_HOST: o.hostname = optarg; break;

@@ -51,6 +51,9 @@ struct stk_watch_opts {
   const char *pod_resources_socket; /* the kubelet's pod-resources socket
                                 (/var/lib/kubelet/pod-resources/kubelet.sock),
                                 or NULL: no Kubernetes pods */
+  int pod_publications;      /* also read loader publications in each GPU
+                                process's own /dev/shm/stoker (a pod's,
+                                through /proc/PID/root): no hostPath */
   const char *web_config_file; /* TLS and basic auth for the endpoint, in
                                 Prometheus exporter-toolkit's web
                                 configuration format (YAML), or NULL */

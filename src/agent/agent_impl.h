@@ -22,6 +22,7 @@
 #define AG_NREASONS 6
 #define AG_MAX_PUB_FILES 1024 /* publication files tracked at once (live or rejected) */
 #define AG_MAX_PUB_PER_UID 256 /* ... of them owned by one user: none can crowd out the rest */
+#define AG_MAX_POD_DIRS 64     /* pods' own publication directories read a sample */
 #define AG_PUB_NEW_SAMPLES 5   /* samples a file may stay unfinished (no magic yet) */
 #define AG_PUB_BUSY_SAMPLES 3  /* samples in a row a file may give no consistent copy */
 #define AG_PODS_S 10.0         /* the kubelet's pod resources are read this often */
@@ -94,7 +95,9 @@ enum ag_pub_reject {
 extern const char *const ag_pub_reject_names[AG_REJ_N];
 
 struct ag_loader {
-  char name[256];                /* file name in the runtime directory */
+  char name[256];                /* file name in the runtime directory, or
+                                    "pod-PID/NAME" in a pod's (PID: the GPU
+                                    process it was seen through) */
   int fd;                        /* kept open while NEW or LIVE; else -1 */
   int state;                     /* AG_PUB_* */
   uint64_t ino;                  /* the file judged under that name */

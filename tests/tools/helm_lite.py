@@ -221,10 +221,13 @@ def check(chart, stoker):
     args = c["args"]
     assert args[args.index("--pod-resources") + 1] == "/var/lib/kubelet/pod-resources/kubelet.sock"
     assert pod["spec"]["hostPID"] is True
+    assert "--pod-publications" in args
+    assert c["securityContext"]["capabilities"]["add"] == ["SYS_PTRACE"]
     # Switches.
     k = by_kind(render(chart, ["serviceMonitor.enabled=false", "podResources.enabled=false",
                                "webConfigSecret=stoker-web", "noJobLabels=true",
                                "noProcessSeries=true", "extraArgs=[--reap-after, '60']",
+                               "podPublications=false",
                                "serviceMonitor.additionalLabels={release: prom}"]))
     assert "ServiceMonitor" not in k
     c2 = k["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]
@@ -234,6 +237,7 @@ def check(chart, stoker):
         assert want in a2, want
     vols2 = {v["name"] for v in k["DaemonSet"]["spec"]["template"]["spec"]["volumes"]}
     assert "pod-resources" not in vols2 and "web-config" in vols2
+    assert "--pod-publications" not in a2 and "capabilities" not in c2["securityContext"]
     k = by_kind(render(chart, ["serviceMonitor.additionalLabels={release: prom}",
                                "serviceMonitor.scheme=https",
                                "serviceMonitor.tlsConfig={insecureSkipVerify: true}"]))
