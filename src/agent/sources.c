@@ -622,6 +622,12 @@ void stk__ag_loaders_sample(struct stk_watch *w) {
     for (unsigned gi = 0; gi < w->ngpus; gi++)
       for (unsigned k = 0; k < w->gpus[gi].nprocs && nseen <= AG_MAX_POD_DIRS; k++) {
         uint32_t pid = w->gpus[gi].procs[k].pid;
+        /* Only a Kubernetes pod's process, by its cgroup as read at the
+         * last sample (the cache: no /proc read here for host processes). */
+        struct ag_pcache key = {.pid = pid};
+        const struct ag_pcache *c =
+            w->npc_prev ? bsearch(&key, w->pc_prev, w->npc_prev, sizeof key, pc_cmp) : NULL;
+        if (!c || strncmp(c->job, "pod-", 4)) continue;
         int fd = pod_dir(w, pid, &host_root, seen, &nseen, AG_MAX_POD_DIRS + 1);
         if (fd < 0) continue;
         DIR *pd = fdopendir(fd);
