@@ -33,6 +33,12 @@ const char cmd_watch_usage[] =
     "                        libnvidia-ml.so.1); 'none' turns GPU metrics off\n"
     "  --mapping-dir DIR     dcgm-exporter HPC job-mapping directory (files named\n"
     "                        by GPU index or GPU.INSTANCE, one job id a line)\n"
+    "  --pod-resources SOCK  the kubelet's pod-resources socket: the pods holding\n"
+    "                        each GPU (default\n"
+    "                        /var/lib/kubelet/pod-resources/kubelet.sock when it\n"
+    "                        exists); 'none' turns it off\n"
+    "  --pod-publications    also read loader publications in each GPU process's\n"
+    "                        own /dev/shm/stoker (a pod's; no hostPath needed)\n"
     "  --runtime-dir DIR     loader publications (default $STOKER_RUNTIME_DIR,\n"
     "                        else /dev/shm/stoker)\n"
     "  --proc-root DIR       /proc to read (default /proc)\n"
@@ -44,6 +50,8 @@ const char cmd_watch_usage[] =
     "serving:\n"
     "  --listen ADDR         HOST:PORT or :PORT (default :9400, dcgm-exporter's);\n"
     "                        a scraper that sends Accept-Encoding: gzip gets gzip\n"
+    "  --web-config-file FILE  TLS and basic auth, in Prometheus exporter-toolkit's\n"
+    "                        web configuration format (also --web.config.file)\n"
     "  --no-http             do not serve\n"
     "  --port-file FILE      write the port served on (useful with port 0)\n"
     "  --metrics-out FILE    also write the exposition to FILE after each sample\n"
@@ -58,9 +66,13 @@ const char cmd_watch_usage[] =
     "  --reap-after MIN      act on a job whose GPUs were all idle in every\n"
     "                        sample for MIN minutes\n"
     "  --reap-warn MIN       warn this long before acting (default MIN/2)\n"
-    "  --reap-command CMD    run CMD ({job} is replaced), e.g. 'scancel {job}'\n"
+    "  --reap-command CMD    run CMD ({job} is replaced; {pod}, {namespace} for a\n"
+    "                        pod), e.g. 'scancel {job}' (only where squeue puts\n"
+    "                        the job on this node alone)\n"
     "  --reap-warn-command CMD  run at the warning ({job}, {minutes})\n"
     "  --reap-exempt PATTERN never act on jobs matching PATTERN (repeatable)\n"
+    "  --reap-prometheus URL act only where this Prometheus shows the job idle\n"
+    "                        on all its nodes (every node's agent scraped)\n"
     "  --reap-dry-run        log what would be done, run nothing\n"
     "  -q, --quiet           no status lines on stderr\n"
     "\n"
@@ -70,7 +82,8 @@ const char cmd_watch_usage[] =
 enum {
   O_INTERVAL = 1, O_ONCE, O_JSON, O_SAMPLES, O_FAST, O_NVML, O_MAPDIR, O_RUNDIR, O_PROC,
   O_HOST, O_PRICE, O_CARBON, O_TTL, O_LISTEN, O_NOHTTP, O_PORTFILE, O_OUT, O_KEEP, O_REAP,
-  O_REAPWARN, O_REAPCMD, O_REAPWARNCMD, O_EXEMPT, O_DRY, O_NOPROC, O_NOJOBLAB
+  O_REAPWARN, O_REAPCMD, O_REAPWARNCMD, O_EXEMPT, O_DRY, O_NOPROC, O_NOJOBLAB,
+  O_PODRES, O_WEBCFG, O_REAPPROM, O_PODPUB
 };
 
 static int write_atomic(const char *path, const char *buf, size_t len) {
@@ -122,8 +135,12 @@ int cmd_watch_run(int argc, char **argv) {
       {"reap-command", 1, 0, O_REAPCMD}, {"reap-warn-command", 1, 0, O_REAPWARNCMD},
       {"reap-exempt", 1, 0, O_EXEMPT}, {"reap-dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, 'q'},
       {"no-process-series", 0, 0, O_NOPROC}, {"no-job-labels", 0, 0, O_NOJOBLAB},
+      {"pod-resources", 1, 0, O_PODRES}, {"web-config-file", 1, 0, O_WEBCFG},
+      {"web.config.file", 1, 0, O_WEBCFG}, {"reap-prometheus", 1, 0, O_REAPPROM},
+      {"pod-publications", 0, 0, O_PODPUB},
       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   struct stk_watch_opts o = {0};
+  const char *podres = NULL;
   int once = 0, json = 0, no_http = 0, quiet = 0, keep = 0;
   uint64_t samples = 0;
   const char *listen = ":9400", *port_file = NULL, *out = NULL;
@@ -146,6 +163,10 @@ int cmd_watch_run(int argc, char **argv) {
     case O_FAST: o.fast_time = 1; break;
     case O_NVML: o.nvml_lib = optarg; break;
     case O_MAPDIR: o.mapping_dir = optarg; break;
+    case O_PODRES: podres = optarg; break;
+    case O_WEBCFG: o.web_config_file = optarg; break;
+    case O_REAPPROM: o.reap_prometheus = optarg; break;
+    case O_PODPUB: o.pod_publications = 1; break;
     case O_RUNDIR: o.runtime_dir = optarg; break;
     case O_PROC: o.proc_root = optarg; break;
     case O_HOST: o.hostname = optarg; break;
@@ -221,6 +242,10 @@ int cmd_watch_run(int argc, char **argv) {
   }
   char err[STK_ERRMSG_MAX];
   struct stk_watch *w;
+  /* Kubernetes pods: the kubelet's socket where this node has one. */
+  static const char kubelet_sock[] = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  if (!podres && access(kubelet_sock, F_OK) == 0) podres = kubelet_sock;
+  o.pod_resources_socket = podres && strcmp(podres, "none") ? podres : NULL;
   if (stk_watch_open(&w, &o, err) != 0) {
     cli_error("watch", "%s", err);
     return CLI_USAGE;

@@ -422,3 +422,57 @@ TEST(watch_publication_strings_cannot_break_the_page) {
   free(out);
   stk_watch_close(w);
 }
+
+/* Publications in a pod's own /dev/shm/stoker, read through its GPU
+ * processes' roots (/proc/PID/root) with --pod-publications: no hostPath
+ * for the training pods. The directory is opened a component at a time
+ * without following links: a pod whose dev is a link elsewhere is not
+ * read through it. Only processes whose cgroup names a pod are looked at,
+ * from their second sample on (the cgroup is read at the first). */
+TEST(watch_pod_publications_through_proc_root) {
+  fake_proc_host(1, 1, 0);
+  int me = (int)getpid(), evil = 999999;
+  char path[256];
+  snprintf(path, sizeof path, "proc/%d/root/dev/shm/stoker", me);
+  CHECK(test_sh(NULL, "mkdir -p %s evil/dev/shm/stoker proc/%d/root", path, evil) == 0);
+  struct stk_pub p;
+  pub_for(&p, (uint32_t)me);
+  p.batches = 11;
+  snprintf(path, sizeof path, "proc/%d/root/dev/shm/stoker/loader-%d-1.pub", me, me);
+  write_pub(path, &p, STK_PUB_SIZE, getuid());
+  snprintf(path, sizeof path, "evil/dev/shm/stoker/loader-%d-2.pub", me);
+  write_pub(path, &p, STK_PUB_SIZE, getuid());
+  snprintf(path, sizeof path, "proc/%d/root/dev", evil);
+  CHECK(symlink("../../../evil/dev", path) == 0);
+  /* Both are a pod's processes (their cgroups say so); a host process's
+   * root is never looked at. */
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "proc/%d/cgroup", i ? evil : me);
+    write_str(path, "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-"
+                    "pod1234abcd_5678_90ef_1234_567890abcdef.slice/cri-containerd-1.scope\n");
+  }
+  char sc[256];
+  snprintf(sc, sizeof sc, "gpu 0\nat 0 gpu 0 util 50 proc %d used_mib 1 proc %d used_mib 1\n", me, evil);
+  write_str("sc.txt", sc);
+  mkdir("rt", 0755);
+  for (int on = 0; on < 3; on++) {
+    if (on == 2) { /* a process in no pod: its root is not read */
+      snprintf(path, sizeof path, "proc/%d/cgroup", me);
+      write_str(path, "0::/user.slice/session-1.scope\n");
+    }
+    struct stk_watch_opts o = {.runtime_dir = "rt", .proc_root = "proc", .pod_publications = on > 0};
+    struct stk_watch *w = agent("sc.txt", &o);
+    for (int s = 0; s < 2; s++) CHECK_OK(stk_watch_sample(w));
+    char *t = expo(w);
+    char pre[128];
+    snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",loader=\"1\"", me);
+    if (on == 1)
+      CHECK_NEAR(metric(t, pre), 11);
+    else
+      CHECK(isnan(metric(t, pre)));
+    snprintf(pre, sizeof pre, "stoker_loader_batches_total{pid=\"%d\",loader=\"2\"", me);
+    CHECK(isnan(metric(t, pre))); /* never through the link */
+    free(t);
+    stk_watch_close(w);
+  }
+}

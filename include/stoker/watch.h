@@ -40,12 +40,23 @@ struct stk_watch_opts {
   const char *reap_warn_command; /* optional; "{job}" and "{minutes}" */
   const char *const *reap_exempt; /* fnmatch patterns, NULL-terminated */
   int reap_dry_run;          /* log what would be done, run nothing */
+  const char *reap_prometheus; /* Prometheus base URL: act only where it
+                                shows the job idle on all its nodes */
   /* Cardinality (issue 21, §4): fewer series on a large fleet. */
   int no_process_series;     /* no per-process series (stoker_gpu_process_*,
                                 stoker_process_cpu_seconds_total) */
   int no_job_labels;         /* no hpc_job on device (DCGM_FI_*) series: one
                                 series per GPU or MIG instance whatever its
                                 jobs (the stoker_job_* series keep them) */
+  const char *pod_resources_socket; /* the kubelet's pod-resources socket
+                                (/var/lib/kubelet/pod-resources/kubelet.sock),
+                                or NULL: no Kubernetes pods */
+  int pod_publications;      /* also read loader publications in each GPU
+                                process's own /dev/shm/stoker (a pod's,
+                                through /proc/PID/root): no hostPath */
+  const char *web_config_file; /* TLS and basic auth for the endpoint, in
+                                Prometheus exporter-toolkit's web
+                                configuration format (YAML), or NULL */
 };
 
 struct stk_watch;

@@ -1,12 +1,11 @@
 /* The metrics agent's sample loop: read every source, attribute each GPU and
  * process to a job, derive the per-job figures for the interval since the
  * previous sample (GPU-seconds allocated, busy, idle; throttled seconds by
- * reason; energy; the goodput buckets), run the idle-job reaper and rebuild
- * the exposition. One thread samples; readers copy under the lock. */
-#include <fnmatch.h>
+ * reason; energy; the goodput buckets), run the idle-job reaper (reaper.c)
+ * and rebuild the exposition. One thread samples; readers copy under the lock. */
+#include <ctype.h>
 #include <math.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -16,8 +15,6 @@
 
 #include "../base/publication.h"
 #include "agent_impl.h"
-
-extern char **environ;
 
 const struct ag_reason ag_reasons[AG_NREASONS] = {
     {STK__REASON_SW_POWER_CAP, "sw_power_cap"},   {STK__REASON_HW_SLOWDOWN, "hw_slowdown"},
@@ -57,6 +54,15 @@ int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, ch
     return stk__errf(errmsg, STK_EINVAL, "the reaper needs a command (or a dry run)");
   if (o.reap_after_s > 0 && o.reap_warn_s == 0) o.reap_warn_s = o.reap_after_s / 2;
   if (o.reap_warn_s > o.reap_after_s) o.reap_warn_s = o.reap_after_s;
+  if (o.reap_prometheus) {
+    /* It goes into a shell command between single quotes. */
+    if (strncmp(o.reap_prometheus, "http://", 7) && strncmp(o.reap_prometheus, "https://", 8))
+      return stk__errf(errmsg, STK_EINVAL, "--reap-prometheus '%s': expected an http:// or https:// URL",
+                       o.reap_prometheus);
+    for (const char *c = o.reap_prometheus; *c; c++)
+      if (!isalnum((unsigned char)*c) && !strchr(":/._-@%+=&?~[]", *c))
+        return stk__errf(errmsg, STK_EINVAL, "--reap-prometheus: '%c' cannot be in the URL", *c);
+  }
   struct stk_watch *w = calloc(1, sizeof *w);
   if (!w) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
   w->o = o;
@@ -64,6 +70,9 @@ int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, ch
   char rd[400];
   w->nvml_lib = dup_or_null(o.nvml_lib);
   w->mapping_dir = dup_or_null(o.mapping_dir);
+  w->podres_socket = o.pod_resources_socket && o.pod_resources_socket[0]
+                         ? strdup(o.pod_resources_socket)
+                         : NULL;
   w->runtime_dir = strdup(o.runtime_dir ? o.runtime_dir : stk__runtime_dir(rd, sizeof rd));
   w->proc_root = strdup(o.proc_root ? o.proc_root : "/proc");
   char host[256] = "";
@@ -71,6 +80,7 @@ int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, ch
   w->hostname = strdup(o.hostname ? o.hostname : host);
   w->reap_command = dup_or_null(o.reap_command);
   w->reap_warn_command = dup_or_null(o.reap_warn_command);
+  w->reap_prometheus = dup_or_null(o.reap_prometheus);
   size_t ne = 0;
   while (o.reap_exempt && o.reap_exempt[ne]) ne++;
   w->exempt = calloc(ne + 1, sizeof *w->exempt);
@@ -118,11 +128,14 @@ void stk_watch_close(struct stk_watch *w) {
   free(w->exempt);
   free(w->nvml_lib);
   free(w->mapping_dir);
+  free(w->podres_socket);
+  free(w->pods);
   free(w->runtime_dir);
   free(w->proc_root);
   free(w->hostname);
   free(w->reap_command);
   free(w->reap_warn_command);
+  free(w->reap_prometheus);
   pthread_mutex_destroy(&w->mu);
   /* Wait for the reaper's commands still running (scancel, kubectl). */
   for (unsigned i = 0; i < w->nkids; i++) waitpid(w->kids[i], NULL, 0);
@@ -161,6 +174,7 @@ int stk__ag_gpu_add_job(struct ag_gpu *g, int unit, const char *job) {
   struct ag_alloc *a = &g->alloc[g->nalloc++];
   snprintf(a->job, sizeof a->job, "%s", job);
   a->unit = unit;
+  a->pod = NULL;
   return 0;
 }
 
@@ -174,6 +188,10 @@ int stk__ag_unit_mapped(const struct ag_gpu *g, int unit) {
   return unit < 0 ? g->mapped : unit < 8 && g->mig_mapped[unit];
 }
 
+int stk__ag_unit_kube(const struct ag_gpu *g, int unit) {
+  return unit < 0 ? g->kube : unit < 8 && g->mig_kube[unit];
+}
+
 /* The unit (MIG instance index, or -1) of a process in GPU instance gi. */
 static int proc_unit(const struct ag_gpu *g, uint32_t gi) {
   if (gi == UINT32_MAX) return -1;
@@ -183,10 +201,13 @@ static int proc_unit(const struct ag_gpu *g, uint32_t gi) {
 }
 
 /* The job of a process on unit `unit` of GPU g: the mapping's (its
- * instance's, else its GPU's), else its cgroup's, else its own. */
+ * instance's, else its GPU's), else the pod's holding the GPU, else its
+ * cgroup's, else its own. */
 static void proc_job(const struct ag_gpu *g, int unit, uint32_t pid, const char *cgroup_job,
                      char *job) {
-  int from = stk__ag_unit_mapped(g, unit) ? unit : g->mapped ? -1 : -2;
+  int from = stk__ag_unit_mapped(g, unit) || stk__ag_unit_kube(g, unit) ? unit
+             : g->mapped || g->kube                                       ? -1
+                                                                          : -2;
   for (unsigned k = 0; from > -2 && k < g->nalloc; k++)
     if (g->alloc[k].unit == from) {
       snprintf(job, AG_JOB_LEN, "%s", g->alloc[k].job);
@@ -275,8 +296,10 @@ static void attribute(struct stk_watch *w) {
       struct ag_proc *p = &g->procs[k];
       const char *cg = stk__ag_proc_info(w, p->pid, &p->cpu_s);
       int unit = proc_unit(g, p->gpu_instance);
+      snprintf(p->cgjob, sizeof p->cgjob, "%s", cg ? cg : "");
       proc_job(g, unit, p->pid, cg, p->job);
-      if (!stk__ag_unit_mapped(g, unit) && !g->mapped) stk__ag_gpu_add_job(g, unit, p->job);
+      if (!stk__ag_unit_mapped(g, unit) && !stk__ag_unit_kube(g, unit) && !g->mapped && !g->kube)
+        stk__ag_gpu_add_job(g, unit, p->job);
     }
   }
   for (unsigned i = 0; i < w->nloaders; i++) {
@@ -290,126 +313,21 @@ static void attribute(struct stk_watch *w) {
           break;
         }
     const char *cg = L->job[0] ? NULL : stk__ag_proc_info(w, L->pub.pid, NULL);
-    if (cg && cg[0]) snprintf(L->job, AG_JOB_LEN, "%s", cg);
+    /* Else the job of a GPU process of its cgroup (a pod's GPU processes
+     * take the pod's name, where the cgroup gives only its UID), else
+     * the cgroup's. */
+    for (unsigned gi = 0; cg && cg[0] && gi < w->ngpus && !L->job[0]; gi++)
+      for (unsigned k = 0; k < w->gpus[gi].nprocs; k++)
+        if (!strcmp(w->gpus[gi].procs[k].cgjob, cg)) {
+          snprintf(L->job, AG_JOB_LEN, "%s", w->gpus[gi].procs[k].job);
+          break;
+        }
+    if (!L->job[0] && cg && cg[0]) snprintf(L->job, AG_JOB_LEN, "%s", cg);
     if (!L->job[0]) {
       if (L->pub.job[0] && job_claim_ok(w, L))
         snprintf(L->job, AG_JOB_LEN, "%s", L->pub.job);
       else
         snprintf(L->job, AG_JOB_LEN, "pid-%u", L->pub.pid);
-    }
-  }
-}
-
-static int is_exempt(const struct stk_watch *w, const char *job) {
-  for (size_t i = 0; w->exempt[i]; i++)
-    if (fnmatch(w->exempt[i], job, 0) == 0) return 1;
-  return 0;
-}
-
-static int job_id_safe(const char *s) {
-  for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-          *s == '.' || *s == '_' || *s == '-' || *s == ':' || *s == '@'))
-      return 0;
-  return 1;
-}
-
-/* Expand "{job}" and "{minutes}" in a command template. */
-static void expand(const char *tpl, const char *job, double minutes, char *out, size_t n) {
-  size_t o = 0;
-  char mins[32];
-  snprintf(mins, sizeof mins, "%.0f", minutes);
-  for (const char *p = tpl; *p && o + 1 < n;) {
-    const char *rep = NULL;
-    size_t skip = 1;
-    if (!strncmp(p, "{job}", 5)) rep = job, skip = 5;
-    else if (!strncmp(p, "{minutes}", 9)) rep = mins, skip = 9;
-    if (rep) {
-      size_t l = strlen(rep);
-      if (o + l >= n) break;
-      memcpy(out + o, rep, l);
-      o += l;
-    } else {
-      out[o++] = *p;
-    }
-    p += skip;
-  }
-  out[o] = 0;
-}
-
-/* Collect the reaper's commands that have ended. */
-static void collect_kids(struct stk_watch *w) {
-  for (unsigned i = 0; i < w->nkids;) {
-    int st;
-    pid_t r = waitpid(w->kids[i], &st, WNOHANG);
-    if (r == w->kids[i] || r < 0) {
-      if (r > 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0))
-        stk_log(STK_LOG_WARN, "watch: reaper: command %d failed (status %d)", (int)r,
-                WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-      w->kids[i] = w->kids[--w->nkids];
-      continue;
-    }
-    i++;
-  }
-}
-
-static void run_command(struct stk_watch *w, const char *cmd) {
-  collect_kids(w);
-  if (w->nkids >= STK__ARRAY_LEN(w->kids)) {
-    stk_log(STK_LOG_ERROR, "watch: reaper: 64 commands still running; not running '%s'", cmd);
-    return;
-  }
-  char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
-  pid_t pid;
-  int rc = posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ);
-  if (rc != 0) {
-    stk_log(STK_LOG_ERROR, "watch: reaper: cannot run '%s': %s", cmd, strerror(rc));
-    return;
-  }
-  w->kids[w->nkids++] = pid;
-}
-
-static void reaper(struct stk_watch *w) {
-  collect_kids(w);
-  if (!(w->o.reap_after_s > 0)) return;
-  for (unsigned i = 0; i < w->njobs; i++) {
-    struct ag_job *j = &w->jobs[i];
-    if (j->idle_streak_s <= 0) {
-      j->warned = j->acted = 0;
-      continue;
-    }
-    if (is_exempt(w, j->id)) continue;
-    char cmd[2048];
-    if (!j->warned && j->idle_streak_s >= w->o.reap_warn_s) {
-      j->warned = 1;
-      w->reaper_warn++;
-      stk_log(STK_LOG_WARN,
-              "watch: reaper: job %s: all %u GPUs idle for %.1f min; acting at %.1f min%s",
-              j->id, j->gpus, j->idle_streak_s / 60, w->o.reap_after_s / 60,
-              w->o.reap_dry_run ? " (dry run)" : "");
-      if (w->reap_warn_command && !w->o.reap_dry_run && job_id_safe(j->id)) {
-        expand(w->reap_warn_command, j->id, j->idle_streak_s / 60, cmd, sizeof cmd);
-        run_command(w, cmd);
-      }
-    }
-    if (!j->acted && j->idle_streak_s >= w->o.reap_after_s) {
-      j->acted = 1;
-      if (!job_id_safe(j->id)) {
-        stk_log(STK_LOG_ERROR, "watch: reaper: job id '%s' has characters a command "
-                               "cannot take safely; not acting", j->id);
-        continue;
-      }
-      expand(w->reap_command ? w->reap_command : "", j->id, j->idle_streak_s / 60, cmd, sizeof cmd);
-      if (w->o.reap_dry_run) {
-        w->reaper_dry++;
-        stk_log(STK_LOG_WARN, "watch: reaper: dry run: job %s idle %.1f min: would run: %s",
-                j->id, j->idle_streak_s / 60, cmd[0] ? cmd : "(no command)");
-      } else {
-        w->reaper_act++;
-        stk_log(STK_LOG_WARN, "watch: reaper: job %s idle %.1f min: running: %s", j->id,
-                j->idle_streak_s / 60, cmd);
-        run_command(w, cmd);
-      }
     }
   }
 }
@@ -586,12 +504,13 @@ int stk_watch_sample(struct stk_watch *w) {
   double dt = w->samples ? w->now - w->prev : 0;
   sample_gpus(w);
   stk__ag_read_mapping(w);
+  stk__ag_read_pods(w);
   stk__ag_host_sample(w, dt);
   stk__ag_loaders_sample(w);
   attribute(w);
   stk__ag_proc_cache_swap(w);
   derive(w, dt);
-  reaper(w);
+  stk__ag_reaper(w);
   w->samples++;
   w->expo_stale = 1; /* built at the next scrape: most samples are never scraped */
   w->sample_cost_s = (double)(stk__ag_thread_cpu_ns() - cpu0) / 1e9;

@@ -1,6 +1,7 @@
 /* Internals of the metrics agent shared by its files: agent.c (the sample
- * loop, attribution and the reaper), sources.c (/proc, cgroups, the job
- * mapping directory, loader publications), expo.c (Prometheus text), view.c (JSON,
+ * loop and attribution), sources.c (/proc, cgroups, the job
+ * mapping directory, loader publications), reaper.c, podres.c (Kubernetes
+ * pods), webcfg.c (TLS and basic auth), expo.c (Prometheus text), view.c (JSON,
  * the view for `stoker top`) and http.c (libmicrohttpd). */
 #ifndef STOKER_AGENT_IMPL_H
 #define STOKER_AGENT_IMPL_H
@@ -21,18 +22,28 @@
 #define AG_NREASONS 6
 #define AG_MAX_PUB_FILES 1024 /* publication files tracked at once (live or rejected) */
 #define AG_MAX_PUB_PER_UID 256 /* ... of them owned by one user: none can crowd out the rest */
+#define AG_MAX_POD_DIRS 64     /* pods' own publication directories read a sample */
 #define AG_PUB_NEW_SAMPLES 5   /* samples a file may stay unfinished (no magic yet) */
 #define AG_PUB_BUSY_SAMPLES 3  /* samples in a row a file may give no consistent copy */
+#define AG_PODS_S 10.0         /* the kubelet's pod resources are read this often */
+#define AG_MAX_PODS 4096       /* GPU devices held by pods, at most */
 #define AG_HEALTH_S 10.0       /* health counters (ECC, rows, NVLink) are read this often */
 
 /* The throttle reasons counted by name (NVML bit, label). */
 extern const struct ag_reason { uint64_t bit; const char *name; } ag_reasons[AG_NREASONS];
+
+/* A GPU device a pod's container holds (the kubelet's pod resources). */
+struct ag_pod {
+  char dev[96];        /* device id: a GPU UUID or index, maybe "::N" suffixed */
+  char ns[64], pod[256], container[64];
+};
 
 struct ag_proc {
   uint32_t pid;
   uint32_t gpu_instance;
   double used_bytes, sm_util, cpu_s; /* NaN: unknown */
   char job[AG_JOB_LEN];
+  char cgjob[AG_JOB_LEN]; /* its cgroup's job ("" when none) */
 };
 
 /* A job on a GPU: on the whole GPU (unit -1) or on MIG instance `unit`
@@ -40,6 +51,7 @@ struct ag_proc {
 struct ag_alloc {
   char job[AG_JOB_LEN];
   int unit;
+  const struct ag_pod *pod; /* the pod holding it (into w->pods), or NULL */
 };
 
 struct ag_gpu {
@@ -53,6 +65,8 @@ struct ag_gpu {
   unsigned nalloc, alloc_cap;
   int mapped;                    /* the whole GPU's jobs come from the mapping directory */
   int mig_mapped[8];             /* ... instance m's, from a "GPU.GI" file */
+  int kube;                      /* the whole GPU's jobs are the pods holding it */
+  int mig_kube[8];               /* ... instance m's (by its MIG UUID) */
   double prev_energy_mj;         /* NaN until read */
   double xid_total;
 };
@@ -81,7 +95,9 @@ enum ag_pub_reject {
 extern const char *const ag_pub_reject_names[AG_REJ_N];
 
 struct ag_loader {
-  char name[256];                /* file name in the runtime directory */
+  char name[256];                /* file name in the runtime directory, or
+                                    "pod-PID/NAME" in a pod's (PID: the GPU
+                                    process it was seen through) */
   int fd;                        /* kept open while NEW or LIVE; else -1 */
   int state;                     /* AG_PUB_* */
   uint64_t ino;                  /* the file judged under that name */
@@ -133,7 +149,7 @@ struct ag_host {
 struct stk_watch {
   struct stk_watch_opts o;
   char *nvml_lib, *mapping_dir, *runtime_dir, *proc_root, *hostname, *reap_command,
-      *reap_warn_command;
+      *reap_warn_command, *reap_prometheus;
   char **exempt;
   pthread_mutex_t mu;            /* guards everything below against readers */
   struct stk__nvml *nvml;
@@ -164,7 +180,14 @@ struct stk_watch {
   size_t expo_gz_len;
   double sample_cost_s;          /* CPU time of the last sample */
   double render_cost_s;          /* ... and of the last exposition */
+  char *podres_socket;           /* the kubelet's pod-resources socket, or NULL */
+  struct ag_pod *pods;           /* its last good answer: GPU devices held */
+  unsigned npods, pods_cap;
+  double pods_at;                /* when last asked */
+  int pods_polled, podres_failing;
+  uint64_t podres_errors;
   void *httpd;                   /* struct MHD_Daemon */
+  struct ag_webcfg *web;         /* TLS and basic auth while serving, or NULL */
   int kids[64];                  /* reaper commands still running */
   unsigned nkids;
 };
@@ -181,6 +204,11 @@ double stk__ag_unit_util(const struct ag_gpu *g, int unit);
 /* Whether the device series of unit u carry hpc_job (a mapping names its
  * jobs: dcgm-exporter's rule). */
 int stk__ag_unit_mapped(const struct ag_gpu *g, int unit);
+/* Whether unit u's jobs are the pods holding it (pod labels). */
+int stk__ag_unit_kube(const struct ag_gpu *g, int unit);
+
+/* reaper.c: warn about and act on jobs idle for the window (each sample). */
+void stk__ag_reaper(struct stk_watch *w);
 
 /* sources.c */
 void stk__ag_host_sample(struct stk_watch *w, double dt);
@@ -214,6 +242,32 @@ void stk__ag_read_mapping(struct stk_watch *w);
  * w->loaders[0 .. nloaders). Bad files are counted in loader_errors. */
 void stk__ag_loaders_sample(struct stk_watch *w);
 void stk__ag_loaders_free(struct stk_watch *w);
+
+/* podres.c: the kubelet's List answer (a ListPodResourcesResponse) for
+ * the socket; 0, or -1 with why set. *msg is malloc'd. */
+int stk__ag_podres_call(const char *sock, uint8_t **msg, size_t *len, char *why, size_t whyn);
+/* Parse such an answer into the GPU devices pods hold (resources named
+ * nvidia.com/...), growing *pods; 0, or -1 when malformed. Also the fuzz
+ * target's entry point. */
+int stk__ag_parse_podres(const uint8_t *msg, size_t len, struct ag_pod **pods, unsigned *n,
+                         unsigned *cap);
+/* Ask the kubelet when due (every AG_PODS_S) and give each GPU a pod
+ * holds, and no mapping file names, that pod's job ("NAMESPACE/POD"). */
+void stk__ag_read_pods(struct stk_watch *w);
+void stk__ag_pod_job(const struct ag_pod *p, char *job);
+/* The pod whose job id is job, or NULL. */
+const struct ag_pod *stk__ag_job_pod(const struct stk_watch *w, const char *job);
+
+/* webcfg.c: exporter-toolkit's web configuration file (TLS certificate
+ * and key, bcrypt basic-auth users); 0, or an error naming the key. */
+struct ag_webcfg;
+int stk__ag_webcfg_load(const char *path, struct ag_webcfg **out, char *errmsg);
+void stk__ag_webcfg_free(struct ag_webcfg *c);
+const char *stk__ag_webcfg_cert(const struct ag_webcfg *c); /* PEM, or NULL: no TLS */
+const char *stk__ag_webcfg_key(const struct ag_webcfg *c);
+int stk__ag_webcfg_auth(const struct ag_webcfg *c);          /* users are configured */
+/* 1 when user and pass match a configured user's bcrypt hash. */
+int stk__ag_webcfg_check(struct ag_webcfg *c, const char *user, const char *pass);
 
 /* http.c: stop serving (no-op when not serving). */
 void stk__ag_http_stop(struct stk_watch *w);

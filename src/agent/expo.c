@@ -66,11 +66,13 @@ static void val(struct ag_buf *b, double v) {
 /* dcgm-exporter's labels for GPU i (4.x releases, default device mode),
  * in its order: gpu, UUID, pci_bus_id, device, modelName, Hostname, then
  * its label fields (DCGM_FI_DRIVER_VERSION) and its attributes sorted by
- * name (err_code, err_msg on the XID series; hpc_job where a mapping names
- * a job). mig >= 0 names that MIG instance (GPU_I_PROFILE, GPU_I_ID after
- * modelName); xid >= 0 adds err_code and err_msg for that code. */
-static void gpu_labels(struct stk_watch *w, struct ag_buf *b, unsigned i, int mig, const char *job,
-                       double xid) {
+ * name (container, err_code, err_msg on the XID series, hpc_job where a
+ * mapping names a job, namespace, pod where a pod holds the GPU). mig >= 0
+ * names that MIG instance (GPU_I_PROFILE, GPU_I_ID after modelName); xid
+ * >= 0 adds err_code and err_msg for that code; a (NULL: none) is the
+ * job or pod the series is for. */
+static void gpu_labels(struct stk_watch *w, struct ag_buf *b, unsigned i, int mig,
+                       const struct ag_alloc *a, double xid) {
   struct ag_gpu *g = &w->gpus[i];
   stk__ag_printf(b, "{gpu=\"%u\",UUID=", i);
   stk__ag_label(b, g->uuid);
@@ -90,14 +92,24 @@ static void gpu_labels(struct stk_watch *w, struct ag_buf *b, unsigned i, int mi
     stk__ag_printf(b, ",DCGM_FI_DRIVER_VERSION=");
     stk__ag_label(b, drv);
   }
+  if (a && a->pod) {
+    stk__ag_printf(b, ",container=");
+    stk__ag_label(b, a->pod->container);
+  }
   if (xid >= 0) {
     unsigned code = xid < 4294967295.0 ? (unsigned)xid : 4294967295u;
     stk__ag_printf(b, ",err_code=\"%u\",err_msg=", code);
     stk__ag_label(b, stk__ag_xid_text(code));
   }
-  if (job) {
+  if (a && !a->pod) {
     stk__ag_printf(b, ",hpc_job=");
-    stk__ag_label(b, job);
+    stk__ag_label(b, a->job);
+  }
+  if (a && a->pod) {
+    stk__ag_printf(b, ",namespace=");
+    stk__ag_label(b, a->pod->ns);
+    stk__ag_printf(b, ",pod=");
+    stk__ag_label(b, a->pod->pod);
   }
   stk__ag_printf(b, "}");
 }
@@ -187,17 +199,18 @@ static double sval(const struct ag_gpu *g, size_t off) {
 }
 
 /* One device series per job of unit (GPU i's whole, or MIG instance
- * mig) where a mapping names them (dcgm-exporter's hpc_job), else one. */
+ * mig) where a mapping names them (dcgm-exporter's hpc_job) or per pod
+ * holding it (its pod, namespace, container), else one. */
 static void dev_series(struct stk_watch *w, struct ag_buf *b, const struct dev_metric *dm,
                        unsigned i, int mig, double v, int *any) {
   const struct ag_gpu *g = &w->gpus[i];
   if (!(*any)++) family(b, dm->name, dm->type, dm->help);
   double xid = dm->off == OFF(last_xid) ? v : -1;
-  if (!w->o.no_job_labels && stk__ag_unit_mapped(g, mig)) {
+  if (!w->o.no_job_labels && (stk__ag_unit_mapped(g, mig) || stk__ag_unit_kube(g, mig))) {
     for (unsigned k = 0; k < g->nalloc; k++)
       if (g->alloc[k].unit == mig) {
         stk__ag_printf(b, "%s", dm->name);
-        gpu_labels(w, b, i, mig, g->alloc[k].job, xid);
+        gpu_labels(w, b, i, mig, &g->alloc[k], xid);
         val(b, v);
       }
     return;
@@ -327,6 +340,12 @@ static void agent_metrics(struct stk_watch *w, struct ag_buf *b) {
   family(b, "stoker_watch_mapping_errors_total", "counter",
          "Job-mapping files skipped as malformed (counted at each sample).");
   stk__ag_printf(b, "stoker_watch_mapping_errors_total %llu\n", (unsigned long long)w->mapping_errors);
+  if (w->podres_socket) {
+    family(b, "stoker_watch_pod_resources_errors_total", "counter",
+           "Failed reads of the kubelet's pod resources (the last good answer is kept).");
+    stk__ag_printf(b, "stoker_watch_pod_resources_errors_total %llu\n",
+                   (unsigned long long)w->podres_errors);
+  }
   family(b, "stoker_watch_loader_errors_total", "counter",
          "Loader publication files skipped, by reason (docs/watch.md).");
   for (int r = 0; r < AG_REJ_N; r++)

@@ -4,7 +4,9 @@
  * agent sample, and their number and speed are bounded by the daemon's
  * limits (connections, per-IP connections, idle timeout, memory). A
  * scraper that sends Accept-Encoding: gzip gets the page gzipped (zlib),
- * compressed once per exposition however many scrapers ask. */
+ * compressed once per exposition however many scrapers ask. With a web
+ * configuration file (webcfg.c) it serves HTTPS (libmicrohttpd's GnuTLS)
+ * and asks for basic auth, on every path. */
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -93,6 +95,21 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
   }
   struct MHD_Response *r;
   unsigned status = MHD_HTTP_OK;
+  if (stk__ag_webcfg_auth(w->web)) {
+    char *pass = NULL;
+    char *user = MHD_basic_auth_get_username_password(c, &pass);
+    int ok = stk__ag_webcfg_check(w->web, user, pass);
+    if (user) MHD_free(user);
+    if (pass) MHD_free(pass);
+    if (!ok) {
+      static const char msg[] = "unauthorized\n";
+      r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+      if (!r) return MHD_NO;
+      enum MHD_Result ret = MHD_queue_basic_auth_fail_response(c, "stoker watch", r);
+      MHD_destroy_response(r);
+      return ret;
+    }
+  }
   if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
     static const char msg[] = "only GET\n";
     r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
@@ -178,13 +195,35 @@ int stk_watch_serve(struct stk_watch *w, const char *listen, int *port_out, char
   } else {
     return stk__errf(errmsg, STK_EINVAL, "--listen '%s': '%s' is not an IP address", listen, host);
   }
+  struct ag_webcfg *web = NULL;
+  if (w->o.web_config_file) {
+    int rc = stk__ag_webcfg_load(w->o.web_config_file, &web, errmsg);
+    if (rc) return rc;
+  }
+  struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}};
+  if (stk__ag_webcfg_cert(web)) {
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+      stk__ag_webcfg_free(web);
+      return stk__errf(errmsg, STK_EINVAL, "%s: TLS asked for, but this libmicrohttpd has none",
+                       w->o.web_config_file);
+    }
+    flags |= MHD_USE_TLS;
+    tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)stk__ag_webcfg_key(web)};
+    tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)stk__ag_webcfg_cert(web)};
+    tls[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+  }
+  w->web = web; /* before the first request */
   struct MHD_Daemon *d = MHD_start_daemon(
-      flags, (uint16_t)port, NULL, NULL, answer, w, MHD_OPTION_SOCK_ADDR, sa,
+      flags, (uint16_t)port, NULL, NULL, answer, w, MHD_OPTION_ARRAY, tls, MHD_OPTION_SOCK_ADDR, sa,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       (unsigned)MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_END);
-  if (!d)
-    return stk__errf(errmsg, STK_EIO, "cannot listen on %s (address in use, or not allowed)", listen);
+  if (!d) {
+    w->web = NULL;
+    stk__ag_webcfg_free(web);
+    return stk__errf(errmsg, STK_EIO, "cannot listen on %s (address in use, not allowed%s)", listen,
+                     tls[0].option != MHD_OPTION_END ? ", or a certificate and key TLS refused" : "");
+  }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
   if (port_out) *port_out = info ? info->port : (int)port;
   w->httpd = d;
@@ -194,4 +233,6 @@ int stk_watch_serve(struct stk_watch *w, const char *listen, int *port_out, char
 void stk__ag_http_stop(struct stk_watch *w) {
   if (w->httpd) MHD_stop_daemon(w->httpd);
   w->httpd = NULL;
+  stk__ag_webcfg_free(w->web);
+  w->web = NULL;
 }

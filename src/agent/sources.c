@@ -429,10 +429,10 @@ static void untrack(struct stk_watch *w, unsigned i) {
 /* Start tracking name (a new file, or another inode under a known name;
  * st is its lstat): open it without following links or blocking, and
  * keep the descriptor. */
-static void track(struct stk_watch *w, struct ag_loader *L, const char *name,
-                  const struct stat *st) {
+static void track(struct stk_watch *w, struct ag_loader *L, int dfd, const char *prefix,
+                  const char *name, const struct stat *st) {
   memset(L, 0, sizeof *L);
-  snprintf(L->name, sizeof L->name, "%s", name);
+  if (snprintf(L->name, sizeof L->name, "%s%s", prefix, name) < 0) L->name[0] = 0;
   L->seen = 1;
   L->ino = (uint64_t)st->st_ino;
   L->uid = (uint32_t)st->st_uid;
@@ -441,9 +441,7 @@ static void track(struct stk_watch *w, struct ag_loader *L, const char *name,
     reject(w, L, AG_REJ_TYPE); /* a link, a FIFO, a directory */
     return;
   }
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", w->runtime_dir, name);
-  L->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  L->fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   struct stat fst;
   if (L->fd < 0 || fstat(L->fd, &fst) != 0 || (uint64_t)fst.st_ino != L->ino) {
     /* Gone or replaced since the lstat, or no descriptor to spare: look
@@ -466,6 +464,7 @@ static int loader_alive(const struct stk_watch *w, const struct stk_pub *p) {
 static void remove_stale(const struct stk_watch *w, const struct ag_loader *L) {
   char path[1024];
   struct stat st;
+  if (strchr(L->name, '/')) return; /* a pod's: its /dev/shm goes with it */
   snprintf(path, sizeof path, "%s/%s", w->runtime_dir, L->name);
   if (lstat(path, &st) == 0 && (uint64_t)st.st_ino == L->ino) unlink(path);
 }
@@ -505,8 +504,9 @@ static void refresh(struct stk_watch *w, struct ag_loader *L) {
   }
   if (!own) {
     stk_log(STK_LOG_WARN,
-            "watch: %s/%s (owner uid %u) names pid %u, a process of another user; ignored",
-            w->runtime_dir, L->name, L->uid, pub.pid);
+            "watch: %s%s%s (owner uid %u) names pid %u, a process of another user; ignored",
+            strchr(L->name, '/') ? "" : w->runtime_dir, strchr(L->name, '/') ? "" : "/", L->name,
+            L->uid, pub.pid);
     reject(w, L, AG_REJ_OWNER);
     return;
   }
@@ -516,23 +516,25 @@ static void refresh(struct stk_watch *w, struct ag_loader *L) {
   L->state = AG_PUB_LIVE;
 }
 
-void stk__ag_loaders_sample(struct stk_watch *w) {
-  for (unsigned i = 0; i < w->ntracked; i++) w->loaders[i].seen = 0;
-  DIR *d = opendir(w->runtime_dir);
-  unsigned added = 0, left_out = 0;
+/* Scan one publication directory (its names prefixed with prefix in
+ * w->loaders: "" for the runtime directory, "pod-PID/" for a pod's). */
+static void scan_dir(struct stk_watch *w, DIR *d, const char *prefix, unsigned *added,
+                     unsigned *left_out) {
   struct dirent *e;
-  while (d && (e = readdir(d))) {
+  char full[sizeof w->loaders[0].name];
+  while ((e = readdir(d))) {
     size_t l = strlen(e->d_name);
     if (strncmp(e->d_name, "loader-", 7) || l < 12 || strcmp(e->d_name + l - 4, ".pub") ||
-        l >= sizeof w->loaders[0].name)
+        strlen(prefix) + l >= sizeof full)
       continue;
+    if (snprintf(full, sizeof full, "%s%s", prefix, e->d_name) >= (int)sizeof full) continue;
     /* The name's inode now (not d_ino, which overlayfs may not keep equal
      * to st_ino): a file renamed over a tracked one shows here. */
     struct stat st;
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     unsigned i;
     for (i = 0; i < w->ntracked; i++)
-      if (!strcmp(w->loaders[i].name, e->d_name)) break;
+      if (!strcmp(w->loaders[i].name, full)) break;
     if (i < w->ntracked) {
       struct ag_loader *L = &w->loaders[i];
       if ((uint64_t)st.st_ino == L->ino) {
@@ -545,14 +547,14 @@ void stk__ag_loaders_sample(struct stk_watch *w) {
         stk_log(STK_LOG_DEBUG, "watch: loader publication %s was replaced", L->name);
       }
       if (L->fd >= 0) close(L->fd);
-      track(w, L, e->d_name, &st); /* the name's new file, judged afresh */
+      track(w, L, dirfd(d), prefix, e->d_name, &st); /* the name's new file, judged afresh */
       continue;
     }
-    if (added >= 256) continue; /* bounded work per sample: the rest next time */
+    if (*added >= 256) continue; /* bounded work per sample: the rest next time */
     unsigned of_owner = 0;
     for (unsigned k = 0; k < w->ntracked; k++) of_owner += w->loaders[k].uid == (uint32_t)st.st_uid;
     if (w->ntracked >= AG_MAX_PUB_FILES || of_owner >= AG_MAX_PUB_PER_UID) {
-      left_out++;
+      (*left_out)++;
       continue;
     }
     if (w->ntracked == w->loaders_cap) {
@@ -562,10 +564,82 @@ void stk__ag_loaders_sample(struct stk_watch *w) {
       w->loaders = q;
       w->loaders_cap = nc;
     }
-    added++;
-    track(w, &w->loaders[w->ntracked++], e->d_name, &st);
+    (*added)++;
+    track(w, &w->loaders[w->ntracked++], dirfd(d), prefix, e->d_name, &st);
   }
-  if (d) closedir(d);
+}
+
+/* A pod's own publication directory, /dev/shm/stoker under the root of
+ * GPU process pid (its container's), opened one component at a time
+ * without following a link (the container's user owns those names); -1
+ * when it has none, or it is the host's (same root as the agent's), or
+ * one already scanned this sample (seen: device and inode pairs). */
+static int pod_dir(const struct stk_watch *w, uint32_t pid, const struct stat *host_root,
+                   dev_t (*seen)[2], unsigned *nseen, unsigned max) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%u/root", w->proc_root, pid);
+  int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0) return -1;
+  if (fstat(fd, &st) != 0 || (st.st_dev == host_root->st_dev && st.st_ino == host_root->st_ino)) {
+    close(fd);
+    return -1;
+  }
+  static const char *const comp[] = {"dev", "shm", "stoker"};
+  for (size_t i = 0; i < 3 && fd >= 0; i++) {
+    int n = openat(fd, comp[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(fd);
+    fd = n;
+  }
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  for (unsigned k = 0; k < *nseen; k++)
+    if (seen[k][0] == st.st_dev && seen[k][1] == (dev_t)st.st_ino) {
+      close(fd);
+      return -1;
+    }
+  if (*nseen < max) seen[*nseen][0] = st.st_dev, seen[*nseen][1] = (dev_t)st.st_ino, (*nseen)++;
+  return fd;
+}
+
+void stk__ag_loaders_sample(struct stk_watch *w) {
+  for (unsigned i = 0; i < w->ntracked; i++) w->loaders[i].seen = 0;
+  unsigned added = 0, left_out = 0, nseen = 0;
+  dev_t seen[AG_MAX_POD_DIRS + 1][2];
+  DIR *d = opendir(w->runtime_dir);
+  if (d) {
+    struct stat st;
+    if (fstat(dirfd(d), &st) == 0) seen[0][0] = st.st_dev, seen[0][1] = (dev_t)st.st_ino, nseen = 1;
+    scan_dir(w, d, "", &added, &left_out);
+    closedir(d);
+  }
+  /* Pods' own /dev/shm/stoker, through their GPU processes' roots: no
+   * hostPath for the training pods (issue 21, section 4). */
+  struct stat host_root;
+  if (w->o.pod_publications && stat("/", &host_root) == 0)
+    for (unsigned gi = 0; gi < w->ngpus; gi++)
+      for (unsigned k = 0; k < w->gpus[gi].nprocs && nseen <= AG_MAX_POD_DIRS; k++) {
+        uint32_t pid = w->gpus[gi].procs[k].pid;
+        /* Only a Kubernetes pod's process, by its cgroup as read at the
+         * last sample (the cache: no /proc read here for host processes). */
+        struct ag_pcache key = {.pid = pid};
+        const struct ag_pcache *c =
+            w->npc_prev ? bsearch(&key, w->pc_prev, w->npc_prev, sizeof key, pc_cmp) : NULL;
+        if (!c || strncmp(c->job, "pod-", 4)) continue;
+        int fd = pod_dir(w, pid, &host_root, seen, &nseen, AG_MAX_POD_DIRS + 1);
+        if (fd < 0) continue;
+        DIR *pd = fdopendir(fd);
+        if (!pd) {
+          close(fd);
+          continue;
+        }
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "pod-%u/", pid);
+        scan_dir(w, pd, prefix, &added, &left_out);
+        closedir(pd);
+      }
   if (left_out) {
     w->loader_errors[AG_REJ_LIMIT] += left_out;
     stk_log(STK_LOG_DEBUG,

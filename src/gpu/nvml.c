@@ -344,6 +344,10 @@ static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu
       const char *p = strstr(name, "MIG ");
       snprintf(mi->profile, sizeof mi->profile, "%.31s", p ? p + 4 : name);
     }
+    /* Its own UUID: what Kubernetes' device plugin names it by. */
+    mi->uuid[0] = 0;
+    if (n->nvmlDeviceGetUUID && n->nvmlDeviceGetUUID(m, mi->uuid, sizeof mi->uuid) != NV_SUCCESS)
+      mi->uuid[0] = 0;
     double rs = NAN;
     mi->fb_used_mib = mi->fb_free_mib = mi->fb_total_mib = NAN;
     read_memory(n, s, m, &mi->fb_total_mib, &mi->fb_free_mib, &mi->fb_used_mib, &rs);

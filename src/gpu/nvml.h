@@ -48,6 +48,7 @@ struct stk__gpu_proc {
 struct stk__mig {
   uint32_t gi_id;
   char profile[32]; /* "1g.10gb" */
+  char uuid[96];    /* the MIG device's own UUID ("MIG-..."), or "" */
   double fb_used_mib, fb_free_mib, fb_total_mib;
   double sm_active, tensor_active, dram_active, gr_active; /* GPM ratios 0..1 */
 };

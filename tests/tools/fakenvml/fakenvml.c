@@ -340,6 +340,12 @@ nv_ret nvmlDeviceGetName(nv_dev dev, char *name, unsigned len) {
   return OK;
 }
 nv_ret nvmlDeviceGetUUID(nv_dev dev, char *uuid, unsigned len) {
+  struct mig *m = (struct mig *)(void *)dev;
+  if (m && m->kind == 1) { /* MIG-<the GPU's UUID without GPU->-<GI> */
+    const char *u = gpus[m->gpu].uuid;
+    snprintf(uuid, len, "MIG-%s-%u", strncmp(u, "GPU-", 4) ? u : u + 4, m->gi);
+    return OK;
+  }
   DEV_CHECK("nvmlDeviceGetUUID");
   snprintf(uuid, len, "%s", g->uuid);
   return OK;
