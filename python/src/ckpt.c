@@ -42,7 +42,7 @@ static PyTypeObject CkptType, CkptDataType, CkptBufType;
 /* ---- Checkpoint ------------------------------------------------------------ */
 
 static int ckpt_init(CkptObject *self, PyObject *args, PyObject *kw) {
-  static char *kws[] = {"dir",  "rank",      "world",     "origin", "threads",
+  static char *kws[] = {"dir",    "rank",  "world",     "origin",    "threads",
                         "direct", "fsync", "keep_last", "max_bytes", NULL};
   const char *dir, *origin = NULL;
   unsigned int rank = 0, world = 1, threads = 0, keep_last = 0;
@@ -135,8 +135,8 @@ static PyObject *ckpt_save(CkptObject *self, PyObject *args) {
       PyErr_Format(PyExc_ValueError, "save: object %s: buffer is not contiguous", name);
       goto out;
     }
-    objs[got] = (struct stk_ckpt_obj){.name = name, .data = bufs[got].buf,
-                                      .size = (uint64_t)bufs[got].len};
+    objs[got] =
+        (struct stk_ckpt_obj){.name = name, .data = bufs[got].buf, .size = (uint64_t)bufs[got].len};
   }
   char err[STK_ERRMSG_MAX] = "";
   int rc;
@@ -215,13 +215,13 @@ static PyObject *ckpt_stats(CkptObject *self, PyObject *unused) {
   if (!ckpt_usable(self)) return NULL;
   struct stk_ckpt_stats s;
   stk_ckpt_stats(self->c, &s);
-  return Py_BuildValue(
-      "{sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}", "saves", s.saves, "save_bytes", s.save_bytes,
-      "save_ns", s.save_ns, "direct_writes", s.direct_writes, "drains", s.drains, "drain_bytes",
-      s.drain_bytes, "drain_ns", s.drain_ns, "drain_errors", s.drain_errors, "evicted", s.evicted,
-      "restores", s.restores, "restore_bytes", s.restore_bytes, "restaged", s.restaged,
-      "async_saves", s.async_saves, "async_block_ns", s.async_block_ns, "busy_waits",
-      s.busy_waits, "busy_wait_ns", s.busy_wait_ns, "busy_skips", s.busy_skips);
+  return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}", "saves", s.saves, "save_bytes",
+                       s.save_bytes, "save_ns", s.save_ns, "direct_writes", s.direct_writes,
+                       "drains", s.drains, "drain_bytes", s.drain_bytes, "drain_ns", s.drain_ns,
+                       "drain_errors", s.drain_errors, "evicted", s.evicted, "restores", s.restores,
+                       "restore_bytes", s.restore_bytes, "restaged", s.restaged, "async_saves",
+                       s.async_saves, "async_block_ns", s.async_block_ns, "busy_waits",
+                       s.busy_waits, "busy_wait_ns", s.busy_wait_ns, "busy_skips", s.busy_skips);
 }
 
 static PyMethodDef ckpt_methods[] = {
@@ -264,9 +264,9 @@ static PyObject *data_names(CkptDataObject *self, PyObject *unused) {
   size_t n = stk_ckpt_data_count(self->d);
   PyObject *l = PyList_New((Py_ssize_t)n);
   for (size_t i = 0; l && i < n; i++) {
-    PyObject *s = PyUnicode_DecodeUTF8(stk_ckpt_data_name(self->d, i),
-                                       (Py_ssize_t)strlen(stk_ckpt_data_name(self->d, i)),
-                                       "surrogateescape");
+    PyObject *s =
+        PyUnicode_DecodeUTF8(stk_ckpt_data_name(self->d, i),
+                             (Py_ssize_t)strlen(stk_ckpt_data_name(self->d, i)), "surrogateescape");
     if (!s) {
       Py_CLEAR(l);
       break;
@@ -308,8 +308,9 @@ static PyMethodDef data_methods[] = {
     {"view", (PyCFunction)data_view, METH_VARARGS,
      "view(name) -> memoryview of the object's bytes (KeyError when absent)."},
     {NULL, NULL, 0, NULL}};
-static PyGetSetDef data_getset[] = {{"step", (getter)data_step, NULL, "The checkpoint's step.", NULL},
-                                    {NULL, NULL, NULL, NULL, NULL}};
+static PyGetSetDef data_getset[] = {
+    {"step", (getter)data_step, NULL, "The checkpoint's step.", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 static PySequenceMethods data_seq = {.sq_length = (lenfunc)data_len};
 
 static PyTypeObject CkptDataType = {
