@@ -1,7 +1,8 @@
 """torch.distributed.checkpoint on stoker's checkpoint tier
 (stoker.torch.CheckpointWriter / CheckpointReader): a round trip of a small
 model and optimizer state by two processes under gloo, with dcp.save and
-with dcp.async_save; a load after the local directory is wiped (re-staged
+with dcp.async_save, then loaded by one process (world 1) from the origin;
+a load after the local directory is wiped (re-staged
 from the origin); a step chosen by checkpoint_id; what DCP's own
 FileSystemReader makes of a drained checkpoint; the errors."""
 import os
@@ -127,6 +128,24 @@ def test_two_ranks_gloo_round_trip(tmp_path, mode):
     for where in ("local", "origin"):
         got = sorted(d for d in os.listdir(tmp_path / where) if d.startswith("step-"))
         assert got == want, (where, got)
+    # one process (world 1) loads both ranks' shares of step 2 from the origin
+    code = STATE + textwrap.dedent(f"""
+        import torch.distributed.checkpoint as dcp
+        import stoker.torch as st
+        m, opt = make_state(1, 0)
+        m2, opt2 = make_state(1, 0, trained=False)
+        m2(torch.randn(5, 8)).sum().backward(); opt2.step()
+        sd = state_dict(m2, opt2, 0, 0)
+        sd["rank1"] = torch.zeros(3, 5)
+        dcp.load(sd, storage_reader=st.CheckpointReader({str(tmp_path / 'fresh')!r},
+                                                        origin={str(tmp_path / 'origin')!r}))
+        want = state_dict(m, opt, 0, 2)
+        want["rank1"] = torch.full((3, 5), 3.0)
+        same(want, sd)
+        print("OK world 1")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "OK world 1" in r.stdout, r.stdout + r.stderr
 
 
 def test_restage_after_local_wipe_and_filesystemreader(tmp_path):
