@@ -7,10 +7,12 @@
  * staging buffer, and the next one's) against the synchronous save. One
  * JSON line.
  *   ckpt DIR [SIZE] [OBJECTS] [THREADS]   (SIZE as e.g. 1GiB) */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,13 +28,16 @@ static double raw_write(const char *path, const uint8_t *buf, uint64_t size) {
   if (fd < 0) return -1;
   double t0 = now_s();
   const uint64_t blk = 8u << 20;
-  for (uint64_t off = 0; off < size; off += blk)
-    if (pwrite(fd, buf + off, (size_t)(size - off < blk ? size - off : blk), (off_t)off) < 0) break;
-  fsync(fd);
+  int bad = 0;
+  for (uint64_t off = 0; off < size && !bad; off += blk) {
+    size_t n = (size_t)(size - off < blk ? size - off : blk);
+    bad = pwrite(fd, buf + off, n, (off_t)off) != (ssize_t)n;
+  }
+  bad |= fsync(fd) != 0;
   double s = now_s() - t0;
   close(fd);
   unlink(path);
-  return s;
+  return bad ? -1 : s;
 }
 
 int main(int argc, char **argv) {
@@ -58,7 +63,21 @@ int main(int argc, char **argv) {
   }
   char raw[4096];
   snprintf(raw, sizeof raw, "%s/raw-write.tmp", argv[1]);
+  /* the raw write goes in DIR, which the tier creates only later: mkdir -p */
+  for (char *p = strchr(argv[1] + 1, '/'); p; p = strchr(p + 1, '/')) {
+    *p = 0;
+    mkdir(argv[1], 0755);
+    *p = '/';
+  }
+  if (mkdir(argv[1], 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "ckpt: mkdir %s: %s\n", argv[1], strerror(errno));
+    return 1;
+  }
   double raw_s = raw_write(raw, state, size);
+  if (raw_s < 0) {
+    fprintf(stderr, "ckpt: raw write of %s failed: %s\n", raw, strerror(errno));
+    return 1;
+  }
 
   struct stk_ckpt_opts o;
   stk_ckpt_opts_init(&o);

@@ -351,7 +351,7 @@ PyMODINIT_FUNC PyInit__stoker(void) {
   if (PyModule_AddObject(m, "Loader", (PyObject *)&LoaderType) ||
       PyModule_AddObject(m, "Batch", (PyObject *)&BatchType) ||
       PyModule_AddObject(m, "Array", (PyObject *)&ArrayType) ||
-      PyModule_AddStringConstant(m, "version", stk_version())) {
+      PyModule_AddStringConstant(m, "version", stk_version()) || ckpt_add_types(m)) {
     Py_DECREF(m);
     return NULL;
   }

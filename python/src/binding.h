@@ -6,6 +6,7 @@
  *   loader.c    the Loader type (open, next, close, state, stats)
  *   batch.c     the Batch type: a stk_batch and its arrays
  *   array.c     the Array type: buffer protocol, __array_interface__, DLPack
+ *   ckpt.c      the Checkpoint type: the checkpoint tier (stk_ckpt)
  * Only PyInit__stoker is exported (the extension is built with
  * -fvisibility=hidden). */
 #ifndef STOKER_PY_BINDING_H
@@ -89,6 +90,9 @@ int parse_token_opts(LoaderObject *self, PyObject *d, const char *source, const 
 /* loader.c */
 void loader_finish(LoaderObject *self);
 void batch_release(LoaderObject *o, struct stk_batch *b);
+
+/* ckpt.c: adds Checkpoint and CheckpointData to the module; -1 on error */
+int ckpt_add_types(PyObject *m);
 
 /* batch.c */
 PyObject *make_array(PyObject *base, void *ptr, int dt, int ndim, const Py_ssize_t *shape);

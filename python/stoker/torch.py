@@ -30,7 +30,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 import stoker
 from stoker import fields
 
-__all__ = ["StokerDataset", "loader", "dist_rank_world"]
+__all__ = ["StokerDataset", "loader", "dist_rank_world", "CheckpointWriter", "CheckpointReader"]
 
 # The loader counts epochs in 32 bits: a pass may start at any epoch below
 # this, and the loader kept between passes runs up to 2^31 epochs past it.
@@ -620,3 +620,7 @@ def loader(source, batch_size=64, **options):
     own threads read and decode, so no torch DataLoader is needed. Takes
     every StokerDataset / stoker.Loader option."""
     return StokerDataset(source, batch_size, **options)
+
+
+# DCP storage on the checkpoint tier (stoker/torch_dcp.py).
+from stoker.torch_dcp import CheckpointReader, CheckpointWriter  # noqa: E402

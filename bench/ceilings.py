@@ -1,0 +1,109 @@
+"""Device ceilings side by side (issue 20 §4, K1): `stoker doctor`'s
+O_DIRECT sequential read and write figures against fio's curve over queue
+depth (1..32) and jobs (1, 2) with 8 MiB blocks and io_uring on the same
+directory, then K1: the checkpoint tier's save bandwidth (build/bench/ckpt,
+fsync on) over doctor's sequential write ceiling and over the curve's best.
+
+    bench/ceilings.sh [--dir DIR] [--size 1GiB] [--runtime 4] [--json FILE]
+
+Needs build/stoker and build/bench/ckpt (make; make build/bench/ckpt) and
+fio (scripts/install-deps bench). Prints one table and, with --json, every
+figure. Figures are of this machine and this moment only: the disk under
+test is shared with whatever else runs."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GiB = 1 << 30
+
+
+def size_bytes(s):
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    t = s.strip().lower().rstrip("b").rstrip("i")
+    if t and t[-1] in units:
+        return int(float(t[:-1]) * units[t[-1]])
+    return int(t)
+
+
+def doctor(stoker, d, size):
+    out = subprocess.run([stoker, "doctor", "--dir", d, "--size", str(size), "--only",
+                          "seq_write,seq_read", "--json", "-"], capture_output=True, text=True,
+                         check=True).stdout
+    doc = json.loads(out)
+    figs = {k: doc["figures"][k]["value"] for k in ("seq_write", "seq_read")}
+    methods = {k: doc["figures"][k].get("method") for k in ("seq_write", "seq_read")}
+    return figs, methods
+
+
+def fio(d, rw, depth, jobs, size, runtime):
+    cmd = ["fio", "--name=ceil", f"--directory={d}", f"--rw={rw}", "--bs=8M", "--direct=1",
+           "--ioengine=io_uring", f"--iodepth={depth}", f"--numjobs={jobs}", f"--size={size}",
+           "--time_based", f"--runtime={runtime}", "--group_reporting", "--output-format=json"]
+    if rw == "write":
+        cmd.append("--end_fsync=1")
+    r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    job = r["jobs"][0]
+    return job["read" if rw == "read" else "write"]["bw_bytes"]
+
+
+def ckpt_save(bench, d, size):
+    out = subprocess.run([bench, d, str(size), "4", "4"], capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default=None, help="directory on the disk under test (default: a "
+                    "temporary one under build/)")
+    ap.add_argument("--size", default="1GiB", help="scratch file size per job and checkpoint size")
+    ap.add_argument("--runtime", type=int, default=4, help="seconds per fio point")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    stoker = os.path.join(ROOT, "build", "stoker")
+    bench = os.path.join(ROOT, "build", "bench", "ckpt")
+    for p in (stoker, bench):
+        if not os.access(p, os.X_OK):
+            sys.exit(f"ceilings: {p} is missing (make; make build/bench/ckpt)")
+    if not shutil.which("fio"):
+        sys.exit("ceilings: fio is not installed (scripts/install-deps bench)")
+    size = size_bytes(a.size)
+    base = a.dir or os.path.join(ROOT, "build")
+    work = tempfile.mkdtemp(prefix="ceilings-", dir=base)
+    try:
+        figs, methods = doctor(stoker, work, size)
+        curve = []
+        for rw in ("write", "read"):
+            for jobs in (1, 2):
+                for depth in (1, 2, 4, 8, 16, 32):
+                    bw = fio(work, rw, depth, jobs, size, a.runtime)
+                    curve.append({"rw": rw, "jobs": jobs, "depth": depth, "bytes_per_s": bw})
+                    print(f"fio {rw:5} jobs {jobs} depth {depth:2}: {bw / GiB:6.3f} GiB/s",
+                          flush=True)
+                for f in os.listdir(work):
+                    os.unlink(os.path.join(work, f))
+        ck = ckpt_save(bench, os.path.join(work, "ck"), size)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    best = {rw: max(c["bytes_per_s"] for c in curve if c["rw"] == rw) for rw in ("write", "read")}
+    save = ck["save_gib_s"] * GiB
+    res = {"doctor": figs, "doctor_method": methods, "fio_curve": curve, "fio_best": best, "ckpt": ck,
+           "k1_vs_doctor": save / figs["seq_write"] if figs.get("seq_write") else None,
+           "k1_vs_fio_best": save / best["write"] if best["write"] else None}
+    print(f"doctor seq_write {figs.get('seq_write', 0) / GiB:.3f} GiB/s, fio best write "
+          f"{best['write'] / GiB:.3f} GiB/s; doctor seq_read {figs.get('seq_read', 0) / GiB:.3f}"
+          f" GiB/s, fio best read {best['read'] / GiB:.3f} GiB/s")
+    print(f"ckpt save {save / GiB:.3f} GiB/s: K1 = {res['k1_vs_doctor']:.2f} of doctor's "
+          f"seq_write, {res['k1_vs_fio_best']:.2f} of fio's best write")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
