@@ -1,4 +1,5 @@
-/* Internals of the loader shared by pipeline.c and stats.c. */
+/* Internals of the loader shared by its files (the pipeline's own are in
+ * pipeline_impl.h). */
 #ifndef STOKER_LOADER_IMPL_H
 #define STOKER_LOADER_IMPL_H
 
