@@ -63,6 +63,23 @@ static void all_failed_check(struct stk_loader *l, struct job *j, uint32_t kept)
   pthread_mutex_unlock(&l->skip_mu);
 }
 
+/* A run that ends under the default policy with no sample delivered (all
+ * of them failed, fewer than ALL_FAILED_LIMIT, so no streak stopped it)
+ * fails as a streak would, instead of ending as if it were empty. The
+ * consumer's, under l->mu; returns the loader's failure, or 0. */
+int stk__all_skipped_check(struct stk_loader *l) {
+  uint64_t skips = atomic_load(&l->skips_seen);
+  if (l->o.on_error != STK_ON_ERROR_DEFAULT || l->samples_out || !skips) return 0;
+  pthread_mutex_lock(&l->skip_mu);
+  l->failed = l->last_skip_code ? l->last_skip_code : STK_EDECODE;
+  snprintf(l->err, sizeof l->err,
+           "all %llu samples of the run failed (is the dataset, field or decoder right? "
+           "on_error=skip goes on regardless); the latest: %.300s",
+           (unsigned long long)skips, l->last_skip);
+  pthread_mutex_unlock(&l->skip_mu);
+  return l->failed;
+}
+
 /* Make the batch view and publish the job for the consumer. */
 void stk__ring_put(struct stk_loader *l, struct job *j) {
   uint32_t k = 0;

@@ -289,7 +289,8 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
       break;
     }
     if (l->reader_done && l->next_seq >= l->made_seq) {
-      rc = STK_EOF;
+      rc = stk__all_skipped_check(l);
+      if (!rc) rc = STK_EOF;
       break;
     }
     if (!block) {

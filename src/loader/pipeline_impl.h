@@ -197,6 +197,9 @@ void stk__note_skip(struct stk_loader *l, uint64_t id, int code, const char *msg
 /* A sample failed: skipped, or its job fails (on_error fail). */
 void stk__slot_fail(struct stk_loader *l, struct job *j, struct slot *s, int code,
                     const char *msg);
+/* At the end of a run: every sample failed under the default policy? Then
+ * the loader fails (returned), else 0. The consumer's, under l->mu. */
+int stk__all_skipped_check(struct stk_loader *l);
 /* Make the batch view and publish the job for the consumer. */
 void stk__ring_put(struct stk_loader *l, struct job *j);
 
