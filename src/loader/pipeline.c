@@ -226,12 +226,13 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
   l->st[STK_STAGE_DECODE].threads = l->nworkers;
   stk_sampler_save(l->rd.sampler, &l->state);
   l->t_open = stk_now_ns();
-  if (!tok && stk__dataset_prefetch_budget(ds)) {
+  if (tok && stk__tokens_chunked(tok) && stk__dataset_prefetch_budget(ds))
+    rc = stk__tok_lookahead_start(&l->tla, tok, &l->o, l->o.resume, &l->rd.taken_total, err);
+  if (!rc && !tok && stk__dataset_prefetch_budget(ds))
     rc = stk__lookahead_start(&l->la, ds, &l->o, l->o.resume, &l->rd.taken_total, err);
-    if (rc) {
-      loader_free(l);
-      return stk__errf(errmsg, rc, "%s", err);
-    }
+  if (rc) {
+    loader_free(l);
+    return stk__errf(errmsg, rc, "%s", err);
   }
   uint32_t started = 0;
   for (; started < l->nworkers; started++)
@@ -243,6 +244,7 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
     pthread_mutex_unlock(&l->mu);
     for (uint32_t i = 0; i < started; i++) pthread_join(l->workers[i], NULL);
     stk__lookahead_stop(l->la);
+    stk__tok_lookahead_stop(l->tla);
     loader_free(l);
     return stk__errf(errmsg, STK_ESYS, "cannot start loader threads");
   }
@@ -382,6 +384,7 @@ void stk_loader_close(struct stk_loader *l) {
   pthread_mutex_unlock(&l->mu);
   pthread_join(l->rd.thread, NULL);
   stk__lookahead_stop(l->la);
+  stk__tok_lookahead_stop(l->tla);
   /* Let the workers finish the tasks already queued: they write into job
    * buffers that must not be freed under them. */
   pthread_mutex_lock(&l->mu);

@@ -161,6 +161,7 @@ struct stk_loader {
   uint32_t depth_max_seen;
   struct stk_sampler_state state;
   struct stk__lookahead *la; /* stages the shards the reader needs next */
+  struct stk__tok_lookahead *tla; /* or the chunks of a remote corpus's windows */
   struct stk__publish *pub; /* counters for `stoker watch` (publish.c) */
   _Atomic uint64_t ds_fp;   /* stk_sampler_fingerprint, taken at the first save */
   /* on_error skip: samples skipped so far, failures in a row, and the
