@@ -266,6 +266,19 @@ TEST(loader_default_skips_until_all_fail) {
   CHECK_CONTAINS(stk_loader_errmsg(l), "samples in a row failed");
   CHECK_CONTAINS(stk_loader_errmsg(l), "has no field 'nope'");
   stk_loader_close(l);
+  /* Fewer bad samples than a streak, all of the run: it fails at the end
+   * (and stays failed) rather than ending as an empty run. */
+  o.epochs = 1;
+  o.epoch_samples = 20;
+  CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
+  while ((rc = stk_loader_next(l, &b)) == 0) stk_batch_release(l, b);
+  CHECK_EQ(rc, STK_EFORMAT);
+  CHECK_CONTAINS(stk_loader_errmsg(l), "all 20 samples of the run failed");
+  CHECK_CONTAINS(stk_loader_errmsg(l), "has no field 'nope'");
+  CHECK_EQ(stk_loader_next(l, &b), STK_EFORMAT);
+  stk_loader_close(l);
+  o.epoch_samples = 0;
+  o.epochs = 3;
   /* skip asked for goes on regardless. */
   o.on_error = STK_ON_ERROR_SKIP;
   CHECK_OK(stk_loader_open(&l, ds, &o, NULL));

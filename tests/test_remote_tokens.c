@@ -270,3 +270,70 @@ TEST(remote_tokens_chunks_evicted_under_budget) {
   stk_tokens_close(rem);
   stk_tokens_close(loc);
 }
+
+/* The look-ahead stages the chunks of the windows ahead of the reader: a
+ * loader whose ring holds one batch, its consumer holding the first, still
+ * gets chunks staged (counted as prefetched) that only the look-ahead can
+ * have asked for; with the cache's prefetch off, none. Every window the
+ * loader serves equals the local corpus's either way. */
+TEST(remote_tokens_lookahead_stages_chunks_ahead) {
+  corpus();
+  char url[256], path[320], err[STK_ERRMSG_MAX] = "";
+  serve("nginx src", url, sizeof url);
+  snprintf(path, sizeof path, "%s/corp/shard-00000", url);
+  for (int off = 0; off < 2; off++) {
+    struct stk_cache_opts co = {.dir = off ? "cd-off" : "cd", .chunk_bytes = 4096,
+                                .prefetch_bytes = off ? -1 : 0};
+    struct stk_tokens *loc = open_at("src/corp/shard-00000", 64, NULL, err);
+    struct stk_tokens *rem = open_at(path, 64, &co, err);
+    CHECK_MSG(loc && rem, "%s", err);
+    struct stk_loader_opts o;
+    stk_loader_opts_init(&o);
+    o.batch_size = 4;
+    o.threads = 1;
+    o.prefetch = 1;
+    o.prefetch_max = 1;
+    struct stk_loader *l;
+    CHECK_OK(stk_loader_open_tokens(&l, rem, &o, err));
+    struct stk_batch *first;
+    CHECK_OK(stk_loader_next(l, &first));
+    struct stk_loader_stats st;
+    stk_loader_stats(l, &st);
+    CHECK(st.has_cache);
+    /* Wait (bounded, for a hang) for the look-ahead to stage a chunk. */
+    for (int i = 0; !off && i < 3000 && st.cache.prefetched == 0; i++) {
+      struct timespec ts = {0, 10000000};
+      nanosleep(&ts, NULL);
+      stk_loader_stats(l, &st);
+    }
+    if (off)
+      CHECK_EQ(st.cache.prefetched, 0);
+    else
+      CHECK_MSG(st.cache.prefetched > 0, "no chunk staged ahead in 30 s");
+    uint32_t S = stk_tokens_row_len(loc);
+    int64_t *want = malloc(S * 8);
+    uint64_t seen = 0;
+    struct stk_batch *b = first;
+    int rc = 0;
+    do {
+      struct stk_token_batch tb;
+      CHECK_OK(stk_batch_tokens(l, b, &tb));
+      CHECK_EQ(tb.cols, S);
+      size_t row = (size_t)S * (tb.type == STK_TOKENS_INT64 ? 8 : 4);
+      for (uint32_t r = 0; r < tb.rows; r++, seen++) {
+        CHECK_OK(stk_tokens_window(loc, tb.windows[r], want, NULL, NULL, NULL, err));
+        CHECK_MSG(!memcmp((uint8_t *)tb.tokens + r * row, want, row), "window %llu differs",
+                  (unsigned long long)tb.windows[r]);
+      }
+      stk_batch_release(l, b);
+    } while ((rc = stk_loader_next(l, &b)) == 0);
+    CHECK_EQ(rc, STK_EOF);
+    CHECK_EQ(seen, stk_tokens_num_windows(rem));
+    stk_loader_stats(l, &st);
+    if (off) CHECK_EQ(st.cache.prefetched, 0);
+    free(want);
+    stk_loader_close(l);
+    stk_tokens_close(rem);
+    stk_tokens_close(loc);
+  }
+}

@@ -70,7 +70,7 @@ struct stk_cache_stats {
   uint64_t fetch_bytes;     /* bytes fetched from the origin (attempts included) */
   uint64_t fetch_p50_ns, fetch_p99_ns; /* time to stage one shard */
   uint64_t shared_waits;    /* misses another process filled while we waited */
-  uint64_t prefetched;      /* shards staged ahead of need */
+  uint64_t prefetched;      /* shards (or chunks) staged ahead of need */
   uint64_t stalls;          /* reads that had to wait for a fetch */
   uint64_t stall_ns;        /* ... and how long in all */
   uint64_t restages;        /* cached copies found missing or corrupt, refetched */

@@ -131,13 +131,12 @@ struct stk_allocator {
  * (0) is SKIP, so that one bad file in a million does not end a long run
  * (the ImageNet training set has CMYK JPEGs and a PNG named .JPEG, which
  * decode, and web-scraped sets have truncated files), except that 64
- * samples in a row that fail (or a whole epoch of this rank's, where that
- * is fewer) stop the run with the latest error: that is a wrong dataset or
- * option, or a dataset gone, not a bad file. Under DEFAULT a failing
- * source (STK_EIO, ENET, ETIMEDOUT, ENOMEM, ENOSPC, ...: an origin down
- * past its retries) stops the run at once, as FAIL does. FAIL was
- * 0 before DEFAULT existed; a program built then that set it explicitly
- * now gets DEFAULT. */
+ * samples in a row that fail (or every sample of a shorter run) stop the
+ * run with the latest error: that is a wrong dataset or option, or a
+ * dataset gone, not a bad file. Under DEFAULT a failing source (STK_EIO,
+ * ENET, ETIMEDOUT, ENOMEM, ENOSPC, ...: an origin down past its retries)
+ * stops the run at once, as FAIL does. FAIL was 0 before DEFAULT existed;
+ * a program built then that set it explicitly now gets DEFAULT. */
 enum stk_on_error { STK_ON_ERROR_DEFAULT = 0, STK_ON_ERROR_SKIP = 1, STK_ON_ERROR_FAIL = 2 };
 
 /* Programs built against this header and linked with a newer libstoker

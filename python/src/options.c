@@ -148,6 +148,7 @@ int parse_opts(LoaderObject *self, PyObject *d) {
       opt_str(self, d, "cache_dir", &c->dir) || opt_u64(d, "cache_size", &c->disk_bytes) ||
       opt_u64(d, "ram_cache_size", &c->ram_bytes) || opt_u64(d, "cache_min_free", &c->min_free) ||
       opt_u32(d, "fetchers", &c->fetchers) || opt_int(d, "cache_no_fsync", &c->no_fsync) ||
+      opt_u64(d, "cache_chunk_size", &c->chunk_bytes) ||
       opt_dbl(d, "connect_timeout_s", &c->connect_timeout_s) ||
       opt_dbl(d, "retry_max_s", &c->retry_max_s) ||
       opt_str(self, d, "s3_endpoint", &c->s3_endpoint) ||
@@ -160,6 +161,11 @@ int parse_opts(LoaderObject *self, PyObject *d) {
     long long x = PyLong_AsLongLong(pf);
     if (x == -1 && PyErr_Occurred()) return -1;
     c->prefetch_bytes = x;
+  }
+  if (c->chunk_bytes && (c->chunk_bytes < 4096 || c->chunk_bytes > (1ull << 32))) {
+    PyErr_Format(PyExc_ValueError, "cache_chunk_size: %llu is outside 4KiB..4GiB",
+                 (unsigned long long)c->chunk_bytes);
+    return -1;
   }
   if (c->s3_addressing < 0 || c->s3_addressing > 2) {
     PyErr_SetString(PyExc_ValueError, "s3_addressing: out of range");

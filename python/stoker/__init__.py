@@ -318,7 +318,9 @@ class Loader(_stoker.Loader):
       index_dir=None      where window index files live (None: beside the data)
     Cache (URLs, or a path staged through a disk tier):
       cache_dir, cache_size, ram_cache_size, cache_min_free, cache_prefetch
-      (size, or "off"), fetchers, cache_no_fsync, s3_endpoint, s3_region,
+      (size, or "off"), fetchers, cache_no_fsync, cache_chunk_size (chunks a
+      remote Megatron .bin is read in: 4KiB..4GiB, default 64MiB; processes
+      sharing a cache_dir should agree on it), s3_endpoint, s3_region,
       s3_profile, s3_addressing ("auto", "path", "virtual"), connect_timeout_s,
       retry_max_s
 
@@ -397,7 +399,7 @@ def _options(source, batch_size=64, *, shuffle=True, seed=None, epochs=1,
              prefetch_max=0, mem_cap=0, inflight=0, io_depth=0, pin_memory=False,
              index_threads=0, cache_dir=None, cache_size=None, ram_cache_size=None,
              cache_min_free=None, cache_prefetch=None, fetchers=None, cache_no_fsync=False,
-             s3_endpoint=None, s3_region=None, s3_profile=None, s3_addressing="auto",
+             cache_chunk_size=None, s3_endpoint=None, s3_region=None, s3_profile=None, s3_addressing="auto",
              connect_timeout_s=None, retry_max_s=None, seq_len=None, samples=0, split=None,
              split_index=0, blend=None, windows="megatron", tokens="int64", index_dir=None):
     o = {}
@@ -500,6 +502,9 @@ def _options(source, batch_size=64, *, shuffle=True, seed=None, epochs=1,
             _size("cache_prefetch", cache_prefetch)
     o["fetchers"] = _int("fetchers", fetchers, 0, 4096)
     o["cache_no_fsync"] = _bool("cache_no_fsync", cache_no_fsync)
+    o["cache_chunk_size"] = _size("cache_chunk_size", cache_chunk_size)
+    if o["cache_chunk_size"] is not None and not 4096 <= o["cache_chunk_size"] <= 1 << 32:
+        raise ValueError(f"cache_chunk_size: {cache_chunk_size!r} is outside 4KiB..4GiB")
     o["s3_endpoint"] = _str("s3_endpoint", s3_endpoint)
     o["s3_region"] = _str("s3_region", s3_region)
     o["s3_profile"] = _str("s3_profile", s3_profile)
@@ -511,8 +516,8 @@ def _options(source, batch_size=64, *, shuffle=True, seed=None, epochs=1,
             o[nm] = float(v)
     o["want_cache"] = int(any(o.get(k) not in (None, 0) for k in (
         "cache_dir", "cache_size", "ram_cache_size", "cache_min_free", "cache_prefetch",
-        "fetchers", "cache_no_fsync", "s3_endpoint", "s3_region", "s3_profile",
-        "s3_addressing", "connect_timeout_s", "retry_max_s")))
+        "fetchers", "cache_no_fsync", "cache_chunk_size", "s3_endpoint", "s3_region",
+        "s3_profile", "s3_addressing", "connect_timeout_s", "retry_max_s")))
     return src, {k: v for k, v in o.items() if v is not None}
 
 

@@ -87,7 +87,8 @@ class Loader:
                  cache_dir: Optional[str] = ..., cache_size: Optional[Size] = ...,
                  ram_cache_size: Optional[Size] = ..., cache_min_free: Optional[Size] = ...,
                  cache_prefetch: Optional[Union[Size, bool]] = ..., fetchers: Optional[int] = ...,
-                 cache_no_fsync: bool = ..., s3_endpoint: Optional[str] = ...,
+                 cache_no_fsync: bool = ..., cache_chunk_size: Optional[Size] = ...,
+                 s3_endpoint: Optional[str] = ...,
                  s3_region: Optional[str] = ..., s3_profile: Optional[str] = ...,
                  s3_addressing: str = ..., connect_timeout_s: Optional[float] = ...,
                  retry_max_s: Optional[float] = ...) -> None: ...

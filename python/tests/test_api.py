@@ -26,10 +26,7 @@ def test_option_names_follow_the_cli():
     usage = subprocess.run([STOKER_BIN, "help", "feed"], capture_output=True, text=True).stdout
     cli = set(re.findall(r"--([a-z0-9-]+)", usage))
     only_cli = {"consumer-ms", "limit", "save-state", "json", "quiet", "no-verify", "s3-path-style",
-                "s3-virtual-host", "batch",
-                # not yet a Loader option: the binding (python/src) was being split
-                # when the chunked cache came; it takes the default, 64 MiB
-                "cache-chunk-size"}
+                "s3-virtual-host", "batch"}
     params = set(inspect.signature(stoker.Loader).parameters)
     renamed = {"no-verify": "verify"}
     missing = [o for o in cli - only_cli if o.replace("-", "_") not in params and renamed.get(o) not in params]

@@ -195,9 +195,10 @@ static int load(struct stk_cache *c, struct stk__chunks *ch, size_t i, const str
   return 0;
 }
 
-/* A READY slot holding chunk k of shard i, pinned. */
+/* A READY slot holding chunk k of shard i, pinned; *loaded (may be NULL)
+ * set when this call staged it. */
 static int acquire(struct stk_cache *c, struct stk__chunks *ch, size_t i, const struct cobj *ob,
-                   uint64_t k, const int *cancel, struct cslot **out, char *err) {
+                   uint64_t k, const int *cancel, struct cslot **out, int *loaded, char *err) {
   pthread_mutex_lock(&ch->mu);
   for (;;) {
     if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
@@ -237,6 +238,7 @@ static int acquire(struct stk_cache *c, struct stk__chunks *ch, size_t i, const 
     victim->pins = 1;
     pthread_mutex_unlock(&ch->mu);
     int rc = load(c, ch, i, ob, k, victim, cancel, err);
+    if (loaded) *loaded = rc == 0;
     pthread_mutex_lock(&ch->mu);
     if (rc) {
       victim->state = S_EMPTY;
@@ -277,7 +279,7 @@ int stk__cache_read(struct stk_cache *c, size_t i, uint64_t off, void *buf, uint
   while (len) {
     uint64_t k = off / ch->bytes, in = off % ch->bytes;
     struct cslot *s = NULL;
-    if ((rc = acquire(c, ch, i, &ob, k, cancel, &s, err)) != 0) {
+    if ((rc = acquire(c, ch, i, &ob, k, cancel, &s, NULL, err)) != 0) {
       if (rc != STK_ECANCELED) {
         pthread_mutex_lock(&ch->mu);
         ch->obj[i].fail_rc = rc;
@@ -298,6 +300,32 @@ int stk__cache_read(struct stk_cache *c, size_t i, uint64_t off, void *buf, uint
     b += n;
     off += n;
     len -= n;
+  }
+  return 0;
+}
+
+int stk__cache_warm(struct stk_cache *c, size_t i, uint64_t off, uint64_t len, const int *cancel,
+                    char *err) {
+  if (i >= c->n) return stk__errf(err, STK_EINVAL, "cache: no shard %zu", i);
+  struct stk__chunks *ch = chunks(c, err);
+  if (!ch) return STK_ENOMEM;
+  struct cobj ob;
+  int rc = object(c, ch, i, &ob, err);
+  if (rc) return rc;
+  if (ob.fail_rc && stk_now_ns() - ob.fail_ns < FAIL_HOLD_NS)
+    return stk__errf(err, ob.fail_rc, "%s", ob.fail_msg);
+  if (!len || off >= ob.size) return 0;
+  uint64_t last = (off + STK__MIN(len, ob.size - off) - 1) / ch->bytes;
+  for (uint64_t k = off / ch->bytes; k <= last; k++) {
+    struct cslot *s = NULL;
+    int loaded = 0;
+    if ((rc = acquire(c, ch, i, &ob, k, cancel, &s, &loaded, err)) != 0) return rc;
+    unpin(ch, s);
+    if (loaded) { /* staged here, ahead of its reader: counted as prefetched */
+      pthread_mutex_lock(&c->mu);
+      c->st.prefetched++;
+      pthread_mutex_unlock(&c->mu);
+    }
   }
   return 0;
 }

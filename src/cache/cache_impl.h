@@ -59,6 +59,11 @@ uint64_t stk__cache_prefetch_budget(const struct stk_cache *c);
 int stk__cache_read(struct stk_cache *c, size_t i, uint64_t off, void *buf, uint64_t len,
                     const int *cancel, char *err);
 uint64_t stk__cache_chunk_bytes(const struct stk_cache *c);
+/* Stage the chunks that bytes [off, off + len) of shard i lie in, copying
+ * nothing (a look-ahead, ahead of stk__cache_read): blocks while they are
+ * fetched, then leaves them in their slots, least recently used first. */
+int stk__cache_warm(struct stk_cache *c, size_t i, uint64_t off, uint64_t len, const int *cancel,
+                    char *err);
 
 void stk__cache_stats(struct stk_cache *c, struct stk_cache_stats *st);
 const char *stk__cache_origin_url(const struct stk_cache *c);

@@ -53,6 +53,9 @@ int stk__shard_chunked(const struct stk_dataset *ds, size_t si);
  * cancel may be NULL. */
 int stk__shard_read(struct stk_dataset *ds, size_t si, uint64_t off, void *buf, uint64_t len,
                     const int *cancel, char *err);
+/* The same bytes staged ahead of a read, nothing copied (look-ahead). */
+int stk__shard_warm(struct stk_dataset *ds, size_t si, uint64_t off, uint64_t len,
+                    const int *cancel, char *err);
 /* Close what stk__shard_open gave (fd < 0 allowed) and drop its pin. */
 void stk__shard_close(struct stk_dataset *ds, size_t si, int fd);
 /* Bytes of shard si's file when known without opening it (a manifest,

@@ -98,3 +98,10 @@ int stk__shard_read(struct stk_dataset *ds, size_t si, uint64_t off, void *buf, 
     return stk__errf(err, STK_EINVAL, "%s: not read in chunks", ds->shards[si].path);
   return stk__cache_read(ds->x->cache, si, off, buf, len, cancel, err);
 }
+
+int stk__shard_warm(struct stk_dataset *ds, size_t si, uint64_t off, uint64_t len,
+                    const int *cancel, char *err) {
+  if (!ds->x->chunked || !ds->x->cache)
+    return stk__errf(err, STK_EINVAL, "%s: not read in chunks", ds->shards[si].path);
+  return stk__cache_warm(ds->x->cache, si, off, len, cancel, err);
+}

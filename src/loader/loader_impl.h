@@ -1,4 +1,5 @@
-/* Internals of the loader shared by pipeline.c and stats.c. */
+/* Internals of the loader shared by its files (the pipeline's own are in
+ * pipeline_impl.h). */
 #ifndef STOKER_LOADER_IMPL_H
 #define STOKER_LOADER_IMPL_H
 
@@ -27,6 +28,18 @@ int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
                          atomic_uint_fast64_t *reader_taken, char *err);
 /* Stop the thread and unpin every shard in the window; NULL is a no-op. */
 void stk__lookahead_stop(struct stk__lookahead *la);
+
+/* The look-ahead of token windows over a remote corpus
+ * (lookahead_tokens.c): threads walk the windows' order ahead of the
+ * reader and stage the cache chunks the next windows lie in. */
+struct stk__tok_lookahead;
+struct stk_tokens;
+int stk__tok_lookahead_start(struct stk__tok_lookahead **out, struct stk_tokens *tok,
+                             const struct stk_loader_opts *o,
+                             const struct stk_sampler_state *resume,
+                             atomic_uint_fast64_t *reader_taken, char *err);
+/* Stop its threads; NULL is a no-op. */
+void stk__tok_lookahead_stop(struct stk__tok_lookahead *la);
 
 /* The sampler's part in counting a streamed dataset (sampler.c): the flag
  * that stops a count in progress, and why the last count failed. */

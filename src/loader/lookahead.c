@@ -29,7 +29,7 @@ struct stk__lookahead {
   atomic_uint_fast64_t *reader_taken;
   uint64_t budget;
 
-  /* Walk state, as the reader keeps it (pipeline.c next_sample). */
+  /* Walk state, as the reader keeps it (reader.c next_sample). */
   uint64_t epoch, epoch_taken, pos;
   int eof;
 

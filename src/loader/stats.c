@@ -1,7 +1,7 @@
-/* Loader statistics: the JSON form of the stats. */
+/* Loader statistics: what each stage did so far, and their JSON form. */
 #include <string.h>
 
-#include "loader_impl.h"
+#include "pipeline_impl.h"
 
 void stk_loader_stats_json(const struct stk_loader_stats *st, struct stk_json *j) {
   stk_json_obj_begin(j);
@@ -50,4 +50,39 @@ void stk_loader_stats_json(const struct stk_loader_stats *st, struct stk_json *j
     stk_cache_stats_json(&st->cache, j);
   }
   stk_json_obj_end(j);
+}
+
+void stk_loader_stats(struct stk_loader *l, struct stk_loader_stats *st) {
+  static const char *names[] = {"read", "decode", "batch", "ring"};
+  memset(st, 0, sizeof *st);
+  for (int i = 0; i < STK_STAGE_COUNT; i++) {
+    struct stk_stage_stats *s = &st->stage[i];
+    s->name = names[i];
+    s->busy_ns = atomic_load(&l->st[i].busy_ns);
+    s->wait_in_ns = atomic_load(&l->st[i].wait_in_ns);
+    s->wait_out_ns = atomic_load(&l->st[i].wait_out_ns);
+    s->items = atomic_load(&l->st[i].items);
+    s->bytes = atomic_load(&l->st[i].bytes);
+    s->threads = l->st[i].threads;
+  }
+  st->wall_ns = stk_now_ns() - l->t_open;
+  st->batches = l->batches_out;
+  st->samples = l->samples_out;
+  st->bytes = l->bytes_out;
+  st->skipped = l->skipped_out;
+  st->consumer_wait_ns = l->consumer_wait_ns;
+  st->wait_p50_ns = stk__hist_quantile(&l->wait_hist, 0.50);
+  st->wait_p99_ns = stk__hist_quantile(&l->wait_hist, 0.99);
+  st->wait_max_ns = l->wait_hist.max;
+  pthread_mutex_lock(&l->mu);
+  st->ring_depth = l->depth;
+  pthread_mutex_unlock(&l->mu);
+  st->ring_depth_max = l->depth_max_seen;
+  st->mem_bytes = atomic_load(&l->mem_bytes);
+  st->mem_peak = atomic_load(&l->mem_peak);
+  st->mem_cap = l->o.mem_cap;
+  st->mem_over_cap = atomic_load(&l->mem_over);
+  st->read_ops = atomic_load(&l->read_ops);
+  st->read_bytes = atomic_load(&l->read_bytes);
+  st->has_cache = stk_dataset_cache_stats(l->ds, &st->cache) == 0;
 }

@@ -597,10 +597,11 @@ static const uint8_t *doc_tokens(const struct src *s, int32_t d, int64_t from, i
 }
 
 struct row {
-  void *tok;
+  void *tok; /* NULL: only warm the chunks the window lies in (stk__tokens_warm) */
   uint8_t *mask;
   int32_t *cu;
   uint32_t *ncu;
+  const int *cancel;
 };
 
 static int add_piece(const struct stk_tokens *t, const struct src *s, const struct row *r,
@@ -613,6 +614,17 @@ static int add_piece(const struct stk_tokens *t, const struct src *s, const stru
                      " holds more than %u tokens (the "
                      "index does not match the corpus)",
                      s->path, k, t->S);
+  if (!r->tok) { /* warming: stage the chunks the piece lies in, copy nothing */
+    size_t sh;
+    uint64_t off;
+    if (s->chunked && doc_place(s, d, from, to, &sh, &off) == 0) {
+      int rc = stk__shard_warm(s->ds, sh, off, (uint64_t)(to - from) * s->dt->size, r->cancel,
+                               err);
+      if (rc) return rc;
+    }
+    *at += (uint32_t)(to - from);
+    return 0;
+  }
   const uint8_t *p = NULL;
   uint8_t *got = NULL; /* a piece read through the cache's chunks */
   if (s->chunked) {
@@ -702,6 +714,7 @@ static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char 
     }
   }
   if (rc) return rc;
+  if (!r->tok) return 0; /* warmed, not served */
   if (at < t->S) { /* padding */
     if (t->es == 4)
       for (uint32_t i = at; i < t->S; i++) ((int32_t *)r->tok)[i] = (int32_t)t->o.pad_token;
@@ -719,7 +732,7 @@ static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char 
 
 int stk_tokens_window(struct stk_tokens *t, uint64_t k, void *tokens, uint8_t *loss_mask,
                       int32_t *cu, uint32_t *ncu, char *errmsg) {
-  struct row r = {tokens, loss_mask, cu, ncu};
+  struct row r = {tokens, loss_mask, cu, ncu, NULL};
   uint32_t dummy;
   if (cu && !ncu) r.ncu = &dummy;
   return fill_row(t, k, &r, errmsg);
@@ -751,8 +764,19 @@ int stk__tokens_fill(struct stk_tokens *t, uint64_t k, uint8_t *base, uint32_t c
   regions(t, cap, off);
   struct row r = {base + (size_t)i * t->S * t->es, base + off[1] + (size_t)i * t->S,
                   (int32_t *)(void *)(base + off[3]) + (size_t)i * (t->S + 1),
-                  (uint32_t *)(void *)(base + off[2]) + i};
+                  (uint32_t *)(void *)(base + off[2]) + i, NULL};
   return fill_row(t, k, &r, err);
+}
+
+int stk__tokens_warm(struct stk_tokens *t, uint64_t k, const int *cancel, char *err) {
+  struct row r = {NULL, NULL, NULL, NULL, cancel};
+  return fill_row(t, k, &r, err);
+}
+
+int stk__tokens_chunked(const struct stk_tokens *t) {
+  for (int i = 0; i < t->n; i++)
+    if (t->src[i].chunked) return 1;
+  return 0;
 }
 
 void stk__tokens_view(const struct stk_tokens *t, uint8_t *base, uint32_t cap, uint32_t n,

@@ -63,6 +63,11 @@ int stk__tokens_fill(struct stk_tokens *t, uint64_t k, uint8_t *base, uint32_t c
 void stk__tokens_view(const struct stk_tokens *t, uint8_t *base, uint32_t cap, uint32_t n,
                       const uint64_t *ids, struct stk_token_batch *out);
 /* The first source's dataset (for messages and the published counters). */
+/* Stage the chunks window k lies in, copying nothing (the look-ahead of a
+ * remote corpus, lookahead_tokens.c); 0 at once when nothing is chunked. */
+int stk__tokens_warm(struct stk_tokens *t, uint64_t k, const int *cancel, char *err);
+/* Whether any source's .bin is read through the cache's chunks. */
+int stk__tokens_chunked(const struct stk_tokens *t);
 struct stk_dataset *stk__tokens_dataset(struct stk_tokens *t);
 uint32_t stk__tokens_seed(const struct stk_tokens *t);
 

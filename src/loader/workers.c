@@ -1,0 +1,204 @@
+/* The loader's decode workers: each takes a range of one job's samples
+ * from the task queue, parses them (checking checksums unless the I/O
+ * thread already did) and decodes them into the batch's buffer, or finds
+ * their bytes in place; a batch that needs its samples copied out of the
+ * read buffer gets a second, copy phase. The last task of a job hands it
+ * to the ring (batch.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "pipeline_impl.h"
+#include "tokens_impl.h"
+
+/* By kind; FIELDS packs whole samples (decode_fields.c) and copies like
+ * raw where its own functions are not called. */
+const struct stk_decode_ops *const stk__loader_decoders[NDECODERS] = {&stk__dec_raw, &stk__dec_jpeg,
+                                                                   &stk__dec_npy, &stk__dec_raw};
+
+void stk__push_tasks(struct stk_loader *l, struct job *j) {
+  uint32_t chunks = STK__MIN(j->n, l->nworkers * 2);
+  if (chunks == 0) chunks = 1;
+  atomic_store(&j->tasks_pending, chunks);
+  pthread_mutex_lock(&l->mu);
+  for (uint32_t c = 0; c < chunks; c++) {
+    uint32_t b = (uint32_t)((uint64_t)j->n * c / chunks), e = (uint32_t)((uint64_t)j->n * (c + 1) / chunks);
+    l->tasks[(l->task_head + l->task_len) % l->tasks_cap] = (struct task){j, b, e};
+    l->task_len++;
+  }
+  pthread_cond_broadcast(&l->cv_task);
+  pthread_mutex_unlock(&l->mu);
+}
+
+static const struct stk_field *pick_field(const struct stk_loader *l, const struct stk_sample *smp) {
+  if (smp->nfields == 0) return NULL;
+  if (!l->o.decode.field) return &smp->fields[0];
+  for (int i = 0; i < smp->nfields; i++)
+    if (strcmp(smp->fields[i].name, l->o.decode.field) == 0) return &smp->fields[i];
+  return NULL;
+}
+
+/* Phase 1 for one sample: parse (checksums) and decode, or find the bytes
+ * in place. */
+static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tls, char *err) {
+  struct slot *s = &j->slots[i];
+  if (s->err) return;
+  if (l->tok) {
+    int rc = stk__tokens_fill(l->tok, s->id, j->out, l->o.batch_size, i, err);
+    if (rc) return stk__slot_fail(l, j, s, rc, err);
+    s->out_off = (uint64_t)i * l->fixed_out;
+    s->out_len = l->fixed_out;
+    return;
+  }
+  const struct stk_shard *sh = &l->ds->shards[s->shard];
+  struct stk_sample smp;
+  memset(&smp, 0, sizeof smp);
+  smp.label = -1;
+  smp.index = s->id; /* files of several samples (DLIO's npz) pick theirs by it */
+  int verify = !l->o.skip_verify && !s->verified;
+  int rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, verify, &smp, err);
+  if (rc) return stk__slot_fail(l, j, s, rc, err);
+  if (smp.label >= 0) s->label = smp.label;
+  if (l->o.decode.kind == STK_DECODE_FIELDS) { /* packed in the copy phase */
+    rc = stk__fields_size(&l->o.decode, &smp, &s->out_len, err);
+    if (rc) {
+      char msg[STK_ERRMSG_MAX + 64];
+      snprintf(msg, sizeof msg, "%s: offset %llu: sample %llu: %s", sh->path,
+               (unsigned long long)s->off, (unsigned long long)s->id, err);
+      return stk__slot_fail(l, j, s, rc, msg);
+    }
+    atomic_store_explicit(&j->copy, 1, memory_order_relaxed);
+    return;
+  }
+  const struct stk_field *f = pick_field(l, &smp);
+  if (!f) {
+    stk__errf(err, STK_EFORMAT, "%s: offset %llu: sample %llu has no field '%s'", sh->path,
+              (unsigned long long)s->off, (unsigned long long)s->id,
+              l->o.decode.field ? l->o.decode.field : "(any)");
+    return stk__slot_fail(l, j, s, STK_EFORMAT, err);
+  }
+  s->field = *f;
+  if (l->fixed_out) { /* decode straight into the batch */
+    uint8_t *dst = j->out + (uint64_t)i * l->fixed_out;
+    struct stk_rng rng;
+    stk_rng_seed(&rng, stk_mix64(stk_mix64(l->o.sampler.seed, j->epoch), s->id));
+    rc = l->dec->decode(&l->o.decode, &tls[l->o.decode.kind], f, dst, l->fixed_out, &s->out_len, &rng, err);
+    if (rc) {
+      char msg[STK_ERRMSG_MAX + 64];
+      snprintf(msg, sizeof msg, "%s: offset %llu: %s", sh->path, (unsigned long long)s->off, err);
+      return stk__slot_fail(l, j, s, rc, msg);
+    }
+    s->out_off = (uint64_t)i * l->fixed_out;
+    return;
+  }
+  uint64_t size;
+  rc = l->dec->out_size(&l->o.decode, f, &size, err);
+  if (rc == 0 && size > (f->encoding == STK_ENC_NONE ? f->len : f->raw_len))
+    rc = stk__errf(err, STK_EFORMAT, "decoded size larger than the field");
+  if (rc) {
+    char msg[STK_ERRMSG_MAX + 64];
+    snprintf(msg, sizeof msg, "%s: offset %llu: %s", sh->path, (unsigned long long)s->off, err);
+    return stk__slot_fail(l, j, s, rc, msg);
+  }
+  s->out_len = size;
+  if (f->encoding == STK_ENC_NONE) /* in place: the payload is the field's tail */
+    s->out_off = (uint64_t)(f->data + f->len - size - j->raw);
+  else
+    atomic_store_explicit(&j->copy, 1, memory_order_relaxed);
+}
+
+/* Phase 2 for one sample: copy or inflate into the output buffer. */
+static void copy_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tls, char *err) {
+  struct slot *s = &j->slots[i];
+  if (s->err) return;
+  uint64_t got = 0;
+  int rc;
+  if (l->o.decode.kind == STK_DECODE_FIELDS) { /* parse again: the fields point into raw */
+    const struct stk_shard *sh = &l->ds->shards[s->shard];
+    struct stk_sample smp;
+    memset(&smp, 0, sizeof smp);
+    smp.label = -1;
+    smp.index = s->id;
+    rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, 0, &smp, err);
+    if (!rc) rc = stk__fields_pack(&l->o.decode, &smp, j->out + s->out_off, s->out_len, &got, err);
+    if (rc) return stk__slot_fail(l, j, s, rc, err);
+    s->out_len = got;
+    return;
+  }
+  if (s->field.encoding == STK_ENC_NONE) {
+    memcpy(j->out + s->out_off, s->field.data + s->field.len - s->out_len, s->out_len);
+    return;
+  }
+  rc = l->dec->decode(&l->o.decode, &tls[l->o.decode.kind], &s->field, j->out + s->out_off, s->out_len,
+                      &got, NULL, err);
+  if (rc) return stk__slot_fail(l, j, s, rc, err);
+  s->out_len = got;
+}
+
+/* Lay out a batch after phase 1; start the copy phase if one is needed. */
+static void finish_phase1(struct stk_loader *l, struct job *j) {
+  uint64_t t0 = stk_now_ns();
+  if (!j->copy || j->err) {
+    ctr_add(&l->st[STK_STAGE_BATCH].busy_ns, stk_now_ns() - t0);
+    stk__ring_put(l, j);
+    return;
+  }
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < j->n; i++)
+    if (!j->slots[i].err) {
+      j->slots[i].out_off = total;
+      total += (j->slots[i].out_len + 63) & ~63ull;
+    }
+  if (stk__buf_reserve(l, &j->out, &j->out_cap, total ? total : 1) != 0) {
+    stk__job_fail(j, STK_ENOMEM, "out of memory for a batch's output buffer");
+    stk__ring_put(l, j);
+    return;
+  }
+  j->phase = 2;
+  ctr_add(&l->st[STK_STAGE_BATCH].busy_ns, stk_now_ns() - t0);
+  stk__push_tasks(l, j);
+}
+
+void *stk__worker_main(void *arg) {
+  struct stk_loader *l = arg;
+  void *tls[NDECODERS] = {NULL};
+  char err[STK_ERRMSG_MAX];
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    uint64_t t0 = stk_now_ns();
+    while (!l->task_len && !l->stop_workers) pthread_cond_wait(&l->cv_task, &l->mu);
+    ctr_add(&l->st[STK_STAGE_DECODE].wait_in_ns, stk_now_ns() - t0);
+    if (!l->task_len) break;
+    struct task t = l->tasks[l->task_head];
+    l->task_head = (l->task_head + 1) % l->tasks_cap;
+    l->task_len--;
+    pthread_mutex_unlock(&l->mu);
+
+    uint64_t t1 = stk_now_ns(), bytes = 0;
+    struct job *j = t.job;
+    int phase = j->phase; /* fixed until this job's last task of the phase */
+    for (uint32_t i = t.begin; i < t.end; i++) {
+      if (phase == 2)
+        copy_sample(l, j, i, tls, err);
+      else
+        do_sample(l, j, i, tls, err);
+      bytes += j->slots[i].out_len;
+    }
+    int stage = phase == 2 ? STK_STAGE_BATCH : STK_STAGE_DECODE;
+    ctr_add(&l->st[stage].busy_ns, stk_now_ns() - t1);
+    if (phase != 2) {
+      ctr_add(&l->st[STK_STAGE_DECODE].items, t.end - t.begin);
+      ctr_add(&l->st[STK_STAGE_DECODE].bytes, bytes);
+    }
+    if (atomic_fetch_sub(&j->tasks_pending, 1) == 1) {
+      if (phase == 2)
+        stk__ring_put(l, j);
+      else
+        finish_phase1(l, j);
+    }
+    pthread_mutex_lock(&l->mu);
+  }
+  pthread_mutex_unlock(&l->mu);
+  for (size_t k = 0; k < NDECODERS; k++)
+    if (tls[k] && stk__loader_decoders[k]->thread_free) stk__loader_decoders[k]->thread_free(tls[k]);
+  return NULL;
+}
