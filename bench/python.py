@@ -17,8 +17,22 @@ P3  a real loop: a small CNN on CPU (4x average pooling first, so a step
     takes tens of ms, as on an accelerator) fed by each loader; the share of step
     time spent waiting for input, from the loader's own stats (stoker) and
     a wall-clock split (both).
+P4  WebDataset dict samples (jpg + cls + json; bench/python_p45.py):
+    stoker.torch's decode="fields" (the jpg decoded to a uint8 CHW tensor,
+    cls an int, json parsed) against the `webdataset` library's own
+    loader doing the same work in torch's DataLoader at num_workers 0..3
+    (bench/anchors_p4.py, in .venv-anchors); each side's best setting,
+    medians of --rounds interleaved rounds, the shards read whole before
+    every run, opening included; storage reads (pgpgin) beside.
+P5  open to first batch on --p5-files empty class-folder files (1000
+    folders; 1,280,000 is ImageNet's count): stoker.Loader to its first
+    batch against torchvision's ImageFolder scan to its first sample, the
+    page cache warm, reads beside; the files are written under /tmp and
+    deleted afterwards.
 
-Prints a table and writes bench/results/python.json. Figures taken on a
+--only picks the benchmarks (P1,P2,P3,P4,P5 by default). Prints a table
+and writes bench/results/python.json (python-P4.json and so on when P1 is
+not among them). Figures taken on a
 shared machine are preliminary: the load average is recorded beside them."""
 import argparse
 import json
@@ -31,6 +45,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import NCORES, ROOT, STK, warm, files_of  # noqa: E402
+import python_p45 as p45  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -281,13 +296,34 @@ def main():
     ap.add_argument("--samples", type=int, default=int(os.environ.get("SAMPLES", "768")))
     ap.add_argument("--workers", default="0,1,2,4,8")
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--only", default="P1,P2,P3")
+    ap.add_argument("--only", default="P1,P2,P3,P4,P5")
     ap.add_argument("--anchors", default="dali,spdl",
                     help="P1's anchors to run, of dali, dali_plain, spdl ('' for none)")
     ap.add_argument("--anchor-threads", default=",".join(str(t) for t in range(1, NCORES + 1)),
                     help="the thread counts each anchor is swept over (best kept)")
+    ap.add_argument("--rounds", type=int, default=3, help="P4's interleaved rounds (median kept)")
+    ap.add_argument("--p4-samples", type=int, default=2048, help="P4's samples (one epoch a run)")
+    ap.add_argument("--p4-threads", default="1,2",
+                    help="stoker.torch transform_threads settings for P4 (best kept)")
+    ap.add_argument("--p4-workers", default="0,1,2,3",
+                    help="DataLoader num_workers settings for P4's webdataset rows (best kept)")
+    ap.add_argument("--p4-image", default="torchrgb8,tv",
+                    help="webdataset's image decoders for P4: torchrgb8 (its own, PIL), tv "
+                         "(torchvision.io, as stoker's)")
+    ap.add_argument("--p5-files", type=int, default=128000,
+                    help="P5's class-folder files (1000 folders; 1280000 is ImageNet's count)")
     a = ap.parse_args()
     res = {"load_before": loadavg(), "cores": NCORES, "torch": torch.__version__}
+    if "P4" in a.only:
+        why = anchors_status().get("webdataset", "ok")
+        py = os.path.join(ANCHORS_VENV, "bin", "python")
+        if not os.path.exists(py):
+            why = "not installed: no .venv-anchors (bench/anchors-setup makes it)"
+        res["P4"] = p45.p4(a, py, None if why == "ok" else why)
+    if "P5" in a.only:
+        res["P5"] = p45.p5(a.p5_files, a.rounds)
+    if not any(k in a.only for k in ("P1", "P2", "P3")):
+        return finish(res)
     jpegs = dataset("stoker-bench-p1", samples=2048, format="files", jpeg=(400, 300, 500, 400),
                     classes=10, seed=1)
     warm(files_of(jpegs))
@@ -307,10 +343,16 @@ def main():
             print(f"P3 {k}: {v['step_s'] * 1000:.0f} ms/step, wall-clock split: "
                   f"{v['wait_share'] * 100:.1f}% waiting for input{extra}", flush=True)
         print(f"P3 stoker verdict: {res['P3']['stoker']['verdict']}")
+    finish(res)
+
+
+def finish(res):
     res["load_after"] = loadavg()
     print(f"load average before/after: {res['load_before']} / {res['load_after']} on {NCORES} cores")
     os.makedirs("bench/results", exist_ok=True)
-    with open("bench/results/python.json", "w") as f:
+    only = "-".join(k for k in ("P1", "P2", "P3", "P4", "P5") if k in res)
+    name = "python" if only == "P1-P2-P3" or "P1" in only else f"python-{only}"
+    with open(f"bench/results/{name}.json", "w") as f:
         json.dump(res, f, indent=1)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Python binding benchmarks P1-P3: see bench/python.py. Needs `make python`
+# Python binding benchmarks P1-P5: see bench/python.py. Needs `make python`
 # (the .venv with the stoker package); SAMPLES=N sets P1's samples per run.
-# P1's anchors (DALI, SPDL) run in their own environment, .venv-anchors,
+# P1's anchors (DALI, SPDL) and P4's (webdataset) run in their own environment, .venv-anchors,
 # which bench/anchors-setup installs from PyPI on first use and refreshes
 # when bench/anchors-requirements.txt or the package changes (ANCHORS=0
 # skips that step). Where it cannot, P1 still runs and their rows say why.

@@ -152,6 +152,22 @@ def samples(batch, decoders=None):
     return [sample(batch, i, decoders) for i in range(len(batch))]
 
 
+def _stack(torch, vals):
+    """torch.stack of same-shape tensors, through numpy for CPU tensors:
+    torch.stack of decoded images (CHW views of HWC buffers) is a byte-wise
+    transpose on torch's intra-op threads, which on busy cores wait for
+    each other (1.07 s for 64 500x375 images at 2 threads, 0.17 s at 1,
+    bench P4); numpy's stack keeps each image's layout (the batch comes out
+    channels-last, as the decoder's own views are) in one memcpy each,
+    0.05 s. The values are the same either way."""
+    if all(v.device.type == "cpu" and not v.requires_grad for v in vals):
+        try:
+            return torch.from_numpy(np.stack([v.numpy() for v in vals]))
+        except TypeError:  # a dtype numpy lacks (bfloat16)
+            pass
+    return torch.stack(vals)
+
+
 def collate(items):
     """A batch of dict samples as one dict: tensors of one shape stacked,
     ints into an int64 tensor, numpy arrays of one dtype and shape stacked
@@ -169,7 +185,7 @@ def collate(items):
         if torch is not None and isinstance(v0, torch.Tensor) and \
                 all(isinstance(v, torch.Tensor) and v.shape == v0.shape and v.dtype == v0.dtype
                     for v in vals):
-            out[k] = torch.stack(vals)
+            out[k] = _stack(torch, vals)
         elif isinstance(v0, np.ndarray) and \
                 all(isinstance(v, np.ndarray) and v.shape == v0.shape and v.dtype == v0.dtype
                     for v in vals):

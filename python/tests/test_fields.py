@@ -255,3 +255,21 @@ def test_webdataset_npy_members_of_any_dtype_and_order(tmp_path):
         typed = {n: (dt, sh) for n, _, dt, sh in b._sample(0)[3]}
         assert typed["npy"] == ("float32", (2, 3)) and typed["ids.npy"] == ("int64", (1,))
         assert typed["fort.npy"] == (None, None) and typed["be.npy"] == (None, None)
+
+
+@needs_torch
+def test_collate_stacks_image_views_to_the_same_values():
+    # Decoded images are CHW views of HWC pixels; collate stacks them through
+    # numpy (torch.stack's byte-wise transpose was most of a P4 pass): the
+    # values are torch.stack's, the batch channels-last in memory.
+    import torch
+    g = torch.Generator().manual_seed(0)
+    imgs = [torch.randint(0, 256, (5, 7, 3), dtype=torch.uint8, generator=g).permute(2, 0, 1)
+            for _ in range(4)]
+    out = F.collate([{"jpg": x, "cls": i} for i, x in enumerate(imgs)])
+    assert out["jpg"].shape == (4, 3, 5, 7) and out["jpg"].dtype == torch.uint8
+    assert torch.equal(out["jpg"], torch.stack(imgs))
+    assert out["jpg"].is_contiguous(memory_format=torch.channels_last)
+    assert out["cls"].tolist() == [0, 1, 2, 3]
+    bf = F.collate([{"x": torch.ones(2, dtype=torch.bfloat16)}] * 3)["x"]  # no numpy dtype
+    assert bf.shape == (3, 2) and bf.dtype == torch.bfloat16
