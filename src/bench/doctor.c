@@ -5,10 +5,8 @@
  * workload preset's per-accelerator demand. */
 #include <errno.h>
 #include <fcntl.h>
-#include <liburing.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,18 +21,9 @@
 #include "../base/base.h"
 #include "../gen/synth.h"
 #include "cuda.h"
+#include "doctor_impl.h"
 #include "stoker/doctor.h"
 
-#define MiB (1024.0 * 1024.0)
-/* Sequential O_DIRECT reads and writes: 4 MiB requests, 16 in flight. On
- * the virtio disk this was tuned on, 1 MiB at QD 8 reached only 60-80% of
- * what bigger requests or a deeper queue did; a ceiling must not be low. */
-#define SEQ_BS (4u << 20)
-#define SEQ_QD 16u
-#define WR_CHUNK (1u << 20)   /* buffered writes: 1 MiB write()s ... */
-#define WR_BEHIND (32u << 20) /* ... with writeback started every 32 MiB */
-#define RAND_BS 4096u
-#define RAND_QD 32u
 #define PC_CHUNK (4u << 20) /* page-cache reads: 4 MiB per read() */
 #define JPEG_QUALITY 90
 
@@ -54,61 +43,6 @@ const char *stk_doctor_fig_title(int i) {
   return i >= 0 && i < STK_DOCTOR_NFIG ? figs[i].title : NULL;
 }
 
-/* ---- one run's context ------------------------------------------------ */
-
-struct run {
-  const struct stk_doctor_opts *o;
-  struct stk_doctor_result *r;
-  char path[1100]; /* the scratch file; "" when none exists */
-  uint64_t size;
-  int use_uring;            /* io_uring for O_DIRECT phases (else a thread per slot) */
-  int filled;               /* the scratch file holds size bytes of data */
-  char err[STK_ERRMSG_MAX]; /* detail of the failure; copied out at the end */
-};
-
-static int canceled(const struct run *x) { return x->o->cancel && __atomic_load_n(x->o->cancel, __ATOMIC_RELAXED); }
-
-static int wanted(const struct run *x, int fig) {
-  return !x->o->only || (x->o->only & STK_DOCTOR_BIT(fig));
-}
-
-static void phase(const struct run *x, int fig) {
-  if (x->o->progress) x->o->progress(x->o->ctx, figs[fig].title);
-}
-
-static void fig_note(struct stk_doctor_figure *f, const char *fmt, va_list ap) {
-  vsnprintf(f->reason, sizeof f->reason, fmt, ap);
-}
-
-/* A measured value with a note on how; a value that is not a positive
- * finite number becomes invalid instead, never a reported 0. */
-__attribute__((format(printf, 3, 4))) static void fig_ok(struct stk_doctor_figure *f, double v,
-                                                         const char *fmt, ...) {
-  if (!(v > 0) || !isfinite(v)) {
-    snprintf(f->reason, sizeof f->reason, "measured no time or no work");
-    f->valid = 0;
-    return;
-  }
-  va_list ap;
-  va_start(ap, fmt);
-  fig_note(f, fmt, ap);
-  va_end(ap);
-  f->value = v;
-  f->valid = 1;
-}
-
-__attribute__((format(printf, 2, 3))) static void fig_bad(struct stk_doctor_figure *f,
-                                                          const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fig_note(f, fmt, ap);
-  va_end(ap);
-  f->value = NAN;
-  f->valid = 0;
-}
-
-static double secs(uint64_t ns) { return (double)ns / 1e9; }
-
 static uint64_t thread_cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -123,190 +57,6 @@ static int cmp_dbl(const void *a, const void *b) {
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_dbl);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static void fill_random(uint8_t *p, size_t n, uint64_t seed) {
-  struct stk_rng r;
-  stk_rng_seed(&r, seed);
-  for (size_t i = 0; i + 8 <= n; i += 8) {
-    uint64_t v = stk_rng_next(&r);
-    memcpy(p + i, &v, 8);
-  }
-}
-
-/* ---- direct I/O at a queue depth -------------------------------------- */
-
-/* One O_DIRECT job: sequential over [0, span) once, or random bs-aligned
- * offsets in [0, span) until max_ns has passed. */
-struct dio {
-  int fd, write, random;
-  uint32_t bs, qd;
-  uint64_t span, max_ns;
-  const volatile int *cancel;
-  uint8_t *bufs; /* qd * bs bytes, aligned */
-  /* results */
-  uint64_t bytes, ops, ns;
-  int err_no;   /* errno of the first failed request, 0 if none */
-  int short_io; /* a request moved fewer than bs bytes */
-};
-
-static int dio_stop(const struct dio *d) { return d->cancel && __atomic_load_n(d->cancel, __ATOMIC_RELAXED); }
-
-/* Where the next request goes: the io_uring loop's state. */
-struct dio_cursor {
-  struct stk_rng rng;
-  uint64_t next, deadline, blocks;
-};
-
-/* Whether d has more requests to issue, and if so the offset of the next. */
-static int dio_next(const struct dio *d, struct dio_cursor *c, uint64_t *off) {
-  if (dio_stop(d)) return 0;
-  if (d->random) {
-    if (stk_now_ns() >= c->deadline) return 0;
-    *off = stk_rng_below(&c->rng, c->blocks) * d->bs;
-    return 1;
-  }
-  if (c->next >= d->span) return 0;
-  *off = c->next;
-  c->next += d->bs;
-  return 1;
-}
-
-static void dio_prep(struct io_uring *ring, const struct dio *d, uint32_t slot, uint64_t off) {
-  struct io_uring_sqe *sqe = io_uring_get_sqe(ring); /* never NULL: qd entries, <= qd queued */
-  uint8_t *buf = d->bufs + (size_t)slot * d->bs;
-  if (d->write)
-    io_uring_prep_write(sqe, d->fd, buf, d->bs, off);
-  else
-    io_uring_prep_read(sqe, d->fd, buf, d->bs, off);
-  io_uring_sqe_set_data64(sqe, slot);
-}
-
-/* qd requests in flight from one thread; each completion's slot is
- * refilled at once. Returns 0, or -errno when the ring cannot be set up. */
-static int dio_uring(struct dio *d) {
-  struct io_uring ring;
-  int rc = io_uring_queue_init(d->qd, &ring, 0);
-  if (rc < 0) return rc;
-  uint64_t t0 = stk_now_ns(), off, inflight = 0;
-  struct dio_cursor c = {.deadline = t0 + d->max_ns, .blocks = d->span / d->bs};
-  stk_rng_seed(&c.rng, 0x5eed);
-  for (uint32_t s = 0; s < d->qd && dio_next(d, &c, &off); s++, inflight++)
-    dio_prep(&ring, d, s, off);
-  while (inflight) {
-    io_uring_submit(&ring);
-    struct io_uring_cqe *cqe;
-    while ((rc = io_uring_wait_cqe(&ring, &cqe)) == -EINTR) {
-    }
-    if (rc < 0) {
-      d->err_no = -rc;
-      break; /* io_uring_queue_exit below waits out what is still in flight */
-    }
-    uint32_t slot = (uint32_t)io_uring_cqe_get_data64(cqe);
-    int res = cqe->res;
-    io_uring_cqe_seen(&ring, cqe);
-    inflight--;
-    if (res < 0) {
-      if (!d->err_no) d->err_no = -res;
-    } else if ((uint32_t)res != d->bs) {
-      d->short_io = 1;
-    } else {
-      d->bytes += (uint64_t)res;
-      d->ops++;
-    }
-    if (!d->err_no && !d->short_io && dio_next(d, &c, &off)) {
-      dio_prep(&ring, d, slot, off);
-      inflight++;
-    }
-  }
-  d->ns = stk_now_ns() - t0;
-  io_uring_queue_exit(&ring);
-  return 0;
-}
-
-struct dio_worker {
-  struct dio *d;
-  _Atomic uint64_t *next;
-  uint64_t deadline;
-  uint32_t id;
-  uint64_t bytes, ops;
-  int err_no, short_io;
-};
-
-static void *dio_thread(void *p) {
-  struct dio_worker *w = p;
-  struct dio *d = w->d;
-  struct stk_rng rng;
-  stk_rng_seed(&rng, stk_mix64(0x5eed, w->id));
-  uint8_t *buf = d->bufs + (size_t)w->id * d->bs;
-  uint64_t blocks = d->span / d->bs;
-  while (!dio_stop(d) && !w->err_no && !w->short_io) {
-    uint64_t off;
-    if (d->random) {
-      if (stk_now_ns() >= w->deadline) break;
-      off = stk_rng_below(&rng, blocks) * d->bs;
-    } else if ((off = atomic_fetch_add(w->next, d->bs)) >= d->span) {
-      break;
-    }
-    ssize_t n =
-        d->write ? pwrite(d->fd, buf, d->bs, (off_t)off) : pread(d->fd, buf, d->bs, (off_t)off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      w->err_no = errno;
-    else if ((uint32_t)n != d->bs)
-      w->short_io = 1;
-    else
-      w->bytes += (uint64_t)n, w->ops++;
-  }
-  return NULL;
-}
-
-/* The same job with qd threads doing blocking I/O: where io_uring is
- * missing or was not chosen. */
-static int dio_threads(struct dio *d) {
-  struct dio_worker w[RAND_QD];
-  pthread_t th[RAND_QD];
-  _Atomic uint64_t next = 0;
-  uint32_t n = STK__MIN(d->qd, RAND_QD), started = 0;
-  uint64_t t0 = stk_now_ns();
-  for (uint32_t i = 0; i < n; i++) {
-    w[i] = (struct dio_worker){.d = d, .next = &next, .deadline = t0 + d->max_ns, .id = i};
-    if (pthread_create(&th[i], NULL, dio_thread, &w[i]) != 0) break;
-    started++;
-  }
-  for (uint32_t i = 0; i < started; i++) {
-    pthread_join(th[i], NULL);
-    d->bytes += w[i].bytes;
-    d->ops += w[i].ops;
-    if (w[i].err_no && !d->err_no) d->err_no = w[i].err_no;
-    d->short_io |= w[i].short_io;
-  }
-  d->ns = stk_now_ns() - t0;
-  return started ? 0 : -EAGAIN;
-}
-
-/* Run d; 0 with d->bytes, ops, ns filled, or a code with err set. */
-static int dio_run(struct run *x, struct dio *d, const char *what) {
-  d->cancel = x->o->cancel;
-  if (!(d->bufs = aligned_alloc(4096, (size_t)d->qd * d->bs)))
-    return stk__errf(x->err, STK_ENOMEM, "out of memory");
-  fill_random(d->bufs, (size_t)d->qd * d->bs, 42);
-  /* dio_uring fails only when the ring cannot be set up (an old kernel, a
-   * seccomp sandbox, a memlock limit): blocking threads instead. */
-  int rc = x->use_uring ? dio_uring(d) : -ENOSYS;
-  if (rc < 0) {
-    x->use_uring = 0;
-    rc = dio_threads(d);
-  }
-  free(d->bufs);
-  d->bufs = NULL;
-  if (rc < 0) return stk__errf(x->err, stk__from_errno(-rc), "%s: %s", what, strerror(-rc));
-  if (dio_stop(d)) return STK_ECANCELED;
-  if (d->err_no)
-    return stk__errf(x->err, stk__from_errno(d->err_no), "%s: %s", what, strerror(d->err_no));
-  if (d->short_io)
-    return stk__errf(x->err, STK_EIO, "%s: a request moved fewer bytes than asked", what);
-  return 0;
 }
 
 /* ---- the phases --------------------------------------------------------- */
@@ -351,140 +101,6 @@ static uint64_t vmstat_pgpgin(void) {
     }
   fclose(f);
   return v;
-}
-
-/* Write the scratch file with buffered 1 MiB writes, the way a dataset
- * writer does, starting writeback of every 32 MiB as soon as it is written
- * (sync_file_range) and ending with fdatasync: the time includes the sync,
- * so it is the device's rate, not the page cache's. Without the early
- * writeback the kernel would only start writing once the dirty threshold
- * (10% of memory) is reached and the sync would then run after the
- * copying instead of beside it, under-reporting the device. */
-static int write_buffered(struct run *x, uint64_t *ns) {
-  int fd = open(x->path, O_WRONLY | O_TRUNC | O_CLOEXEC);
-  if (fd < 0) return stk__errf(x->err, stk__from_errno(errno), "%s: %s", x->path, strerror(errno));
-  uint8_t *buf = malloc(WR_CHUNK);
-  int rc = buf ? 0 : STK_ENOMEM;
-  if (buf) fill_random(buf, WR_CHUNK, 7);
-  uint64_t t0 = stk_now_ns(), behind = 0;
-  for (uint64_t off = 0; !rc && off < x->size; off += WR_CHUNK) {
-    if (canceled(x))
-      rc = STK_ECANCELED;
-    else if ((rc = stk__write_full(fd, buf, WR_CHUNK)) != 0)
-      stk__errf(x->err, rc, "%s: write failed: %s", x->path, stk_strerror(rc));
-    else if (off + WR_CHUNK - behind >= WR_BEHIND) {
-      sync_file_range(fd, (off_t)behind, (off_t)(off + WR_CHUNK - behind), SYNC_FILE_RANGE_WRITE);
-      behind = off + WR_CHUNK;
-    }
-  }
-  if (!rc && fdatasync(fd) != 0)
-    rc = stk__errf(x->err, stk__from_errno(errno), "%s: fdatasync: %s", x->path, strerror(errno));
-  *ns = stk_now_ns() - t0;
-  close(fd);
-  free(buf);
-  x->filled = rc == 0;
-  return rc;
-}
-
-static int phase_buffered_write(struct run *x) {
-  struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_BUFFERED_WRITE];
-  phase(x, STK_DOCTOR_BUFFERED_WRITE);
-  uint64_t ns;
-  int rc = write_buffered(x, &ns);
-  if (!rc)
-    fig_ok(f, (double)x->size / secs(ns),
-           "1 MiB write()s of %.0f MiB, writeback started every 32 MiB, then fdatasync",
-           x->size / MiB);
-  return rc;
-}
-
-/* Open the scratch file with O_DIRECT; -1 with the figure marked invalid
- * when the filesystem refuses it (tmpfs, some FUSE mounts). */
-static int open_direct(struct run *x, int flags, struct stk_doctor_figure *f) {
-  int fd = open(x->path, flags | O_DIRECT | O_CLOEXEC);
-  if (fd < 0)
-    fig_bad(f, "O_DIRECT not supported on %s (%s): %s", x->r->dir, x->r->fs_type, strerror(errno));
-  return fd;
-}
-
-static const char *engine_name(const struct run *x) {
-  return x->use_uring ? "io_uring" : "threads";
-}
-
-/* A failed O_DIRECT phase: cancellation and running out of memory end the
- * run; anything else (EINVAL: the filesystem refuses O_DIRECT requests; an
- * I/O error) makes only this figure invalid, with the reason. */
-static int dio_failed(struct run *x, struct stk_doctor_figure *f, int rc) {
-  if (rc == STK_ECANCELED || rc == STK_ENOMEM) return rc;
-  if (rc == STK_EINVAL)
-    fig_bad(f, "O_DIRECT requests refused on %s (%s): %s", x->r->dir, x->r->fs_type, x->err);
-  else
-    fig_bad(f, "%s", x->err);
-  return 0;
-}
-
-static int phase_seq_write(struct run *x) {
-  struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_SEQ_WRITE];
-  phase(x, STK_DOCTOR_SEQ_WRITE);
-  int fd = open_direct(x, O_WRONLY | O_TRUNC, f);
-  if (fd < 0) return 0;
-  x->filled = 0;
-  struct dio d = {.fd = fd, .write = 1, .bs = SEQ_BS, .qd = SEQ_QD, .span = x->size};
-  int rc = dio_run(x, &d, "O_DIRECT write");
-  uint64_t t0 = stk_now_ns();
-  if (!rc && fdatasync(fd) != 0)
-    rc = stk__errf(x->err, stk__from_errno(errno), "%s: fdatasync: %s", x->path, strerror(errno));
-  uint64_t ns = d.ns + (stk_now_ns() - t0);
-  close(fd);
-  if (rc) return dio_failed(x, f, rc); /* the file is rewritten buffered later */
-  x->filled = 1;
-  fig_ok(f, (double)d.bytes / secs(ns), "%u MiB requests, %u in flight (%s), then fdatasync",
-         SEQ_BS >> 20, SEQ_QD, engine_name(x));
-  return 0;
-}
-
-static void drop_cache(struct run *x) {
-  int fd = open(x->path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  fdatasync(fd);
-  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  close(fd);
-}
-
-static int phase_seq_read(struct run *x) {
-  struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_SEQ_READ];
-  phase(x, STK_DOCTOR_SEQ_READ);
-  drop_cache(x);
-  int fd = open_direct(x, O_RDONLY, f);
-  if (fd < 0) return 0;
-  struct dio d = {.fd = fd, .bs = SEQ_BS, .qd = SEQ_QD, .span = x->size};
-  int rc = dio_run(x, &d, "O_DIRECT read");
-  close(fd);
-  if (rc) return dio_failed(x, f, rc);
-  fig_ok(f, (double)d.bytes / secs(d.ns),
-         "%u MiB requests, %u in flight (%s), after fadvise(DONTNEED)", SEQ_BS >> 20, SEQ_QD,
-         engine_name(x));
-  return 0;
-}
-
-static int phase_rand_iops(struct run *x) {
-  struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_RAND_IOPS];
-  phase(x, STK_DOCTOR_RAND_IOPS);
-  int fd = open_direct(x, O_RDONLY, f);
-  if (fd < 0) return 0;
-  double want_s = x->o->quick ? 0.5 : 3.0;
-  struct dio d = {.fd = fd,
-                  .random = 1,
-                  .bs = RAND_BS,
-                  .qd = RAND_QD,
-                  .span = x->size,
-                  .max_ns = (uint64_t)(want_s * 1e9)};
-  int rc = dio_run(x, &d, "O_DIRECT random read");
-  close(fd);
-  if (rc) return dio_failed(x, f, rc);
-  fig_ok(f, (double)d.ops / secs(d.ns), "%llu reads in %.2f s over %.0f MiB, %u in flight (%s)",
-         (unsigned long long)d.ops, secs(d.ns), x->size / MiB, RAND_QD, engine_name(x));
-  return 0;
 }
 
 /* A start gate: threads check in and wait; the opener waits until the
@@ -819,14 +435,14 @@ static int measure(struct run *x) {
     }
     close(fd);
   }
-  if (!rc && wanted(x, STK_DOCTOR_BUFFERED_WRITE)) rc = phase_buffered_write(x);
-  if (!rc && wanted(x, STK_DOCTOR_SEQ_WRITE)) rc = phase_seq_write(x);
+  if (!rc && wanted(x, STK_DOCTOR_BUFFERED_WRITE)) rc = stk__doctor_phase_buffered_write(x);
+  if (!rc && wanted(x, STK_DOCTOR_SEQ_WRITE)) rc = stk__doctor_phase_seq_write(x);
   int need_data = wanted(x, STK_DOCTOR_SEQ_READ) || wanted(x, STK_DOCTOR_RAND_IOPS) ||
                   wanted(x, STK_DOCTOR_PAGE_CACHE_READ);
   uint64_t ns;
-  if (!rc && need_data && !x->filled) rc = write_buffered(x, &ns);
-  if (!rc && wanted(x, STK_DOCTOR_SEQ_READ)) rc = phase_seq_read(x);
-  if (!rc && wanted(x, STK_DOCTOR_RAND_IOPS)) rc = phase_rand_iops(x);
+  if (!rc && need_data && !x->filled) rc = stk__doctor_write_buffered(x, &ns);
+  if (!rc && wanted(x, STK_DOCTOR_SEQ_READ)) rc = stk__doctor_phase_seq_read(x);
+  if (!rc && wanted(x, STK_DOCTOR_RAND_IOPS)) rc = stk__doctor_phase_rand_iops(x);
   if (!rc && wanted(x, STK_DOCTOR_PAGE_CACHE_READ)) rc = phase_page_cache(x);
   if (x->path[0]) { /* the scratch file is no longer needed: free the space now */
     unlink(x->path);

@@ -12,11 +12,11 @@
  * polls with a timeout that ends at the nearest due time, and at most
  * every CANCEL_POLL_MS while some request can be canceled.
  *
- * Bodies go straight from curl's write callback to the caller's fd with
- * pwrite; the first body byte is only written once the response is known
- * to carry exactly the requested range (206 with a matching Content-Range,
- * or 200 when the range is the whole object), so a server that ignores
- * Range fails clearly instead of writing wrong bytes. */
+ * Bodies go straight from curl's write callback (http_response.c) to the
+ * caller's fd with pwrite; the first body byte is only written once the
+ * response is known to carry exactly the requested range (206 with a
+ * matching Content-Range, or 200 when the range is the whole object), so a
+ * server that ignores Range fails clearly instead of writing wrong bytes. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,79 +26,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http_impl.h"
+#include "http_job.h"
 
 #define BACKOFF_BASE_NS 100000000ull  /* 100 ms */
 #define BACKOFF_CAP_NS 10000000000ull /* 10 s */
 #define CANCEL_POLL_MS 50             /* how late a cancel may be seen */
 #define IDLE_POLL_MS 5000             /* nothing to do: wake now and then anyway */
-#define ERRBODY_MAX 4096              /* bytes of an error body kept for the message */
 
 /* ---- engine ----------------------------------------------------------- */
-
-struct job;
-
-struct stk__http {
-  CURLM *multi;
-  CURLSH *share; /* TLS sessions, so a new connection resumes one */
-  pthread_mutex_t share_mu;
-  pthread_mutex_t mu;
-  pthread_t thread;
-  int started, stop;                /* under mu */
-  struct job *submit, *submit_tail; /* under mu: queued, not yet seen by the thread */
-  /* The thread's own lists: in the multi, and parked (new or backing off). */
-  struct job *active, *parked;
-  struct stk_rng rng; /* the thread's only */
-
-  long connect_ms, stall_s;
-  uint64_t retry_max_ns;
-  uint32_t max_attempts;
-  const int *cancel; /* the origin's flag (stk_origin_opts.cancel), or NULL */
-  char *cainfo;
-  char **secrets;
-  size_t nsecrets;
-
-  uint64_t n_requests, n_retries, n_errors, n_missing, n_bytes; /* atomic */
-};
-
-enum sink { SINK_UNDECIDED, SINK_NONE, SINK_FD, SINK_MEM, SINK_ERRBODY };
-
-struct job {
-  struct stk__http *h;
-  struct stk__http_req *r;
-  struct job *prev, *next; /* in one of the engine's lists */
-  CURL *easy;
-  pthread_cond_t cv;
-  int done; /* under the engine's mu */
-  int rc;
-  char msg[STK_ERRMSG_MAX];
-
-  /* The current attempt. Headers are those of the last response (a
-   * redirect or a 100 Continue resets them). */
-  uint64_t content_length, cr_start, cr_end, cr_total;
-  int have_cl, have_cr, cr_total_known;
-  char etag[STK_ETAG_MAX];
-  int64_t retry_after_ns; /* -1: none */
-  enum sink sink;
-  int local_rc; /* a callback's verdict, final (not retried) */
-  char local_msg[256];
-  uint64_t bytes;  /* body bytes of this attempt */
-  uint32_t crc;    /* CRC32C of the bytes written to the fd in this attempt */
-  /* SINK_FD: curl hands the body over in 16 KiB pieces; they are gathered
-   * here and written WB_CAP at a time (64 times fewer system calls). */
-  char *wb;
-  size_t wb_len;
-  uint64_t wb_at;  /* offset (from fd_off) of wb[0] */
-  uint64_t expect; /* body bytes the response announced; UINT64_MAX unknown */
-  char *buf;       /* SINK_MEM body or SINK_ERRBODY head */
-  size_t buf_len, buf_cap;
-  char curl_err[CURL_ERROR_SIZE];
-
-  uint64_t up_pos; /* bytes of a body_fd upload handed to curl this attempt */
-
-  uint32_t attempts;
-  uint64_t first_ns, not_before_ns;
-};
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
@@ -119,13 +54,6 @@ static void list_remove(struct job **head, struct job *j) {
   if (j->next) j->next->prev = j->prev;
   j->prev = j->next = NULL;
 }
-
-static int flag_set(const int *f) { return f && __atomic_load_n(f, __ATOMIC_ACQUIRE) != 0; }
-
-/* The request's own flag, or the origin's (stk_origin_opts.cancel). */
-static int canceled(const struct job *j) { return flag_set(j->r->cancel) || flag_set(j->h->cancel); }
-
-static void count(uint64_t *c, uint64_t v) { __atomic_fetch_add(c, v, __ATOMIC_RELAXED); }
 
 /* Replace every registered secret in msg by "***" (never longer: the
  * secrets are at least 4 bytes). */
@@ -195,273 +123,6 @@ static void retry_or_finish(struct stk__http *h, struct job *j, int rc, const ch
   }
   j->not_before_ns = now + wait;
   list_push(&h->parked, j);
-}
-
-/* Decide where the body of the response whose headers just ended goes, or
- * that it must not be accepted (local_rc set). Runs before the first body
- * byte and, for an empty body, when the transfer ends. */
-static void decide_sink(struct job *j) {
-  const struct stk__http_req *r = j->r;
-  long st = 0;
-  curl_easy_getinfo(j->easy, CURLINFO_RESPONSE_CODE, &st);
-  if (st < 200 || st > 299) {
-    j->sink = SINK_ERRBODY;
-    return;
-  }
-  if (r->method == STK__HTTP_HEAD) {
-    j->sink = SINK_NONE;
-    return;
-  }
-  if (r->method >= STK__HTTP_PUT) { /* PUT, POST, DELETE: the reply, whole */
-    j->sink = SINK_MEM;
-    j->expect = j->have_cl ? j->content_length : UINT64_MAX;
-    return;
-  }
-  j->sink = r->fd >= 0 ? SINK_FD : SINK_MEM;
-  int ranged = r->off != 0 || r->len != UINT64_MAX;
-  uint64_t want_end = r->len == UINT64_MAX ? UINT64_MAX : r->off + r->len - 1;
-  if (st == 206) {
-    if (!j->have_cr) {
-      j->local_rc = STK_EIO;
-      snprintf(j->local_msg, sizeof j->local_msg, "HTTP 206 without a valid Content-Range");
-      return;
-    }
-    if (want_end == UINT64_MAX && j->cr_total_known) want_end = j->cr_total - 1;
-    if (j->cr_start != r->off || (j->cr_end != want_end && want_end != UINT64_MAX)) {
-      if (j->cr_start == r->off && j->cr_total_known && j->cr_total <= want_end) {
-        j->local_rc = STK_ERANGE;
-        snprintf(j->local_msg, sizeof j->local_msg,
-                 "bytes %llu-%llu requested of an object of %llu bytes", (unsigned long long)r->off,
-                 (unsigned long long)want_end, (unsigned long long)j->cr_total);
-      } else {
-        j->local_rc = STK_EIO;
-        snprintf(j->local_msg, sizeof j->local_msg,
-                 "server sent bytes %llu-%llu for a request of bytes %llu-%llu",
-                 (unsigned long long)j->cr_start, (unsigned long long)j->cr_end,
-                 (unsigned long long)r->off, (unsigned long long)want_end);
-      }
-      return;
-    }
-    j->expect = j->cr_end - j->cr_start + 1;
-    return;
-  }
-  if (st != 200) {
-    j->local_rc = STK_EIO;
-    snprintf(j->local_msg, sizeof j->local_msg, "unexpected HTTP %ld for a GET", st);
-    return;
-  }
-  /* 200: the whole object. Right only when the whole object is what was
-   * asked for, which needs its length. */
-  j->expect = j->have_cl ? j->content_length : UINT64_MAX;
-  if (!ranged) return;
-  if (r->off == 0 && j->have_cl && j->content_length == r->len) return;
-  if (r->off == 0 && j->have_cl && j->content_length < r->len) {
-    j->local_rc = STK_ERANGE;
-    snprintf(j->local_msg, sizeof j->local_msg, "%llu bytes requested of an object of %llu bytes",
-             (unsigned long long)r->len, (unsigned long long)j->content_length);
-    return;
-  }
-  j->local_rc = STK_EIO;
-  snprintf(j->local_msg, sizeof j->local_msg,
-           "server ignored the Range header (HTTP 200 for bytes %llu-%llu); "
-           "ranged reads need a server that supports them",
-           (unsigned long long)r->off, (unsigned long long)want_end);
-}
-
-static int buf_append(struct job *j, const char *p, size_t n, size_t max) {
-  if (j->buf_len + n + 1 > j->buf_cap) {
-    size_t cap = j->buf_cap ? j->buf_cap : 4096;
-    while (cap < j->buf_len + n + 1) cap *= 2;
-    if (cap > max + 1) cap = max + 1;
-    char *b = realloc(j->buf, cap);
-    if (!b) return STK_ENOMEM;
-    j->buf = b;
-    j->buf_cap = cap;
-  }
-  memcpy(j->buf + j->buf_len, p, n);
-  j->buf_len += n;
-  j->buf[j->buf_len] = 0;
-  return 0;
-}
-
-#define WB_CAP (1u << 20)
-
-/* Write n bytes at p to the request's fd at offset at (from fd_off);
- * 0, or -1 with local_rc and local_msg set. */
-static int fd_write(struct job *j, const char *p, size_t n, uint64_t at) {
-  const struct stk__http_req *r = j->r;
-  at += r->fd_off;
-  while (n) {
-    ssize_t w = pwrite(r->fd, p, n, (off_t)at);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      int e = w < 0 ? errno : EIO;
-      char ebuf[128];
-      j->local_rc = stk__from_errno(e);
-      snprintf(j->local_msg, sizeof j->local_msg, "cannot write the body: %s",
-               strerror_r(e, ebuf, sizeof ebuf));
-      return -1;
-    }
-    p += w;
-    n -= (size_t)w;
-    at += (uint64_t)w;
-  }
-  return 0;
-}
-
-/* Write out what wb gathered. */
-static int wb_flush(struct job *j) {
-  if (!j->wb_len) return 0;
-  if (fd_write(j, j->wb, j->wb_len, j->wb_at)) return -1;
-  j->wb_at += j->wb_len;
-  j->wb_len = 0;
-  return 0;
-}
-
-/* curl's write callback, on the engine thread. Returning less than n
- * aborts the transfer with CURLE_WRITE_ERROR; local_rc says why. */
-static size_t on_body(char *p, size_t size, size_t nmemb, void *ud) {
-  struct job *j = ud;
-  const struct stk__http_req *r = j->r;
-  size_t n = size * nmemb;
-  if (canceled(j)) {
-    j->local_rc = STK_ECANCELED;
-    return 0;
-  }
-  if (j->sink == SINK_UNDECIDED) decide_sink(j);
-  if (j->local_rc) return 0;
-  if (j->sink != SINK_ERRBODY && j->expect != UINT64_MAX && j->bytes + n > j->expect) {
-    j->local_rc = STK_EIO;
-    snprintf(j->local_msg, sizeof j->local_msg, "body longer than the %llu bytes announced",
-             (unsigned long long)j->expect);
-    return 0;
-  }
-  switch (j->sink) {
-    case SINK_FD: {
-      /* Checksummed here, while the bytes are in this core's cache: the
-       * cache then need not read a fetched shard back to check it. */
-      j->crc = stk_crc32c(j->crc, p, n);
-      if (!j->wb && !(j->wb = malloc(WB_CAP))) { /* unbuffered, then */
-        if (fd_write(j, p, n, j->bytes)) return 0;
-        break;
-      }
-      if (j->wb_len + n > WB_CAP && wb_flush(j)) return 0;
-      if (n >= WB_CAP) { /* (wb is empty now) */
-        if (fd_write(j, p, n, j->bytes)) return 0;
-        j->wb_at = j->bytes + n;
-        break;
-      }
-      memcpy(j->wb + j->wb_len, p, n);
-      j->wb_len += n;
-      break;
-    }
-    case SINK_MEM:
-      if (j->buf_len + n > r->mem_max) {
-        j->local_rc = STK_ERANGE;
-        snprintf(j->local_msg, sizeof j->local_msg, "object larger than %zu bytes", r->mem_max);
-        return 0;
-      }
-      if (buf_append(j, p, n, r->mem_max)) {
-        j->local_rc = STK_ENOMEM;
-        snprintf(j->local_msg, sizeof j->local_msg, "out of memory for the body");
-        return 0;
-      }
-      break;
-    case SINK_ERRBODY: /* keep the head: enough for an S3 <Error> */
-      if (j->buf_len < ERRBODY_MAX)
-        (void)buf_append(j, p, STK__MIN(n, ERRBODY_MAX - j->buf_len), ERRBODY_MAX);
-      break;
-    case SINK_NONE:
-    case SINK_UNDECIDED:
-      break;
-  }
-  j->bytes += n;
-  count(&j->h->n_bytes, n);
-  return n;
-}
-
-static int parse_u64(const char *s, const char *end, uint64_t *v, const char **stop) {
-  uint64_t x = 0;
-  const char *p = s;
-  for (; p < end && *p >= '0' && *p <= '9'; p++) {
-    if (x > (UINT64_MAX - 9) / 10) return -1;
-    x = x * 10 + (uint64_t)(*p - '0');
-  }
-  if (p == s) return -1;
-  *v = x;
-  if (stop) *stop = p;
-  return 0;
-}
-
-/* Forget what the last response (a redirect, a failed attempt) said. */
-static void reset_response(struct job *j) {
-  j->have_cl = j->have_cr = j->cr_total_known = 0;
-  j->etag[0] = 0;
-  j->retry_after_ns = -1;
-  j->sink = SINK_UNDECIDED;
-  j->local_rc = 0;
-  j->bytes = 0;
-  j->crc = 0;
-  j->wb_len = 0;
-  j->wb_at = 0;
-  j->expect = UINT64_MAX;
-  j->buf_len = 0;
-  if (j->buf) j->buf[0] = 0;
-}
-
-/* curl's header callback: one header line at a time, CRLF included. */
-static size_t on_header(char *p, size_t size, size_t nmemb, void *ud) {
-  struct job *j = ud;
-  size_t n = size * nmemb;
-  const char *end = p + n;
-  while (end > p && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ')) end--;
-  if (n >= 5 && !strncmp(p, "HTTP/", 5)) { /* a new response (after a redirect): start over */
-    reset_response(j);
-    return n;
-  }
-  const char *colon = memchr(p, ':', (size_t)(end - p));
-  if (!colon) return n;
-  size_t nl = (size_t)(colon - p);
-  const char *v = colon + 1;
-  while (v < end && (*v == ' ' || *v == '\t')) v++;
-#define IS(name) (nl == sizeof(name) - 1 && !strncasecmp(p, name, nl))
-  if (IS("content-length")) {
-    j->have_cl = parse_u64(v, end, &j->content_length, NULL) == 0;
-  } else if (IS("content-range")) { /* bytes START-END/TOTAL, TOTAL may be '*' */
-    const char *q = v;
-    j->have_cr = 0;
-    if (end - q > 6 && !strncasecmp(q, "bytes ", 6) && !parse_u64(q + 6, end, &j->cr_start, &q) &&
-        q < end && *q == '-' && !parse_u64(q + 1, end, &j->cr_end, &q) && q < end && *q == '/' &&
-        j->cr_end >= j->cr_start) {
-      j->have_cr = 1;
-      j->cr_total_known = !parse_u64(q + 1, end, &j->cr_total, NULL) && j->cr_total > j->cr_end;
-    }
-  } else if (IS("etag")) {
-    const char *a = v, *b = end;
-    if (b - a >= 2 && a[0] == 'W' && a[1] == '/') a += 2; /* weak: still names a version */
-    if (b - a >= 2 && *a == '"' && b[-1] == '"') a++, b--;
-    size_t len = STK__MIN((size_t)(b - a), (size_t)STK_ETAG_MAX - 1);
-    memcpy(j->etag, a, len);
-    j->etag[len] = 0;
-  } else if (IS("retry-after")) { /* delta-seconds or an HTTP-date */
-    uint64_t s;
-    const char *q;
-    if (!parse_u64(v, end, &s, &q) && q == end) {
-      j->retry_after_ns = (int64_t)STK__MIN(s, 86400ull) * 1000000000ll;
-    } else {
-      char date[64];
-      size_t len = STK__MIN((size_t)(end - v), sizeof date - 1);
-      memcpy(date, v, len);
-      date[len] = 0;
-      time_t t = curl_getdate(date, NULL);
-      if (t != -1) {
-        double d = difftime(t, time(NULL));
-        j->retry_after_ns = d <= 0 ? 0 : (int64_t)(STK__MIN(d, 86400.0) * 1e9);
-      }
-    }
-  }
-#undef IS
-  return n;
 }
 
 /* Text of element tag of an S3 <Error> body, cut to n bytes; "" when none. */
@@ -584,8 +245,8 @@ static void on_done(struct stk__http *h, struct job *j, CURLcode res) {
     on_http_error(h, j, st);
     return;
   }
-  if (j->sink == SINK_UNDECIDED) decide_sink(j); /* an empty body */
-  if (j->sink == SINK_FD) wb_flush(j);
+  if (j->sink == SINK_UNDECIDED) stk__http_decide_sink(j); /* an empty body */
+  if (j->sink == SINK_FD) stk__http_wb_flush(j);
   if (j->local_rc) {
     finish(h, j, j->local_rc, j->local_msg);
     return;
@@ -605,7 +266,7 @@ static void on_done(struct stk__http *h, struct job *j, CURLcode res) {
     return;
   }
   /* The object's size: HEAD's Content-Length, a 206's Content-Range total
-   * (0 when the server sent '*'), a 200's length. decide_sink made sure a
+   * (0 when the server sent '*'), a 200's length. stk__http_decide_sink made sure a
    * ranged request got exactly its range. */
   if (r->method == STK__HTTP_HEAD)
     r->info.size = j->content_length;
@@ -617,7 +278,7 @@ static void on_done(struct stk__http *h, struct job *j, CURLcode res) {
   r->info.crc32c = j->crc;
   r->info.has_crc = j->sink == SINK_FD;
   if (j->sink == SINK_MEM) {
-    if (!j->buf && buf_append(j, "", 0, r->mem_max)) {
+    if (!j->buf && stk__http_buf_append(j, "", 0, r->mem_max)) {
       finish(h, j, STK_ENOMEM, "out of memory");
       return;
     }
@@ -637,7 +298,7 @@ static void start_attempt(struct stk__http *h, struct job *j, uint64_t now) {
   else
     count(&h->n_retries, 1);
   count(&h->n_requests, 1);
-  reset_response(j);
+  stk__http_reset_response(j);
   j->curl_err[0] = 0;
   CURLMcode mc = curl_multi_add_handle(h->multi, j->easy);
   if (mc != CURLM_OK) {
@@ -884,9 +545,9 @@ static int setup_easy(struct stk__http *h, struct job *j, char *range, size_t ra
   SET(CURLOPT_PROTOCOLS_STR, "http,https");
   SET(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   SET(CURLOPT_ERRORBUFFER, j->curl_err);
-  SET(CURLOPT_HEADERFUNCTION, on_header);
+  SET(CURLOPT_HEADERFUNCTION, stk__http_on_header);
   SET(CURLOPT_HEADERDATA, (void *)j);
-  SET(CURLOPT_WRITEFUNCTION, on_body);
+  SET(CURLOPT_WRITEFUNCTION, stk__http_on_body);
   SET(CURLOPT_WRITEDATA, (void *)j);
   if (r->method == STK__HTTP_HEAD) SET(CURLOPT_NOBODY, 1L);
   if (r->method == STK__HTTP_PUT && r->body_from_fd) {
