@@ -61,7 +61,8 @@ const char cmd_sim_usage[] =
     "  --jobs FILE|DIR     job list, repeatable; a directory runs each *.csv in it.\n"
     "                      Workload: name,time,application,num_replicas,batch_size;\n"
     "                      trace: time|submit_time|timestamp,num_gpus,duration\n"
-    "  --job-policy LIST   fifo, sjf, tiresias, optimus, pollux, multi, carbon\n"
+    "  --job-policy LIST   fifo, sjf, tiresias, optimus, pollux, multi, carbon,\n"
+    "                      gavel, sia (the last two need --gpu-types)\n"
     "                      (default tiresias); a comma list runs each\n"
     "  --pollux-table      the artifact's 8 workloads at each load with tiresias,\n"
     "                      optimus and pollux, beside its published mean JCTs\n"
@@ -70,6 +71,9 @@ const char cmd_sim_usage[] =
     "  --traces DIR        application measurements (default: the job list's\n"
     "                      ../traces, else ../shared/data/pollux/traces)\n"
     "  --cluster NxG       nodes x GPUs per node (default 16x4)\n"
+    "  --gpu-types SPEC    heterogeneous cluster, TYPE:NxG,.. (Sia artifact types aws,\n"
+    "                      rtx, dgx-ext, quad, dgx, azure; \"sia\" = aws:6x4,rtx:3x8,\n"
+    "                      dgx-ext:2x8); --traces holds placements-TYPE.csv\n"
     "  --interval S        scheduling period in seconds (default 60)\n"
     "  --restart-delay S   seconds a job loses after each allocation change\n"
     "                      (default 30; 0 = none)\n"
@@ -586,6 +590,7 @@ static int run_replay(const struct sim_args *a, const struct stk_sim_cluster *c)
 static int wants_jobs(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strncmp(argv[i], "--jobs", 6) || !strcmp(argv[i], "--pollux-table") ||
+        !strncmp(argv[i], "--gpu-types", 11) ||
         !strncmp(argv[i], "--job-policy", 12))
       return 1;
   return 0;

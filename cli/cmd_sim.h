@@ -31,7 +31,17 @@ struct jobs_args {
   int table, json, quiet;
   double *carbon;
   size_t ncarbon;
+  /* --gpu-types: a heterogeneous cluster, each type's measurements loaded
+   * from the traces directory */
+  char *types_buf;
+  struct stk_sim_gpu_type types[8];
+  struct stk_sim_apps *type_apps[8];
+  size_t ntypes;
 };
+
+/* Parse --gpu-types: "sia" (the Sia artifact's default cluster,
+ * aws:6x4,rtx:3x8,dgx-ext:2x8) or TYPE:NODESxGPUS,..: 0 or -1 printed. */
+int simj_parse_types(struct jobs_args *a, const char *v);
 
 /* Parse the jobs options into *a (zeroed by the caller): 0 or -1 with the
  * error printed. */

@@ -135,8 +135,13 @@ int cmd_sim_jobs(int argc, char **argv) {
   if (!traces && nfiles) {
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s", files[0]);
-    snprintf(tbuf, sizeof tbuf, "%.4000s/../traces", dirname(tmp));
+    char *d = dirname(tmp);
+    snprintf(tbuf, sizeof tbuf, "%.4000s/../traces", d);
     if (simj_is_dir(tbuf)) traces = tbuf;
+    else { /* the Sia artifact's workloads/TRACE/workload-N.csv */
+      snprintf(tbuf, sizeof tbuf, "%.4000s/../../traces", d);
+      if (simj_is_dir(tbuf)) traces = tbuf;
+    }
   }
   if (!traces) {
     const char *pd = simj_pollux_dir(&a, pbuf, sizeof pbuf);
@@ -149,6 +154,19 @@ int cmd_sim_jobs(int argc, char **argv) {
     cli_error("sim", "%s", err);
     goto out;
   }
+  for (size_t t = 0; t < a.ntypes; t++) {
+    if (!traces) {
+      cli_error("sim", "--gpu-types: no application measurements found; pass --traces DIR");
+      goto out;
+    }
+    if (stk_sim_apps_load_type(&a.type_apps[t], traces, a.types[t].name, err)) {
+      cli_error("sim", "--gpu-types %s: %s", a.types[t].name, err);
+      goto out;
+    }
+    a.types[t].apps = a.type_apps[t];
+  }
+  a.o.types = a.ntypes ? a.types : NULL;
+  a.o.ntypes = (uint32_t)a.ntypes;
   lists = calloc(nfiles, sizeof *lists);
   if (!lists) goto out;
   for (size_t i = 0; i < nfiles; i++)
@@ -257,6 +275,8 @@ out:
   for (size_t i = 0; i < nfiles; i++) free(files[i]);
   free(files);
   stk_sim_apps_free(apps);
+  for (size_t t = 0; t < a.ntypes; t++) stk_sim_apps_free(a.type_apps[t]);
+  free(a.types_buf);
   free(a.policies_buf);
   free(a.carbon);
   return rc;

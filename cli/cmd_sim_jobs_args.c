@@ -82,6 +82,7 @@ enum {
   J_JSON,
   J_CSV,
   J_SVG,
+  J_TYPES,
 };
 
 static const struct option job_options[] = {
@@ -104,6 +105,7 @@ static const struct option job_options[] = {
     {"json", 0, 0, J_JSON},
     {"csv", 1, 0, J_CSV},
     {"svg", 1, 0, J_SVG},
+    {"gpu-types", 1, 0, J_TYPES},
     {"quiet", 0, 0, 'q'},
     {0, 0, 0, 0},
 };
@@ -151,6 +153,9 @@ int simj_parse(struct jobs_args *a, int argc, char **argv) {
       }
       case J_TRACES:
         a->traces = optarg;
+        break;
+      case J_TYPES:
+        if (simj_parse_types(a, optarg)) return -1;
         break;
       case J_CLUSTER: {
         unsigned n, g;
@@ -351,3 +356,39 @@ int simj_is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+
+int simj_parse_types(struct jobs_args *a, const char *v) {
+  free(a->types_buf);
+  a->types_buf = strdup(!strcmp(v, "sia") ? "aws:6x4,rtx:3x8,dgx-ext:2x8" : v);
+  if (!a->types_buf) return -1;
+  a->ntypes = 0;
+  char *save = NULL;
+  for (char *t = strtok_r(a->types_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    char *colon = strchr(t, ':');
+    unsigned n, g;
+    char tail;
+    if (!colon || colon == t || sscanf(colon + 1, "%ux%u%c", &n, &g, &tail) != 2 || n < 1 ||
+        n > 64 || g < 1 || g > 16) {
+      cli_error("sim", "--gpu-types: '%s' is not TYPE:NODESxGPUS (1..64 x 1..16)", t);
+      return -1;
+    }
+    if (a->ntypes == 8) {
+      cli_error("sim", "--gpu-types: at most 8 types");
+      return -1;
+    }
+    *colon = 0;
+    for (size_t k = 0; k < a->ntypes; k++)
+      if (!strcmp(a->types[k].name, t)) {
+        cli_error("sim", "--gpu-types: type '%s' given twice", t);
+        return -1;
+      }
+    a->types[a->ntypes].name = t;
+    a->types[a->ntypes].nodes = n;
+    a->types[a->ntypes++].gpus_per_node = g;
+  }
+  if (!a->ntypes) {
+    cli_error("sim", "--gpu-types: no types in '%s'", v);
+    return -1;
+  }
+  return 0;
+}
