@@ -197,7 +197,9 @@ static int g_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
     for (size_t k = 0; k < na; k++)
       if (chosen[k] == t) s[ns++] = (struct gsched){k, rn->js[active[k]].spec->replicas};
     qsort(s, ns, sizeof *s, cmp_sched);
-    int ptr = 0;
+    /* GPUs stand as the first virtual node of their machine: placements
+     * differ by node, as the artifact compares them */
+    int ptr = 0, gpn = (int)rn->types[t].gpus_per_node;
     for (size_t a = 0; a < ns;) {
       size_t b = a;
       while (b < ns && s[b].n == s[a].n) b++;
@@ -236,7 +238,7 @@ static int g_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
         }
         rn->new_n[i] = g->nslot;
         for (int z = 0; z < g->nslot; z++)
-          rn->new_alloc[i][z] = (uint8_t)(p->first_vnode[t] + g->slot[z] / rn->gpn);
+          rn->new_alloc[i][z] = (uint8_t)(p->first_vnode[t] + g->slot[z] / gpn * gpn / rn->gpn);
         g->time[t] += rn->o->interval;
         p->cluster_time[t] += rn->o->interval;
       }

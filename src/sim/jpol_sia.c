@@ -117,6 +117,13 @@ static double s_goodput(const struct stk__jrun *rn, const struct stk__jstate *j,
   return gp > 0 ? gp * mult : 0;
 }
 
+/* The virtual node that stands for physical node id of type t: the
+ * artifact tells placements apart by node, not by GPU, so a job that keeps
+ * its nodes keeps its allocation (and pays no restart). */
+static uint8_t node_vnode(const struct stk__jrun *rn, const struct srun *p, int t, int id) {
+  return (uint8_t)(p->first_vnode[t] + id * (int)rn->types[t].gpus_per_node / rn->gpn);
+}
+
 /* The artifact's fast placer for one type: jobs (k in order, gpus desc)
  * onto physical nodes; writes virtual-node allocations. */
 static void s_place(struct stk__jrun *rn, struct srun *p, int t, const size_t *jobs,
@@ -130,8 +137,7 @@ static void s_place(struct stk__jrun *rn, struct srun *p, int t, const size_t *j
     uint8_t *out = rn->new_alloc[i];
     for (int checked = 0; checked < nn && full > 0; checked++) {
       if (rem[id] == g) {
-        for (int k = 0; k < g; k++)
-          out[got++] = (uint8_t)(p->first_vnode[t] + (id * g + k) / rn->gpn);
+        for (int k = 0; k < g; k++) out[got++] = node_vnode(rn, p, t, id);
         rem[id] = 0;
         want -= g;
         full--;
@@ -141,8 +147,7 @@ static void s_place(struct stk__jrun *rn, struct srun *p, int t, const size_t *j
     for (int guard = 0; want > 0 && guard < 2 * nn; guard++) {
       if (rem[id]) {
         int take = STK__MIN(want, rem[id]);
-        for (int k = 0; k < take; k++)
-          out[got++] = (uint8_t)(p->first_vnode[t] + (id * g + g - rem[id] + k) / rn->gpn);
+        for (int k = 0; k < take; k++) out[got++] = node_vnode(rn, p, t, id);
         rem[id] -= take;
         want -= take;
       }
