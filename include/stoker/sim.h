@@ -247,7 +247,7 @@ STK_EXPORT void stk_sim_jobs_free(struct stk_sim_jobs *j);
 STK_EXPORT size_t stk_sim_jobs_count(const struct stk_sim_jobs *j);
 
 /* The queueing policies, in table order: fifo, sjf, tiresias, optimus,
- * pollux, multi, carbon. */
+ * pollux, multi, carbon, and for heterogeneous clusters gavel and sia. */
 STK_EXPORT size_t stk_sim_job_policy_count(void);
 STK_EXPORT const char *stk_sim_job_policy_name(size_t i);
 STK_EXPORT const char *stk_sim_job_policy_summary(size_t i);
