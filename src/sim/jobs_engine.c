@@ -256,6 +256,17 @@ static void job_step(struct stk__jrun *rn, struct stk__jstate *j, double seconds
 }
 
 static void reallocate(struct stk__jrun *rn, struct stk__jstate *j, const uint8_t *alloc, int n) {
+  /* The Sia artifact restarts a job only when its type or the shape of its
+   * placement (GPUs per node, in order) changes: a move to other nodes of
+   * the same type in the same shape is free there, and so here. */
+  if (rn->ntypes && n && j->nalloc && rn->vtype[alloc[0]] == j->type) {
+    int place[STK__JOBS_MAX_NODES];
+    int m = stk__jhet_place(rn, alloc, n, place);
+    if (m == j->nplace && !memcmp(place, j->place, sizeof(int) * (size_t)m)) {
+      memcpy(j->alloc, alloc, (size_t)n);
+      return;
+    }
+  }
   memcpy(j->alloc, alloc, (size_t)n);
   j->nalloc = n;
   j->nplace = 0;
