@@ -32,7 +32,7 @@ ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SAN)
 endif
-LDLIBS  += $(PKG_LIBS) -lm -ldl -pthread
+LDLIBS  += $(PKG_LIBS) -lglpk -lm -ldl -pthread
 
 MPI_SRC  := src/bench/mpi.c
 LIB_SRC  := $(filter-out $(MPI_SRC),$(sort $(wildcard src/*/*.c)))

@@ -219,6 +219,19 @@ STK_EXPORT void stk_sim_write_svg(FILE *f, const struct stk_sim_result *r, size_
  * application (placements.csv, scalability.csv, validation-BSZ.csv). */
 struct stk_sim_apps;
 STK_EXPORT int stk_sim_apps_load(struct stk_sim_apps **out, const char *traces_dir, char *errmsg);
+/* The same for one GPU type of the Sia SOSP'23 artifact ("aws", "rtx",
+ * "dgx-ext", "quad", "dgx", "azure"): placements-TYPE.csv and
+ * scalability-TYPE.csv of each application that has them. */
+STK_EXPORT int stk_sim_apps_load_type(struct stk_sim_apps **out, const char *traces_dir,
+                                      const char *type, char *errmsg);
+
+/* One GPU type of a heterogeneous cluster: its nodes, GPUs per node and
+ * the applications' measurements on it. */
+struct stk_sim_gpu_type {
+  const char *name; /* aws (T4), rtx (RTX 2080Ti), dgx-ext (A100), quad, ... */
+  uint32_t nodes, gpus_per_node;
+  const struct stk_sim_apps *apps;
+};
 STK_EXPORT void stk_sim_apps_free(struct stk_sim_apps *a);
 
 /* A job list: either the artifact's workload CSV (name, time, application,
@@ -234,7 +247,7 @@ STK_EXPORT void stk_sim_jobs_free(struct stk_sim_jobs *j);
 STK_EXPORT size_t stk_sim_jobs_count(const struct stk_sim_jobs *j);
 
 /* The queueing policies, in table order: fifo, sjf, tiresias, optimus,
- * pollux, multi, carbon. */
+ * pollux, multi, carbon, and for heterogeneous clusters gavel and sia. */
 STK_EXPORT size_t stk_sim_job_policy_count(void);
 STK_EXPORT const char *stk_sim_job_policy_name(size_t i);
 STK_EXPORT const char *stk_sim_job_policy_summary(size_t i);
@@ -249,6 +262,16 @@ struct stk_sim_jobs_sample {
 struct stk_sim_jobs_opts {
   const char *policy;       /* NULL = "tiresias" */
   uint32_t nodes, gpus_per_node; /* 0 = 16 and 4 */
+  /* A heterogeneous cluster (nodes and gpus_per_node are then ignored):
+   * the Sia artifact's model. Each job runs on one type at that type's
+   * measured throughput, calibrated by the artifact's per-application
+   * slowdowns; a job that starts, resizes or moves pays its application's
+   * restart time (the artifact's, not restart_delay); a placement a
+   * type-blind policy spreads over types keeps only the GPUs of the type
+   * it has most of (ties to the faster type). Type-blind policies see
+   * every node as nodes of the smallest GPUs-per-node. */
+  const struct stk_sim_gpu_type *types;
+  uint32_t ntypes;
   double interval;          /* scheduling period, s; 0 = 60 */
   double restart_delay;     /* s a job pays after each allocation change; 0 = 30, <0 = none */
   double horizon;           /* stop at this simulated time, s; 0 = 10^8 */

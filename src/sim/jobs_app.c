@@ -105,9 +105,9 @@ static int cmp_place(const void *a, const void *b) {
   return strcmp(((const struct stk__jplace *)a)->key, ((const struct stk__jplace *)b)->key);
 }
 
-static int load_placements(struct stk__japp *a, const char *dir, char *errmsg) {
+static int load_placements(struct stk__japp *a, const char *dir, const char *sfx, char *errmsg) {
   char path[1100];
-  snprintf(path, sizeof path, "%s/placements.csv", dir);
+  snprintf(path, sizeof path, "%s/placements%s.csv", dir, sfx);
   struct stk__sim_csv r;
   int rc = stk__sim_csv_open(&r, path, errmsg);
   if (rc) return rc;
@@ -190,9 +190,9 @@ static int load_placements(struct stk__japp *a, const char *dir, char *errmsg) {
 /* The scattered points: the mean of the measured rows for each distinct
  * (nodes, replicas, batch), in sorted order, then scalability.csv's rows in
  * file order, as the artifact builds them. */
-static int build_points(struct stk__japp *a, const char *dir, char *errmsg) {
+static int build_points(struct stk__japp *a, const char *dir, const char *sfx, char *errmsg) {
   char path[1100];
-  snprintf(path, sizeof path, "%s/scalability.csv", dir);
+  snprintf(path, sizeof path, "%s/scalability%s.csv", dir, sfx);
   static const char *const names[] = {"num_nodes", "num_replicas", "local_bsz", "step_time",
                                       "sync_time"};
   double *sc;
@@ -474,7 +474,15 @@ static void app_free(struct stk__japp *a) {
   free(a->tinv);
 }
 
-static int load_app(struct stk__japp *a, const char *dir, const char *name, char *errmsg) {
+/* type: NULL for the Pollux artifact's files (placements.csv and
+ * scalability.csv, its per-application constants), else a GPU type of the
+ * Sia artifact (placements-TYPE.csv, scalability-TYPE.csv and its
+ * constants: the batch limits of the measurements, deepspeech2's local
+ * batch of at most 57 on rtx). */
+static int load_app(struct stk__japp *a, const char *dir, const char *name, const char *type,
+                    char *errmsg) {
+  char sfx[40] = "";
+  if (type) snprintf(sfx, sizeof sfx, "-%.30s", type);
   snprintf(a->name, sizeof a->name, "%.31s", name);
   DIR *d = opendir(dir);
   if (!d) return stk__errf(errmsg, stk__from_errno(errno), "%s: cannot open: %s", dir, strerror(errno));
@@ -516,7 +524,7 @@ static int load_app(struct stk__japp *a, const char *dir, const char *name, char
     free(rows);
     if (minlen < 0 || n < minlen) minlen = n;
   }
-  int rc = load_placements(a, dir, errmsg);
+  int rc = load_placements(a, dir, sfx, errmsg);
   if (rc) return rc;
   a->init_bsz = a->val[0].bsz;
   a->max_bsz = a->val[a->nval - 1].bsz;
@@ -524,8 +532,9 @@ static int load_app(struct stk__japp *a, const char *dir, const char *name, char
   for (size_t k = 0; k < STK__ARRAY_LEN(known); k++)
     if (!strcmp(known[k].name, name)) {
       if (known[k].max_epochs < a->max_epochs) a->max_epochs = known[k].max_epochs;
-      if (known[k].max_local) a->max_local = known[k].max_local;
+      if (known[k].max_local && !type) a->max_local = known[k].max_local;
     }
+  if (type && !strcmp(name, "deepspeech2") && !strcmp(type, "rtx")) a->max_local = 57;
   a->progress_at = malloc(sizeof(double) * (size_t)(a->max_epochs + 1));
   if (!a->progress_at) return STK_ENOMEM;
   a->progress_at[0] = 0;
@@ -534,7 +543,7 @@ static int load_app(struct stk__japp *a, const char *dir, const char *name, char
     for (int i = 0; i < a->nval; i++) m = fmin(m, a->val[i].progress[ep - 1]);
     a->progress_at[ep] = m;
   }
-  rc = build_points(a, dir, errmsg);
+  rc = build_points(a, dir, sfx, errmsg);
   if (!rc) rc = triangulate(a, errmsg);
   return rc;
 }
@@ -544,6 +553,11 @@ static int cmp_name(const void *x, const void *y) {
 }
 
 int stk_sim_apps_load(struct stk_sim_apps **out, const char *traces_dir, char *errmsg) {
+  return stk_sim_apps_load_type(out, traces_dir, NULL, errmsg);
+}
+
+int stk_sim_apps_load_type(struct stk_sim_apps **out, const char *traces_dir, const char *type,
+                           char *errmsg) {
   *out = NULL;
   DIR *d = opendir(traces_dir);
   if (!d)
@@ -558,9 +572,13 @@ int stk_sim_apps_load(struct stk_sim_apps **out, const char *traces_dir, char *e
   struct dirent *e;
   while (!rc && (e = readdir(d))) {
     if (e->d_name[0] == '.') continue;
+    /* the Sia artifact's pipeline-parallel GPT (its own step-time model)
+     * is not modelled; no workload here runs it */
+    if (type && !strcmp(e->d_name, "gpt_pmp")) continue;
     char dir[1024], probe[1100];
     snprintf(dir, sizeof dir, "%s/%s", traces_dir, e->d_name);
-    snprintf(probe, sizeof probe, "%s/placements.csv", dir);
+    snprintf(probe, sizeof probe, "%s/placements%s%.30s.csv", dir, type ? "-" : "",
+             type ? type : "");
     FILE *f = fopen(probe, "r");
     if (!f) continue;
     fclose(f);
@@ -574,12 +592,12 @@ int stk_sim_apps_load(struct stk_sim_apps **out, const char *traces_dir, char *e
       s->app = na;
     }
     memset(&s->app[s->n], 0, sizeof s->app[0]);
-    rc = load_app(&s->app[s->n++], dir, e->d_name, errmsg);
+    rc = load_app(&s->app[s->n++], dir, e->d_name, type, errmsg);
   }
   closedir(d);
   if (!rc && s->n == 0)
-    rc = stk__errf(errmsg, STK_EEMPTY, "%s: no application directories (placements.csv)",
-                   traces_dir);
+    rc = stk__errf(errmsg, STK_EEMPTY, "%s: no application directories (placements%s%s.csv)",
+                   traces_dir, type ? "-" : "", type ? type : "");
   if (rc) {
     stk_sim_apps_free(s);
     return rc;

@@ -15,7 +15,8 @@
 
 static const struct stk__jpolicy *const policies[] = {
     &stk__jpol_fifo,    &stk__jpol_sjf,   &stk__jpol_tiresias, &stk__jpol_optimus,
-    &stk__jpol_pollux,  &stk__jpol_multi, &stk__jpol_carbon,   NULL,
+    &stk__jpol_pollux,  &stk__jpol_multi, &stk__jpol_carbon,   &stk__jpol_gavel,
+    &stk__jpol_sia,     NULL,
 };
 
 size_t stk_sim_job_policy_count(void) { return STK__ARRAY_LEN(policies) - 1; }
@@ -103,7 +104,7 @@ double stk__jremaining(struct stk__jrun *rn, struct stk__jstate *j) {
 /* ---- one job ---------------------------------------------------------- */
 
 static void update_bsz(struct stk__jrun *rn, struct stk__jstate *j) {
-  const struct stk__japp *a = j->spec->app;
+  const struct stk__japp *a = stk__japp_of(j);
   if (!a || !j->nplace) return;
   int reps = 0;
   for (int i = 0; i < j->nplace; i++) reps += j->place[i];
@@ -122,11 +123,15 @@ static void update_bsz(struct stk__jrun *rn, struct stk__jstate *j) {
   (void)rn;
 }
 
-/* Record a measured configuration for Pollux's model and refit. */
-static void observe(struct stk__jstate *j, int nodes, int reps, int atomic, double step,
-                    double sync) {
+/* Record a measured configuration for Pollux's model and refit: one
+ * model over every type, or with fit_by_type one per type (Sia). */
+static void observe(struct stk__jrun *rn, struct stk__jstate *j, int nodes, int reps, int atomic,
+                    double step, double sync) {
+  int ty = rn->fit_by_type ? j->type : 0;
   for (int i = 0; i < j->nprof; i++)
-    if (j->prof_nodes[i] == nodes && j->prof_rep[i] == reps && j->prof_bsz[i] == atomic) return;
+    if (j->prof_nodes[i] == nodes && j->prof_rep[i] == reps && j->prof_bsz[i] == atomic &&
+        j->prof_type[i] == ty)
+      return;
   if (j->nprof == j->capprof) {
     int cap = j->capprof ? 2 * j->capprof : 16;
     int *a = realloc(j->prof_nodes, sizeof(int) * (size_t)cap);
@@ -139,7 +144,9 @@ static void observe(struct stk__jstate *j, int nodes, int reps, int atomic, doub
     if (d) j->prof_step = d;
     double *e = realloc(j->prof_sync, sizeof(double) * (size_t)cap);
     if (e) j->prof_sync = e;
-    if (!a || !b || !c || !d || !e) return;
+    int *f = realloc(j->prof_type, sizeof(int) * (size_t)cap);
+    if (f) j->prof_type = f;
+    if (!a || !b || !c || !d || !e || !f) return;
     j->capprof = cap;
   }
   j->prof_nodes[j->nprof] = nodes;
@@ -147,11 +154,35 @@ static void observe(struct stk__jstate *j, int nodes, int reps, int atomic, doub
   j->prof_bsz[j->nprof] = atomic;
   j->prof_step[j->nprof] = step;
   j->prof_sync[j->nprof] = step - sync; /* accumulation (compute) time */
+  j->prof_type[j->nprof] = ty;
   j->nprof++;
-  if (reps > j->max_prof_rep) j->max_prof_rep = reps;
-  stk__perf_fit(&j->perf, j->nprof, j->prof_nodes, j->prof_rep, j->prof_bsz, j->prof_sync,
+  if (!rn->fit_by_type) {
+    if (reps > j->max_prof_rep) j->max_prof_rep = reps;
+    stk__perf_fit(&j->perf, j->nprof, j->prof_nodes, j->prof_rep, j->prof_bsz, j->prof_sync,
+                  j->prof_step);
+    j->have_perf = 1;
+    return;
+  }
+  /* this type's rows first, then fit them alone */
+  int m = 0;
+  for (int i = 0; i < j->nprof; i++)
+    if (j->prof_type[i] == ty) {
+      int tn = j->prof_nodes[i], tr = j->prof_rep[i], tb = j->prof_bsz[i], tt = j->prof_type[i];
+      double ts = j->prof_step[i], tc = j->prof_sync[i];
+      j->prof_nodes[i] = j->prof_nodes[m], j->prof_rep[i] = j->prof_rep[m];
+      j->prof_bsz[i] = j->prof_bsz[m], j->prof_type[i] = j->prof_type[m];
+      j->prof_step[i] = j->prof_step[m], j->prof_sync[i] = j->prof_sync[m];
+      j->prof_nodes[m] = tn, j->prof_rep[m] = tr, j->prof_bsz[m] = tb, j->prof_type[m] = tt;
+      j->prof_step[m] = ts, j->prof_sync[m] = tc;
+      m++;
+    }
+  if (reps > j->maxrep_t[ty]) j->maxrep_t[ty] = reps;
+  stk__perf_fit(&j->perf_t[ty], m, j->prof_nodes, j->prof_rep, j->prof_bsz, j->prof_sync,
                 j->prof_step);
+  j->have_t[ty] = 1;
+  j->perf = j->perf_t[ty];
   j->have_perf = 1;
+  j->max_prof_rep = j->maxrep_t[ty];
 }
 
 static void job_step(struct stk__jrun *rn, struct stk__jstate *j, double seconds) {
@@ -163,7 +194,7 @@ static void job_step(struct stk__jrun *rn, struct stk__jstate *j, double seconds
   j->attained += delay * gpus;
   j->rescale -= delay;
   seconds -= delay;
-  const struct stk__japp *a = j->spec->app;
+  const struct stk__japp *a = stk__japp_of(j);
   if (!a) { /* trace job: one second of work per second at its GPUs;
               * progress counts the seconds worked */
     double left = j->spec->duration - j->progress;
@@ -197,10 +228,10 @@ static void job_step(struct stk__jrun *rn, struct stk__jstate *j, double seconds
     if (rn->fit) {
       j->sqr = sqr;
       j->var = var;
-      observe(j, j->nplace, reps, j->atomic, step, sync);
+      observe(rn, j, j->nplace, reps, j->atomic, step, sync);
     }
     double total = step + accum_t * j->accum;
-    double goodput = gain / total;
+    double goodput = gain / total * (rn->ntypes ? j->calib : 1);
     double next = a->progress_at[j->epoch + 1];
     if (j->progress + goodput * seconds < next) {
       j->progress += goodput * seconds;
@@ -225,10 +256,30 @@ static void job_step(struct stk__jrun *rn, struct stk__jstate *j, double seconds
 }
 
 static void reallocate(struct stk__jrun *rn, struct stk__jstate *j, const uint8_t *alloc, int n) {
+  /* The Sia artifact restarts a job only when its type or the shape of its
+   * placement (GPUs per node, in order) changes: a move to other nodes of
+   * the same type in the same shape is free there, and so here. */
+  if (rn->ntypes && n && j->nalloc && rn->vtype[alloc[0]] == j->type) {
+    int place[STK__JOBS_MAX_NODES];
+    int m = stk__jhet_place(rn, alloc, n, place);
+    if (m == j->nplace && !memcmp(place, j->place, sizeof(int) * (size_t)m)) {
+      memcpy(j->alloc, alloc, (size_t)n);
+      return;
+    }
+  }
   memcpy(j->alloc, alloc, (size_t)n);
   j->nalloc = n;
   j->nplace = 0;
-  for (int i = 0; i < n; i++) {
+  if (rn->ntypes && n) {
+    j->type = rn->vtype[alloc[0]];
+    j->tapp = j->by_type[j->type];
+    if (rn->fit_by_type) { /* the batch is chosen with this type's model */
+      j->have_perf = j->have_t[j->type];
+      if (j->have_perf) j->perf = j->perf_t[j->type];
+    }
+    j->nplace = stk__jhet_place(rn, alloc, n, j->place);
+  }
+  for (int i = 0; i < n && !rn->ntypes; i++) {
     if (i == 0 || alloc[i] != alloc[i - 1]) {
       if (j->nplace == STK__JOBS_MAX_NODES) break;
       j->place[j->nplace++] = 1;
@@ -239,7 +290,7 @@ static void reallocate(struct stk__jrun *rn, struct stk__jstate *j, const uint8_
   j->c_valid = 0;
   if (n) {
     update_bsz(rn, j);
-    j->rescale = rn->o->restart_delay;
+    j->rescale = rn->ntypes ? j->rescale_s : rn->o->restart_delay;
     j->restarts++;
     if (j->start_at < 0) j->start_at = rn->now;
   } else {
@@ -282,7 +333,7 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   if (o.restart_delay == 0) o.restart_delay = 30;
   if (o.restart_delay < 0) o.restart_delay = 0;
   if (o.horizon <= 0) o.horizon = 1e8;
-  if (o.nodes > STK__JOBS_MAX_NODES || o.gpus_per_node > STK__JOBS_MAX_GPN)
+  if (!o.ntypes && (o.nodes > STK__JOBS_MAX_NODES || o.gpus_per_node > STK__JOBS_MAX_GPN))
     return stk__errf(errmsg, STK_EINVAL, "cluster of %u nodes x %u GPUs: at most %d x %d",
                      o.nodes, o.gpus_per_node, STK__JOBS_MAX_NODES, STK__JOBS_MAX_GPN);
   /* jobs are sorted by arrival: a run in which none arrives would report
@@ -296,6 +347,11 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   if (!pol)
     return stk__errf(errmsg, STK_EINVAL, "no job policy '%s'; `stoker sim --list-policies` names them",
                      o.policy);
+  if (pol->hetero && !o.ntypes)
+    return stk__errf(errmsg, STK_EINVAL,
+                     "policy %s schedules GPU types; give a heterogeneous cluster "
+                     "(--gpu-types, e.g. sia)",
+                     pol->name);
   for (size_t i = 0; i < jobs->n; i++)
     if (!jobs->job[i].app && pol->elastic)
       return stk__errf(errmsg, STK_EINVAL,
@@ -325,7 +381,8 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
                        "and a busy one %g W more",
                        o.power_cap_w, rn.gpus, rn.gpus * o.idle_w, o.busy_w - o.idle_w);
   }
-  rn.fit = pol == &stk__jpol_pollux;
+  rn.fit = pol == &stk__jpol_pollux || pol == &stk__jpol_sia;
+  rn.fit_by_type = pol == &stk__jpol_sia;
   rn.js = calloc(rn.n, sizeof *rn.js);
   rn.new_n = calloc(rn.n, sizeof(int));
   rn.new_alloc = calloc(rn.n, sizeof(uint8_t *));
@@ -337,15 +394,23 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
     rc = STK_ENOMEM;
     goto out;
   }
+  for (size_t i = 0; i < rn.n; i++) rn.js[i].spec = &jobs->job[i];
+  if (o.ntypes) {
+    if (o.power_cap_w > 0) {
+      rc = stk__errf(errmsg, STK_EINVAL, "a power cap is not modelled on a heterogeneous cluster");
+      goto out;
+    }
+    if ((rc = stk__jhet_init(&rn, errmsg))) goto out;
+    rn.usable = rn.gpus;
+  }
   for (size_t i = 0; i < rn.n; i++) {
     struct stk__jstate *j = &rn.js[i];
-    j->spec = &jobs->job[i];
     j->restarts = -1;
     j->start_at = -1;
     j->done_at = -1;
     if (j->spec->app) {
       j->target_bsz = j->spec->bsz;
-      if (pol == &stk__jpol_pollux) j->target_bsz = !strcmp(j->spec->app->name, "ncf") ? 32768 : 0;
+      if (rn.fit) j->target_bsz = !strcmp(j->spec->app->name, "ncf") ? 32768 : 0;
     }
     if (!pol->elastic && j->spec->replicas > rn.usable) {
       j->too_large = 1;
@@ -420,6 +485,7 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
       for (size_t k = 0; k < na; k++) {
         size_t i = active[k];
         struct stk__jstate *j = &rn.js[i];
+        rn.new_n[i] = stk__jhet_repair(&rn, rn.new_alloc[i], rn.new_n[i]);
         if (rn.new_n[i] != j->nalloc || memcmp(rn.new_alloc[i], j->alloc, (size_t)j->nalloc))
           reallocate(&rn, j, rn.new_alloc[i], rn.new_n[i]);
       }
@@ -525,6 +591,7 @@ out:
       free(j->prof_bsz);
       free(j->prof_step);
       free(j->prof_sync);
+      free(j->prof_type);
       free(j->opt_pred);
       free(j->pol);
       free(j->alloc);

@@ -12,6 +12,7 @@
 
 #define STK__JOBS_MAX_NODES 64
 #define STK__JOBS_MAX_GPN 16 /* GPUs per node */
+#define STK__JOBS_MAX_TYPES 8 /* GPU types of a heterogeneous cluster */
 
 /* ---- applications ---------------------------------------------------- */
 
@@ -122,7 +123,23 @@ struct stk__jstate {
   double sqr, var;
   double *opt_pred; /* Optimus: predicted step time by replicas */
   void *pol; /* policy's per-job state */
+  /* heterogeneous cluster: the application measured on each type, the
+   * type of the current placement and its measurements, the artifact's
+   * calibration (1 / slowdown) and restart time */
+  const struct stk__japp *by_type[STK__JOBS_MAX_TYPES];
+  const struct stk__japp *tapp;
+  int type;
+  /* a type-aware policy's fitted model per type (rn->fit_by_type) */
+  int *prof_type;
+  struct stk__perf perf_t[STK__JOBS_MAX_TYPES];
+  int have_t[STK__JOBS_MAX_TYPES], maxrep_t[STK__JOBS_MAX_TYPES];
+  double calib, rescale_s;
 };
+
+/* The measurements a job runs at: its type's on a heterogeneous cluster. */
+static inline const struct stk__japp *stk__japp_of(const struct stk__jstate *j) {
+  return j->tapp ? j->tapp : j->spec->app;
+}
 
 struct stk__jrun {
   const struct stk_sim_jobs *jobs;
@@ -132,11 +149,18 @@ struct stk__jrun {
   int nodes, gpn, gpus;
   int usable; /* GPUs the power cap lets run */
   int fit;    /* jobs keep Pollux's fitted model */
+  int fit_by_type; /* one model per GPU type (Sia) */
   double now;
   /* the policy writes the new allocation of each active job here */
   int *new_n;
   uint8_t **new_alloc;
   void *pol; /* policy's run state */
+  /* heterogeneous cluster (ntypes > 0): nodes are virtual nodes of gpn
+   * GPUs; the type and physical node (numbered across types) of each */
+  int ntypes;
+  const struct stk_sim_gpu_type *types;
+  int vtype[STK__JOBS_MAX_NODES], vphys[STK__JOBS_MAX_NODES];
+  int type_rank[STK__JOBS_MAX_TYPES]; /* 0 = fastest */
 };
 
 /* A queueing policy: given the active jobs (arrived, not done), write
@@ -144,13 +168,14 @@ struct stk__jrun {
 struct stk__jpolicy {
   const char *name, *summary;
   int elastic; /* sizes jobs itself (Optimus, Pollux) */
+  int hetero;  /* needs a heterogeneous cluster (Gavel, Sia) */
   int (*init)(struct stk__jrun *rn);
   void (*fini)(struct stk__jrun *rn);
   int (*schedule)(struct stk__jrun *rn, const size_t *active, size_t nactive);
 };
 
 extern const struct stk__jpolicy stk__jpol_fifo, stk__jpol_sjf, stk__jpol_tiresias,
-    stk__jpol_optimus, stk__jpol_pollux, stk__jpol_multi, stk__jpol_carbon;
+    stk__jpol_optimus, stk__jpol_pollux, stk__jpol_multi, stk__jpol_carbon, stk__jpol_gavel, stk__jpol_sia;
 const struct stk__jpolicy *stk__jpolicy_get(const char *name);
 
 /* Shared placement helper: give `want` GPUs, one at a time from the node
@@ -165,6 +190,15 @@ double stk__jpredict_step(struct stk__jrun *rn, struct stk__jstate *j, int n);
 double stk__jremaining(struct stk__jrun *rn, struct stk__jstate *j);
 /* Carbon intensity (g/kWh) at time t. */
 double stk__jcarbon_at(const struct stk_sim_jobs_opts *o, double t);
+/* Heterogeneous clusters (jobs_hetero.c): check and lay out the types
+ * (virtual nodes, each job's measurements per type); keep only the GPUs of
+ * one type of a placement that spans types; the type of a placement. */
+int stk__jhet_init(struct stk__jrun *rn, char *errmsg);
+int stk__jhet_repair(const struct stk__jrun *rn, uint8_t *alloc, int n);
+/* Group a placement's GPUs by physical node: the count on each, in order
+ * of first appearance; returns the number of nodes. */
+int stk__jhet_place(const struct stk__jrun *rn, const uint8_t *alloc, int n, int *place);
+
 /* Fixed-batch local batch and accumulation for n replicas. */
 void stk__jlocal_bsz(const struct stk__japp *a, int bsz, int replicas, int *atomic, int *accum);
 

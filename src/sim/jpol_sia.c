@@ -1,0 +1,296 @@
+/* Sia (Jayaram Subramanya et al., SOSP'23): heterogeneity-aware, goodput-
+ * driven, as its artifact runs it (p = -0.5, lambda_n = 1.1, 60 s rounds).
+ * Each round every job gets at most one configuration (GPU type, nodes,
+ * GPUs) from the artifact's list per type (1, 2, 4 GPUs on one node, then
+ * whole nodes), chosen by an integer program solved exactly by GLPK:
+ * minimise sum X[i][c] A[i][c] + lambda_n (jobs - allocated jobs) where
+ * A = round(G^p, 2) clipped at 3000 and G the job's goodput in c over its
+ * smallest goodput in any valid configuration, subject to the GPUs of each
+ * type. Goodput comes from the job's fitted model on that type, or, on a
+ * type it has not run on, from the first type it has run on scaled by the
+ * ratio of the two types' one-GPU throughputs; a job that never ran is
+ * worth 1 in every one-GPU configuration and nothing else. A configuration
+ * other than the job's last one is discounted by the restart factor (age
+ * less restarts x the application's restart penalty, over age plus one
+ * penalty); a job still paying its restart keeps its configuration. GPUs
+ * per job: up to twice the most it has run on (over all types) and the
+ * batch limit. Placement as the artifact's fast placer: per type, larger
+ * jobs first, whole free nodes first, then GPUs round the nodes. */
+#include <glpk.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs_impl.h"
+
+#define MAXT STK__JOBS_MAX_TYPES
+#define MAXC 24 /* configurations per type */
+#define P_FAIR (-0.5)
+#define LAMBDA_N 1.1
+#define ZERO_GAIN 1e-4
+
+struct scfg {
+  int type, nodes, gpus;
+};
+
+struct srun {
+  struct scfg cfg[MAXT * MAXC];
+  int ncfg;
+  int *prev;          /* per job: configuration index of last round, -1 none */
+  double *g;          /* scratch: goodput per (job, config) */
+  int tgpus[MAXT], first_vnode[MAXT];
+};
+
+static int s_init(struct stk__jrun *rn) {
+  if (!rn->ntypes) return 0;
+  struct srun *p = calloc(1, sizeof *p);
+  if (!p) return STK_ENOMEM;
+  rn->pol = p;
+  p->prev = malloc(sizeof(int) * rn->n);
+  if (!p->prev) return STK_ENOMEM;
+  for (size_t i = 0; i < rn->n; i++) p->prev[i] = -1;
+  for (int v = rn->nodes - 1; v >= 0; v--) p->first_vnode[rn->vtype[v]] = v;
+  /* the artifact's configurations: 1, 2, 4 (and 8) GPUs on one node, then
+   * whole nodes, up to the type's nodes */
+  for (int t = 0; t < rn->ntypes; t++) {
+    int g = (int)rn->types[t].gpus_per_node, nn = (int)rn->types[t].nodes;
+    p->tgpus[t] = g * nn;
+    for (int k = 1; k < g; k *= 2) p->cfg[p->ncfg++] = (struct scfg){t, 1, k};
+    for (int n = 1; n <= nn && n <= 16; n++) p->cfg[p->ncfg++] = (struct scfg){t, n, n * g};
+  }
+  return 0;
+}
+
+static void s_fini(struct stk__jrun *rn) {
+  struct srun *p = rn->pol;
+  if (!p) return;
+  free(p->prev);
+  free(p->g);
+  free(p);
+  rn->pol = NULL;
+}
+
+/* One-GPU throughput of an application on a type: its largest measured
+ * local batch over the largest step time of the one-GPU rows, as the
+ * artifact's ratio. */
+static double one_gpu_xput(const struct stk__japp *a) {
+  double b = 0, st = 0;
+  for (int k = 0; k < a->nplace; k++) {
+    const struct stk__jplace *pl = &a->place[k];
+    if (pl->replicas != 1) continue;
+    for (int r = 0; r < pl->n; r++) {
+      if (pl->bsz[r] > b) b = pl->bsz[r];
+      if (pl->step[r] > st) st = pl->step[r];
+    }
+  }
+  return st > 0 ? b / st : 0;
+}
+
+static double restart_penalty(const char *app) {
+  if (!strcmp(app, "deepspeech2")) return 25;
+  if (!strcmp(app, "imagenet")) return 250;
+  if (!strcmp(app, "bert")) return 120;
+  if (!strcmp(app, "yolov3")) return 45;
+  return 30;
+}
+
+/* Raw goodput of job j in configuration c, or 0 when c is not valid. */
+static double s_goodput(const struct stk__jrun *rn, const struct stk__jstate *j,
+                        const struct scfg *c, int maxrep) {
+  if (c->gpus > maxrep) return 0;
+  int t = c->type, src = t;
+  double mult = 1;
+  if (!j->have_t[t]) {
+    src = -1;
+    for (int u = 0; u < rn->ntypes && src < 0; u++)
+      if (j->have_t[u]) src = u;
+    if (src < 0) return c->gpus == 1 ? -1 : 0; /* never ran: 1 GPU only */
+    double xs = one_gpu_xput(j->by_type[t]), xd = one_gpu_xput(j->by_type[src]);
+    mult = xd > 0 ? xs / xd : 1;
+  }
+  const struct stk__japp *a = j->by_type[src];
+  int g = (int)rn->types[src].gpus_per_node;
+  int nodes = src == t ? c->nodes : (c->gpus + g - 1) / g;
+  int at, acc;
+  double gp = stk__goodput_opt(&j->perf_t[src], j->sqr, j->var, a->init_bsz, nodes, c->gpus,
+                               a->max_bsz, a->min_local, a->max_local, &at, &acc);
+  return gp > 0 ? gp * mult : 0;
+}
+
+/* The virtual node that stands for physical node id of type t: the
+ * artifact tells placements apart by node, not by GPU, so a job that keeps
+ * its nodes keeps its allocation (and pays no restart). */
+static uint8_t node_vnode(const struct stk__jrun *rn, const struct srun *p, int t, int id) {
+  return (uint8_t)(p->first_vnode[t] + id * (int)rn->types[t].gpus_per_node / rn->gpn);
+}
+
+/* The artifact's fast placer for one type: jobs (k in order, gpus desc)
+ * onto physical nodes; writes virtual-node allocations. */
+static void s_place(struct stk__jrun *rn, struct srun *p, int t, const size_t *jobs,
+                    const int *gpus, size_t nj) {
+  int g = (int)rn->types[t].gpus_per_node, nn = (int)rn->types[t].nodes;
+  int rem[STK__JOBS_MAX_NODES], node = 0;
+  for (int n = 0; n < nn; n++) rem[n] = g;
+  for (size_t q = 0; q < nj; q++) {
+    size_t i = jobs[q];
+    int want = gpus[q], got = 0, full = want / g, id = node;
+    uint8_t *out = rn->new_alloc[i];
+    for (int checked = 0; checked < nn && full > 0; checked++) {
+      if (rem[id] == g) {
+        for (int k = 0; k < g; k++) out[got++] = node_vnode(rn, p, t, id);
+        rem[id] = 0;
+        want -= g;
+        full--;
+      }
+      id = (id + 1) % nn;
+    }
+    for (int guard = 0; want > 0 && guard < 2 * nn; guard++) {
+      if (rem[id]) {
+        int take = STK__MIN(want, rem[id]);
+        for (int k = 0; k < take; k++) out[got++] = node_vnode(rn, p, t, id);
+        rem[id] -= take;
+        want -= take;
+      }
+      id = (id + 1) % nn;
+    }
+    node = id;
+    /* canonical order, so an unchanged placement is no restart */
+    for (int a = 1; a < got; a++)
+      for (int b = a; b > 0 && out[b - 1] > out[b]; b--) {
+        uint8_t x = out[b];
+        out[b] = out[b - 1];
+        out[b - 1] = x;
+      }
+    rn->new_n[i] = got;
+  }
+}
+
+static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
+  struct srun *p = rn->pol;
+  if (!p) return STK_EINVAL;
+  int C = p->ncfg;
+  double *g = realloc(p->g, sizeof(double) * na * (size_t)C);
+  if (!g) return STK_ENOMEM;
+  p->g = g;
+  for (size_t k = 0; k < na; k++) {
+    const struct stk__jstate *j = &rn->js[active[k]];
+    const struct stk__japp *a = j->spec->app;
+    int maxrep = 1;
+    for (int t = 0; t < rn->ntypes; t++) {
+      const struct stk__japp *ta = j->by_type[t];
+      int m = STK__MIN(STK__MAX(2 * j->maxrep_t[t], 1), 64);
+      if (ta->min_local > 0) m = STK__MIN(m, ta->max_bsz / ta->min_local);
+      maxrep = STK__MAX(maxrep, m);
+    }
+    if (!strcmp(a->name, "ncf")) maxrep = 1;
+    double *row = g + k * (size_t)C, lo = INFINITY;
+    for (int c = 0; c < C; c++) {
+      row[c] = s_goodput(rn, j, &p->cfg[c], maxrep);
+      if (row[c] < 0) row[c] = 1; /* a job that never ran */
+      if (row[c] > ZERO_GAIN && row[c] < lo) lo = row[c];
+    }
+    double age = rn->now - j->spec->submit, pen = restart_penalty(a->name);
+    double rf = age < pen ? 1 : fmax(age - (j->restarts < 0 ? 0 : j->restarts) * pen, 0) / (age + pen);
+    int prev = p->prev[active[k]];
+    for (int c = 0; c < C; c++) {
+      double v = isfinite(lo) && row[c] > ZERO_GAIN ? row[c] / lo : ZERO_GAIN;
+      if (v <= ZERO_GAIN) v = ZERO_GAIN;
+      if (prev >= 0 && c != prev) v *= rf;
+      if (v <= ZERO_GAIN) v = ZERO_GAIN;
+      row[c] = v;
+    }
+  }
+  glp_prob *ip = glp_create_prob();
+  glp_set_obj_dir(ip, GLP_MIN);
+  int T = rn->ntypes;
+  glp_add_rows(ip, (int)na + T);
+  glp_add_cols(ip, (int)na * C);
+  size_t nz = na * (size_t)C * 2;
+  int *ia = malloc(sizeof(int) * (nz + 1)), *ja = malloc(sizeof(int) * (nz + 1));
+  double *ar = malloc(sizeof(double) * (nz + 1));
+  int *pick = malloc(sizeof(int) * na);
+  size_t *tj = malloc(sizeof(size_t) * na);
+  int *tg = malloc(sizeof(int) * na);
+  int rc = 0;
+  if (!ia || !ja || !ar || !pick || !tj || !tg) {
+    rc = STK_ENOMEM;
+    goto out;
+  }
+  int k2 = 0;
+  for (size_t k = 0; k < na; k++) {
+    const struct stk__jstate *j = &rn->js[active[k]];
+    int prev = p->prev[active[k]];
+    int hold = prev >= 0 && j->nalloc && j->rescale > 0; /* still restarting */
+    if (hold)
+      glp_set_row_bnds(ip, (int)k + 1, GLP_FX, 1, 1);
+    else
+      glp_set_row_bnds(ip, (int)k + 1, GLP_UP, 0, 1);
+    for (int c = 0; c < C; c++) {
+      int col = (int)k * C + c + 1;
+      double A = nearbyint(pow(g[k * (size_t)C + c], P_FAIR) * 100) / 100;
+      if (A > 3000) A = 3000;
+      glp_set_col_kind(ip, col, GLP_BV);
+      if (hold && c != prev) glp_set_col_bnds(ip, col, GLP_FX, 0, 0);
+      /* each allocated job lowers lambda_n (jobs - allocated) by lambda_n */
+      glp_set_obj_coef(ip, col, A - LAMBDA_N);
+      ++k2, ia[k2] = (int)k + 1, ja[k2] = col, ar[k2] = 1;
+      ++k2, ia[k2] = (int)na + p->cfg[c].type + 1, ja[k2] = col, ar[k2] = p->cfg[c].gpus;
+    }
+  }
+  glp_set_obj_coef(ip, 0, LAMBDA_N * (double)na);
+  for (int t = 0; t < T; t++) glp_set_row_bnds(ip, (int)na + t + 1, GLP_UP, 0, p->tgpus[t]);
+  glp_load_matrix(ip, k2, ia, ja, ar);
+  glp_iocp parm;
+  glp_init_iocp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  parm.presolve = GLP_ON;
+  parm.mip_gap = 1e-4;
+  int grc = glp_intopt(ip, &parm);
+  int st = glp_mip_status(ip);
+  for (size_t k = 0; k < na; k++) {
+    pick[k] = -1;
+    if (grc == 0 && (st == GLP_OPT || st == GLP_FEAS))
+      for (int c = 0; c < C; c++)
+        if (glp_mip_col_val(ip, (int)k * C + c + 1) > 0.5) pick[k] = c;
+    p->prev[active[k]] = pick[k];
+    rn->new_n[active[k]] = 0;
+  }
+  for (int t = 0; t < T; t++) {
+    size_t nj = 0;
+    for (size_t k = 0; k < na; k++)
+      if (pick[k] >= 0 && p->cfg[pick[k]].type == t) {
+        tj[nj] = active[k];
+        tg[nj++] = p->cfg[pick[k]].gpus;
+      }
+    for (size_t a = 1; a < nj; a++) /* stable: GPUs descending */
+      for (size_t b = a; b > 0 && tg[b - 1] < tg[b]; b--) {
+        size_t x = tj[b];
+        tj[b] = tj[b - 1];
+        tj[b - 1] = x;
+        int y = tg[b];
+        tg[b] = tg[b - 1];
+        tg[b - 1] = y;
+      }
+    s_place(rn, p, t, tj, tg, nj);
+  }
+out:
+  glp_delete_prob(ip);
+  free(ia);
+  free(ja);
+  free(ar);
+  free(pick);
+  free(tj);
+  free(tg);
+  return rc;
+}
+
+const struct stk__jpolicy stk__jpol_sia = {
+    .name = "sia",
+    .summary = "Sia: goodput per GPU type and size, integer program (GLPK), p = -0.5; "
+               "needs --gpu-types",
+    .elastic = 1,
+    .hetero = 1,
+    .init = s_init,
+    .fini = s_fini,
+    .schedule = s_schedule,
+};
