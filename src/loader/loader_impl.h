@@ -17,6 +17,21 @@ struct stage_ctr {
   uint32_t threads;
 };
 
+/* The sample order walked ahead of the reader, crossing epochs as the
+ * reader does (both look-aheads; lookahead.c). walk_start takes an opened
+ * sampler, ties it to *stop and the shares, and places it at resume (or
+ * the start); walk_next gives the next id, STK_EOF after the last epoch or
+ * at a sampler failure (the reader reports those). */
+struct stk__walk {
+  struct stk_sampler *sampler;
+  uint64_t epoch, epoch_taken, epoch_samples;
+  uint32_t epochs;
+  int eof;
+};
+int stk__walk_start(struct stk__walk *w, const int *stop, const struct stk_loader_opts *o,
+                    const struct stk_sampler_state *resume);
+int stk__walk_next(struct stk__walk *w, uint64_t *id);
+
 /* The look-ahead of a dataset behind a cache (lookahead.c): a second
  * sampler walks the order ahead of the reader (whose progress is
  * *reader_taken, samples drawn) and asks the cache to stage the shards it

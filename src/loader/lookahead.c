@@ -24,14 +24,12 @@ struct visit {
 
 struct stk__lookahead {
   struct stk_dataset *ds;
-  struct stk_sampler *sampler;
   struct stk_loader_opts o;
   atomic_uint_fast64_t *reader_taken;
   uint64_t budget;
 
-  /* Walk state, as the reader keeps it (reader.c next_sample). */
-  uint64_t epoch, epoch_taken, pos;
-  int eof;
+  struct stk__walk walk; /* the order, as the reader walks it */
+  uint64_t pos;
 
   struct visit *win; /* ring of MAX_VISITS */
   size_t head, len;
@@ -44,26 +42,40 @@ struct stk__lookahead {
   atomic_int stop;
 };
 
-/* Next sample of the order, crossing epochs as the reader does. Walking a
- * streamed dataset's order counts its shards (staging them) ahead of the
- * reader; a count that fails ends the walk here (the reader reports it). */
-static int draw(struct stk__lookahead *la, uint64_t *id) {
-  while (!la->eof) {
-    int rc = la->o.epoch_samples && la->epoch_taken >= la->o.epoch_samples
+int stk__walk_start(struct stk__walk *w, const int *stop, const struct stk_loader_opts *o,
+                    const struct stk_sampler_state *resume) {
+  w->epochs = o->epochs;
+  w->epoch_samples = o->epoch_samples;
+  stk__sampler_set_cancel(w->sampler, stop);
+  stk__sampler_set_shares(w->sampler, o->shares);
+  if (!resume) return 0;
+  int rc = stk_sampler_restore(w->sampler, resume);
+  w->epoch = resume->epoch;
+  uint32_t world = o->sampler.world ? o->sampler.world : 1;
+  w->epoch_taken = resume->position / world;
+  if (w->epoch >= w->epochs) w->eof = 1;
+  return rc;
+}
+
+/* Walking a streamed dataset's order counts its shards (staging them)
+ * ahead of the reader; a count that fails ends the walk here. */
+int stk__walk_next(struct stk__walk *w, uint64_t *id) {
+  while (!w->eof) {
+    int rc = w->epoch_samples && w->epoch_taken >= w->epoch_samples
                  ? STK_EOF
-                 : stk_sampler_next(la->sampler, id);
+                 : stk_sampler_next(w->sampler, id);
     if (rc == 0) {
-      la->epoch_taken++;
+      w->epoch_taken++;
       return 0;
     }
     if (rc != STK_EOF) {
-      la->eof = 1;
+      w->eof = 1;
       break;
     }
-    la->epoch++;
-    la->epoch_taken = 0;
-    if (la->epoch >= la->o.epochs) la->eof = 1;
-    else stk_sampler_set_epoch(la->sampler, la->epoch);
+    w->epoch++;
+    w->epoch_taken = 0;
+    if (w->epoch >= w->epochs) w->eof = 1;
+    else stk_sampler_set_epoch(w->sampler, w->epoch);
   }
   return STK_EOF;
 }
@@ -88,7 +100,7 @@ static void *la_main(void *arg) {
     uint64_t taken = atomic_load_explicit(la->reader_taken, memory_order_relaxed);
     taken = taken > la->lag ? taken - la->lag : 0;
     while (la->len && la->win[la->head].last < taken) leave(la);
-    if (!have && draw(la, &id) == 0) have = 1;
+    if (!have && stk__walk_next(&la->walk, &id) == 0) have = 1;
     if (!have) { /* the order is exhausted: wait for the reader to finish */
       if (!la->len) break;
       stk_sleep_ns(5000000);
@@ -136,19 +148,11 @@ int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
   la->lag = (uint64_t)(o->prefetch_max + 2) * o->batch_size;
   int rc = la->win && la->inwin && la->inbytes ? 0 : STK_ENOMEM;
   atomic_init(&la->stop, 0);
-  if (!rc) rc = stk_sampler_open(&la->sampler, ds, &o->sampler);
-  if (!rc) stk__sampler_set_cancel(la->sampler, (const int *)&la->stop);
-  if (!rc) stk__sampler_set_shares(la->sampler, o->shares);
-  if (!rc && resume) {
-    rc = stk_sampler_restore(la->sampler, resume);
-    la->epoch = resume->epoch;
-    uint32_t world = o->sampler.world ? o->sampler.world : 1;
-    la->epoch_taken = resume->position / world;
-    if (la->epoch >= o->epochs) la->eof = 1;
-  }
+  if (!rc) rc = stk_sampler_open(&la->walk.sampler, ds, &o->sampler);
+  if (!rc) rc = stk__walk_start(&la->walk, (const int *)&la->stop, o, resume);
   if (!rc && pthread_create(&la->thread, NULL, la_main, la) != 0) rc = STK_ESYS;
   if (rc) {
-    stk_sampler_close(la->sampler);
+    stk_sampler_close(la->walk.sampler);
     free(la->win);
     free(la->inwin);
     free(la->inbytes);
@@ -163,7 +167,7 @@ void stk__lookahead_stop(struct stk__lookahead *la) {
   if (!la) return;
   atomic_store(&la->stop, 1);
   pthread_join(la->thread, NULL);
-  stk_sampler_close(la->sampler);
+  stk_sampler_close(la->walk.sampler);
   free(la->win);
   free(la->inwin);
   free(la->inbytes);

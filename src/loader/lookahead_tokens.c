@@ -22,43 +22,18 @@
 
 struct stk__tok_lookahead {
   struct stk_tokens *tok;
-  struct stk_sampler *sampler;
   struct stk_loader_opts o;
   atomic_uint_fast64_t *reader_taken;
   uint64_t ahead; /* windows beyond the reader's draws */
 
-  pthread_mutex_t mu; /* the walk: */
-  uint64_t epoch, epoch_taken, pos;
-  int eof;
+  pthread_mutex_t mu; /* the walk, under mu: */
+  struct stk__walk walk;
+  uint64_t pos;
 
   pthread_t th[THREADS];
   uint32_t nth;
   atomic_int stop;
 };
-
-/* Next window of the order, crossing epochs as the reader does; under mu. */
-static int draw(struct stk__tok_lookahead *la, uint64_t *id) {
-  while (!la->eof) {
-    int rc = la->o.epoch_samples && la->epoch_taken >= la->o.epoch_samples
-                 ? STK_EOF
-                 : stk_sampler_next(la->sampler, id);
-    if (rc == 0) {
-      la->epoch_taken++;
-      return 0;
-    }
-    if (rc != STK_EOF) {
-      la->eof = 1;
-      break;
-    }
-    la->epoch++;
-    la->epoch_taken = 0;
-    if (la->epoch >= la->o.epochs)
-      la->eof = 1;
-    else
-      stk_sampler_set_epoch(la->sampler, la->epoch);
-  }
-  return STK_EOF;
-}
 
 static void *warm_main(void *arg) {
   struct stk__tok_lookahead *la = arg;
@@ -71,7 +46,7 @@ static void *warm_main(void *arg) {
       stk_sleep_ns(2000000);
       continue;
     }
-    int rc = draw(la, &id);
+    int rc = stk__walk_next(&la->walk, &id);
     uint64_t pos = la->pos++;
     pthread_mutex_unlock(&la->mu);
     if (rc) break; /* the order is exhausted */
@@ -95,17 +70,9 @@ int stk__tok_lookahead_start(struct stk__tok_lookahead **out, struct stk_tokens 
   la->ahead = (uint64_t)AHEAD_BATCHES * o->batch_size;
   atomic_init(&la->stop, 0);
   pthread_mutex_init(&la->mu, NULL);
-  int rc = stk__sampler_open_n(&la->sampler, stk_tokens_num_windows(tok),
+  int rc = stk__sampler_open_n(&la->walk.sampler, stk_tokens_num_windows(tok),
                                stk_tokens_fingerprint(tok), stk__tokens_seed(tok), &o->sampler);
-  if (!rc) stk__sampler_set_cancel(la->sampler, (const int *)&la->stop);
-  if (!rc) stk__sampler_set_shares(la->sampler, o->shares);
-  if (!rc && resume) {
-    rc = stk_sampler_restore(la->sampler, resume);
-    la->epoch = resume->epoch;
-    uint32_t world = o->sampler.world ? o->sampler.world : 1;
-    la->epoch_taken = resume->position / world;
-    if (la->epoch >= o->epochs) la->eof = 1;
-  }
+  if (!rc) rc = stk__walk_start(&la->walk, (const int *)&la->stop, o, resume);
   for (; !rc && la->nth < THREADS; la->nth++)
     if (pthread_create(&la->th[la->nth], NULL, warm_main, la) != 0) break;
   if (!rc && la->nth == 0) rc = STK_ESYS;
@@ -121,7 +88,7 @@ void stk__tok_lookahead_stop(struct stk__tok_lookahead *la) {
   if (!la) return;
   atomic_store(&la->stop, 1);
   for (uint32_t i = 0; i < la->nth; i++) pthread_join(la->th[i], NULL);
-  stk_sampler_close(la->sampler);
+  stk_sampler_close(la->walk.sampler);
   pthread_mutex_destroy(&la->mu);
   free(la);
 }
