@@ -32,7 +32,10 @@ ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SAN)
 endif
-LDLIBS  += $(PKG_LIBS) -lglpk -lm -ldl -pthread
+# Libraries without a pkg-config file (Debian's GLPK has none) and the
+# system's: the one list, which stoker.pc and python/setup.py also read.
+SYSLIBS := -lglpk -lm -ldl -pthread
+LDLIBS  += $(PKG_LIBS) $(SYSLIBS)
 
 MPI_SRC  := src/bench/mpi.c
 LIB_SRC  := $(filter-out $(MPI_SRC),$(sort $(wildcard src/*/*.c)))
@@ -186,7 +189,7 @@ $(BUILD)/stoker.pc: stoker.pc.in Makefile
 	@mkdir -p $(BUILD)
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' \
 	    -e 's|@VERSION@|$(shell sed -n 's/^#define STOKER_VERSION "\(.*\)"/\1/p' include/stoker/util.h)|g' \
-	    -e 's|@REQUIRES@|$(PKGS)|g' stoker.pc.in > $@
+	    -e 's|@REQUIRES@|$(PKGS)|g' -e 's|@SYSLIBS@|$(SYSLIBS)|g' stoker.pc.in > $@
 $(BUILD)/stoker.pc: FORCE
 
 install: all $(BUILD)/stoker.pc

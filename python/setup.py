@@ -10,8 +10,9 @@ Where libstoker comes from, in this order:
 So `pip install --no-build-isolation ./python` works on a fresh clone with
 only the Debian -dev packages of scripts/install-deps, no `make` first.
 libstoker's own dependencies come from pkg-config, by the names of the
-Makefile's PKGS line (the one list of them; an sdist records it in
-libstoker/PKGS). STOKER_ROOT names the repository when this file is
+Makefile's PKGS line (the one list of them), and those without a
+pkg-config file from its SYSLIBS line (an sdist records both in
+libstoker/). STOKER_ROOT names the repository when this file is
 elsewhere; STOKER_FROM_SOURCE=1 compiles the sources even where an archive
 exists."""
 import glob
@@ -53,28 +54,35 @@ def lib_sources(base):
     return out
 
 
-def makefile_pkgs():
-    """The pkg-config names of libstoker's dependencies: the PKGS line of
-    the repository's Makefile, or the sdist's record of it (STOKER_PKGS
-    overrides)."""
-    if os.environ.get("STOKER_PKGS"):
-        return os.environ["STOKER_PKGS"].split()
+def makefile_line(name):
+    """A list from the repository's Makefile (`NAME := ...`), or the sdist's
+    record of it in libstoker/NAME (STOKER_NAME overrides)."""
+    if os.environ.get("STOKER_" + name):
+        return os.environ["STOKER_" + name].split()
     try:
-        with open(os.path.join(VENDOR, "PKGS")) as f:
-            pkgs = f.read().split()
-        if pkgs:
-            return pkgs
+        with open(os.path.join(VENDOR, name)) as f:
+            return f.read().split()
     except OSError:
         pass
     try:
         with open(os.path.join(ROOT, "Makefile")) as f:
             for line in f:
-                if line.startswith("PKGS") and ":=" in line:
+                if line.startswith(name) and ":=" in line and line.split(":=")[0].strip() == name:
                     return line.split(":=", 1)[1].split()
     except OSError:
         pass
-    raise SystemExit("stoker: cannot read the PKGS line of %s/Makefile; set STOKER_ROOT "
-                     "to the repository (or STOKER_PKGS to libstoker's pkg-config names)" % ROOT)
+    raise SystemExit("stoker: cannot read the %s line of %s/Makefile; set STOKER_ROOT to the "
+                     "repository (or STOKER_%s)" % (name, ROOT, name))
+
+
+def makefile_pkgs():
+    """The pkg-config names of libstoker's dependencies: the PKGS line."""
+    return makefile_line("PKGS")
+
+
+def makefile_syslibs():
+    """The libraries with no pkg-config file, and the system's: SYSLIBS."""
+    return makefile_line("SYSLIBS")
 
 
 def pkg_config(*args):
@@ -112,15 +120,16 @@ if "sdist" in sys.argv[1:]:
 elif os.path.exists(LIB) and not from_source:
     include_dirs = [os.path.join(ROOT, "include")]
     extra_objects = [LIB]
-    libs = pkg_config("--libs", *makefile_pkgs())
+    libs = pkg_config("--libs", *makefile_pkgs()) + makefile_syslibs()
 elif tree:
     pkgs = makefile_pkgs()
     sources += lib_sources(tree)
     include_dirs = [os.path.join(tree, "include")] + \
         [f[2:] for f in pkg_config("--cflags-only-I", *pkgs)]
-    libs = pkg_config("--libs", *pkgs)
+    libs = pkg_config("--libs", *pkgs) + makefile_syslibs()
 else:
-    libs = pkg_config("--libs", "stoker")  # its Requires bring the dependencies
+    # its Requires bring the dependencies; the shared library links the rest
+    libs = pkg_config("--libs", "stoker") + ["-lm", "-ldl", "-pthread"]
     include_dirs = [f[2:] for f in pkg_config("--cflags", "stoker") if f.startswith("-I")]
 
 
@@ -156,18 +165,21 @@ class BuildExt(build_ext):
 
 class Sdist(sdist):
     """An sdist that builds without the repository: libstoker's sources and
-    its PKGS line go into libstoker/ for the archive, then are removed."""
+    its PKGS and SYSLIBS lines go into libstoker/ for the archive, then are
+    removed."""
 
     def run(self):
         if os.path.isdir(VENDOR) or not tree or tree == VENDOR:
             return super().run()
-        pkgs = makefile_pkgs()
+        pkgs, syslibs = makefile_pkgs(), makefile_syslibs()
         try:
             for d in ("src", "include"):
                 shutil.copytree(os.path.join(tree, d), os.path.join(VENDOR, d),
                                 ignore=shutil.ignore_patterns("*.o", "*.d"))
             with open(os.path.join(VENDOR, "PKGS"), "w") as f:
                 f.write(" ".join(pkgs) + "\n")
+            with open(os.path.join(VENDOR, "SYSLIBS"), "w") as f:
+                f.write(" ".join(syslibs) + "\n")
             super().run()
         finally:
             shutil.rmtree(VENDOR, ignore_errors=True)
@@ -179,7 +191,7 @@ ext = Extension(
     include_dirs=include_dirs + [os.path.join(HERE, "src")],
     extra_objects=extra_objects,
     extra_compile_args=compile_args,
-    extra_link_args=libs + ["-lm", "-ldl", "-pthread"],
+    extra_link_args=libs,
     depends=BINDING_HEADERS + [LIB] if extra_objects else BINDING_HEADERS,
 )
 
