@@ -19,8 +19,10 @@ static struct stk_mig_layout layout(const struct stk_mig_geometry *g, const char
     int p = stk_mig_profile_find(g, t);
     CHECK_MSG(p >= 0, "no profile %s on %s", t, g->name);
     CHECK(l.n < STK_MIG_MAX_INSTANCES + 1);
-    l.inst[l.n].profile = (uint8_t)p;
-    l.inst[l.n].start = (uint8_t)atoi(at + 1);
+    if (l.n < STK_MIG_MAX_INSTANCES) { /* one more is only counted: the check refuses it */
+      l.inst[l.n].profile = (uint8_t)p;
+      l.inst[l.n].start = (uint8_t)atoi(at + 1);
+    }
     l.n++;
   }
   return l;
