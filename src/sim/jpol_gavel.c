@@ -178,7 +178,8 @@ static int g_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
       double prio = share * 1e9;
       if (share > 0 && frac > 0) prio = share / frac;
       if (share <= 0) prio = 0;
-      e[ne++] = (struct gent){k, t, prio, share, ne};
+      e[ne] = (struct gent){k, t, prio, share, ne};
+      ne++;
     }
   qsort(e, ne, sizeof *e, cmp_ent);
   int left[MAXT];

@@ -112,6 +112,15 @@ static int load_profile(struct stk_parva *p, unsigned m, const char *path, char 
       goto out;
     }
     if (v[3] == 0) continue; /* not measured (out of memory) */
+    for (unsigned j = 0; j < p->npts[m]; j++) { /* one measurement per point */
+      const struct parva_point *q = &p->pts[m][j];
+      if (q->size == v[0] && q->batch == v[1] && q->procs == v[2]) {
+        rc = stk__errf(errmsg, STK_EFORMAT,
+                       "%s:%zu: instance size %.0f, batch %.0f, processes %.0f measured twice",
+                       path, i + 1, v[0], v[1], v[2]);
+        goto out;
+      }
+    }
     struct parva_point *pt = &p->pts[m][p->npts[m]++];
     pt->size = (uint8_t)v[0];
     pt->batch = (uint16_t)v[1];
