@@ -148,20 +148,26 @@ static int is_list_name(const char *p) {
 #define LIST_MAX (64u << 20)
 #define NAMES_MAX 10000000u
 
+/* The origin options a dataset's requests take from its cache options
+ * (timeouts, retries, S3 settings, cancel). */
+struct stk_origin_opts stk__dataset_origin_opts(const struct stk_dataset_opts *opts) {
+  struct stk_cache_opts co = opts && opts->cache ? *opts->cache : (struct stk_cache_opts){0};
+  return (struct stk_origin_opts){.connect_timeout_s = co.connect_timeout_s,
+                                  .stall_timeout_s = co.stall_timeout_s,
+                                  .retry_max_s = co.retry_max_s,
+                                  .max_attempts = co.max_attempts,
+                                  .s3_endpoint = co.s3_endpoint,
+                                  .s3_region = co.s3_region,
+                                  .s3_addressing = co.s3_addressing,
+                                  .s3_profile = co.s3_profile,
+                                  .cancel = co.cancel};
+}
+
 /* The text of a shard-list file, local or remote (fetched whole). */
 static int read_list(const char *loc, const struct stk_dataset_opts *opts, char **text, size_t *len,
                      char *err) {
   if (stk__origin_is_url(loc) && strncmp(loc, "file://", 7)) {
-    struct stk_cache_opts co = opts && opts->cache ? *opts->cache : (struct stk_cache_opts){0};
-    struct stk_origin_opts oo = {.connect_timeout_s = co.connect_timeout_s,
-                                 .stall_timeout_s = co.stall_timeout_s,
-                                 .retry_max_s = co.retry_max_s,
-                                 .max_attempts = co.max_attempts,
-                                 .s3_endpoint = co.s3_endpoint,
-                                 .s3_region = co.s3_region,
-                                 .s3_addressing = co.s3_addressing,
-                                 .s3_profile = co.s3_profile,
-                               .cancel = co.cancel};
+    struct stk_origin_opts oo = stk__dataset_origin_opts(opts);
     /* The list's directory is the origin; the list is one object in it. */
     char *dir = strdup(loc);
     if (!dir) return stk__errf(err, STK_ENOMEM, "out of memory");

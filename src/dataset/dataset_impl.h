@@ -145,6 +145,7 @@ int stk__dataset_count_through(struct stk_dataset *ds, size_t min_shards, uint64
                                const int *cancel, char *err);
 /* Whether every shard's samples are counted (always, unless streamed). */
 int stk__dataset_all_counted(const struct stk_dataset *ds);
+struct stk_origin_opts stk__dataset_origin_opts(const struct stk_dataset_opts *opts);
 
 /* The index building that local and remote opening share. */
 int stk__dataset_index_all(struct stk_dataset *ds, int threads, char *err);

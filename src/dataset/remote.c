@@ -528,16 +528,8 @@ int stk__dataset_open_remote_at(struct stk_dataset *ds, const char *url,
                                  const struct stk__names *names,
                                  const struct stk_dataset_opts *opts, char *err) {
   struct stk_cache_opts co = opts && opts->cache ? *opts->cache : (struct stk_cache_opts){0};
-  struct stk_origin_opts oo = {.connect_timeout_s = co.connect_timeout_s,
-                               .stall_timeout_s = co.stall_timeout_s,
-                               .retry_max_s = co.retry_max_s,
-                               .max_attempts = co.max_attempts,
-                               .max_conns = co.fetchers ? STK__MAX(co.fetchers, 4u) : 0,
-                               .s3_endpoint = co.s3_endpoint,
-                               .s3_region = co.s3_region,
-                               .s3_addressing = co.s3_addressing,
-                               .s3_profile = co.s3_profile,
-                               .cancel = co.cancel};
+  struct stk_origin_opts oo = stk__dataset_origin_opts(opts);
+  oo.max_conns = co.fetchers ? STK__MAX(co.fetchers, 4u) : 0;
   /* A bad cache directory is reported before any request is made. */
   int rc = co.dir ? stk__cache_dir_check(co.dir, err) : 0;
   if (rc) return rc;

@@ -82,16 +82,7 @@ int stk__dataset_open_remote(struct stk_dataset *ds, const char *url,
   char side[1100], bin[1100];
   snprintf(side, sizeof side, "%s%s", base ? base : "", f->pair_ext);
   snprintf(bin, sizeof bin, "%s%s", base ? base : "", own);
-  struct stk_cache_opts co = opts && opts->cache ? *opts->cache : (struct stk_cache_opts){0};
-  struct stk_origin_opts oo = {.connect_timeout_s = co.connect_timeout_s,
-                               .stall_timeout_s = co.stall_timeout_s,
-                               .retry_max_s = co.retry_max_s,
-                               .max_attempts = co.max_attempts,
-                               .s3_endpoint = co.s3_endpoint,
-                               .s3_region = co.s3_region,
-                               .s3_addressing = co.s3_addressing,
-                               .s3_profile = co.s3_profile,
-                               .cancel = co.cancel};
+  struct stk_origin_opts oo = stk__dataset_origin_opts(opts);
   struct stk_origin *o = NULL;
   char perr[STK_ERRMSG_MAX];
   struct stk_obj_info info;
