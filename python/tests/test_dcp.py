@@ -174,7 +174,9 @@ def test_restage_after_local_wipe_and_filesystemreader(tmp_path):
         except BaseException as e:  # DCP's CheckpointException is a BaseException
             import traceback
             why = "".join(traceback.format_exception(e))
-            assert "No such file" in why and ".metadata" in why, why
+            # torch >= 2.12 names the missing file; older DCP says only
+            # "metadata is None" (the reader's error goes to its log)
+            assert ("No such file" in why and ".metadata" in why) or "metadata is None" in why, why
             print("FSREADER-REFUSES")
         print("OK")
     """)
@@ -190,7 +192,7 @@ def why(e):
     return "".join(traceback.format_exception(e))
 
 
-def test_errors(tmp_path):
+def test_errors(tmp_path, caplog):
     import torch
     import torch.distributed.checkpoint as dcp
 
@@ -199,9 +201,12 @@ def test_errors(tmp_path):
     with pytest.raises(TypeError, match="checkpoint_id: expected a step"):
         dcp.save(sd, storage_writer=st.CheckpointWriter(tmp_path / "a"), checkpoint_id="run-1")
     # nothing saved yet: the tier's NotFoundError, whatever DCP wraps it in
-    with pytest.raises(BaseException) as ei:
+    # (torch >= 2.12 puts it in the exception; older DCP raises "metadata
+    # is None" and logs the reader's error as a warning)
+    with caplog.at_level("WARNING"), pytest.raises(BaseException) as ei:
         dcp.load(sd, storage_reader=st.CheckpointReader(tmp_path / "empty"))
-    assert "empty: no complete checkpoint of rank 0" in why(ei.value), why(ei.value)
+    msg = "empty: no complete checkpoint of rank 0"
+    assert msg in why(ei.value) or msg in caplog.text, why(ei.value) + caplog.text
     # the same step twice is refused by the tier, not overwritten
     w = st.CheckpointWriter(tmp_path / "b")
     dcp.save(sd, storage_writer=w, checkpoint_id=5)
