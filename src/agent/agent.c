@@ -220,6 +220,25 @@ static void proc_job(const struct ag_gpu *g, int unit, uint32_t pid, const char 
   snprintf(job, AG_JOB_LEN, "pid-%u", pid);
 }
 
+/* DCGM's NVLINK_BANDWIDTH_TOTAL, computed as DCGM computes it: NVML's
+ * NVLink data counters (rx + tx, KiB, all links) since the previous
+ * sample, per second, over 1000 ("MB/s"), truncated to an integer; 0 at
+ * the first sample (and after a counter reset). NaN without NVLink. */
+static void nvlink_bandwidth(struct stk_watch *w, struct ag_gpu *g) {
+  double kib = (g->s.nvlink_tx_bytes + g->s.nvlink_rx_bytes) / 1024.0;
+  if (isnan(kib)) {
+    g->nvlink_have = 0;
+    return;
+  }
+  double bw = 0;
+  if (g->nvlink_have && w->now > g->nvlink_prev_t && kib >= g->nvlink_prev_kib)
+    bw = trunc((kib - g->nvlink_prev_kib) / (w->now - g->nvlink_prev_t) / 1000.0);
+  g->s.nvlink_bw_total = bw;
+  g->nvlink_prev_kib = kib;
+  g->nvlink_prev_t = w->now;
+  g->nvlink_have = 1;
+}
+
 static void sample_gpus(struct stk_watch *w) {
   unsigned n = 0;
   if (w->nvml) {
@@ -266,6 +285,7 @@ static void sample_gpus(struct stk_watch *w) {
     s.procs = NULL;
     s.nprocs = g->nprocs;
     g->s = s;
+    nvlink_bandwidth(w, g);
   }
 }
 

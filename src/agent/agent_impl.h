@@ -68,6 +68,8 @@ struct ag_gpu {
   int kube;                      /* the whole GPU's jobs are the pods holding it */
   int mig_kube[8];               /* ... instance m's (by its MIG UUID) */
   double prev_energy_mj;         /* NaN until read */
+  double nvlink_prev_kib, nvlink_prev_t; /* NVLink data (rx + tx, KiB) at the last read */
+  int nvlink_have;               /* ... which there was */
   double xid_total;
 };
 
