@@ -67,6 +67,7 @@ int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, ch
   if (!w) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
   w->o = o;
   pthread_mutex_init(&w->mu, NULL);
+  pthread_mutex_init(&w->web_mu, NULL);
   char rd[400];
   w->nvml_lib = dup_or_null(o.nvml_lib);
   w->mapping_dir = dup_or_null(o.mapping_dir);
@@ -137,6 +138,7 @@ void stk_watch_close(struct stk_watch *w) {
   free(w->reap_warn_command);
   free(w->reap_prometheus);
   pthread_mutex_destroy(&w->mu);
+  pthread_mutex_destroy(&w->web_mu);
   /* Wait for the reaper's commands still running (scancel, kubectl). */
   for (unsigned i = 0; i < w->nkids; i++) waitpid(w->kids[i], NULL, 0);
   free(w);
@@ -514,6 +516,7 @@ static void derive(struct stk_watch *w, double dt) {
 }
 
 int stk_watch_sample(struct stk_watch *w) {
+  stk__ag_http_refresh(w); /* before w->mu: a restart waits for requests, which take it */
   uint64_t cpu0 = stk__ag_thread_cpu_ns();
   pthread_mutex_lock(&w->mu);
   w->prev = w->now;
