@@ -35,7 +35,8 @@ TEST(watch_nvlink_bandwidth_total_as_dcgm) {
   for (int step = 0; step < 5; step++) {
     CHECK_OK(stk_watch_sample(w));
     char *t = expo(w);
-    snprintf(line, sizeof line, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL%s %g\n", H100_LABELS, want[step]);
+    snprintf(line, sizeof line, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL%s %g\n", H100_LABELS,
+             want[step]);
     CHECK_CONTAINS(t, line);
     /* dcgm-exporter's type for it (though DCGM's value is a rate) */
     CHECK_CONTAINS(t, "# TYPE DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL counter\n");
@@ -91,8 +92,8 @@ TEST(watch_prof_absent_without_gpm) {
   CHECK(strstr(t, "DCGM_FI_PROF_") == NULL);
   CHECK_NEAR(metric(t, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""), 80);
   CHECK_NEAR(metric(t, "DCGM_FI_DEV_MEM_COPY_UTIL{gpu=\"0\""), 40);
-  CHECK(strstr(t, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\"") == NULL); /* MIG on: NVML has none */
-  CHECK_NEAR(metric(t, "DCGM_FI_DEV_FB_USED{gpu=\"1\""), 100);  /* the instances are there */
+  CHECK(strstr(t, "DCGM_FI_DEV_GPU_UTIL{gpu=\"1\"") == NULL);  /* MIG on: NVML has none */
+  CHECK_NEAR(metric(t, "DCGM_FI_DEV_FB_USED{gpu=\"1\""), 100); /* the instances are there */
   CHECK_NEAR(metric(t, "stoker_watch_nvml_errors_total{call=\"gpm\"}"), 0);
   free(t);
   stk_watch_close(w);
@@ -116,7 +117,8 @@ TEST(watch_vgpu_license_status) {
   CHECK_CONTAINS(t, "# TYPE DCGM_FI_DEV_VGPU_LICENSE_STATUS gauge\n");
   CHECK_NEAR(metric(t, "DCGM_FI_DEV_VGPU_LICENSE_STATUS{gpu=\"1\""), 1);
   CHECK_NEAR(metric(t, "DCGM_FI_DEV_VGPU_LICENSE_STATUS{gpu=\"2\""), 0);
-  CHECK(isnan(metric(t, "DCGM_FI_DEV_VGPU_LICENSE_STATUS{gpu=\"3\""))); /* the call failed: absent */
+  CHECK(
+      isnan(metric(t, "DCGM_FI_DEV_VGPU_LICENSE_STATUS{gpu=\"3\""))); /* the call failed: absent */
   CHECK_NEAR(metric(t, "stoker_watch_nvml_errors_total{call=\"license\"}"), 1);
   free(t);
   stk_watch_close(w);

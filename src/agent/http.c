@@ -177,8 +177,10 @@ static struct MHD_Daemon *start_daemon(struct stk_watch *w, const struct ag_webc
   int k = 0;
   if (stk__ag_webcfg_cert(web)) {
     flags |= MHD_USE_TLS;
-    opt[k++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)stk__ag_webcfg_key(web)};
-    opt[k++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)stk__ag_webcfg_cert(web)};
+    opt[k++] =
+        (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)stk__ag_webcfg_key(web)};
+    opt[k++] =
+        (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)stk__ag_webcfg_cert(web)};
   }
   if (fd >= 0)
     opt[k++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};

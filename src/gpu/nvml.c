@@ -32,8 +32,8 @@ struct dev_state {
   unsigned long long proc_util_seen;
   unsigned xid_count;
   double last_xid;
-  int health_read;       /* its health counters were read at least once */
-  double health[NHEALTH];     /* ... and their values then (health_fields order) */
+  int health_read;        /* its health counters were read at least once */
+  double health[NHEALTH]; /* ... and their values then (health_fields order) */
 };
 
 struct stk__nvml {
@@ -287,9 +287,10 @@ static int gpm_ok(struct stk__nvml *n, struct dev_state *d) {
 static const struct {
   unsigned id;
   double scale;
-} gpm_metrics[6] = {{NV_GPM_METRIC_GRAPHICS_UTIL, 0.01},      {NV_GPM_METRIC_SM_UTIL, 0.01},
-                    {NV_GPM_METRIC_ANY_TENSOR_UTIL, 0.01},    {NV_GPM_METRIC_DRAM_BW_UTIL, 0.01},
-                    {NV_GPM_METRIC_PCIE_TX_PER_SEC, 1048576}, {NV_GPM_METRIC_PCIE_RX_PER_SEC, 1048576}};
+} gpm_metrics[6] = {
+    {NV_GPM_METRIC_GRAPHICS_UTIL, 0.01},      {NV_GPM_METRIC_SM_UTIL, 0.01},
+    {NV_GPM_METRIC_ANY_TENSOR_UTIL, 0.01},    {NV_GPM_METRIC_DRAM_BW_UTIL, 0.01},
+    {NV_GPM_METRIC_PCIE_TX_PER_SEC, 1048576}, {NV_GPM_METRIC_PCIE_RX_PER_SEC, 1048576}};
 
 /* Take a sample into ring r (of the device, or of MIG instance gi when
  * mig) and, from the second on, the first nout of gpm_metrics (NaN each
@@ -389,11 +390,12 @@ static double field_number(const struct nv_field_value *f) {
 
 /* The health counters of a sample, in the order dev_state keeps them. */
 static void health_fields(struct stk__gpu_sample *s, double *f[NHEALTH]) {
-  double *l[NHEALTH] = {&s->ecc_sbe_vol,     &s->ecc_dbe_vol,     &s->ecc_sbe_agg,   &s->ecc_dbe_agg,
-                   &s->retired_sbe,     &s->retired_dbe,     &s->retired_pending, &s->remap_corr,
-                   &s->remap_unc,       &s->remap_pending,   &s->remap_failure, &s->pcie_replay,
-                   &s->nvlink_crc_flit, &s->nvlink_crc_data, &s->nvlink_replay, &s->nvlink_recovery,
-                   &s->vgpu_license};
+  double *l[NHEALTH] = {&s->ecc_sbe_vol,     &s->ecc_dbe_vol,     &s->ecc_sbe_agg,
+                        &s->ecc_dbe_agg,     &s->retired_sbe,     &s->retired_dbe,
+                        &s->retired_pending, &s->remap_corr,      &s->remap_unc,
+                        &s->remap_pending,   &s->remap_failure,   &s->pcie_replay,
+                        &s->nvlink_crc_flit, &s->nvlink_crc_data, &s->nvlink_replay,
+                        &s->nvlink_recovery, &s->vgpu_license};
   memcpy(f, l, sizeof l);
 }
 
