@@ -73,6 +73,20 @@ TEST(watch_pcie_bytes_from_gpm) {
   stk_watch_close(w);
 }
 
+/* A driver that refuses a whole GPM request naming the PCIe metrics still
+ * gives the four activity ratios (asked again without them). */
+TEST(watch_gpm_without_pcie_keeps_activity) {
+  write_str("sc.txt", "gpu 0 gpm 1 smact 80 tensor 30 gpm_no_pcie 1 pcie_tx_mib 100\n");
+  struct stk_watch *w = agent("sc.txt", NULL);
+  for (int s = 0; s < 2; s++) CHECK_OK(stk_watch_sample(w));
+  char *t = expo(w);
+  CHECK_NEAR(metric(t, "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\""), 0.8);
+  CHECK_NEAR(metric(t, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu=\"0\""), 0.3);
+  CHECK(strstr(t, "DCGM_FI_PROF_PCIE_TX_BYTES{") == NULL);
+  free(t);
+  stk_watch_close(w);
+}
+
 /* An A100 (no GPM), whole and with MIG on: no DCGM_FI_PROF_* series and
  * no family header for them, as dcgm-exporter where DCGM's profiling is
  * unavailable; nothing approximated from NVML's utilization under a DCGM

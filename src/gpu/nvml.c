@@ -318,7 +318,15 @@ static int gpm_read(struct stk__nvml *n, struct dev_state *d, struct gpm_ring *r
   gp->s1 = r->gs[cur ^ 1];
   gp->s2 = r->gs[cur];
   for (unsigned i = 0; i < nout; i++) gp->metrics[i].id = gpm_metrics[i].id;
-  if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmMetricsGet(gp))) return 0;
+  nv_ret mr = n->nvmlGpmMetricsGet(gp);
+  if (mr != NV_SUCCESS && nout > 4) {
+    /* NVML answers each metric's support in its own return code; should a
+     * driver refuse the whole request over the PCIe ones, the four
+     * activity ratios still come. */
+    gp->num = nout = 4;
+    mr = n->nvmlGpmMetricsGet(gp);
+  }
+  if (!ok(n, s, STK__NVML_gpm, mr)) return 0;
   for (unsigned i = 0; i < nout; i++)
     if (gp->metrics[i].ret == NV_SUCCESS) *out[i] = gp->metrics[i].value * gpm_metrics[i].scale;
   return 1;

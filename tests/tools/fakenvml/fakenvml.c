@@ -46,6 +46,7 @@ struct gpu {
   double nvlink_tx_kib, nvlink_rx_kib; /* all links (only with nvlinks) */
   double pcie_tx_mib, pcie_rx_mib;     /* GPM: PCIe traffic, MiB/s */
   double vgpu_license;                 /* < 0: bare metal (licensing does not apply) */
+  double gpm_no_pcie;                  /* nvmlGpmMetricsGet refuses a request with PCIe metrics */
   unsigned long long reasons;
   double energy_mj;
   int gpm, lost;
@@ -135,6 +136,7 @@ static void apply(struct gpu *g, char **t, int n, int line) {
     NUMKEY("mem_temp", mem_temp) NUMKEY("nvlink_tx_kib", nvlink_tx_kib)
     NUMKEY("nvlink_rx_kib", nvlink_rx_kib) NUMKEY("pcie_tx_mib", pcie_tx_mib)
     NUMKEY("pcie_rx_mib", pcie_rx_mib) NUMKEY("vgpu_license", vgpu_license)
+    NUMKEY("gpm_no_pcie", gpm_no_pcie)
 #undef NUMKEY
     if (!strcmp(k, "name") && v) { snprintf(g->name, sizeof g->name, "%s", v); i++; continue; }
     if (!strcmp(k, "uuid") && v) { snprintf(g->uuid, sizeof g->uuid, "%s", v); i++; continue; }
@@ -528,7 +530,7 @@ nv_ret nvmlDeviceGetGpuInstanceId(nv_dev dev, unsigned *id) {
 
 /* GPM: a sample (NVML's opaque struct, defined here) records the activity
  * figures at the step it was taken. */
-struct nvmlGpmSample_st { double smact, tensor, dram, gr, pcie_tx, pcie_rx; };
+struct nvmlGpmSample_st { double smact, tensor, dram, gr, pcie_tx, pcie_rx, no_pcie; };
 nv_ret nvmlGpmQueryDeviceSupport(nv_dev dev, struct nv_gpm_support *s) {
   DEV_CHECK("nvmlGpmQueryDeviceSupport");
   s->supported = g->gpm ? 1 : 0;
@@ -548,6 +550,7 @@ nv_ret nvmlGpmSampleGet(nv_dev dev, nv_gpm_sample s) {
   s->gr = g->gr;
   s->pcie_tx = g->pcie_tx_mib;
   s->pcie_rx = g->pcie_rx_mib;
+  s->no_pcie = g->gpm_no_pcie;
   return OK;
 }
 /* A MIG instance's sample (Hopper and later): its own graphics activity
@@ -570,6 +573,10 @@ nv_ret nvmlGpmMigSampleGet(nv_dev dev, unsigned gi, nv_gpm_sample s) {
 }
 nv_ret nvmlGpmMetricsGet(struct nv_gpm_get *g) {
   if (g->version != NV_GPM_METRICS_GET_VERSION || !g->s2) return E_INVALID;
+  for (unsigned i = 0; g->s2->no_pcie && i < g->num && i < NV_GPM_METRIC_MAX; i++)
+    if (g->metrics[i].id == NV_GPM_METRIC_PCIE_TX_PER_SEC ||
+        g->metrics[i].id == NV_GPM_METRIC_PCIE_RX_PER_SEC)
+      return E_NOT_SUPPORTED; /* the whole request, as a stricter driver might */
   for (unsigned i = 0; i < g->num && i < NV_GPM_METRIC_MAX; i++) {
     struct nv_gpm_metric *m = &g->metrics[i];
     m->ret = OK;
