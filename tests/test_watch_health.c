@@ -49,8 +49,8 @@ TEST(watch_health_counters_dcgm_names) {
    * remapping; the other counters on its instance, as dcgm-exporter. */
   CHECK(strstr(t, "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{gpu=\"1\"") == NULL);
   CHECK(strstr(t, "DCGM_FI_DEV_MEMORY_TEMP{gpu=\"1\"") == NULL); /* no sensor: absent */
-  /* NVLink traffic (NVML's throughput fields, KiB) in bytes, stoker's own
-   * name: what DCGM's NVLINK_BANDWIDTH_TOTAL counts is not documented. */
+  /* NVLink traffic (NVML's throughput fields, KiB) as a counter in bytes,
+   * stoker's own name (DCGM's NVLINK_BANDWIDTH_TOTAL is a rate: test_watch_dcgm.c). */
   CHECK_CONTAINS(t, "stoker_gpu_nvlink_data_bytes_total{gpu=\"0\",UUID=\"GPU-aaaa\",direction=\"tx\"} 1024000\n");
   CHECK_CONTAINS(t, "stoker_gpu_nvlink_data_bytes_total{gpu=\"0\",UUID=\"GPU-aaaa\",direction=\"rx\"} 3072\n");
   CHECK(strstr(t, "stoker_gpu_nvlink_data_bytes_total{gpu=\"1\"") == NULL);

@@ -57,7 +57,7 @@ static void pod_msg(struct pbw *out, const char *ns, const char *name, const cha
 
 struct kubelet {
   int lfd;
-  volatile int stop;
+  int stop; /* set by kubelet_stop, read by its thread: atomic */
   int calls, bad;
   volatile int garbage; /* answer a message that is not a ListPodResourcesResponse */
   struct pbw answer;
@@ -143,7 +143,7 @@ static void serve_one(struct kubelet *k, int fd) {
 
 static void *kubelet_main(void *arg) {
   struct kubelet *k = arg;
-  while (!k->stop) {
+  while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE)) {
     struct pollfd pf = {.fd = k->lfd, .events = POLLIN};
     if (poll(&pf, 1, 50) <= 0) continue;
     int fd = accept(k->lfd, NULL, NULL);
@@ -167,7 +167,7 @@ static void kubelet_start(struct kubelet *k, const char *path) {
 }
 
 static void kubelet_stop(struct kubelet *k) {
-  k->stop = 1;
+  __atomic_store_n(&k->stop, 1, __ATOMIC_RELEASE);
   pthread_join(k->th, NULL);
   close(k->lfd);
 }

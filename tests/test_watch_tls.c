@@ -118,3 +118,109 @@ TEST(watch_web_config_errors) {
   CHECK_MSG(rc == 0, "serve: %s", err);
   stk_watch_close(w);
 }
+
+static void make_cert(const char *cert, const char *key) {
+  char *out = NULL;
+  CHECK(test_sh(&out, "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                      "-keyout %s -out %s -days 2 -subj /CN=localhost "
+                      "-addext subjectAltName=IP:127.0.0.1 2>&1", key, cert) == 0);
+  free(out);
+}
+
+/* Replace a file as an operator's tooling does (write, then rename over). */
+static void replace_file(const char *path, const char *text) {
+  char tmp[256];
+  snprintf(tmp, sizeof tmp, "%s.new", path);
+  write_str(tmp, text);
+  CHECK(rename(tmp, path) == 0);
+}
+
+/* exporter-toolkit reads the file (and the certificate) for each request;
+ * the agent reads them again when one changes, at its next sample: new
+ * users for the next request, a new certificate for the next connection
+ * on the same port, and a file that no longer reads well gets each
+ * request a 500 (as exporter-toolkit answers) until it is fixed. */
+TEST(watch_web_config_reread_on_change) {
+  char *out = NULL;
+  if (test_sh(&out, "command -v openssl && command -v curl") != 0) {
+    free(out);
+    SKIP("openssl or curl is not installed");
+  }
+  free(out);
+  mkdir("cfg", 0755);
+  make_cert("cfg/c.pem", "cfg/k.pem");
+  CHECK(test_sh(&out, "cp cfg/c.pem ca1.pem") == 0);
+  free(out);
+  char h1[128], h2[128], yml[512];
+  bcrypt_hash("first", h1, sizeof h1);
+  bcrypt_hash("second", h2, sizeof h2);
+  static const char tls[] = "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n";
+  snprintf(yml, sizeof yml, "%sbasic_auth_users:\n  prometheus: '%s'\n", tls, h1);
+  write_str("cfg/web.yml", yml);
+  int port, rc;
+  char err[STK_ERRMSG_MAX];
+  struct stk_watch *w = tls_agent("cfg/web.yml", &port, err, &rc);
+  CHECK_MSG(rc == 0, "serve: %s", err);
+  CHECK_EQ(curl_status("--cacert ca1.pem -u prometheus:first", port, "https"), 200);
+  CHECK_OK(stk_watch_sample(w)); /* nothing changed: the same */
+  CHECK_EQ(curl_status("--cacert ca1.pem -u prometheus:first", port, "https"), 200);
+
+  /* A new password. */
+  snprintf(yml, sizeof yml, "%sbasic_auth_users:\n  prometheus: '%s'\n", tls, h2);
+  replace_file("cfg/web.yml", yml);
+  CHECK_OK(stk_watch_sample(w));
+  CHECK_EQ(curl_status("--cacert ca1.pem -u prometheus:first", port, "https"), 401);
+  CHECK_EQ(curl_status("--cacert ca1.pem -u prometheus:second", port, "https"), 200);
+
+  /* Broken: 500 for everyone, the right password too; fixed: served. */
+  replace_file("cfg/web.yml", "basic_auth_users: [\n");
+  CHECK_OK(stk_watch_sample(w));
+  CHECK_EQ(curl_status("--cacert ca1.pem -u prometheus:second", port, "https"), 500);
+  CHECK_OK(stk_watch_sample(w)); /* still broken: still 500 */
+  CHECK_EQ(curl_status("--cacert ca1.pem -u prometheus:second", port, "https"), 500);
+  replace_file("cfg/web.yml", yml);
+  CHECK_OK(stk_watch_sample(w));
+  CHECK_EQ(curl_status("--cacert ca1.pem -u prometheus:second", port, "https"), 200);
+
+  /* The certificate and key rotated in place (the file itself unchanged):
+   * the new one is served on the same port, the old one no longer. */
+  make_cert("c2.pem", "k2.pem");
+  CHECK(test_sh(&out, "cp c2.pem ca2.pem && mv k2.pem cfg/k.pem && mv c2.pem cfg/c.pem") == 0);
+  free(out);
+  CHECK_OK(stk_watch_sample(w));
+  CHECK_EQ(curl_status("--cacert ca2.pem -u prometheus:second", port, "https"), 200);
+  CHECK_EQ(curl_status("--cacert ca1.pem -u prometheus:second", port, "https"), 0);
+
+  /* A certificate that does not match its key: refused, so 500s (over the
+   * connection the last good one serves) until they match again. */
+  CHECK(test_sh(&out, "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                      "-keyout other.pem -out cfg/c.pem.new -days 2 -subj /CN=localhost "
+                      "-addext subjectAltName=IP:127.0.0.1 2>&1 && mv cfg/c.pem.new cfg/c.pem") == 0);
+  free(out);
+  CHECK_OK(stk_watch_sample(w));
+  CHECK_EQ(curl_status("--cacert ca2.pem -u prometheus:second", port, "https"), 500);
+  stk_watch_close(w);
+}
+
+/* TLS turned on in a running agent's file: HTTPS from the next sample on,
+ * on the same port, and no plain HTTP page any more. */
+TEST(watch_web_config_tls_turned_on) {
+  char *out = NULL;
+  if (test_sh(&out, "command -v openssl && command -v curl") != 0) {
+    free(out);
+    SKIP("openssl or curl is not installed");
+  }
+  free(out);
+  make_cert("c.pem", "k.pem");
+  write_str("web.yml", "");
+  int port, rc;
+  char err[STK_ERRMSG_MAX];
+  struct stk_watch *w = tls_agent("web.yml", &port, err, &rc);
+  CHECK_MSG(rc == 0, "serve: %s", err);
+  CHECK_EQ(curl_status("", port, "http"), 200);
+  replace_file("web.yml", "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n");
+  CHECK_OK(stk_watch_sample(w));
+  CHECK_EQ(curl_status("--cacert c.pem", port, "https"), 200);
+  CHECK(curl_status("", port, "http") != 200);
+  stk_watch_close(w);
+}

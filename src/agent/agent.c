@@ -67,6 +67,7 @@ int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, ch
   if (!w) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
   w->o = o;
   pthread_mutex_init(&w->mu, NULL);
+  pthread_mutex_init(&w->web_mu, NULL);
   char rd[400];
   w->nvml_lib = dup_or_null(o.nvml_lib);
   w->mapping_dir = dup_or_null(o.mapping_dir);
@@ -137,6 +138,7 @@ void stk_watch_close(struct stk_watch *w) {
   free(w->reap_warn_command);
   free(w->reap_prometheus);
   pthread_mutex_destroy(&w->mu);
+  pthread_mutex_destroy(&w->web_mu);
   /* Wait for the reaper's commands still running (scancel, kubectl). */
   for (unsigned i = 0; i < w->nkids; i++) waitpid(w->kids[i], NULL, 0);
   free(w);
@@ -220,6 +222,25 @@ static void proc_job(const struct ag_gpu *g, int unit, uint32_t pid, const char 
   snprintf(job, AG_JOB_LEN, "pid-%u", pid);
 }
 
+/* DCGM's NVLINK_BANDWIDTH_TOTAL, computed as DCGM computes it: NVML's
+ * NVLink data counters (rx + tx, KiB, all links) since the previous
+ * sample, per second, over 1000 ("MB/s"), truncated to an integer; 0 at
+ * the first sample (and after a counter reset). NaN without NVLink. */
+static void nvlink_bandwidth(struct stk_watch *w, struct ag_gpu *g) {
+  double kib = (g->s.nvlink_tx_bytes + g->s.nvlink_rx_bytes) / 1024.0;
+  if (isnan(kib)) {
+    g->nvlink_have = 0;
+    return;
+  }
+  double bw = 0;
+  if (g->nvlink_have && w->now > g->nvlink_prev_t && kib >= g->nvlink_prev_kib)
+    bw = trunc((kib - g->nvlink_prev_kib) / (w->now - g->nvlink_prev_t) / 1000.0);
+  g->s.nvlink_bw_total = bw;
+  g->nvlink_prev_kib = kib;
+  g->nvlink_prev_t = w->now;
+  g->nvlink_have = 1;
+}
+
 static void sample_gpus(struct stk_watch *w) {
   unsigned n = 0;
   if (w->nvml) {
@@ -266,6 +287,7 @@ static void sample_gpus(struct stk_watch *w) {
     s.procs = NULL;
     s.nprocs = g->nprocs;
     g->s = s;
+    nvlink_bandwidth(w, g);
   }
 }
 
@@ -494,6 +516,7 @@ static void derive(struct stk_watch *w, double dt) {
 }
 
 int stk_watch_sample(struct stk_watch *w) {
+  stk__ag_http_refresh(w); /* before w->mu: a restart waits for requests, which take it */
   uint64_t cpu0 = stk__ag_thread_cpu_ns();
   pthread_mutex_lock(&w->mu);
   w->prev = w->now;

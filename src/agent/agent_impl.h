@@ -68,6 +68,8 @@ struct ag_gpu {
   int kube;                      /* the whole GPU's jobs are the pods holding it */
   int mig_kube[8];               /* ... instance m's (by its MIG UUID) */
   double prev_energy_mj;         /* NaN until read */
+  double nvlink_prev_kib, nvlink_prev_t; /* NVLink data (rx + tx, KiB) at the last read */
+  int nvlink_have;               /* ... which there was */
   double xid_total;
 };
 
@@ -187,7 +189,11 @@ struct stk_watch {
   int pods_polled, podres_failing;
   uint64_t podres_errors;
   void *httpd;                   /* struct MHD_Daemon */
+  unsigned httpd_flags;          /* its MHD flags, but TLS */
+  pthread_mutex_t web_mu;        /* guards web, web_bad, web_err against requests */
   struct ag_webcfg *web;         /* TLS and basic auth while serving, or NULL */
+  int web_bad;                   /* the file changed and cannot be used: answer 500 */
+  char web_err[STK_ERRMSG_MAX];  /* ... why (logged once per reason) */
   int kids[64];                  /* reaper commands still running */
   unsigned nkids;
 };
@@ -268,9 +274,21 @@ const char *stk__ag_webcfg_key(const struct ag_webcfg *c);
 int stk__ag_webcfg_auth(const struct ag_webcfg *c);          /* users are configured */
 /* 1 when user and pass match a configured user's bcrypt hash. */
 int stk__ag_webcfg_check(struct ag_webcfg *c, const char *user, const char *pass);
+/* 1 when a file c was read from (the file, its certificate or key) is not
+ * as it was when read: changed, replaced, gone or back. */
+int stk__ag_webcfg_changed(const struct ag_webcfg *c);
+/* Whether a and b serve the same TLS (certificate and key, or none). */
+int stk__ag_webcfg_same_tls(const struct ag_webcfg *a, const struct ag_webcfg *b);
+/* A configuration is freed when its last holder lets go (a load gives
+ * one hold; stk__ag_webcfg_free frees at once). */
+struct ag_webcfg *stk__ag_webcfg_ref(struct ag_webcfg *c);
+void stk__ag_webcfg_unref(struct ag_webcfg *c);
 
 /* http.c: stop serving (no-op when not serving). */
 void stk__ag_http_stop(struct stk_watch *w);
+/* Re-read the web configuration file if it or its certificate or key
+ * changed; called at each sample, without w->mu held. */
+void stk__ag_http_refresh(struct stk_watch *w);
 /* Whether an Accept-Encoding header value (NULL: none) accepts gzip. */
 int stk__ag_accepts_gzip(const char *v);
 

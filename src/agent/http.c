@@ -6,11 +6,17 @@
  * scraper that sends Accept-Encoding: gzip gets the page gzipped (zlib),
  * compressed once per exposition however many scrapers ask. With a web
  * configuration file (webcfg.c) it serves HTTPS (libmicrohttpd's GnuTLS)
- * and asks for basic auth, on every path. */
+ * and asks for basic auth, on every path; when the file, its certificate
+ * or its key changes, the next sample re-reads them: new users apply to the
+ * next request, a new certificate to the next connection (a new daemon on
+ * the same listening socket), and a file that no longer reads well gets
+ * every request a 500 until it does again, as exporter-toolkit answers. */
+#include <errno.h>
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <strings.h>
 #include <zlib.h>
@@ -95,13 +101,28 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
   }
   struct MHD_Response *r;
   unsigned status = MHD_HTTP_OK;
-  if (stk__ag_webcfg_auth(w->web)) {
+  pthread_mutex_lock(&w->web_mu);
+  struct ag_webcfg *web = stk__ag_webcfg_ref(w->web);
+  int bad = w->web_bad;
+  pthread_mutex_unlock(&w->web_mu);
+  if (bad) {
+    stk__ag_webcfg_unref(web);
+    static const char msg[] = "the web configuration file cannot be used (see the agent's log)\n";
+    r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_INTERNAL_SERVER_ERROR, r);
+    MHD_destroy_response(r);
+    return ret;
+  }
+  int need_auth = stk__ag_webcfg_auth(web);
+  if (need_auth) {
     char *pass = NULL;
     char *user = MHD_basic_auth_get_username_password(c, &pass);
-    int ok = stk__ag_webcfg_check(w->web, user, pass);
+    int ok = stk__ag_webcfg_check(web, user, pass);
     if (user) MHD_free(user);
     if (pass) MHD_free(pass);
     if (!ok) {
+      stk__ag_webcfg_unref(web);
       static const char msg[] = "unauthorized\n";
       r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
       if (!r) return MHD_NO;
@@ -110,6 +131,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
       return ret;
     }
   }
+  stk__ag_webcfg_unref(web);
   if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
     static const char msg[] = "only GET\n";
     r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
@@ -144,6 +166,92 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
   enum MHD_Result ret = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
   return ret;
+}
+
+/* A daemon serving w with web's TLS (if any): on address sa, or on the
+ * listening socket fd (fd >= 0: it takes the socket over). */
+static struct MHD_Daemon *start_daemon(struct stk_watch *w, const struct ag_webcfg *web,
+                                       const struct sockaddr *sa, int fd) {
+  unsigned flags = w->httpd_flags;
+  struct MHD_OptionItem opt[4] = {{MHD_OPTION_END, 0, NULL}};
+  int k = 0;
+  if (stk__ag_webcfg_cert(web)) {
+    flags |= MHD_USE_TLS;
+    opt[k++] =
+        (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)stk__ag_webcfg_key(web)};
+    opt[k++] =
+        (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)stk__ag_webcfg_cert(web)};
+  }
+  if (fd >= 0)
+    opt[k++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
+  else
+    opt[k++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)sa};
+  opt[k] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+  return MHD_start_daemon(flags, 0, NULL, NULL, answer, w, MHD_OPTION_ARRAY, opt,
+                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+                          MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)MAX_PER_IP,
+                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_END);
+}
+
+/* The configuration cannot be used: every request gets a 500 until it
+ * can (logged once per reason). */
+static void web_bad(struct stk_watch *w, const char *why) {
+  pthread_mutex_lock(&w->web_mu);
+  int again = w->web_bad && !strcmp(w->web_err, why);
+  w->web_bad = 1;
+  snprintf(w->web_err, sizeof w->web_err, "%s", why);
+  pthread_mutex_unlock(&w->web_mu);
+  if (!again)
+    stk_log(STK_LOG_WARN, "watch: web configuration: %s; answering 500 until it is fixed", why);
+}
+
+void stk__ag_http_refresh(struct stk_watch *w) {
+  if (!w->httpd || !w->o.web_config_file) return;
+  /* While it is bad, retry at each sample (a certificate it names may
+   * appear later); else only when a file it read changed. */
+  if (!w->web_bad && !stk__ag_webcfg_changed(w->web)) return;
+  struct ag_webcfg *nw = NULL;
+  char err[STK_ERRMSG_MAX];
+  if (stk__ag_webcfg_load(w->o.web_config_file, &nw, err) != 0) {
+    web_bad(w, err);
+    return;
+  }
+  if (!stk__ag_webcfg_same_tls(nw, w->web)) {
+    /* A new daemon takes over a copy of the listening socket; the old
+     * one stops accepting and ends. A certificate and key GnuTLS refuses
+     * leave the old one serving, with 500s. */
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(w->httpd, MHD_DAEMON_INFO_LISTEN_FD);
+    int fd = info ? dup(info->listen_fd) : -1;
+    struct MHD_Daemon *d = fd >= 0 ? start_daemon(w, nw, NULL, fd) : NULL;
+    if (!d) {
+      if (fd >= 0) close(fd);
+      stk__ag_webcfg_free(nw);
+      snprintf(err, sizeof err, "%s: the certificate and key were refused (TLS)",
+               w->o.web_config_file);
+      web_bad(w, err);
+      return;
+    }
+    MHD_socket old_fd = MHD_quiesce_daemon(w->httpd);
+    /* Swap the configuration before the old daemon's requests end. */
+    pthread_mutex_lock(&w->web_mu);
+    struct ag_webcfg *old = w->web;
+    w->web = nw;
+    w->web_bad = 0;
+    pthread_mutex_unlock(&w->web_mu);
+    MHD_stop_daemon(w->httpd);
+    if (old_fd != MHD_INVALID_SOCKET) close(old_fd);
+    w->httpd = d;
+    stk__ag_webcfg_unref(old);
+  } else {
+    pthread_mutex_lock(&w->web_mu);
+    struct ag_webcfg *old = w->web;
+    w->web = nw;
+    w->web_bad = 0;
+    pthread_mutex_unlock(&w->web_mu);
+    stk__ag_webcfg_unref(old);
+  }
+  stk_log(STK_LOG_INFO, "watch: web configuration %s read again", w->o.web_config_file);
 }
 
 int stk_watch_serve(struct stk_watch *w, const char *listen, int *port_out, char *errmsg) {
@@ -199,30 +307,23 @@ int stk_watch_serve(struct stk_watch *w, const char *listen, int *port_out, char
   if (w->o.web_config_file) {
     int rc = stk__ag_webcfg_load(w->o.web_config_file, &web, errmsg);
     if (rc) return rc;
+    flags |= MHD_USE_ITC; /* MHD_quiesce_daemon, for a new certificate */
   }
-  struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}};
-  if (stk__ag_webcfg_cert(web)) {
-    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-      stk__ag_webcfg_free(web);
-      return stk__errf(errmsg, STK_EINVAL, "%s: TLS asked for, but this libmicrohttpd has none",
-                       w->o.web_config_file);
-    }
-    flags |= MHD_USE_TLS;
-    tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)stk__ag_webcfg_key(web)};
-    tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)stk__ag_webcfg_cert(web)};
-    tls[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+  if (stk__ag_webcfg_cert(web) && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+    stk__ag_webcfg_free(web);
+    return stk__errf(errmsg, STK_EINVAL, "%s: TLS asked for, but this libmicrohttpd has none",
+                     w->o.web_config_file);
   }
   w->web = web; /* before the first request */
-  struct MHD_Daemon *d = MHD_start_daemon(
-      flags, (uint16_t)port, NULL, NULL, answer, w, MHD_OPTION_ARRAY, tls, MHD_OPTION_SOCK_ADDR, sa,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-      (unsigned)MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_END);
+  w->web_bad = 0;
+  w->httpd_flags = flags;
+  struct MHD_Daemon *d = start_daemon(w, web, sa, -1);
   if (!d) {
+    int tls = stk__ag_webcfg_cert(web) != NULL;
     w->web = NULL;
     stk__ag_webcfg_free(web);
     return stk__errf(errmsg, STK_EIO, "cannot listen on %s (address in use, not allowed%s)", listen,
-                     tls[0].option != MHD_OPTION_END ? ", or a certificate and key TLS refused" : "");
+                     tls ? ", or a certificate and key TLS refused" : "");
   }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
   if (port_out) *port_out = info ? info->port : (int)port;
@@ -233,6 +334,7 @@ int stk_watch_serve(struct stk_watch *w, const char *listen, int *port_out, char
 void stk__ag_http_stop(struct stk_watch *w) {
   if (w->httpd) MHD_stop_daemon(w->httpd);
   w->httpd = NULL;
-  stk__ag_webcfg_free(w->web);
+  stk__ag_webcfg_unref(w->web);
   w->web = NULL;
+  w->web_bad = 0;
 }

@@ -13,11 +13,18 @@
  * cipher choices, HTTP headers) is an error naming it, never ignored, so
  * a file written for exporter-toolkit does not silently serve less than
  * it says. A password that verified is remembered (its user, password and
- * hash, at most 16) so a scrape every 15 s does not cost a bcrypt each. */
+ * hash, at most 16) so a scrape every 15 s does not cost a bcrypt each.
+ *
+ * As exporter-toolkit re-reads the file (and the certificate) for each
+ * request, the agent re-reads them when they change: a configuration
+ * records what stat said of each file it read (the file itself, the
+ * certificate, the key) before reading it, and stk__ag_webcfg_changed
+ * compares (http.c asks at each sample). */
 #include <crypt.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 #include "agent_impl.h"
@@ -25,7 +32,20 @@
 #define WC_MAX_FILE (1 << 20)
 #define WC_CACHE 16
 
+/* A file as stat saw it (missing: it could not be stat'ed). */
+struct wc_sig {
+  char path[4096];
+  int missing;
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  struct timespec mtim, ctim;
+};
+
 struct ag_webcfg {
+  int refs;             /* holders (the agent, requests in flight); atomic */
+  struct wc_sig sig[3]; /* the file, the certificate, the key: nsig of them */
+  int nsig;
   char *cert_pem, *key_pem;
   char **users, **hashes;
   size_t nusers;
@@ -33,6 +53,44 @@ struct ag_webcfg {
   char *cache[WC_CACHE]; /* "user\0password\0hash" of passwords that verified */
   unsigned ncache;
 };
+
+static void sig_take(struct wc_sig *s, const char *path) {
+  struct stat st;
+  memset(s, 0, sizeof *s);
+  snprintf(s->path, sizeof s->path, "%s", path);
+  if (stat(path, &st) != 0) {
+    s->missing = 1;
+    return;
+  }
+  s->dev = st.st_dev;
+  s->ino = st.st_ino;
+  s->size = st.st_size;
+  s->mtim = st.st_mtim;
+  s->ctim = st.st_ctim;
+}
+
+static int sig_same(const struct wc_sig *a, const struct wc_sig *b) {
+  return a->missing == b->missing && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+         a->mtim.tv_sec == b->mtim.tv_sec && a->mtim.tv_nsec == b->mtim.tv_nsec &&
+         a->ctim.tv_sec == b->ctim.tv_sec && a->ctim.tv_nsec == b->ctim.tv_nsec;
+}
+
+int stk__ag_webcfg_changed(const struct ag_webcfg *c) {
+  for (int i = 0; c && i < c->nsig; i++) {
+    struct wc_sig now;
+    sig_take(&now, c->sig[i].path);
+    if (!sig_same(&now, &c->sig[i])) return 1;
+  }
+  return 0;
+}
+
+/* Read path into a new string, its stat recorded first in c's next
+ * signature slot (so a change during the read shows at the next check). */
+static char *read_text(const char *path, char *errmsg, int *rc);
+static char *read_signed(struct ag_webcfg *c, const char *path, char *errmsg, int *rc) {
+  if (c->nsig < 3) sig_take(&c->sig[c->nsig++], path);
+  return read_text(path, errmsg, rc);
+}
 
 static char *read_text(const char *path, char *errmsg, int *rc) {
   FILE *f = fopen(path, "rb");
@@ -103,9 +161,9 @@ static int parse_tls(struct ag_webcfg *c, const char *path, yaml_document_t *d, 
   char full[4096];
   int rc = 0;
   resolve(path, cert, full, sizeof full);
-  if (!(c->cert_pem = read_text(full, errmsg, &rc))) return rc;
+  if (!(c->cert_pem = read_signed(c, full, errmsg, &rc))) return rc;
   resolve(path, key, full, sizeof full);
-  if (!(c->key_pem = read_text(full, errmsg, &rc))) return rc;
+  if (!(c->key_pem = read_signed(c, full, errmsg, &rc))) return rc;
   return 0;
 }
 
@@ -137,14 +195,15 @@ static int parse_users(struct ag_webcfg *c, const char *path, yaml_document_t *d
 int stk__ag_webcfg_load(const char *path, struct ag_webcfg **out, char *errmsg) {
   *out = NULL;
   int rc = 0;
-  char *text = read_text(path, errmsg, &rc);
-  if (!text) return rc;
   struct ag_webcfg *c = calloc(1, sizeof *c);
-  if (!c) {
-    free(text);
-    return stk__errf(errmsg, STK_ENOMEM, "%s: out of memory", path);
-  }
+  if (!c) return stk__errf(errmsg, STK_ENOMEM, "%s: out of memory", path);
+  c->refs = 1;
   pthread_mutex_init(&c->mu, NULL);
+  char *text = read_signed(c, path, errmsg, &rc);
+  if (!text) {
+    stk__ag_webcfg_free(c);
+    return rc;
+  }
   yaml_parser_t yp;
   yaml_document_t d;
   yaml_parser_initialize(&yp);
@@ -183,6 +242,22 @@ int stk__ag_webcfg_load(const char *path, struct ag_webcfg **out, char *errmsg) 
   }
   *out = c;
   return 0;
+}
+
+struct ag_webcfg *stk__ag_webcfg_ref(struct ag_webcfg *c) {
+  if (c) __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+  return c;
+}
+
+void stk__ag_webcfg_unref(struct ag_webcfg *c) {
+  if (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) stk__ag_webcfg_free(c);
+}
+
+int stk__ag_webcfg_same_tls(const struct ag_webcfg *a, const struct ag_webcfg *b) {
+  const char *ca = stk__ag_webcfg_cert(a), *cb = stk__ag_webcfg_cert(b);
+  const char *ka = stk__ag_webcfg_key(a), *kb = stk__ag_webcfg_key(b);
+  if (!ca || !cb) return !ca && !cb;
+  return !strcmp(ca, cb) && ka && kb && !strcmp(ka, kb);
 }
 
 const char *stk__ag_webcfg_cert(const struct ag_webcfg *c) { return c ? c->cert_pem : NULL; }

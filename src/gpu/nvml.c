@@ -14,6 +14,7 @@
 #include "nvml_abi.h"
 
 #define MAX_DEV 64
+#define NHEALTH 17 /* health_fields() */
 
 /* GPM needs two samples of the same source: a ring of two per device and
  * per MIG instance slot (gi: the instance it holds samples of). */
@@ -31,8 +32,8 @@ struct dev_state {
   unsigned long long proc_util_seen;
   unsigned xid_count;
   double last_xid;
-  int health_read;       /* its health counters were read at least once */
-  double health[16];     /* ... and their values then (health_fields order) */
+  int health_read;        /* its health counters were read at least once */
+  double health[NHEALTH]; /* ... and their values then (health_fields order) */
 };
 
 struct stk__nvml {
@@ -280,11 +281,22 @@ static int gpm_ok(struct stk__nvml *n, struct dev_state *d) {
   return d->gpm > 0;
 }
 
+/* The GPM metrics read, in the order of gpm_read's out: the four activity
+ * percentages (as ratios), then PCIe traffic from and to the GPU (MiB/s,
+ * as bytes/s; the device's sample only). */
+static const struct {
+  unsigned id;
+  double scale;
+} gpm_metrics[6] = {
+    {NV_GPM_METRIC_GRAPHICS_UTIL, 0.01},      {NV_GPM_METRIC_SM_UTIL, 0.01},
+    {NV_GPM_METRIC_ANY_TENSOR_UTIL, 0.01},    {NV_GPM_METRIC_DRAM_BW_UTIL, 0.01},
+    {NV_GPM_METRIC_PCIE_TX_PER_SEC, 1048576}, {NV_GPM_METRIC_PCIE_RX_PER_SEC, 1048576}};
+
 /* Take a sample into ring r (of the device, or of MIG instance gi when
- * mig) and, from the second on, the four activity ratios (NaN each that
- * NVML does not give). 0 when there were none. */
+ * mig) and, from the second on, the first nout of gpm_metrics (NaN each
+ * that NVML does not give). 0 when there were none. */
 static int gpm_read(struct stk__nvml *n, struct dev_state *d, struct gpm_ring *r, int mig,
-                    unsigned gi, struct stk__gpu_sample *s, double *out[4]) {
+                    unsigned gi, struct stk__gpu_sample *s, double *out[], unsigned nout) {
   for (int k = 0; k < 2; k++)
     if (!r->gs[k] && n->nvmlGpmSampleAlloc(&r->gs[k]) != NV_SUCCESS) return 0;
   if (mig && r->gi != gi) r->have = 0, r->gi = gi; /* another instance in this slot */
@@ -302,22 +314,29 @@ static int gpm_read(struct stk__nvml *n, struct dev_state *d, struct gpm_ring *r
   struct nv_gpm_get *gp = &n->gpm_get;
   memset(gp, 0, sizeof *gp);
   gp->version = NV_GPM_METRICS_GET_VERSION;
-  gp->num = 4;
+  gp->num = nout;
   gp->s1 = r->gs[cur ^ 1];
   gp->s2 = r->gs[cur];
-  static const unsigned ids[4] = {NV_GPM_METRIC_GRAPHICS_UTIL, NV_GPM_METRIC_SM_UTIL,
-                                  NV_GPM_METRIC_ANY_TENSOR_UTIL, NV_GPM_METRIC_DRAM_BW_UTIL};
-  for (int i = 0; i < 4; i++) gp->metrics[i].id = ids[i];
-  if (!ok(n, s, STK__NVML_gpm, n->nvmlGpmMetricsGet(gp))) return 0;
-  for (int i = 0; i < 4; i++)
-    if (gp->metrics[i].ret == NV_SUCCESS) *out[i] = gp->metrics[i].value / 100.0;
+  for (unsigned i = 0; i < nout; i++) gp->metrics[i].id = gpm_metrics[i].id;
+  nv_ret mr = n->nvmlGpmMetricsGet(gp);
+  if (mr != NV_SUCCESS && nout > 4) {
+    /* NVML answers each metric's support in its own return code; should a
+     * driver refuse the whole request over the PCIe ones, the four
+     * activity ratios still come. */
+    gp->num = nout = 4;
+    mr = n->nvmlGpmMetricsGet(gp);
+  }
+  if (!ok(n, s, STK__NVML_gpm, mr)) return 0;
+  for (unsigned i = 0; i < nout; i++)
+    if (gp->metrics[i].ret == NV_SUCCESS) *out[i] = gp->metrics[i].value * gpm_metrics[i].scale;
   return 1;
 }
 
 static void sample_gpm(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
   if (!gpm_ok(n, d)) return;
-  double *dst[4] = {&s->gr_active, &s->sm_active, &s->tensor_active, &s->dram_active};
-  gpm_read(n, d, &d->ring, 0, 0, s, dst);
+  double *dst[6] = {&s->gr_active,   &s->sm_active,   &s->tensor_active,
+                    &s->dram_active, &s->pcie_tx_bps, &s->pcie_rx_bps};
+  gpm_read(n, d, &d->ring, 0, 0, s, dst, 6);
 }
 
 static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
@@ -357,7 +376,7 @@ static void sample_mig(struct stk__nvml *n, struct dev_state *d, struct stk__gpu
     mi->gr_active = mi->sm_active = mi->tensor_active = mi->dram_active = NAN;
     if (n->nvmlGpmMigSampleGet && gpm_ok(n, d)) {
       double *dst[4] = {&mi->gr_active, &mi->sm_active, &mi->tensor_active, &mi->dram_active};
-      gpm_read(n, d, &d->mig[s->nmig], 1, gi, s, dst);
+      gpm_read(n, d, &d->mig[s->nmig], 1, gi, s, dst, 4);
     }
     s->nmig++;
   }
@@ -378,11 +397,13 @@ static double field_number(const struct nv_field_value *f) {
 }
 
 /* The health counters of a sample, in the order dev_state keeps them. */
-static void health_fields(struct stk__gpu_sample *s, double *f[16]) {
-  double *l[16] = {&s->ecc_sbe_vol,     &s->ecc_dbe_vol,     &s->ecc_sbe_agg,   &s->ecc_dbe_agg,
-                   &s->retired_sbe,     &s->retired_dbe,     &s->retired_pending, &s->remap_corr,
-                   &s->remap_unc,       &s->remap_pending,   &s->remap_failure, &s->pcie_replay,
-                   &s->nvlink_crc_flit, &s->nvlink_crc_data, &s->nvlink_replay, &s->nvlink_recovery};
+static void health_fields(struct stk__gpu_sample *s, double *f[NHEALTH]) {
+  double *l[NHEALTH] = {&s->ecc_sbe_vol,     &s->ecc_dbe_vol,     &s->ecc_sbe_agg,
+                        &s->ecc_dbe_agg,     &s->retired_sbe,     &s->retired_dbe,
+                        &s->retired_pending, &s->remap_corr,      &s->remap_unc,
+                        &s->remap_pending,   &s->remap_failure,   &s->pcie_replay,
+                        &s->nvlink_crc_flit, &s->nvlink_crc_data, &s->nvlink_replay,
+                        &s->nvlink_recovery, &s->vgpu_license};
   memcpy(f, l, sizeof l);
 }
 
@@ -420,6 +441,19 @@ static void read_health(struct stk__nvml *n, nv_dev h, struct stk__gpu_sample *s
   if (n->nvmlDeviceGetPcieReplayCounter &&
       ok(n, s, STK__NVML_pcie, n->nvmlDeviceGetPcieReplayCounter(h, &v)))
     s->pcie_replay = v;
+  /* vGPU licensing, as DCGM reads it: 0 where it does not apply (bare
+   * metal), else whether the vGPU feature is licensed. */
+  struct nv_grid_features gf;
+  memset(&gf, 0, sizeof gf);
+  if (n->nvmlDeviceGetGridLicensableFeatures_v4 &&
+      ok(n, s, STK__NVML_license, n->nvmlDeviceGetGridLicensableFeatures_v4(h, &gf))) {
+    s->vgpu_license = 0;
+    for (unsigned k = 0; gf.supported && k < gf.count && k < NV_GRID_LICENSE_FEATURE_MAX_COUNT; k++)
+      if (gf.features[k].code == NV_GRID_LICENSE_FEATURE_CODE_VGPU) {
+        s->vgpu_license = gf.features[k].state != 0;
+        break;
+      }
+  }
   /* NVLink: errors summed over the active links; none where link 0
    * answers that the GPU has no NVLink. */
   if (!n->nvmlDeviceGetNvLinkState || !n->nvmlDeviceGetNvLinkErrorCounter) return;
@@ -450,14 +484,14 @@ static void read_health(struct stk__nvml *n, nv_dev h, struct stk__gpu_sample *s
 /* Health counters: read afresh on a health round (or a device's first
  * sample), else the last values read. */
 static void sample_health(struct stk__nvml *n, struct dev_state *d, struct stk__gpu_sample *s) {
-  double *f[16];
+  double *f[NHEALTH];
   health_fields(s, f);
   if (n->health || !d->health_read) {
     read_health(n, d->h, s);
-    for (int k = 0; k < 16; k++) d->health[k] = *f[k];
+    for (int k = 0; k < NHEALTH; k++) d->health[k] = *f[k];
     d->health_read = 1;
   } else {
-    for (int k = 0; k < 16; k++) *f[k] = d->health[k];
+    for (int k = 0; k < NHEALTH; k++) *f[k] = d->health[k];
   }
 }
 
@@ -470,11 +504,12 @@ int stk__nvml_sample(struct stk__nvml *n, unsigned i, struct stk__gpu_sample *s)
                           &s->viol_power_ns, &s->viol_thermal_ns, &s->sm_active,
                           &s->tensor_active, &s->dram_active, &s->gr_active, &s->last_xid,
                           &s->enc_util, &s->dec_util, &s->mem_temp_c, &s->nvlink_tx_bytes,
-                          &s->nvlink_rx_bytes};
+                          &s->nvlink_rx_bytes, &s->pcie_tx_bps, &s->pcie_rx_bps,
+                          &s->nvlink_bw_total};
   for (size_t k = 0; k < STK__ARRAY_LEN(nan_fields); k++) *nan_fields[k] = NAN;
-  double *hf[16];
+  double *hf[NHEALTH];
   health_fields(s, hf);
-  for (int k = 0; k < 16; k++) *hf[k] = NAN;
+  for (int k = 0; k < NHEALTH; k++) *hf[k] = NAN;
   if (i >= MAX_DEV) return STK_ERANGE;
   struct dev_state *d = &n->dev[i];
   if (!d->h) {

@@ -12,7 +12,7 @@
   X(name) X(uuid) X(pci) X(util) X(memory) X(power) X(energy) X(temp)      \
   X(sm_clock) X(mem_clock) X(reasons) X(violation) X(procs) X(proc_util)   \
   X(events) X(mig) X(gpm) X(handle) X(ecc) X(retired) X(remap) X(pcie)    \
-  X(enc_dec) X(nvlink) X(fields)
+  X(enc_dec) X(nvlink) X(fields) X(license)
 enum stk__nvml_call {
 #define X(n) STK__NVML_##n,
   STK__NVML_CALLS(X)
@@ -68,6 +68,10 @@ struct stk__gpu_sample {
   double reasons;                         /* the bitmask, as a number */
   double viol_power_ns, viol_thermal_ns;  /* throttle time counters */
   double sm_active, tensor_active, dram_active, gr_active; /* GPM ratios 0..1 */
+  double pcie_tx_bps, pcie_rx_bps;        /* GPM: PCIe traffic from, to the GPU (bytes/s) */
+  /* DCGM's NVLINK_BANDWIDTH_TOTAL: not read here (NaN); the agent derives
+   * it from two samples' nvlink_tx_bytes + nvlink_rx_bytes. */
+  double nvlink_bw_total;
   double enc_util, dec_util;              /* video encoder, decoder: percent */
   /* Health counters, read at the rounds stk__nvml_health() asks for and
    * repeated in between (they change rarely; the NVLink ones cost a
@@ -80,6 +84,9 @@ struct stk__gpu_sample {
   double remap_corr, remap_unc, remap_pending, remap_failure;
   double pcie_replay;
   double nvlink_crc_flit, nvlink_crc_data, nvlink_replay, nvlink_recovery;
+  /* DCGM's VGPU_LICENSE_STATUS: 1 when vGPU licensing applies and the vGPU
+   * feature is licensed, 0 otherwise (0 on bare metal, as DCGM). */
+  double vgpu_license;
   unsigned xid_count;                     /* XIDs seen in this sample */
   double last_xid;                        /* the last XID; 0 before the first where
                                              XID events are registered, else NaN */

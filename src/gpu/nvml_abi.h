@@ -48,6 +48,8 @@ typedef struct nvmlGpmSample_st *nv_gpm_sample;
   C(NV_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_SM_UTIL, 2)                 \
   C(NV_GPM_METRIC_ANY_TENSOR_UTIL, NVML_GPM_METRIC_ANY_TENSOR_UTIL, 5) \
   C(NV_GPM_METRIC_DRAM_BW_UTIL, NVML_GPM_METRIC_DRAM_BW_UTIL, 10)      \
+  C(NV_GPM_METRIC_PCIE_TX_PER_SEC, NVML_GPM_METRIC_PCIE_TX_PER_SEC, 20) \
+  C(NV_GPM_METRIC_PCIE_RX_PER_SEC, NVML_GPM_METRIC_PCIE_RX_PER_SEC, 21) \
   C(NV_GPM_METRICS_GET_VERSION, NVML_GPM_METRICS_GET_VERSION, 1)       \
   C(NV_GPM_SUPPORT_VERSION, NVML_GPM_SUPPORT_VERSION, 1)              \
   C(NV_MEMORY_V2, nvmlMemory_v2, 0x2000028)                             \
@@ -72,7 +74,10 @@ typedef struct nvmlGpmSample_st *nv_gpm_sample;
   C(NV_VALUE_TYPE_UNSIGNED_LONG_LONG, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, 3) \
   C(NV_VALUE_TYPE_SIGNED_LONG_LONG, NVML_VALUE_TYPE_SIGNED_LONG_LONG, 4) \
   C(NV_VALUE_TYPE_SIGNED_INT, NVML_VALUE_TYPE_SIGNED_INT, 5)            \
-  C(NV_VALUE_TYPE_UNSIGNED_SHORT, NVML_VALUE_TYPE_UNSIGNED_SHORT, 6)
+  C(NV_VALUE_TYPE_UNSIGNED_SHORT, NVML_VALUE_TYPE_UNSIGNED_SHORT, 6)    \
+  C(NV_GRID_LICENSE_FEATURE_CODE_VGPU, NVML_GRID_LICENSE_FEATURE_CODE_VGPU, 1) \
+  C(NV_GRID_LICENSE_FEATURE_MAX_COUNT, NVML_GRID_LICENSE_FEATURE_MAX_COUNT, 3) \
+  C(NV_GRID_LICENSE_BUFFER_SIZE, NVML_GRID_LICENSE_BUFFER_SIZE, 128)
 
 enum {
 #define C(ours, theirs, value) ours = value,
@@ -160,6 +165,27 @@ struct nv_field_value {
   union nv_value value;
 };
 
+/* nvmlGridLicensableFeatures_t and its parts, for
+ * nvmlDeviceGetGridLicensableFeatures_v4 (DCGM's VGPU_LICENSE_STATUS). */
+struct nv_grid_expiry {
+  unsigned year;
+  unsigned short month, day, hour, min, sec;
+  unsigned char status;
+};
+struct nv_grid_feature {
+  unsigned code;  /* nvmlGridLicenseFeatureCode_t */
+  unsigned state; /* non-zero: licensed now */
+  char license_info[NV_GRID_LICENSE_BUFFER_SIZE];
+  char product_name[NV_GRID_LICENSE_BUFFER_SIZE];
+  unsigned enabled;
+  struct nv_grid_expiry expiry;
+};
+struct nv_grid_features {
+  int supported; /* non-zero: vGPU software licensing applies */
+  unsigned count;
+  struct nv_grid_feature features[NV_GRID_LICENSE_FEATURE_MAX_COUNT];
+};
+
 /* Stoker's struct, nvml.h's type, and whether stoker's may be larger (1:
  * only nv_gpm_get, as its array; the others must be the same size, arrays
  * of them having nvml.h's stride). The entry points below take them as
@@ -178,7 +204,10 @@ struct nv_field_value {
   S(nv_gpm_metric, nvmlGpmMetric_t, 0)               \
   S(nv_gpm_get, nvmlGpmMetricsGet_t, 1)              \
   S(nv_gpm_support, nvmlGpmSupport_t, 0)             \
-  S(nv_field_value, nvmlFieldValue_t, 0)
+  S(nv_field_value, nvmlFieldValue_t, 0)             \
+  S(nv_grid_expiry, nvmlGridLicenseExpiry_t, 0)      \
+  S(nv_grid_feature, nvmlGridLicensableFeature_t, 0) \
+  S(nv_grid_features, nvmlGridLicensableFeatures_t, 0)
 
 #ifdef STK_NV_ABI_CHECK
 #define S(ours, theirs, larger_ok) typedef theirs ours##_t;
@@ -236,6 +265,7 @@ NV_STRUCTS(S)
   X(nvmlDeviceGetDecoderUtilization, nv_ret (*)(nv_dev, unsigned *, unsigned *))          \
   X(nvmlDeviceGetNvLinkState, nv_ret (*)(nv_dev, unsigned, unsigned *))                   \
   X(nvmlDeviceGetNvLinkErrorCounter, nv_ret (*)(nv_dev, unsigned, unsigned, unsigned long long *)) \
-  X(nvmlDeviceGetFieldValues, nv_ret (*)(nv_dev, int, nv_field_value_t *))
+  X(nvmlDeviceGetFieldValues, nv_ret (*)(nv_dev, int, nv_field_value_t *))               \
+  X(nvmlDeviceGetGridLicensableFeatures_v4, nv_ret (*)(nv_dev, nv_grid_features_t *))
 
 #endif

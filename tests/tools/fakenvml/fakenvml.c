@@ -44,6 +44,9 @@ struct gpu {
   double enc, dec, nvlinks, nvlink_crc_flit, nvlink_crc_data, nvlink_replay, nvlink_recovery;
   double mem_temp; /* < 0: the GPU has no memory sensor */
   double nvlink_tx_kib, nvlink_rx_kib; /* all links (only with nvlinks) */
+  double pcie_tx_mib, pcie_rx_mib;     /* GPM: PCIe traffic, MiB/s */
+  double vgpu_license;                 /* < 0: bare metal (licensing does not apply) */
+  double gpm_no_pcie;                  /* nvmlGpmMetricsGet refuses a request with PCIe metrics */
   unsigned long long reasons;
   double energy_mj;
   int gpm, lost;
@@ -131,7 +134,9 @@ static void apply(struct gpu *g, char **t, int n, int line) {
     NUMKEY("nvlink_crc_flit", nvlink_crc_flit) NUMKEY("nvlink_crc_data", nvlink_crc_data)
     NUMKEY("nvlink_replay", nvlink_replay) NUMKEY("nvlink_recovery", nvlink_recovery)
     NUMKEY("mem_temp", mem_temp) NUMKEY("nvlink_tx_kib", nvlink_tx_kib)
-    NUMKEY("nvlink_rx_kib", nvlink_rx_kib)
+    NUMKEY("nvlink_rx_kib", nvlink_rx_kib) NUMKEY("pcie_tx_mib", pcie_tx_mib)
+    NUMKEY("pcie_rx_mib", pcie_rx_mib) NUMKEY("vgpu_license", vgpu_license)
+    NUMKEY("gpm_no_pcie", gpm_no_pcie)
 #undef NUMKEY
     if (!strcmp(k, "name") && v) { snprintf(g->name, sizeof g->name, "%s", v); i++; continue; }
     if (!strcmp(k, "uuid") && v) { snprintf(g->uuid, sizeof g->uuid, "%s", v); i++; continue; }
@@ -236,6 +241,7 @@ static void load(void) {
       if (!g->uuid[0]) { /* first declared: the defaults */
         snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%04u", i);
         g->mem_temp = -1;
+        g->vgpu_license = -1;
       }
       if (!g->pci[0]) snprintf(g->pci, sizeof g->pci, "00000000:%02X:00.0", 0x10 + i);
       if (!g->name[0]) snprintf(g->name, sizeof g->name, "Fake GPU");
@@ -524,7 +530,7 @@ nv_ret nvmlDeviceGetGpuInstanceId(nv_dev dev, unsigned *id) {
 
 /* GPM: a sample (NVML's opaque struct, defined here) records the activity
  * figures at the step it was taken. */
-struct nvmlGpmSample_st { double smact, tensor, dram, gr; };
+struct nvmlGpmSample_st { double smact, tensor, dram, gr, pcie_tx, pcie_rx, no_pcie; };
 nv_ret nvmlGpmQueryDeviceSupport(nv_dev dev, struct nv_gpm_support *s) {
   DEV_CHECK("nvmlGpmQueryDeviceSupport");
   s->supported = g->gpm ? 1 : 0;
@@ -542,6 +548,9 @@ nv_ret nvmlGpmSampleGet(nv_dev dev, nv_gpm_sample s) {
   s->tensor = g->tensor;
   s->dram = g->dram;
   s->gr = g->gr;
+  s->pcie_tx = g->pcie_tx_mib;
+  s->pcie_rx = g->pcie_rx_mib;
+  s->no_pcie = g->gpm_no_pcie;
   return OK;
 }
 /* A MIG instance's sample (Hopper and later): its own graphics activity
@@ -557,12 +566,17 @@ nv_ret nvmlGpmMigSampleGet(nv_dev dev, unsigned gi, nv_gpm_sample s) {
       s->tensor = g->tensor;
       s->dram = g->dram;
       s->gr = g->migs[i].gr;
+      s->pcie_tx = s->pcie_rx = -1; /* PCIe is the GPU's: not in an instance's sample */
       return OK;
     }
   return E_NOT_FOUND;
 }
 nv_ret nvmlGpmMetricsGet(struct nv_gpm_get *g) {
   if (g->version != NV_GPM_METRICS_GET_VERSION || !g->s2) return E_INVALID;
+  for (unsigned i = 0; g->s2->no_pcie && i < g->num && i < NV_GPM_METRIC_MAX; i++)
+    if (g->metrics[i].id == NV_GPM_METRIC_PCIE_TX_PER_SEC ||
+        g->metrics[i].id == NV_GPM_METRIC_PCIE_RX_PER_SEC)
+      return E_NOT_SUPPORTED; /* the whole request, as a stricter driver might */
   for (unsigned i = 0; i < g->num && i < NV_GPM_METRIC_MAX; i++) {
     struct nv_gpm_metric *m = &g->metrics[i];
     m->ret = OK;
@@ -571,8 +585,11 @@ nv_ret nvmlGpmMetricsGet(struct nv_gpm_get *g) {
     case NV_GPM_METRIC_SM_UTIL: m->value = g->s2->smact; break;
     case NV_GPM_METRIC_ANY_TENSOR_UTIL: m->value = g->s2->tensor; break;
     case NV_GPM_METRIC_DRAM_BW_UTIL: m->value = g->s2->dram; break;
+    case NV_GPM_METRIC_PCIE_TX_PER_SEC: m->value = g->s2->pcie_tx; break;
+    case NV_GPM_METRIC_PCIE_RX_PER_SEC: m->value = g->s2->pcie_rx; break;
     default: m->ret = E_NOT_SUPPORTED;
     }
+    if (m->ret == OK && m->value < 0) m->ret = E_NOT_SUPPORTED; /* not in this sample */
   }
   return OK;
 }
@@ -674,5 +691,19 @@ nv_ret nvmlDeviceGetFieldValues(nv_dev dev, int count, struct nv_field_value *v)
       v[i].ret = E_NOT_SUPPORTED;
     }
   }
+  return OK;
+}
+
+/* vGPU licensing: on bare metal (the default) it does not apply; a vGPU
+ * guest (vgpu_license 0 or 1) lists the vGPU feature, licensed or not. */
+nv_ret nvmlDeviceGetGridLicensableFeatures_v4(nv_dev dev, struct nv_grid_features *f) {
+  DEV_CHECK("nvmlDeviceGetGridLicensableFeatures_v4");
+  memset(f, 0, sizeof *f);
+  if (g->vgpu_license < 0) return OK;
+  f->supported = 1;
+  f->count = 1;
+  f->features[0].code = NV_GRID_LICENSE_FEATURE_CODE_VGPU;
+  f->features[0].state = g->vgpu_license > 0;
+  f->features[0].enabled = 1;
   return OK;
 }
