@@ -142,6 +142,10 @@ void cli_tokens_describe(FILE *f, const struct stk_tokens *tk, const struct cli_
             s.path, s.weight, s.documents, s.tokens, s.blend_windows, s.served,
             s.built ? "built" : "mapped", s.index_path ? "" : " in memory");
   }
+  int built;
+  const char *path;
+  if (stk_tokens_blend_index(tk, &built, &path) == 0)
+    fprintf(f, "  blend index    %s%s\n", built ? "built" : "mapped", path ? "" : " in memory");
 }
 
 void cli_tokens_rate(FILE *f, const struct stk_tokens *tk, const struct stk_loader_stats *st) {
@@ -175,4 +179,9 @@ void cli_tokens_json(struct stk_json *j, const struct stk_tokens *tk,
     stk_json_obj_end(j);
   }
   stk_json_arr_end(j);
+  int built;
+  if (stk_tokens_blend_index(tk, &built, NULL) == 0) {
+    stk_json_key(j, "blend_index_built");
+    stk_json_bool(j, built);
+  }
 }
