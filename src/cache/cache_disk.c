@@ -72,11 +72,14 @@ int stk__disk_lookup(struct stk_cache *c, struct unit *u, int *out) {
             name);
     rc = STK_ECRC;
   } else {
-    int verified = u->verified;
+    int recheck = __atomic_load_n(&c->recheck, __ATOMIC_RELAXED);
+    int verified = u->verified && !recheck;
     char stamp[160];
     stk__meta_stamp(c, &st, stamp, sizeof stamp);
-    if (!verified && (strcmp(stamp, m.stamp) || !strcmp(stamp, "unstamped"))) {
-      /* First use since a restart (or since the file changed): check it. */
+    if (!verified &&
+        (recheck || strcmp(stamp, m.stamp) || !strcmp(stamp, "unstamped"))) {
+      /* First use since a restart (or since the file changed), or a
+       * verify: check it. */
       uint32_t crc;
       if ((rc = stk__crc_fd(fd, m.size, &crc)) == 0 && crc != m.crc) {
         stk_log(STK_LOG_WARN, "cache: %s: checksum mismatch in the cached copy of %s; re-staging",
