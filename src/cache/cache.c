@@ -474,6 +474,7 @@ void stk_cache_stats_json(const struct stk_cache_stats *st, struct stk_json *j) 
   stk_json_ku64(j, "errors", st->errors);
   stk_json_ku64(j, "missing", st->missing);
   stk_json_ku64(j, "restages", st->restages);
+  stk_json_ku64(j, "origin_checked", st->origin_checked);
   stk_json_ku64(j, "disk_full", st->disk_full);
   stk_json_ku64(j, "shared_waits", st->shared_waits);
   stk_json_ku64(j, "prefetched", st->prefetched);

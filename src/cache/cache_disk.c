@@ -136,8 +136,17 @@ int stk__fetch_into(struct stk_cache *c, struct unit *u, int fd, uint64_t *size,
      * starts from nothing again. */
     if (attempt > 1 && ftruncate(fd, 0) != 0)
       return stk__errf(err, stk__from_errno(errno), "cache: truncate failed");
-    rc = stk__origin_get(c->origin, s->name, u->off, u->want, fd, 0, &info, cancel, err);
+    /* A whole shard is asked for without a Range (its size is checked
+     * below): S3 sends the CRC32C it stored for an object only with a
+     * whole-object reply, and the engine checks the body against it. */
+    uint64_t len = !u->etag && u->off == 0 ? UINT64_MAX : u->want;
+    rc = stk__origin_get(c->origin, s->name, u->off, len, fd, 0, &info, cancel, err);
     if (rc) return rc;
+    if (info.origin_checked) {
+      pthread_mutex_lock(&c->mu);
+      c->st.origin_checked++;
+      pthread_mutex_unlock(&c->mu);
+    }
     if (u->etag && *u->etag && *info.etag && strcmp(info.etag, u->etag))
       return stk__errf(err, STK_EIO,
                        "%s/%s: the object changed on the origin while it was read (ETag %s, "
