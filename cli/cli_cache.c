@@ -64,6 +64,8 @@ void cli_cache_report(FILE *f, const struct stk_cache_stats *st) {
   if (st->fetches)
     fprintf(f, "; per shard p50 %.1f ms, p99 %.1f ms", (double)st->fetch_p50_ns / 1e6,
             (double)st->fetch_p99_ns / 1e6);
+  if (st->origin_checked)
+    fprintf(f, "; %" PRIu64 " matched the origin's checksum", st->origin_checked);
   fprintf(f, "\n  staging        %" PRIu64 " staged ahead, %" PRIu64 " reads waited for a fetch (%.2f s), %"
              PRIu64 " re-staged, %" PRIu64 " shared with other processes%s\n",
           st->prefetched, st->stalls, (double)st->stall_ns / 1e9, st->restages, st->shared_waits,

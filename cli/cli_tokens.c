@@ -142,6 +142,10 @@ void cli_tokens_describe(FILE *f, const struct stk_tokens *tk, const struct cli_
             s.path, s.weight, s.documents, s.tokens, s.blend_windows, s.served,
             s.built ? "built" : "mapped", s.index_path ? "" : " in memory");
   }
+  int built;
+  const char *path;
+  if (stk_tokens_blend_index(tk, &built, &path) == 0)
+    fprintf(f, "  blend index    %s%s\n", built ? "built" : "mapped", path ? "" : " in memory");
 }
 
 void cli_tokens_rate(FILE *f, const struct stk_tokens *tk, const struct stk_loader_stats *st) {
@@ -151,13 +155,9 @@ void cli_tokens_rate(FILE *f, const struct stk_tokens *tk, const struct stk_load
           wall > 0 ? (double)st->samples / wall : 0, stk_tokens_row_len(tk));
 }
 
-void cli_tokens_json(struct stk_json *j, const struct stk_tokens *tk,
-                     const struct stk_loader_stats *st) {
-  double wall = (double)st->wall_ns / 1e9;
-  stk_json_ku64(j, "windows", stk_tokens_num_windows(tk));
-  stk_json_ku64(j, "row_tokens", stk_tokens_row_len(tk));
-  stk_json_kdbl(j, "tokens_per_s",
-                wall > 0 ? (double)st->samples * stk_tokens_row_len(tk) / wall : 0);
+/* The "sources" array (with what the loader served when served is set)
+ * and, for a blend, whether its index was built or mapped. */
+static void sources_json(struct stk_json *j, const struct stk_tokens *tk, int served) {
   stk_json_key(j, "sources");
   stk_json_arr_begin(j);
   for (int i = 0; i < stk_tokens_num_sources(tk); i++) {
@@ -168,11 +168,48 @@ void cli_tokens_json(struct stk_json *j, const struct stk_tokens *tk,
     stk_json_kdbl(j, "weight", s.weight);
     stk_json_ku64(j, "documents", s.documents);
     stk_json_ku64(j, "tokens", s.tokens);
+    if (!served) stk_json_ku64(j, "windows", s.windows);
     stk_json_ku64(j, "blend_windows", s.blend_windows);
-    stk_json_ku64(j, "served", s.served);
+    if (served) stk_json_ku64(j, "served", s.served);
     stk_json_key(j, "index_built");
     stk_json_bool(j, s.built);
     stk_json_obj_end(j);
   }
   stk_json_arr_end(j);
+  int built;
+  if (stk_tokens_blend_index(tk, &built, NULL) == 0) {
+    stk_json_key(j, "blend_index_built");
+    stk_json_bool(j, built);
+  }
+}
+
+void cli_tokens_json(struct stk_json *j, const struct stk_tokens *tk,
+                     const struct stk_loader_stats *st) {
+  double wall = (double)st->wall_ns / 1e9;
+  stk_json_ku64(j, "windows", stk_tokens_num_windows(tk));
+  stk_json_ku64(j, "row_tokens", stk_tokens_row_len(tk));
+  stk_json_kdbl(j, "tokens_per_s",
+                wall > 0 ? (double)st->samples * stk_tokens_row_len(tk) / wall : 0);
+  sources_json(j, tk, 1);
+}
+
+void cli_tokens_json_describe(struct stk_json *j, const struct stk_tokens *tk,
+                              const struct cli_tokens *t) {
+  uint64_t docs = 0, toks = 0;
+  for (int i = 0; i < stk_tokens_num_sources(tk); i++) {
+    struct stk_tokens_source s;
+    if (stk_tokens_source(tk, i, &s)) break;
+    docs += s.documents;
+    toks += s.tokens;
+  }
+  stk_json_obj_begin(j);
+  stk_json_ku64(j, "seq_len", t->o.seq_len);
+  stk_json_kstr(j, "mode", windows_name(t->o.windows));
+  stk_json_kstr(j, "token_type", t->o.token_type == STK_TOKENS_INT64 ? "int64" : "int32");
+  stk_json_ku64(j, "windows", stk_tokens_num_windows(tk));
+  stk_json_ku64(j, "row_tokens", stk_tokens_row_len(tk));
+  stk_json_ku64(j, "documents", docs);
+  stk_json_ku64(j, "tokens", toks);
+  sources_json(j, tk, 0);
+  stk_json_obj_end(j);
 }

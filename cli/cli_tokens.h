@@ -69,5 +69,10 @@ void cli_tokens_describe(FILE *f, const struct stk_tokens *tk, const struct cli_
 void cli_tokens_rate(FILE *f, const struct stk_tokens *tk, const struct stk_loader_stats *st);
 void cli_tokens_json(struct stk_json *j, const struct stk_tokens *tk,
                      const struct stk_loader_stats *st);
+/* The windows as one JSON object (inspect --json): seq_len, mode, token
+ * type, windows, row tokens, documents and tokens of the split (summed
+ * over the sources), and each source's counts. */
+void cli_tokens_json_describe(struct stk_json *j, const struct stk_tokens *tk,
+                              const struct cli_tokens *t);
 
 #endif

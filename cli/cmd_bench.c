@@ -24,7 +24,9 @@ const char cmd_bench_usage[] =
     "accelerators, over a 16,000-sample dataset generated once under $TMPDIR.\n"
     "\n"
     "workload:\n"
-    "  --workload NAME      unet3d, resnet50, cosmoflow (DLIO's values)\n"
+    "  --workload NAME      unet3d, resnet50, cosmoflow (DLIO's values); gpt8b (an 8B\n"
+    "                       LLM's token windows of 8193 tokens from a Megatron corpus,\n"
+    "                       one per step at NVIDIA's published H100 rate)\n"
     "  --accel A            a100, h100, b200 (unet3d) (default h100)\n"
     "  --config FILE.yaml   a DLIO workload config; unknown keys are reported\n"
     "  --accelerators N     emulated accelerators (default 4)\n"
@@ -194,7 +196,7 @@ static int build_workload(struct bench_args *a) {
   const char *name = a->workload ? a->workload : "resnet50";
   if (stk_workload_preset(name, a->accel, w) != 0) {
     cli_error("bench", "no workload '%s' for accelerator '%s' (unet3d: a100, h100, b200; resnet50 "
-              "and cosmoflow: a100, h100)", name, a->accel ? a->accel : "h100");
+              "and cosmoflow: a100, h100; gpt8b: h100)", name, a->accel ? a->accel : "h100");
     return -1;
   }
   if (!a->workload && !a->config) { /* the first-run default: small enough for a minute */
@@ -505,7 +507,8 @@ static int wants_mpi(int argc, char **argv) {
  * steps (and barriers). */
 static uint64_t workload_fingerprint(const struct bench_args *a) {
   const struct stk_workload *w = &a->o.w;
-  const uint64_t f[] = {w->batch, w->files, w->samples_per_file, w->epochs, a->o.accelerators};
+  const uint64_t f[] = {w->batch, w->files, w->samples_per_file, w->epochs, a->o.accelerators,
+                        w->seq_len};
   uint64_t h = 1469598103934665603ull; /* FNV-1a over the values */
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) h = (h ^ f[i]) * 1099511628211ull;
   return h;

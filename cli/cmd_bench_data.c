@@ -108,6 +108,7 @@ int bench_prepare_data(struct bench_args *a, int may_generate) {
   g.size_mean = (uint64_t)llround(w->record_bytes);
   g.size_stdev = (uint64_t)llround(w->record_stdev);
   g.samples_per_shard = w->samples_per_file;
+  g.doc_len_mean = w->doc_tokens; /* megatron: documents of about this many tokens */
   g.seed = 1;
   g.force = !a->data_given;
   char err[STK_ERRMSG_MAX];

@@ -10,6 +10,7 @@
 
 const char cmd_inspect_usage[] =
     "usage: stoker inspect PATH [OPTIONS]\n"
+    "       stoker inspect --blend 'W1 P1 W2 P2 ...' --seq-len N --samples N [--json]\n"
     "\n"
     "Describe the dataset at PATH (a directory of shards, one shard, an MDS\n"
     "directory, a Megatron prefix such as data/corpus for corpus.bin + corpus.idx,\n"
@@ -27,8 +28,10 @@ const char cmd_inspect_usage[] =
     "  --json         print JSON on stdout\n"
     "  -v, --verbose  list every shard\n"
     "  --seq-len N    a Megatron dataset: also its token windows of N + 1 tokens\n"
-    "                 (with --samples, --split, --split-index, --windows as for\n"
-    "                 `stoker feed`; the index is built in memory, no file written)\n"
+    "                 (with --samples, --split, --split-index, --windows, --blend as\n"
+    "                 for `stoker feed`; the index is built in memory, no file\n"
+    "                 written): windows, documents, tokens, and each source's\n"
+    "                 counts (with --json, under \"token_windows\")\n"
     "PATH may be a URL (http(s)://, s3://, file://), read through the shard cache:\n"
     CLI_CACHE_USAGE;
 
@@ -112,8 +115,9 @@ static void print_text(struct stk_dataset *ds, const char *path, const struct su
   }
 }
 
+/* With tk (--seq-len), the windows go under "token_windows". */
 static void print_json(struct stk_dataset *ds, const char *path, const struct summary *s,
-                       int verbose) {
+                       int verbose, const struct stk_tokens *tk, const struct cli_tokens *t) {
   struct stk_json j;
   unsigned caps = stk_dataset_caps(ds);
   uint64_t n = stk_dataset_num_samples(ds);
@@ -185,8 +189,34 @@ static void print_json(struct stk_dataset *ds, const char *path, const struct su
     }
     stk_json_arr_end(&j);
   }
+  if (tk) {
+    stk_json_key(&j, "token_windows");
+    cli_tokens_json_describe(&j, tk, t);
+  }
   stk_json_obj_end(&j);
   fputc('\n', stdout);
+}
+
+/* inspect --blend '...' --seq-len N (no PATH): the blend's windows only. */
+static int blend_only(struct cli_tokens *tk, const struct stk_dataset_opts *o, int json) {
+  struct stk_tokens *t;
+  int rc = cli_tokens_open("inspect", NULL, tk, o, &t);
+  if (!rc) {
+    if (json) {
+      struct stk_json j;
+      stk_json_init(&j, stdout, 2);
+      stk_json_obj_begin(&j);
+      stk_json_key(&j, "token_windows");
+      cli_tokens_json_describe(&j, t, tk);
+      stk_json_obj_end(&j);
+      fputc('\n', stdout);
+    } else {
+      cli_tokens_describe(stdout, t, tk);
+    }
+    stk_tokens_close(t);
+  }
+  cli_tokens_free(tk);
+  return rc;
 }
 
 int cmd_inspect_run(int argc, char **argv) {
@@ -208,19 +238,25 @@ int cmd_inspect_run(int argc, char **argv) {
     else if (c == 'v') verbose = 1;
     else return CLI_USAGE;
   }
+  if (optind == argc && tk.blend) return blend_only(&tk, &o, json);
   if (optind != argc - 1) {
     cli_error("inspect", optind >= argc ? "missing PATH; see `stoker help inspect`" : "one PATH only");
     return CLI_USAGE;
   }
   const char *path = argv[optind];
-  if (json && cli_tokens_wanted(&tk)) {
-    cli_error("inspect", "--seq-len describes windows as text; leave out --json");
-    return CLI_USAGE;
-  }
   cli_catch_signals();
+  struct stk_tokens *t = NULL; /* the windows (--seq-len), opened first for --json */
+  int rc = 0;
+  if (json && cli_tokens_wanted(&tk) && (rc = cli_tokens_open("inspect", path, &tk, &o, &t))) {
+    cli_tokens_free(&tk);
+    return rc;
+  }
   struct stk_dataset *ds;
-  int rc = cli_open_whole("inspect", path, &o, &ds);
-  if (rc) return rc;
+  if ((rc = cli_open_whole("inspect", path, &o, &ds)) != 0) {
+    stk_tokens_close(t);
+    cli_tokens_free(&tk);
+    return rc;
+  }
   struct summary s;
   memset(&s, 0, sizeof s);
   rc = summarize(ds, &s);
@@ -228,19 +264,20 @@ int cmd_inspect_run(int argc, char **argv) {
     if (cli_stop_requested()) cli_error("inspect", "interrupted");
     else cli_error("inspect", "%s", stk_dataset_errmsg(ds));
   } else if (json) {
-    print_json(ds, stk_dataset_location(ds), &s, verbose);
+    print_json(ds, stk_dataset_location(ds), &s, verbose, t, &tk);
   } else {
     print_text(ds, stk_dataset_location(ds), &s, verbose);
   }
   free(s.buf);
   stk_dataset_close(ds);
-  if (!rc && cli_tokens_wanted(&tk)) { /* the windows, after what the files hold */
-    struct stk_tokens *t;
+  if (!rc && !json && cli_tokens_wanted(&tk)) { /* the windows, after what the files hold */
     rc = cli_tokens_open("inspect", path, &tk, &o, &t);
     if (!rc) cli_tokens_describe(stdout, t, &tk);
-    if (!rc) stk_tokens_close(t);
+    stk_tokens_close(t);
     cli_tokens_free(&tk);
     return rc;
   }
+  stk_tokens_close(t);
+  cli_tokens_free(&tk);
   return rc ? (cli_stop_requested() ? CLI_INTERRUPTED : CLI_FAIL) : CLI_OK;
 }

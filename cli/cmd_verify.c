@@ -17,6 +17,9 @@ const char cmd_verify_usage[] =
     "(--format npy-tokens) are checked file by file: a 1-D little-endian C-order\n"
     "integer array whose data is all there, one dtype for the whole folder.\n"
     "Stops at the first bad sample, printing its file and offset (exit 1).\n"
+    "Through the cache, every cached copy used is re-hashed against its recorded\n"
+    "CRC32C (a mismatch is fetched again and counted), and the cache's counts are\n"
+    "printed; a remote Megatron .bin is read in chunks (--cache-chunk-size).\n"
     "\n"
     "  --format F    tfrecord, wds, npy, npz, mds, megatron, npy-tokens, files\n"
     "                (default: detect; npy-tokens only when named)\n"
@@ -85,6 +88,8 @@ int cmd_verify_run(int argc, char **argv) {
     printf("ok: %llu samples in %zu shards, all well-formed (%s stores no checksums)\n",
            (unsigned long long)n, stk_dataset_num_shards(ds), stk_dataset_format(ds));
   }
+  struct stk_cache_stats cs; /* a remote dataset: what was fetched and what rechecked */
+  if (out == CLI_OK && stk_dataset_cache_stats(ds, &cs) == 0) cli_cache_report(stdout, &cs);
   free(buf);
   stk_dataset_close(ds);
   return out;

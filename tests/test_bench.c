@@ -658,3 +658,41 @@ TEST(bench_run_compute_zero) {
   free(svg);
   stk_bench_result_free(&r);
 }
+
+/* The LLM preset: token windows of a generated Megatron corpus, in
+ * Megatron's order, one step's batch per accelerator; the steps follow
+ * from the windows, the loader delivers exactly the windows the steps
+ * take, and AU is computed as for any workload. */
+TEST(bench_gpt_windows_feed_accelerators) {
+  struct stk_workload w;
+  CHECK_OK(stk_workload_preset("gpt8b", "h100", &w));
+  CHECK_STR(w.format, "megatron");
+  CHECK(w.seq_len == 8192 && w.batch == 1 && w.compute_s == 8192.0 / 12273.0);
+  struct stk_gen_opts g = {.dir = "g", .format = "megatron", .samples = 300, .doc_len_mean = 200,
+                           .samples_per_shard = 300, .seed = 5};
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(stk_gen(&g, NULL, NULL, err) == 0, "%s", err);
+  struct stk_tokens_opts to;
+  stk_tokens_opts_init(&to);
+  to.seq_len = 64;
+  to.no_index_file = 1;
+  struct stk_tokens *t;
+  const char *path = "g";
+  CHECK_OK(stk_tokens_open(&t, 1, &path, NULL, &to, err));
+  uint64_t windows = stk_tokens_num_windows(t);
+  stk_tokens_close(t);
+  struct stk_bench_opts o;
+  memset(&o, 0, sizeof o);
+  o.w = w;
+  o.w.seq_len = 64;
+  o.w.batch = 2;
+  o.w.compute_s = 0.002;
+  o.accelerators = 2;
+  o.data = "g";
+  struct stk_bench_result r;
+  CHECK_MSG(stk_bench_run(&o, &r, err) == 0, "%s", err);
+  CHECK_EQ(r.steps_per_epoch, windows / 2 / 2);
+  CHECK_EQ(r.loader.samples, r.steps_per_epoch * 2 * 2);
+  CHECK(r.au > 0 && r.au <= 1.0);
+  stk_bench_result_free(&r);
+}

@@ -69,8 +69,8 @@ TEST(doctor_quick_run) {
   CHECK(r->fs_type[0] != 0);
   CHECK(r->jpeg_width >= 400 && r->jpeg_width <= 500);
   CHECK(r->seconds > 0);
-  /* 7 presets, and a JPEG line for each of the 2 resnet50 ones. */
-  CHECK_EQ(r->nfeed, 9);
+  /* 8 presets, and a JPEG line for each of the 2 resnet50 ones. */
+  CHECK_EQ(r->nfeed, 10);
   for (int i = 0; i < r->nfeed; i++) {
     const struct stk_doctor_feed *d = &r->feed[i];
     CHECK(d->demand_bps > 0);

@@ -370,8 +370,8 @@ TEST(megatron_trailing_bin_bytes_are_read_with_a_warning) {
 
 /* Through a cache (a file:// folder with a disk tier, as for any URL):
  * the .idx is fetched whole and checked at open, the .bin is read in
- * ranges through chunks, never staged whole; reading it as samples says
- * so. (tests/test_remote_tokens.c serves windows over http.) */
+ * ranges through chunks, never staged whole; opening it whole says so.
+ * (tests/test_remote_tokens.c serves windows and samples over http.) */
 TEST(megatron_remote_idx_whole_bin_in_chunks) {
   CHECK(mkdir("ds", 0777) == 0);
   write_pair("ds/c", 4, 4, NSEQ, LENS, NDOC, DOCS);

@@ -554,6 +554,64 @@ TEST(tokens_blend_sources_and_counts) {
   free(lb);
 }
 
+/* A blend of a and b by w: its blend index's built flag, path[512], inode. */
+static struct stk_tokens *blend_open(const struct stk_tokens_opts *o, const double *w, int *built,
+                                     char *path, ino_t *ino) {
+  const char *paths[] = {"a", "b"}, *p = NULL;
+  struct stk_tokens *t;
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(stk_tokens_open(&t, 2, paths, w, o, err) == 0, "blend: %s", err);
+  CHECK_OK(stk_tokens_blend_index(t, built, &p));
+  CHECK(p && !strncmp(p, "bx/blend-of-2.blend-", 20));
+  snprintf(path, 512, "%s", p);
+  struct stat st;
+  CHECK_EQ(stat(path, &st), 0);
+  *ino = st.st_ino;
+  return t;
+}
+
+/* A blend's order is built once and kept beside the sources' indices: the
+ * next opens map it (not written again: same inode) and serve the same
+ * windows; a corrupt file is rebuilt; other weights, another file. */
+TEST(tokens_blend_index_kept) {
+  int32_t *la = lengths(70, 30, 1), *lb = lengths(90, 30, 2);
+  write_corpus("a", 4, 70, la);
+  write_corpus("b", 4, 90, lb);
+  free(la), free(lb);
+  struct stk_tokens_opts o;
+  stk_tokens_opts_init(&o);
+  o.seq_len = 12;
+  o.samples = 300;
+  o.index_dir = "bx";
+  int built;
+  ino_t ino, ino2;
+  char path[512], path2[512];
+  double w[] = {0.3, 0.7}, w2[] = {0.5, 0.5};
+  struct stk_tokens *t = blend_open(&o, w, &built, path, &ino);
+  CHECK_EQ(built, 1);
+  uint32_t crc = windows_crc(t);
+  stk_tokens_close(t);
+  age(path, 10);
+  for (int i = 0; i < 2; i++) { /* the first checks it in full, the second trusts the marker */
+    t = blend_open(&o, w, &built, path2, &ino2);
+    CHECK_EQ(built, 0);
+    CHECK_EQ(ino2, ino);
+    CHECK_EQ(windows_crc(t), crc);
+    stk_tokens_close(t);
+  }
+  tweak(path, 3);
+  t = blend_open(&o, w, &built, path2, &ino2);
+  CHECK(built == 1 && ino2 != ino);
+  CHECK_EQ(windows_crc(t), crc);
+  stk_tokens_close(t);
+  t = blend_open(&o, w2, &built, path2, &ino2);
+  CHECK(built == 1 && strcmp(path, path2) != 0);
+  stk_tokens_close(t);
+  t = open_ok("a", &o);
+  CHECK_EQ(stk_tokens_blend_index(t, &built, NULL), STK_EINVAL);
+  stk_tokens_close(t);
+}
+
 /* Document windows: each inside one document, padded, masked; every
  * label of every document of two tokens or more is covered once per epoch. */
 TEST(tokens_document_windows) {

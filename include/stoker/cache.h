@@ -80,6 +80,8 @@ struct stk_cache_stats {
   uint64_t missing;         /* origin lookups that found no object (a manifest the
                                dataset does not have): expected, not errors */
   uint64_t requests;        /* origin requests sent */
+  uint64_t origin_checked;  /* whole objects whose CRC32C the origin sent (S3 checksum
+                               mode) and whose body matched it */
 };
 
 /* Write the stats as a JSON object. */

@@ -136,6 +136,12 @@ struct stk_tokens_source {
 STK_EXPORT int stk_tokens_num_sources(const struct stk_tokens *t);
 /* STK_ERANGE past the last source. */
 STK_EXPORT int stk_tokens_source(const struct stk_tokens *t, int i, struct stk_tokens_source *out);
+/* A blend's own index (which source and which of its windows each window
+ * of the order is), kept in a file beside the first source's index like a
+ * source's: 1 when this open built it, 0 when it mapped the file another
+ * open wrote; *path (may be NULL) the file, or NULL when built in memory
+ * only. STK_EINVAL for a single source (no blend). */
+STK_EXPORT int stk_tokens_blend_index(const struct stk_tokens *t, int *built, const char **path);
 
 /* ---- the loader over token windows ------------------------------------ */
 

@@ -54,11 +54,18 @@ struct stk_workload {
   double au_min;          /* AU threshold, 0..1 */
   char data_folder[1024]; /* where the dataset lives ("" = choose one) */
   struct stk_ckpt_spec ckpt; /* checkpoints (ckpt.enabled 0: none) */
+  /* Token windows (format "megatron"): each sample is a window of
+   * seq_len + 1 tokens in Megatron GPTDataset's order (stoker/tokens.h),
+   * the dataset a Megatron corpus of files x samples_per_file documents
+   * of about doc_tokens tokens each; 0 = the format's own samples. */
+  uint32_t seq_len;
+  uint64_t doc_tokens;
 };
 
 /* Fill *out with a built-in preset: name "unet3d", "resnet50" or
- * "cosmoflow"; accel "a100", "h100" (and "b200" for unet3d); NULL accel
- * means h100. STK_ENOENT for an unknown pair. */
+ * "cosmoflow"; accel "a100", "h100" (and "b200" for unet3d); "gpt8b"
+ * (token windows, h100); NULL accel means h100. STK_ENOENT for an
+ * unknown pair. */
 STK_EXPORT int stk_workload_preset(const char *name, const char *accel, struct stk_workload *out);
 
 /* Preset by position, for listings: STK_ENOENT past the end. */

@@ -503,7 +503,12 @@ void stk_doctor_feed(const struct stk_doctor_result *r, const struct stk_workloa
   snprintf(out->accel, sizeof out->accel, "%s", w->accel);
   out->jpeg = jpeg;
   out->samples_per_s = w->compute_s > 0 ? w->batch / w->compute_s : NAN;
-  out->demand_bps = out->samples_per_s * w->record_bytes;
+  /* A token window reads seq_len tokens of the corpus (record_bytes is a
+   * document's bytes, doc_tokens its tokens); a sample, its record. */
+  double per_sample = w->seq_len && w->doc_tokens
+                          ? w->seq_len * (w->record_bytes / (double)w->doc_tokens)
+                          : w->record_bytes;
+  out->demand_bps = out->samples_per_s * per_sample;
   out->n_seq_read = ratio(&r->fig[STK_DOCTOR_SEQ_READ], out->demand_bps);
   out->n_page_cache = ratio(&r->fig[STK_DOCTOR_PAGE_CACHE_READ], out->demand_bps);
   /* Small records cost one request each, so the device's random-read rate

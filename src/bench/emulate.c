@@ -44,6 +44,7 @@
 #include "../base/base.h"
 #include "bench_impl.h"
 #include "stoker/bench.h"
+#include "stoker/tokens.h"
 
 #define TIMELINE_MAX (1u << 20)
 
@@ -51,6 +52,7 @@ struct run {
   const struct stk_bench_opts *o;
   struct stk_bench_result *r;
   struct stk_loader *l;
+  struct stk_tokens *tk; /* a token workload's windows (w.seq_len), else NULL */
   uint64_t steps;
   uint32_t nacc, epochs;
   uint64_t t0;
@@ -380,11 +382,34 @@ void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_resul
   r->ckpt_frac = acc_time > 0 ? ckpt / acc_time : NAN;
 }
 
+/* A token workload's windows: the corpus at o->data in Megatron
+ * GPTDataset's order of windows of seq_len + 1 tokens; *n their count. */
+static int open_windows(struct run *run, uint64_t *n, char *err) {
+  const struct stk_bench_opts *o = run->o;
+  char derr[STK_ERRMSG_MAX];
+  struct stk_dataset_opts dopts = {.cache = o->cache};
+  struct stk_tokens_opts to;
+  stk_tokens_opts_init(&to);
+  to.seq_len = o->w.seq_len;
+  to.dataset = &dopts;
+  int rc = stk_tokens_open(&run->tk, 1, &o->data, NULL, &to, derr);
+  if (rc) return stk__errf(err, rc, "%s", derr);
+  *n = stk_tokens_num_windows(run->tk);
+  return 0;
+}
+
 static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
   const struct stk_bench_opts *o = run->o;
   char derr[STK_ERRMSG_MAX];
   struct stk_dataset_opts dopts = {.cache = o->cache};
-  int rc = stk_dataset_open(ds, o->data, &dopts, derr);
+  uint32_t world = o->world ? o->world : 1;
+  uint64_t total_acc = (uint64_t)run->nacc * world, n = 0;
+  int rc;
+  if (o->w.seq_len) {
+    if ((rc = open_windows(run, &n, err)) != 0) return rc;
+    goto steps;
+  }
+  rc = stk_dataset_open(ds, o->data, &dopts, derr);
   if (rc) return stk__errf(err, rc, "%s", derr);
   if (o->w.format[0] && strcmp(stk_dataset_format(*ds), o->w.format) != 0) {
     rc = stk__errf(err, STK_EINVAL, "%s holds %s data but the workload's dataset.format is %s",
@@ -398,9 +423,7 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
     stk_dataset_close(*ds);
     return stk__errf(err, rc, "%s", derr);
   }
-  uint64_t n = stk_dataset_num_samples(*ds);
-  uint32_t world = o->world ? o->world : 1;
-  uint64_t total_acc = (uint64_t)run->nacc * world;
+  n = stk_dataset_num_samples(*ds);
   uint64_t want = o->w.files * o->w.samples_per_file;
   if (want && n < want) {
     stk_dataset_close(*ds);
@@ -418,9 +441,10 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
                      "per file), so that every process runs the same steps");
   }
   if (want) n = want; /* use the configured dataset size, as DLIO does */
+steps:
   run->steps = n / o->w.batch / total_acc;
   if (run->steps < 2) {
-    stk_dataset_close(*ds);
+    stk_dataset_close(*ds); /* (the windows are closed by the caller) */
     return stk__errf(err, STK_EINVAL,
                      "%llu samples give %llu accelerators %llu step(s) of batch %u per epoch; AU leaves "
                      "out each epoch's first step, so at least 2 are needed (fewer accelerators, a "
@@ -448,12 +472,14 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
    * step ahead. */
   lo.prefetch = 2 * run->nacc;
   lo.prefetch_max = STK__MAX(16, 4 * run->nacc);
-  double batch_bytes = o->w.batch * (o->w.record_bytes + 3 * o->w.record_stdev);
+  double batch_bytes = o->w.seq_len ? o->w.batch * (o->w.seq_len + 1.0) * 4
+                                    : o->w.batch * (o->w.record_bytes + 3 * o->w.record_stdev);
   double cap = batch_bytes * (lo.prefetch_max + 4);
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   double ram = pages > 0 && psz > 0 ? (double)pages * (double)psz : 8e9;
   lo.mem_cap = (uint64_t)STK__MAX(1073741824.0, STK__MIN(cap, ram / 2));
-  rc = stk_loader_open(&run->l, *ds, &lo, derr);
+  rc = run->tk ? stk_loader_open_tokens(&run->l, run->tk, &lo, derr)
+               : stk_loader_open(&run->l, *ds, &lo, derr);
   if (rc) {
     stk_dataset_close(*ds);
     return stk__errf(err, rc, "%s", derr);
@@ -549,6 +575,7 @@ out_loader:
   stk_loader_close(run.l);
   stk_dataset_close(ds);
 out:
+  stk_tokens_close(run.tk);
   free(accs);
   leave_job(&run, rc);
   if (rc) stk_bench_result_free(r);

@@ -1,5 +1,6 @@
 /* Built-in workload presets, with the values of DLIO's workload configs
- * (the files MLPerf Storage runs; copies in ../shared/data/dlio-configs). */
+ * (the files MLPerf Storage runs; copies in ../shared/data/dlio-configs),
+ * and an LLM preset of token windows (docs/bench.md, "gpt8b"). */
 #include <string.h>
 
 #include "../base/base.h"
@@ -11,7 +12,17 @@ struct preset {
   uint64_t samples_per_file, files;
   uint32_t batch, read_threads;
   double compute_s, au_min;
+  uint32_t seq_len; /* token windows; 0 = samples */
+  uint64_t doc_tokens;
 };
+
+/* gpt8b: an 8B Llama-3-shaped model at seq_len 8192, one window per
+ * accelerator per step (micro-batch 1), its compute time from NVIDIA's
+ * published pre-training throughput for LLAMA3-8B at seq_len 8192 on 8
+ * GPUs (NeMo Framework 24.12 performance summary, FP8, GBS 128, MBS 1:
+ * 12,273 tokens/s per GPU): 8192 / 12273 = 0.6675 s a window. The corpus:
+ * 4096 documents of about 1024 uint16 tokens (8 MiB, 511 windows). */
+#define GPT8B_COMPUTE_S (8192.0 / 12273.0)
 
 static const struct preset presets[] = {
     {"unet3d", "a100", "npz", 146600628, 68341808, 1, 168, 7, 4, 0.636, 0.90},
@@ -21,6 +32,7 @@ static const struct preset presets[] = {
     {"resnet50", "h100", "tfrecord", 114660.07, 0, 1251, 1024, 400, 8, 0.224, 0.90},
     {"cosmoflow", "a100", "tfrecord", 2828486, 71311, 1, 524288, 1, 4, 0.00551, 0.70},
     {"cosmoflow", "h100", "tfrecord", 2828486, 71311, 1, 524288, 1, 4, 0.00350, 0.70},
+    {"gpt8b", "h100", "megatron", 2048, 0, 4096, 1, 1, 2, GPT8B_COMPUTE_S, 0.90, 8192, 1024},
 };
 
 static void fill(const struct preset *p, struct stk_workload *w) {
@@ -34,9 +46,11 @@ static void fill(const struct preset *p, struct stk_workload *w) {
   w->files = p->files;
   w->batch = p->batch;
   w->read_threads = p->read_threads;
-  w->epochs = 5; /* every DLIO training config above runs 5 epochs */
+  w->epochs = p->seq_len ? 1 : 5; /* every DLIO training config above runs 5 epochs */
   w->compute_s = p->compute_s;
   w->au_min = p->au_min;
+  w->seq_len = p->seq_len;
+  w->doc_tokens = p->doc_tokens;
   if (!strcmp(p->name, "unet3d")) {
     /* The config's checkpoint section, off unless asked for (--checkpoint):
      * after epoch 5, every 2 epochs, a 499 MB model. */

@@ -302,6 +302,8 @@ uint64_t stk__cache_prefetch_budget(const struct stk_cache *c) {
 
 const char *stk__cache_origin_url(const struct stk_cache *c) { return stk__origin_url(c->origin); }
 
+void stk__cache_recheck(struct stk_cache *c) { __atomic_store_n(&c->recheck, 1, __ATOMIC_RELAXED); }
+
 void stk__cache_stats(struct stk_cache *c, struct stk_cache_stats *st) {
   struct stk_origin_stats os;
   stk__origin_stats(c->origin, &os);
@@ -472,6 +474,7 @@ void stk_cache_stats_json(const struct stk_cache_stats *st, struct stk_json *j) 
   stk_json_ku64(j, "errors", st->errors);
   stk_json_ku64(j, "missing", st->missing);
   stk_json_ku64(j, "restages", st->restages);
+  stk_json_ku64(j, "origin_checked", st->origin_checked);
   stk_json_ku64(j, "disk_full", st->disk_full);
   stk_json_ku64(j, "shared_waits", st->shared_waits);
   stk_json_ku64(j, "prefetched", st->prefetched);

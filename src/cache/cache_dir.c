@@ -463,7 +463,7 @@ uint64_t stk__dir_evict_lru(const char *dir, uint64_t keep, uint64_t free_floor,
           X(fetch_bytes, fetch_bytes) X(shared_waits, shared_waits) X(prefetched, prefetched) \
               X(stalls, stalls) X(restages, restages) X(retries, retries) X(errors, errors)   \
                   X(requests, requests) X(disk_full, disk_full) X(stall_ns, stall_ns)         \
-                      X(missing, missing)
+                      X(missing, missing) X(origin_checked, origin_checked)
 
 /* Read the counters of DIR/stats into *sum (zeros when absent). */
 static void stats_file_read(const char *path, struct stk_cache_stats *sum) {

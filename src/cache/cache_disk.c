@@ -72,11 +72,14 @@ int stk__disk_lookup(struct stk_cache *c, struct unit *u, int *out) {
             name);
     rc = STK_ECRC;
   } else {
-    int verified = u->verified;
+    int recheck = __atomic_load_n(&c->recheck, __ATOMIC_RELAXED);
+    int verified = u->verified && !recheck;
     char stamp[160];
     stk__meta_stamp(c, &st, stamp, sizeof stamp);
-    if (!verified && (strcmp(stamp, m.stamp) || !strcmp(stamp, "unstamped"))) {
-      /* First use since a restart (or since the file changed): check it. */
+    if (!verified &&
+        (recheck || strcmp(stamp, m.stamp) || !strcmp(stamp, "unstamped"))) {
+      /* First use since a restart (or since the file changed), or a
+       * verify: check it. */
       uint32_t crc;
       if ((rc = stk__crc_fd(fd, m.size, &crc)) == 0 && crc != m.crc) {
         stk_log(STK_LOG_WARN, "cache: %s: checksum mismatch in the cached copy of %s; re-staging",
@@ -133,8 +136,17 @@ int stk__fetch_into(struct stk_cache *c, struct unit *u, int fd, uint64_t *size,
      * starts from nothing again. */
     if (attempt > 1 && ftruncate(fd, 0) != 0)
       return stk__errf(err, stk__from_errno(errno), "cache: truncate failed");
-    rc = stk__origin_get(c->origin, s->name, u->off, u->want, fd, 0, &info, cancel, err);
+    /* A whole shard is asked for without a Range (its size is checked
+     * below): S3 sends the CRC32C it stored for an object only with a
+     * whole-object reply, and the engine checks the body against it. */
+    uint64_t len = !u->etag && u->off == 0 ? UINT64_MAX : u->want;
+    rc = stk__origin_get(c->origin, s->name, u->off, len, fd, 0, &info, cancel, err);
     if (rc) return rc;
+    if (info.origin_checked) {
+      pthread_mutex_lock(&c->mu);
+      c->st.origin_checked++;
+      pthread_mutex_unlock(&c->mu);
+    }
     if (u->etag && *u->etag && *info.etag && strcmp(info.etag, u->etag))
       return stk__errf(err, STK_EIO,
                        "%s/%s: the object changed on the origin while it was read (ETag %s, "

@@ -65,6 +65,11 @@ uint64_t stk__cache_chunk_bytes(const struct stk_cache *c);
 int stk__cache_warm(struct stk_cache *c, size_t i, uint64_t off, uint64_t len, const int *cancel,
                     char *err);
 
+/* From now on, check every disk-tier entry (shard or chunk) against its
+ * recorded CRC32C when it is next looked up, even one this node checked
+ * since boot (stoker verify); a mismatch is re-staged from the origin. */
+void stk__cache_recheck(struct stk_cache *c);
+
 void stk__cache_stats(struct stk_cache *c, struct stk_cache_stats *st);
 const char *stk__cache_origin_url(const struct stk_cache *c);
 

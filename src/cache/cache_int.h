@@ -67,6 +67,7 @@ struct stk_cache {
   int disk_full_warned;
 
   struct stk__chunks *ch; /* chunked reads (cache_chunk.c), made on first use */
+  int recheck; /* every disk entry's CRC32C checked at lookup, stamp or not (verify) */
 
   /* Counters (under mu). */
   struct stk_cache_stats st;

@@ -265,6 +265,21 @@ static void on_done(struct stk__http *h, struct job *j, CURLcode res) {
     retry_or_finish(h, j, STK_EIO, why);
     return;
   }
+  /* A whole object (200) whose CRC32C the origin stored and sent (S3 in
+   * checksum mode) must match the body, computed as it arrived: a
+   * mismatch is a damaged transfer, tried again. A range (206) carries no
+   * checksum of its own bytes; the whole object's, if sent, says nothing
+   * about them. */
+  if (r->method == STK__HTTP_GET && j->sink == SINK_FD && st == 200 && j->has_origin_crc &&
+      j->crc != j->origin_crc) {
+    char why[200];
+    snprintf(why, sizeof why,
+             "body fails the origin's checksum (crc32c %08x, x-amz-checksum-crc32c %08x)", j->crc,
+             j->origin_crc);
+    j->retry_after_ns = -1;
+    retry_or_finish(h, j, STK_ECRC, why);
+    return;
+  }
   /* The object's size: HEAD's Content-Length, a 206's Content-Range total
    * (0 when the server sent '*'), a 200's length. stk__http_decide_sink made sure a
    * ranged request got exactly its range. */
@@ -277,6 +292,7 @@ static void on_done(struct stk__http *h, struct job *j, CURLcode res) {
   memcpy(r->info.etag, j->etag, sizeof j->etag);
   r->info.crc32c = j->crc;
   r->info.has_crc = j->sink == SINK_FD;
+  r->info.origin_checked = j->sink == SINK_FD && st == 200 && j->has_origin_crc;
   if (j->sink == SINK_MEM) {
     if (!j->buf && stk__http_buf_append(j, "", 0, r->mem_max)) {
       finish(h, j, STK_ENOMEM, "out of memory");

@@ -60,6 +60,10 @@ struct job {
   char local_msg[256];
   uint64_t bytes; /* body bytes of this attempt */
   uint32_t crc;   /* CRC32C of the bytes written to the fd in this attempt */
+  /* The whole object's CRC32C as the origin stored it (S3's
+   * x-amz-checksum-crc32c, sent in checksum mode), when it sent one. */
+  uint32_t origin_crc;
+  int has_origin_crc;
   /* SINK_FD: curl hands the body over in 16 KiB pieces; they are gathered
    * here and written WB_CAP at a time (64 times fewer system calls). */
   char *wb;

@@ -196,6 +196,28 @@ size_t stk__http_on_body(char *p, size_t size, size_t nmemb, void *ud) {
   return n;
 }
 
+/* An S3 checksum header's CRC32C: base64 of its four big-endian bytes
+ * ("AAAAAA=="). Anything else, such as the composite "...-N" of a
+ * multipart object (a checksum of its parts' checksums), is not the
+ * whole body's CRC32C: 0. */
+static int crc32c_b64(const char *v, const char *end, uint32_t *out) {
+  if (end - v != 8 || v[6] != '=' || v[7] != '=') return 0;
+  uint64_t acc = 0;
+  for (int i = 0; i < 6; i++) {
+    int c = (unsigned char)v[i], d;
+    if (c >= 'A' && c <= 'Z') d = c - 'A';
+    else if (c >= 'a' && c <= 'z') d = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') d = c - '0' + 52;
+    else if (c == '+') d = 62;
+    else if (c == '/') d = 63;
+    else return 0;
+    acc = acc << 6 | (uint64_t)d;
+  }
+  if (acc & 0xf) return 0; /* the 4 padding bits */
+  *out = (uint32_t)(acc >> 4);
+  return 1;
+}
+
 static int parse_u64(const char *s, const char *end, uint64_t *v, const char **stop) {
   uint64_t x = 0;
   const char *p = s;
@@ -218,6 +240,7 @@ void stk__http_reset_response(struct job *j) {
   j->local_rc = 0;
   j->bytes = 0;
   j->crc = 0;
+  j->has_origin_crc = 0;
   j->wb_len = 0;
   j->wb_at = 0;
   j->expect = UINT64_MAX;
@@ -259,6 +282,8 @@ size_t stk__http_on_header(char *p, size_t size, size_t nmemb, void *ud) {
     size_t len = STK__MIN((size_t)(b - a), (size_t)STK_ETAG_MAX - 1);
     memcpy(j->etag, a, len);
     j->etag[len] = 0;
+  } else if (IS("x-amz-checksum-crc32c")) {
+    j->has_origin_crc = crc32c_b64(v, end, &j->origin_crc);
   } else if (IS("retry-after")) { /* delta-seconds or an HTTP-date */
     uint64_t s;
     const char *q;

@@ -53,6 +53,9 @@ struct stk_obj_info {
    * the kernel (file) leave has_crc 0. */
   uint32_t crc32c;
   int has_crc;
+  /* The body was a whole object whose CRC32C the origin sent (S3 checksum
+   * mode) and it matched; a mismatch fails the get (STK_ECRC). */
+  int origin_checked;
 };
 
 /* Counters, summed over the origin's life. */

@@ -36,6 +36,9 @@ struct s3_origin {
   char *key_id, *secret;
   char *token;              /* session token, NULL when none */
   struct curl_slist *headers;
+  /* GETs': the same and x-amz-checksum-mode, so that S3 sends the CRC32C
+   * it stored with a whole object (checked by the engine). */
+  struct curl_slist *get_headers;
 };
 
 /* ---- configuration --------------------------------------------------- */
@@ -202,6 +205,7 @@ static void s3_close(struct stk_origin *o) {
   if (!so) return;
   stk__http_free(so->eng);
   curl_slist_free_all(so->headers);
+  curl_slist_free_all(so->get_headers);
   free(so->bucket);
   free(so->prefix);
   free(so->base_url);
@@ -281,6 +285,13 @@ static int s3_open(struct stk_origin **out, const char *url, const struct stk_or
         stk__http_add_secret(so->eng, c->secret) || stk__http_add_secret(so->eng, c->token))
       rc = stk__errf(err, STK_ENOMEM, "out of memory");
   }
+  for (struct curl_slist *h = so ? so->headers : NULL; rc == 0 && h; h = h->next) {
+    struct curl_slist *l = curl_slist_append(so->get_headers, h->data);
+    if (!l) rc = stk__errf(err, STK_ENOMEM, "out of memory");
+    else so->get_headers = l;
+  }
+  if (rc == 0 && add_header(&so->get_headers, "x-amz-checksum-mode", "ENABLED"))
+    rc = stk__errf(err, STK_ENOMEM, "out of memory");
   if (c) {
     memset(c, 0, sizeof *c); /* the secret and token */
     free(c);
@@ -308,7 +319,7 @@ static int prepare(struct s3_origin *so, struct stk__http_req *r, const char *ke
   sprintf(*disp, "s3://%s/%s", so->bucket, key);
   r->url = *url;
   r->display = *disp;
-  r->headers = so->headers;
+  r->headers = r->method == STK__HTTP_GET ? so->get_headers : so->headers;
   r->aws_sigv4 = so->sigv4;
   r->user = so->key_id;
   r->password = so->secret;

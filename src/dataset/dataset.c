@@ -486,8 +486,10 @@ static int read_locked(struct stk_dataset *ds, uint64_t n, int verify, uint8_t *
                        struct stk_sample *out) {
   size_t si = stk__dataset_shard_of(ds, n);
   const struct stk_shard *sh = &ds->shards[si];
-  int fd = cached_fd(ds, si);
-  if (fd < 0) return fd;
+  /* A remote Megatron .bin is never staged whole: its samples are read
+   * through the cache's chunks (fetched, checked and kept per chunk). */
+  int chunked = stk__shard_chunked(ds, si) && sh->idx, fd = -1;
+  if (!chunked && (fd = cached_fd(ds, si)) < 0) return fd;
   uint64_t off = 0, len;
   int rc;
   if (sh->idx) {
@@ -500,6 +502,11 @@ static int read_locked(struct stk_dataset *ds, uint64_t n, int verify, uint8_t *
     return stk__errf(ds->err, rc, "%s: offset %llu: cannot allocate %llu bytes for sample %llu",
                      sh->path, (unsigned long long)off, (unsigned long long)len,
                      (unsigned long long)n);
+  if (chunked) {
+    if ((rc = stk__shard_read(ds, si, off, *buf, len, NULL, ds->err)) != 0) return rc;
+    out->index = n;
+    return ds->fmt->parse(ds, sh, *buf, len, off, verify, out, ds->err);
+  }
   rc = stk__pread_full(fd, *buf, (size_t)len, off);
   if (rc == STK_ETRUNC)
     return stk__errf(ds->err, rc, "%s: offset %llu: file ends inside sample %llu (%llu bytes)",
@@ -518,6 +525,7 @@ int stk_dataset_read(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **b
   if (n >= ds->nsamples)
     return stk__errf(ds->err, STK_ERANGE, "%s: sample %llu out of range (%llu samples)", ds->root,
                      (unsigned long long)n, (unsigned long long)ds->nsamples);
+  if (verify) stk__dataset_recheck(ds);
   pthread_mutex_lock(&ds->x->rd_mu);
   int rc = read_locked(ds, n, verify, buf, cap, out);
   pthread_mutex_unlock(&ds->x->rd_mu);

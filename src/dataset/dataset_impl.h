@@ -49,6 +49,10 @@ int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, 
 /* Whether shard si is read in ranges (stk__shard_read) rather than
  * opened: a remote Megatron .bin, fetched and kept in chunks. */
 int stk__shard_chunked(const struct stk_dataset *ds, size_t si);
+/* From now on, cached copies (shards and chunks) are checked against
+ * their recorded CRC32C at their next use, even where this node checked
+ * them since boot (a verify); no-op for a local dataset. */
+void stk__dataset_recheck(struct stk_dataset *ds);
 /* Bytes [off, off + len) of a chunked shard into buf. Thread-safe;
  * cancel may be NULL. */
 int stk__shard_read(struct stk_dataset *ds, size_t si, uint64_t off, void *buf, uint64_t len,

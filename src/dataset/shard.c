@@ -36,7 +36,7 @@ int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, 
   if (ds->x->chunked)
     return stk__errf(err, STK_ENOTSUP,
                      "%s: read in chunks (its bytes are fetched as they are needed), not staged "
-                     "whole: only token windows read it (stoker feed --seq-len)",
+                     "whole: token windows (stoker feed --seq-len), inspect, verify and pack read it",
                      sh->path);
   if (!ds->x->cache) {
     *fd = open(sh->path, O_RDONLY | O_CLOEXEC | (flags & STK_SHARD_DIRECT ? O_DIRECT : 0));
@@ -85,6 +85,10 @@ int stk_dataset_cache_stats(const struct stk_dataset *ds, struct stk_cache_stats
   if (!ds->x->cache) return STK_ENOENT;
   stk__cache_stats(ds->x->cache, st);
   return 0;
+}
+
+void stk__dataset_recheck(struct stk_dataset *ds) {
+  if (ds->x->cache) stk__cache_recheck(ds->x->cache);
 }
 
 int stk__shard_chunked(const struct stk_dataset *ds, size_t si) {

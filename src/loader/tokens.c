@@ -51,8 +51,7 @@ struct stk_tokens {
   struct stk_tokens_opts o;
   int n;
   struct src *src;
-  int16_t *blend_ds; /* a blend: source of each window, and its window there */
-  int64_t *blend_sample;
+  struct stk__tok_blend blend; /* a blend: source of each window, and its window there */
   uint64_t nwin;
   uint32_t S; /* tokens per row */
   size_t es;  /* bytes per output token */
@@ -347,37 +346,32 @@ int stk_tokens_open(struct stk_tokens **out, int n, const char *const *paths, co
   t->es = o.token_type == STK_TOKENS_INT64 ? 8 : 4;
   for (int i = 0; i < n && !rc; i++) rc = src_open(&t->src[i], paths[i], &o, err);
   double *norm = NULL;
-  uint64_t *sizes = NULL, *counts = NULL, blend_size = 0;
+  uint64_t *sizes = NULL, blend_size = 0;
   if (!rc && n > 1) {
     norm = malloc((size_t)n * sizeof *norm);
     sizes = malloc((size_t)n * sizeof *sizes);
-    counts = calloc((size_t)n, sizeof *counts);
-    if (!norm || !sizes || !counts) rc = stk__errf(err, STK_ENOMEM, "out of memory");
+    if (!norm || !sizes) rc = stk__errf(err, STK_ENOMEM, "out of memory");
     if (!rc) rc = stk__gpt_blend_plan(weights, n, o.samples, 0.005, norm, sizes, &blend_size, err);
   }
   for (int i = 0; i < n && !rc; i++)
     rc = src_index(&t->src[i], &o, n > 1 ? sizes[i] : o.samples, err);
   if (!rc && n > 1) {
-    t->blend_ds = malloc(blend_size * sizeof *t->blend_ds);
-    t->blend_sample = malloc(blend_size * sizeof *t->blend_sample);
-    if (!t->blend_ds || !t->blend_sample) rc = stk__errf(err, STK_ENOMEM, "out of memory");
-    if (!rc)
-      rc = stk__gpt_blend_build(norm, n, blend_size, t->blend_ds, t->blend_sample, counts, err);
+    char *dir = index_dir(&t->src[0], &o); /* beside the first source's index */
+    rc = stk__tok_blend_get(dir, norm, n, blend_size, &t->blend, err);
+    free(dir);
     for (int i = 0; !rc && i < n; i++) {
       t->src[i].weight = norm[i];
-      t->src[i].blend_windows = counts[i];
-      if (counts[i] > t->src[i].index.ix.n_samples)
+      t->src[i].blend_windows = t->blend.counts[i];
+      if (t->blend.counts[i] > t->src[i].index.ix.n_samples)
         rc = stk__errf(err, STK_ERANGE, "%s: the blend takes %" PRIu64 " windows of its %" PRIu64,
-                       t->src[i].path, counts[i], t->src[i].index.ix.n_samples);
+                       t->src[i].path, t->blend.counts[i], t->src[i].index.ix.n_samples);
     }
     t->nwin = blend_size;
   } else if (!rc) {
     t->src[0].weight = 1;
     t->nwin = t->src[0].blend_windows = t->src[0].index.ix.n_samples;
   }
-  free(norm);
-  free(sizes);
-  free(counts);
+  free(norm), free(sizes);
   if (!rc && t->nwin == 0) rc = stk__errf(err, STK_EEMPTY, "no windows: the split is too short");
   if (rc) {
     stk_tokens_close(t);
@@ -403,8 +397,7 @@ void stk_tokens_close(struct stk_tokens *t) {
   if (!t) return;
   for (int i = 0; i < t->n; i++) src_free(&t->src[i]);
   free(t->src);
-  free(t->blend_ds);
-  free(t->blend_sample);
+  stk__tok_blend_free(&t->blend);
   free(t);
 }
 
@@ -425,6 +418,13 @@ int stk_tokens_source(const struct stk_tokens *t, int i, struct stk_tokens_sourc
   out->served = atomic_load_explicit(&((struct src *)s)->served, memory_order_relaxed);
   out->built = s->index.built;
   out->index_path = s->index.path;
+  return 0;
+}
+
+int stk_tokens_blend_index(const struct stk_tokens *t, int *built, const char **path) {
+  if (!t->blend.ds) return STK_EINVAL;
+  if (built) *built = t->blend.file.built;
+  if (path) *path = t->blend.file.path;
   return 0;
 }
 
@@ -672,9 +672,9 @@ static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char 
                      k, t->nwin);
   int si = 0;
   uint64_t j = k;
-  if (t->blend_ds) {
-    si = t->blend_ds[k];
-    j = (uint64_t)t->blend_sample[k];
+  if (t->blend.ds) {
+    si = t->blend.ds[k];
+    j = (uint64_t)t->blend.sample[k];
   }
   struct src *s = &t->src[si];
   const struct stk__gpt_index *ix = &s->index.ix;

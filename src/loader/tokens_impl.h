@@ -9,6 +9,45 @@
 #include "gpt_index.h"
 #include "stoker/tokens.h"
 
+/* ---- a cached index file (index_file.c) -------------------------------- */
+
+/* Up to STK__IXF_NARR arrays and STK__IXF_NMETA scalars, kept in
+ * DIR/NAME.KIND-HASH.stkidx: built by one process per node under the
+ * file's lock, mapped by the others, checked in full once per node and
+ * boot (docs/internals/tokens.md, "Index files"). */
+#define STK__IXF_NARR 3
+#define STK__IXF_NMETA 16
+struct stk__ixf {
+  uint64_t meta[STK__IXF_NMETA];  /* the caller's scalars, kept in the header */
+  const void *arr[STK__IXF_NARR]; /* built: the caller's arrays; loaded: into map */
+  uint64_t bytes[STK__IXF_NARR];
+  void *map; /* the mapped file when loaded, else NULL */
+  size_t map_len;
+  int built;  /* built by this process (and written, when path is set) */
+  char *path; /* the file, or NULL when built in memory only */
+};
+
+/* What a file holds: its name in the file name, its id in the header, and
+ * two hooks called with the caller's ctx. build fills f's meta and arrays
+ * (memory the caller owns and frees); fits says whether a loaded file's
+ * meta agrees with its array sizes (1 yes). */
+struct stk__ixf_kind {
+  const char *name;
+  uint32_t id;
+  int (*build)(void *ctx, struct stk__ixf *f, char *err);
+  int (*fits)(void *ctx, const struct stk__ixf *f);
+};
+
+/* Map DIR/NAME.KIND-HASH.stkidx when it is there, whole, for this hash
+ * and kind; otherwise take its lock (waiting while another process
+ * builds), look again, and build and write it. A file that fails a check
+ * is rebuilt (with a log line), never used. With dir NULL, build only.
+ * On failure after a build, the caller's arrays are still its to free. */
+int stk__ixf_get(const char *dir, const char *name, uint64_t hash, const struct stk__ixf_kind *k,
+                 void *ctx, struct stk__ixf *out, char *err);
+/* Unmap a loaded file and free the path (the caller frees built arrays). */
+void stk__ixf_unmap(struct stk__ixf *f);
+
 /* ---- one source's window index (tokens_index.c) ------------------------ */
 
 /* What a source's windows are built from. g holds Megatron's inputs (the
@@ -35,10 +74,9 @@ struct stk__tok_cfg {
 struct stk__tok_index {
   struct stk__gpt_index ix;
   int mode;
-  void *map; /* the mapped file when loaded (arrays point into it) */
-  size_t map_len;
-  int built;  /* built by this process (and written, when path is set) */
-  char *path; /* the index file, or NULL */
+  struct stk__ixf file; /* the file (the arrays point into its map when loaded) */
+  int built;            /* built by this process (and written, when path is set) */
+  const char *path;     /* the index file (file.path), or NULL */
 };
 
 /* Load the index file for c if it is there, whole and for this exact
@@ -48,6 +86,25 @@ struct stk__tok_index {
  * line), never used. With c->dir NULL, build in memory. err on failure. */
 int stk__tok_index_get(const struct stk__tok_cfg *c, struct stk__tok_index *out, char *err);
 void stk__tok_index_free(struct stk__tok_index *x);
+
+/* ---- a blend's order (tokens_blend.c) ----------------------------------- */
+
+/* Window k of a blend is window sample[k] of source ds[k]; counts[i] is
+ * how many windows source i gives. From the blend's index file when one
+ * was written (DIR/blend-of-N.blend-HASH.stkidx), else built (and written
+ * when dir is set); dir NULL builds in memory. file.built says which. */
+struct stk__tok_blend {
+  const int16_t *ds;
+  const int64_t *sample;
+  const uint64_t *counts;
+  struct stk__ixf file;
+  int16_t *own_ds; /* the arrays when built here */
+  int64_t *own_sample;
+  uint64_t *own_counts;
+};
+int stk__tok_blend_get(const char *dir, const double *norm, int n, uint64_t size,
+                       struct stk__tok_blend *out, char *err);
+void stk__tok_blend_free(struct stk__tok_blend *b);
 
 /* ---- what the pipeline asks (tokens.c) --------------------------------- */
 

@@ -1,68 +1,16 @@
 /* A source's window index: built (Megatron's GPT windows through
  * gpt_index.c, or stoker's document and packed windows here) and kept in
- * an index file that every other process maps instead of building again.
- *
- * The file is written once per (corpus, configuration): its name carries
- * a hash of both, its header repeats the hash, the sizes and a CRC32C of
- * the arrays, and it appears only whole (temporary file, fsync, rename).
- * Builders are made exclusive by an flock'd lock file beside it: the first
- * process to find no good file takes the lock and builds; the others block
- * on the lock and then find the file. Checking the arrays' CRC32C means
- * reading the whole file (12 GB at 10^9 windows), so it is done once per
- * node and boot: the process that checked leaves a marker beside the file
- * (its identity and checksum, under the same lock), and later opens that
- * find a matching marker check only the header. The layout is in
- * docs/internals/tokens.md. */
-#include <errno.h>
-#include <fcntl.h>
+ * an index file (index_file.c) that every other process maps instead of
+ * building again, once per (corpus, configuration). */
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "../base/base.h"
 #include "mt19937.h"
 #include "tokens_impl.h"
 
-#define TIX_MAGIC "STKTOKIX"
 #define TIX_VERSION 1u
-#define TIX_ALIGN 4096u
-
-/* The file's header (little-endian, as this machine writes it: an index
- * file is a node-local cache, never shipped across architectures; a file
- * of another byte order fails the magic check and is rebuilt). */
-struct tix_hdr {
-  char magic[8];
-  uint32_t version, mode;
-  uint64_t cfg_hash;
-  uint64_t tokens_per_epoch, n_doc, n_samples, n_samples_sans_final;
-  uint32_t num_epochs, separate_final_epoch, sample_i64, shuffle_i64;
-  int32_t seq_len, extra;
-  uint64_t off[3], bytes[3]; /* doc, sample and shuffle index */
-  uint32_t crc_arrays;       /* CRC32C of the three arrays in order */
-  uint32_t crc_header;       /* of every byte above */
-};
-
-/* The marker left beside an index file after its arrays passed their
- * CRC32C (NAME.stkidx.ok): what the file was when checked. A marker is
- * trusted only for the same boot, device, inode, size, mtime and checksum,
- * and only when the file's mtime was at least TIX_RACY_NS older than the
- * check: a write within one timestamp tick of the check could otherwise
- * leave the mtime unchanged (git's "racy clean" case). */
-#define TIX_OK_MAGIC "STKIXOK1"
-#define TIX_RACY_NS 1000000000ull
-struct tix_ok {
-  char magic[8];
-  char boot_id[40];
-  uint64_t dev, ino, size, mtime_ns, checked_ns, cfg_hash;
-  uint32_t crc_arrays;
-  uint32_t crc; /* of every byte above */
-};
 
 /* ---- building ------------------------------------------------------------ */
 
@@ -211,7 +159,7 @@ static int build(const struct stk__tok_cfg *c, struct stk__gpt_index *ix, char *
   return rc;
 }
 
-/* ---- the file ------------------------------------------------------------ */
+/* ---- the file (index_file.c) -------------------------------------------- */
 
 static uint64_t h64(uint64_t h, uint64_t v) { return stk_mix64(h, v); }
 
@@ -230,10 +178,6 @@ static uint64_t cfg_hash(const struct stk__tok_cfg *c) {
   return h;
 }
 
-static const char *mode_name(int m) {
-  return m == STK_WINDOWS_DOCUMENT ? "document" : m == STK_WINDOWS_PACK ? "pack" : "gpt";
-}
-
 static void arrays_of(const struct stk__gpt_index *ix, const void *a[3], uint64_t b[3]) {
   a[0] = ix->doc_index;
   b[0] = ix->n_doc * 4;
@@ -243,322 +187,96 @@ static void arrays_of(const struct stk__gpt_index *ix, const void *a[3], uint64_
   b[2] = ix->n_samples * (ix->shuffle_i64 ? 8 : 4);
 }
 
-static uint64_t mtime_ns(const struct stat *st) {
-  return (uint64_t)st->st_mtim.tv_sec * 1000000000ull + (uint64_t)st->st_mtim.tv_nsec;
+/* The index's scalars as the file keeps them, and back. */
+enum { M_TOKENS, M_NDOC, M_NSAMPLES, M_SANS, M_EPOCHS, M_SEPARATE, M_S64, M_SH64, M_SEQ, M_EXTRA };
+
+static void meta_of(const struct stk__gpt_index *ix, uint64_t *m) {
+  m[M_TOKENS] = ix->tokens_per_epoch;
+  m[M_NDOC] = ix->n_doc;
+  m[M_NSAMPLES] = ix->n_samples;
+  m[M_SANS] = ix->n_samples_sans_final;
+  m[M_EPOCHS] = ix->num_epochs;
+  m[M_SEPARATE] = (uint64_t)ix->separate_final_epoch;
+  m[M_S64] = (uint64_t)ix->sample_i64;
+  m[M_SH64] = (uint64_t)ix->shuffle_i64;
+  m[M_SEQ] = (uint64_t)(uint32_t)ix->seq_len;
+  m[M_EXTRA] = (uint64_t)(uint32_t)ix->extra;
 }
 
-static void ok_fill(struct tix_ok *k, const struct stat *st, uint64_t hash, uint32_t crc) {
-  memset(k, 0, sizeof *k);
-  memcpy(k->magic, TIX_OK_MAGIC, 8);
-  stk__boot_id(k->boot_id, sizeof k->boot_id);
-  k->dev = (uint64_t)st->st_dev;
-  k->ino = (uint64_t)st->st_ino;
-  k->size = (uint64_t)st->st_size;
-  k->mtime_ns = mtime_ns(st);
-  k->cfg_hash = hash;
-  k->crc_arrays = crc;
+static void index_of(const uint64_t *m, struct stk__gpt_index *ix) {
+  memset(ix, 0, sizeof *ix);
+  ix->tokens_per_epoch = m[M_TOKENS];
+  ix->n_doc = m[M_NDOC];
+  ix->n_samples = m[M_NSAMPLES];
+  ix->n_samples_sans_final = m[M_SANS];
+  ix->num_epochs = (uint32_t)m[M_EPOCHS];
+  ix->separate_final_epoch = (int)m[M_SEPARATE];
+  ix->sample_i64 = (int)m[M_S64];
+  ix->shuffle_i64 = (int)m[M_SH64];
+  ix->seq_len = (int32_t)(uint32_t)m[M_SEQ];
+  ix->extra = (int32_t)(uint32_t)m[M_EXTRA];
 }
 
-/* 1 when path's marker vouches for the file st with these arrays. */
-static int ok_matches(const char *path, const struct stat *st, uint64_t hash, uint32_t crc) {
-  char mp[4200];
-  snprintf(mp, sizeof mp, "%s.ok", path);
-  int fd = open(mp, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  struct tix_ok k, want;
-  ssize_t r = read(fd, &k, sizeof k);
-  close(fd);
-  if (r != (ssize_t)sizeof k || stk_crc32c(0, &k, offsetof(struct tix_ok, crc)) != k.crc) return 0;
-  ok_fill(&want, st, hash, crc);
-  if (!strcmp(want.boot_id, "unknown")) return 0; /* no boot id: check at every open */
-  want.checked_ns = k.checked_ns;
-  want.crc = k.crc;
-  return !memcmp(&k, &want, sizeof k) && k.checked_ns >= k.mtime_ns + TIX_RACY_NS;
+struct tix_ctx {
+  const struct stk__tok_cfg *c;
+  struct stk__gpt_index *ix;
+};
+
+static int tix_build(void *ctx, struct stk__ixf *f, char *err) {
+  struct tix_ctx *x = ctx;
+  int rc = build(x->c, x->ix, err);
+  if (rc) return rc;
+  meta_of(x->ix, f->meta);
+  arrays_of(x->ix, f->arr, f->bytes);
+  return 0;
 }
 
-/* Leave the marker for a file whose arrays were just checked in full
- * (under the builders' lock; a temporary renamed over, so readers see a
- * whole marker or none). Failing to write it costs only a later check. */
-static void ok_write(const char *path, const struct stat *st, uint64_t hash, uint32_t crc) {
-  struct tix_ok k;
-  ok_fill(&k, st, hash, crc);
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  k.checked_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-  k.crc = stk_crc32c(0, &k, offsetof(struct tix_ok, crc));
-  char mp[4200], tmp[4240];
-  snprintf(mp, sizeof mp, "%s.ok", path);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", mp, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  int bad = stk__write_full(fd, &k, sizeof k) != 0;
-  if (close(fd) != 0) bad = 1;
-  if (bad || rename(tmp, mp) != 0) unlink(tmp);
-}
-
-/* Map path and check it against c: 0 and *x filled; STK_ENOENT when there
- * is no file; another code (with why set) when it is stale or corrupt.
- * With full 0, a file without a matching marker is not read through:
- * STK_EAGAIN. With full 1, its arrays are checked and, when they pass,
- * the marker is written. */
-static int try_load(const char *path, uint64_t hash, int mode, int full, struct stk__tok_index *x,
-                    char *why, size_t whyn) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return STK_ENOENT;
-  struct stat st;
-  int rc = STK_EFORMAT;
-  void *map = MAP_FAILED;
-  if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < sizeof(struct tix_hdr)) {
-    snprintf(why, whyn, "shorter than its header");
-    goto out;
-  }
-  map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) {
-    snprintf(why, whyn, "cannot be mapped (%s)", strerror(errno));
-    goto out;
-  }
-  struct tix_hdr h;
-  memcpy(&h, map, sizeof h);
-  if (memcmp(h.magic, TIX_MAGIC, 8) || h.version != TIX_VERSION) {
-    snprintf(why, whyn, "not a stoker index file of version %u", TIX_VERSION);
-    goto out;
-  }
-  if (stk_crc32c(0, &h, offsetof(struct tix_hdr, crc_header)) != h.crc_header) {
-    snprintf(why, whyn, "its header fails its checksum");
-    goto out;
-  }
-  if (h.cfg_hash != hash || h.mode != (uint32_t)mode) {
-    snprintf(why, whyn, "built for another configuration or corpus");
-    goto out;
-  }
-  for (int i = 0; i < 3; i++)
-    if (h.off[i] > (uint64_t)st.st_size || h.bytes[i] > (uint64_t)st.st_size - h.off[i]) {
-      snprintf(why, whyn, "truncated (array %d past its end)", i);
-      goto out;
-    }
-  if (!ok_matches(path, &st, hash, h.crc_arrays)) {
-    if (!full) {
-      rc = STK_EAGAIN;
-      snprintf(why, whyn, "not checked on this node since it was written");
-      goto out;
-    }
-    uint32_t crc = 0;
-    for (int i = 0; i < 3; i++)
-      crc = stk_crc32c(crc, (const uint8_t *)map + h.off[i], (size_t)h.bytes[i]);
-    if (crc != h.crc_arrays) {
-      snprintf(why, whyn, "its arrays fail their checksum");
-      goto out;
-    }
-    ok_write(path, &st, hash, crc);
-  }
-  struct stk__gpt_index *ix = &x->ix;
-  memset(x, 0, sizeof *x);
-  ix->tokens_per_epoch = h.tokens_per_epoch;
-  ix->num_epochs = h.num_epochs;
-  ix->separate_final_epoch = (int)h.separate_final_epoch;
-  ix->n_samples_sans_final = h.n_samples_sans_final;
-  ix->seq_len = h.seq_len;
-  ix->extra = h.extra;
-  ix->n_doc = h.n_doc;
-  ix->n_samples = h.n_samples;
-  ix->sample_i64 = (int)h.sample_i64;
-  ix->shuffle_i64 = (int)h.shuffle_i64;
+static int tix_fits(void *ctx, const struct stk__ixf *f) {
+  (void)ctx;
+  struct stk__gpt_index ix;
+  index_of(f->meta, &ix);
   const void *a[3];
   uint64_t b[3];
-  arrays_of(ix, a, b);
-  for (int i = 0; i < 3; i++)
-    if (b[i] != h.bytes[i]) {
-      snprintf(why, whyn, "its array sizes disagree with its header");
-      goto out;
-    }
-  ix->doc_index = (int32_t *)((uint8_t *)map + h.off[0]);
-  ix->sample_index = (uint8_t *)map + h.off[1];
-  ix->shuffle_index = (uint8_t *)map + h.off[2];
-  x->mode = mode;
-  x->map = map;
-  x->map_len = (size_t)st.st_size;
-  map = MAP_FAILED;
-  rc = 0;
-out:
-  if (map != MAP_FAILED) munmap(map, (size_t)st.st_size);
-  close(fd);
-  return rc;
+  arrays_of(&ix, a, b);
+  return b[0] == f->bytes[0] && b[1] == f->bytes[1] && b[2] == f->bytes[2];
 }
 
-static int write_all(int fd, const void *p, uint64_t n) {
-  const uint8_t *b = p;
-  while (n) {
-    ssize_t w = write(fd, b, n > (1u << 30) ? (1u << 30) : (size_t)n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    b += w;
-    n -= (uint64_t)w;
-  }
-  return 0;
-}
-
-/* Write ix to path atomically: a temporary file beside it, fsync'ed, then
- * renamed over path and the folder fsync'ed. */
-static int write_file(const char *path, uint64_t hash, int mode, const struct stk__gpt_index *ix,
-                      char *err) {
-  struct tix_hdr h;
-  memset(&h, 0, sizeof h);
-  memcpy(h.magic, TIX_MAGIC, 8);
-  h.version = TIX_VERSION;
-  h.mode = (uint32_t)mode;
-  h.cfg_hash = hash;
-  h.tokens_per_epoch = ix->tokens_per_epoch;
-  h.n_doc = ix->n_doc;
-  h.n_samples = ix->n_samples;
-  h.n_samples_sans_final = ix->n_samples_sans_final;
-  h.num_epochs = ix->num_epochs;
-  h.separate_final_epoch = (uint32_t)ix->separate_final_epoch;
-  h.sample_i64 = (uint32_t)ix->sample_i64;
-  h.shuffle_i64 = (uint32_t)ix->shuffle_i64;
-  h.seq_len = ix->seq_len;
-  h.extra = ix->extra;
-  const void *a[3];
-  uint64_t b[3], pos = TIX_ALIGN;
-  arrays_of(ix, a, b);
-  uint32_t crc = 0;
-  for (int i = 0; i < 3; i++) {
-    h.off[i] = pos;
-    h.bytes[i] = b[i];
-    pos = (pos + b[i] + TIX_ALIGN - 1) / TIX_ALIGN * TIX_ALIGN;
-    crc = stk_crc32c(crc, a[i], (size_t)b[i]);
-  }
-  h.crc_arrays = crc;
-  h.crc_header = stk_crc32c(0, &h, offsetof(struct tix_hdr, crc_header));
-  size_t pl = strlen(path);
-  char *tmp = malloc(pl + 32);
-  if (!tmp) return stk__errf(err, STK_ENOMEM, "out of memory");
-  snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  int rc = 0;
-  if (fd < 0) {
-    rc = stk__errf(err, stk__from_errno(errno), "%s: cannot create: %s", tmp, strerror(errno));
-    free(tmp);
-    return rc;
-  }
-  static const uint8_t zero[TIX_ALIGN];
-  int bad = write_all(fd, &h, sizeof h) || write_all(fd, zero, TIX_ALIGN - sizeof h);
-  for (int i = 0; i < 3 && !bad; i++) {
-    bad = write_all(fd, a[i], b[i]);
-    uint64_t padn = (TIX_ALIGN - b[i] % TIX_ALIGN) % TIX_ALIGN;
-    if (!bad && i < 2) bad = write_all(fd, zero, padn);
-  }
-  if (!bad) bad = fsync(fd) != 0;
-  int e = errno;
-  if (close(fd) != 0 && !bad) bad = 1, e = errno;
-  if (!bad && rename(tmp, path) != 0) bad = 1, e = errno;
-  if (bad) {
-    rc = stk__errf(err, stk__from_errno(e), "%s: cannot write: %s", tmp, strerror(e));
-    unlink(tmp);
-  } else {
-    char *dir = strdup(path), *sl = dir ? strrchr(dir, '/') : NULL;
-    if (sl) {
-      *sl = 0;
-      int dfd = open(*dir ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-      }
-    }
-    free(dir);
-  }
-  free(tmp);
-  return rc;
-}
-
-static int mkdirs(const char *dir, char *err) {
-  char *p = strdup(dir);
-  if (!p) return stk__errf(err, STK_ENOMEM, "out of memory");
-  for (char *s = p + 1;; s++) {
-    if (*s == '/' || !*s) {
-      char c = *s;
-      *s = 0;
-      if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-        int e = errno;
-        free(p);
-        return stk__errf(err, stk__from_errno(e), "%s: cannot create the index folder: %s", dir,
-                         strerror(e));
-      }
-      *s = c;
-      if (!c) break;
-    }
-  }
-  free(p);
-  return 0;
-}
+static const struct stk__ixf_kind tix_kinds[3] = {
+    {"gpt", STK_WINDOWS_MEGATRON, tix_build, tix_fits},
+    {"document", STK_WINDOWS_DOCUMENT, tix_build, tix_fits},
+    {"pack", STK_WINDOWS_PACK, tix_build, tix_fits},
+};
 
 int stk__tok_index_get(const struct stk__tok_cfg *c, struct stk__tok_index *out, char *err) {
   memset(out, 0, sizeof *out);
   out->mode = c->mode;
-  if (!c->dir) {
-    out->built = 1;
-    return build(c, &out->ix, err);
-  }
-  int rc = mkdirs(c->dir, err);
-  if (rc) return rc;
-  uint64_t hash = cfg_hash(c);
-  size_t n = strlen(c->dir) + strlen(c->name) + 64;
-  char *path = malloc(n), *lock = malloc(n + 8);
-  if (!path || !lock) {
-    free(path);
-    free(lock);
-    return stk__errf(err, STK_ENOMEM, "out of memory");
-  }
-  snprintf(path, n, "%s/%s.%s-%016" PRIx64 ".stkidx", c->dir, c->name, mode_name(c->mode), hash);
-  snprintf(lock, n + 8, "%s.lock", path);
-  char why[160] = "";
-  /* Without the lock, only a file some process of this node has checked
-   * (its marker matches) is mapped; anything else waits for the lock. */
-  rc = try_load(path, hash, c->mode, 0, out, why, sizeof why);
-  if (rc == 0) goto done;
-  int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lfd < 0) {
-    rc = stk__errf(err, stk__from_errno(errno), "%s: cannot create the index lock: %s", lock,
-                   strerror(errno));
-    goto done;
-  }
-  while (flock(lfd, LOCK_EX) != 0 && errno == EINTR) {
-  }
-  /* Another process may have built or checked it while this one waited;
-   * if not, this one checks it in full and leaves the marker. */
-  rc = try_load(path, hash, c->mode, 0, out, why, sizeof why);
-  if (rc != 0 && rc != STK_ENOENT) rc = try_load(path, hash, c->mode, 1, out, why, sizeof why);
-  if (rc != 0) {
-    if (rc != STK_ENOENT) stk_log(STK_LOG_WARN, "%s: %s: rebuilding it", path, why);
-    uint64_t t0 = stk_now_ns();
-    out->mode = c->mode;
-    rc = build(c, &out->ix, err);
-    if (!rc) {
-      out->built = 1;
-      stk_log(STK_LOG_INFO, "built the %s window index of %s (%" PRIu64 " windows) in %.3f s: %s",
-              mode_name(c->mode), c->name, out->ix.n_samples, (double)(stk_now_ns() - t0) / 1e9,
-              path);
-      rc = write_file(path, hash, c->mode, &out->ix, err);
-      if (rc) stk__tok_index_free(out);
-    }
-  }
-  flock(lfd, LOCK_UN);
-  close(lfd);
-done:
+  if (c->mode < 0 || c->mode > 2)
+    return stk__errf(err, STK_EINVAL, "windows mode %d is not 0, 1 or 2", c->mode);
+  struct tix_ctx x = {c, &out->ix};
+  int rc = stk__ixf_get(c->dir, c->name, cfg_hash(c), &tix_kinds[c->mode], &x, &out->file, err);
   if (rc) {
-    free(path);
-  } else {
-    out->path = path;
+    stk__gpt_index_free(&out->ix);
+    memset(out, 0, sizeof *out);
+    return rc;
   }
-  free(lock);
-  return rc;
+  out->built = out->file.built;
+  out->path = out->file.path;
+  if (out->file.map) { /* loaded: the arrays are the mapped file's */
+    index_of(out->file.meta, &out->ix);
+    out->ix.doc_index = (int32_t *)out->file.arr[0];
+    out->ix.sample_index = (void *)out->file.arr[1];
+    out->ix.shuffle_index = (void *)out->file.arr[2];
+  }
+  return 0;
 }
 
 void stk__tok_index_free(struct stk__tok_index *x) {
   if (!x) return;
-  if (x->map)
-    munmap(x->map, x->map_len);
-  else
+  if (x->file.map) {
+    memset(&x->ix, 0, sizeof x->ix);
+  } else {
     stk__gpt_index_free(&x->ix);
-  free(x->path);
+  }
+  stk__ixf_unmap(&x->file);
   memset(x, 0, sizeof *x);
 }
