@@ -29,7 +29,7 @@ static void print_mix(const struct stk_mig_geometry *g, const struct stk_mig_tra
 }
 
 int cmd_sim_mig_online(int argc, char **argv) {
-  const char *gpu = "a100-80gb", *trace = "openb", *policies = "fifo,mig-aware,multi";
+  const char *gpu = "a100-80gb", *trace = "openb", *policies = "fifo,fifo-reconf,mig-aware,multi";
   const char *one = "2g";
   uint64_t gpus = 64, window = 0;
   double compress = 1, delay = -1, wf = 0, ww = 0, wr = 0;
@@ -78,14 +78,15 @@ int cmd_sim_mig_online(int argc, char **argv) {
     cli_error("sim", "--one-gpu: no profile '%s' on %s", one, g->name);
     return CLI_USAGE;
   }
-  enum stk_mig_policy pol[3];
+  enum stk_mig_policy pol[4];
   size_t npol = 0;
   char pbuf[256];
   snprintf(pbuf, sizeof pbuf, "%s", policies);
   char *save = NULL;
   for (char *p = strtok_r(pbuf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-    if (npol == 3 || stk_mig_policy_parse(p, &pol[npol])) {
-      cli_error("sim", "--mig-policy: '%s' is not fifo, mig-aware or multi (a list of up to 3)",
+    if (npol == 4 || stk_mig_policy_parse(p, &pol[npol])) {
+      cli_error("sim", "--mig-policy: '%s' is not fifo, fifo-reconf, mig-aware or multi (a list "
+                       "of up to 4)",
                 p);
       return CLI_USAGE;
     }

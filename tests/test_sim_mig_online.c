@@ -83,6 +83,13 @@ TEST(mig_online_fragmentation_placement) {
   CHECK_EQ(r.started, 1);
   CHECK_EQ(r.rejected, 1);
   CHECK(NEAR(r.alloc_all, 3.0 / 7));
+  /* first fit with reconfiguration: the 4g waits for the 3g to end, then
+   * takes its place */
+  r = run(t, 1, STK_MIG_FIFO_RECONF, 0, s);
+  CHECK(s[0].at == 0 && s[0].slot == 0);
+  CHECK(s[1].at == 10 && s[1].slot == 0);
+  CHECK_EQ(r.reconfigs, 1);
+  CHECK(NEAR(r.alloc_all, 70.0 / 140));
   r = run(t, 1, STK_MIG_AWARE, 0, s);
   CHECK(s[0].at == 0 && s[0].slot == 4);
   CHECK(s[1].at == 0 && s[1].slot == 0);
@@ -106,6 +113,8 @@ TEST(mig_online_reconfigure_idle) {
   CHECK_EQ(r.reconfigs, 0);
   CHECK(NEAR(r.end, 20)); /* the last arrival; the 1g ended at 15 */
   CHECK(NEAR(r.alloc_all, 15.0 / 140));
+  r = run(t, 1, STK_MIG_FIFO_RECONF, 5, s);
+  CHECK(s[1].at == 20 && r.reconfigs == 1 && r.rejected == 0);
   r = run(t, 1, STK_MIG_AWARE, 5, s);
   CHECK(s[1].at == 20 && s[1].slot == 0);
   CHECK_EQ(r.started, 2);
@@ -198,6 +207,8 @@ TEST(mig_online_bad_inputs) {
   stk_mig_trace_free(t);
   enum stk_mig_policy p;
   CHECK(stk_mig_policy_parse("mig-aware", &p) == 0 && p == STK_MIG_AWARE);
+  CHECK(stk_mig_policy_parse("fifo-reconf", &p) == 0 && p == STK_MIG_FIFO_RECONF);
+  CHECK_STR(stk_mig_policy_name(STK_MIG_MULTI), "multi");
   CHECK_EQ(stk_mig_policy_parse("lifo", &p), STK_EINVAL);
 }
 

@@ -63,6 +63,10 @@ enum stk_mig_policy {
    * once created is never removed (no reconfiguration). A request no GPU
    * can ever host again (every one partitioned otherwise) is rejected. */
   STK_MIG_FIFO,
+  /* The same first fit, arrival order, but idle instances may be destroyed
+   * to make room (reconfiguration) where no GPU fits without: separates
+   * what reconfiguration brings from what placement brings. */
+  STK_MIG_FIFO_RECONF,
   /* Arrival order (head of line blocks), placed where it adds least
    * fragmentation (below); idle instances may be destroyed to make room
    * (reconfiguration; busy instances never change). */
@@ -116,7 +120,7 @@ STK_EXPORT int stk_mig_online_run(const struct stk_mig_trace *t,
                                   const struct stk_mig_online_opts *o,
                                   struct stk_mig_online_result *r, char *errmsg);
 STK_EXPORT const char *stk_mig_policy_name(enum stk_mig_policy p);
-/* "fifo", "mig-aware", "multi": 0 and *out, or STK_EINVAL. */
+/* "fifo", "fifo-reconf", "mig-aware", "multi": 0 and *out, or STK_EINVAL. */
 STK_EXPORT int stk_mig_policy_parse(const char *name, enum stk_mig_policy *out);
 
 #ifdef __cplusplus

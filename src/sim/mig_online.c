@@ -22,6 +22,9 @@ struct inst {
 struct gpu {
   uint8_t n;
   struct inst in[STK_MIG_MAX_INSTANCES];
+  /* memory slices and compute of the busy instances and of all, kept by
+   * recount() after every change */
+  uint16_t busy, bc, all, ac;
 };
 
 /* A place for one instance on one GPU: reuse an idle instance, create one
@@ -54,19 +57,26 @@ static unsigned slices(const struct stk_mig_profile *p, unsigned start) {
   return ((1u << p->memory) - 1) << start;
 }
 
-static void masks(const struct run *rn, const struct gpu *G, unsigned *busy, unsigned *bc,
-                  unsigned *all, unsigned *ac) {
-  *busy = *bc = *all = *ac = 0;
+static void recount(const struct run *rn, struct gpu *G) {
+  G->busy = G->bc = G->all = G->ac = 0;
   for (unsigned i = 0; i < G->n; i++) {
     const struct stk_mig_profile *p = &rn->g->profiles[G->in[i].profile];
     unsigned s = slices(p, G->in[i].start);
-    *all |= s;
-    *ac += p->compute;
+    G->all |= (uint16_t)s;
+    G->ac += p->compute;
     if (G->in[i].req != NO_REQ) {
-      *busy |= s;
-      *bc += p->compute;
+      G->busy |= (uint16_t)s;
+      G->bc += p->compute;
     }
   }
+}
+
+static void masks(const struct gpu *G, unsigned *busy, unsigned *bc, unsigned *all,
+                  unsigned *ac) {
+  *busy = G->busy;
+  *bc = G->bc;
+  *all = G->all;
+  *ac = G->ac;
 }
 
 /* Free compute slices that instances of each profile could not use if as
@@ -102,7 +112,10 @@ static double frag(struct run *rn, unsigned mask, unsigned compute) {
 static int better(const struct run *rn, const struct cand *a, const struct cand *b) {
   if (!b->ok) return a->ok;
   if (!a->ok) return 0;
-  if (rn->o->policy != STK_MIG_FIFO) {
+  int firstfit = rn->o->policy == STK_MIG_FIFO || rn->o->policy == STK_MIG_FIFO_RECONF;
+  /* first fit: any GPU without destroying before one that must */
+  if (firstfit && (a->action == A_RECONF) != (b->action == A_RECONF)) return b->action == A_RECONF;
+  if (!firstfit) {
     double ka = a->dfrag + (rn->o->policy == STK_MIG_MULTI && a->action == A_RECONF
                                 ? rn->o->w_reconf * STK_MIG_COMPUTE_SLICES / rn->o->w_frag
                                 : 0);
@@ -123,14 +136,15 @@ static struct cand best_on(struct run *rn, uint32_t gi, unsigned pi) {
   const struct gpu *G = &rn->gpu[gi];
   const struct stk_mig_profile *p = &rn->g->profiles[pi];
   unsigned busy, bc, all, ac;
-  masks(rn, G, &busy, &bc, &all, &ac);
+  masks(G, &busy, &bc, &all, &ac);
   int fifo = rn->o->policy == STK_MIG_FIFO;
-  double before = fifo ? 0 : frag(rn, busy, bc);
+  int scored = !fifo && rn->o->policy != STK_MIG_FIFO_RECONF; /* fragmentation matters */
+  double before = scored ? frag(rn, busy, bc) : 0;
   struct cand best = {0};
   for (unsigned i = 0; i < G->n; i++)
     if (G->in[i].req == NO_REQ && G->in[i].profile == pi) {
       struct cand c = {1, gi, A_REUSE, G->in[i].start, (uint8_t)i, 0};
-      if (!fifo) c.dfrag = frag(rn, busy | slices(p, c.slot), bc + p->compute) - before;
+      if (scored) c.dfrag = frag(rn, busy | slices(p, c.slot), bc + p->compute) - before;
       if (better(rn, &c, &best)) best = c;
     }
   for (unsigned k = 0; k < p->nstarts; k++) {
@@ -152,7 +166,7 @@ static struct cand best_on(struct run *rn, uint32_t gi, unsigned pi) {
         continue;
       c.action = A_RECONF;
     }
-    if (!fifo) c.dfrag = frag(rn, busy | s, bc + p->compute) - before;
+    if (scored) c.dfrag = frag(rn, busy | s, bc + p->compute) - before;
     if (better(rn, &c, &best)) best = c;
   }
   return best;
@@ -170,7 +184,7 @@ static int ever_fits(struct run *rn, const struct stk_mig_req *q) {
     int can = 0;
     for (unsigned i = 0; i < G->n && !can; i++) can = G->in[i].profile == q->profile;
     unsigned busy, bc, all, ac;
-    masks(rn, G, &busy, &bc, &all, &ac);
+    masks(G, &busy, &bc, &all, &ac);
     for (unsigned k = 0; k < p->nstarts && !can; k++)
       can = !(slices(p, p->starts[k]) & all) && ac + p->compute <= STK_MIG_COMPUTE_SLICES &&
             G->n < STK_MIG_MAX_INSTANCES;
@@ -189,7 +203,7 @@ static int choose(struct run *rn, const struct stk_mig_req *q, struct cand *out,
     for (uint32_t gi = 0; gi < rn->o->gpus; gi++) {
       struct cand c = best_on(rn, gi, q->profile);
       if (better(rn, &c, &best)) best = c;
-      if (best.ok && rn->o->policy == STK_MIG_FIFO) break;
+      if (best.ok && best.action != A_RECONF && rn->o->policy <= STK_MIG_FIFO_RECONF) break;
     }
     if (!best.ok) return 0;
     out[0] = best;
@@ -246,6 +260,7 @@ static int apply_one(struct run *rn, const struct cand *c, int32_t req, int *cre
     if (stk_mig_layout_check(rn->g, &l, why))
       return stk__errf(errmsg, STK_EINVAL, "mig online: internal error, GPU %u: %s", c->gpu, why);
   }
+  recount(rn, G);
   rn->held += p->compute;
   rn->demand += q->demand;
   return 0;
@@ -284,6 +299,7 @@ static void depart(struct run *rn, size_t req) {
     for (unsigned k = 0; k < G->n; k++)
       if (G->in[k].req == (int32_t)req) {
         G->in[k].req = NO_REQ;
+        recount(rn, G);
         break;
       }
   }
@@ -379,7 +395,8 @@ static void advance(struct run *rn, double t) {
 }
 
 const char *stk_mig_policy_name(enum stk_mig_policy p) {
-  return p == STK_MIG_FIFO ? "fifo" : p == STK_MIG_AWARE ? "mig-aware" : "multi";
+  static const char *const names[] = {"fifo", "fifo-reconf", "mig-aware", "multi"};
+  return p >= STK_MIG_FIFO && p <= STK_MIG_MULTI ? names[p] : "?";
 }
 
 int stk_mig_policy_parse(const char *name, enum stk_mig_policy *out) {
