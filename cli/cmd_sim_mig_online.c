@@ -121,10 +121,10 @@ int cmd_sim_mig_online(int argc, char **argv) {
     printf("  mapping: a one-GPU job -> %s (--one-gpu), a k-GPU job -> k x %s\n",
            g->profiles[one_p].name, g->profiles[stk_mig_profile_for(g, 1000)].name);
   print_mix(g, t);
-  printf("%-10s %8s %8s %8s %8s %8s %7s %7s %7s %7s %10s %10s %8s %8s\n", "policy", "alloc%",
+  printf("%-12s %8s %8s %8s %8s %8s %7s %7s %7s %7s %10s %10s %8s %8s\n", "policy", "alloc%",
          "demand%", "alloc%", "demand%", "alloc%", "time%", "started", "reject", "waiting",
          "mean wait", "max wait", "created", "reconfig");
-  printf("%-10s %17s %17s %16s %23s %10s %10s\n", "", "(while arriving)", "(to the end)",
+  printf("%-12s %17s %17s %16s %23s %10s %10s\n", "", "(while arriving)", "(to the end)",
          "(queue not empty)", "", "s", "s");
   int rc = CLI_OK;
   for (size_t k = 0; k < npol; k++) {
@@ -143,7 +143,7 @@ int cmd_sim_mig_online(int argc, char **argv) {
       snprintf(arr[1], sizeof arr[1], "%.1f", 100 * r.demand_arriving);
     }
     if (r.backlog_time > 0) snprintf(back, sizeof back, "%.1f", 100 * r.alloc_backlog);
-    printf("%-10s %8s %8s %8.1f %8.1f %8s %7.1f %7zu %7zu %7zu %10.0f %10.0f %8zu %8zu\n",
+    printf("%-12s %8s %8s %8.1f %8.1f %8s %7.1f %7zu %7zu %7zu %10.0f %10.0f %8zu %8zu\n",
            stk_mig_policy_name(pol[k]), arr[0], arr[1], 100 * r.alloc_all, 100 * r.demand_all,
            back, 100 * r.backlog_time, r.started, r.rejected, r.waiting, r.mean_wait, r.max_wait,
            r.created, r.reconfigs);
