@@ -184,6 +184,11 @@ TEST(mig_online_bad_inputs) {
   test_write_file("back.csv", back, strlen(back));
   CHECK_EQ(stk_mig_trace_load(&t, a100(), "back.csv", 3, 1, err), STK_EFORMAT);
   CHECK_CONTAINS(err, "back.csv:2: deletion_time 5 is before creation_time 10");
+  const char *far = "name,cpu_milli,num_gpu,gpu_milli,creation_time,deletion_time\n"
+                    "a,1,1,500,0,2000000000000\n";
+  test_write_file("far.csv", far, strlen(far));
+  CHECK_EQ(stk_mig_trace_load(&t, a100(), "far.csv", 3, 1, err), STK_EFORMAT);
+  CHECK_CONTAINS(err, "far.csv: request 1 (by arrival) spans more than 1e12 s");
   const char *cpu = "name,cpu_milli,num_gpu,gpu_milli,creation_time,deletion_time\n"
                     "a,1,0,0,0,5\n";
   test_write_file("cpu.csv", cpu, strlen(cpu));

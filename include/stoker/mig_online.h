@@ -30,6 +30,9 @@ struct stk_mig_req {
   uint8_t profile;          /* index into the geometry's profiles */
 };
 
+/* Arrival times and durations are at most this many seconds (32,000 years). */
+#define STK_MIG_MAX_TIME_S 1e12
+
 struct stk_mig_trace {
   size_t n;
   struct stk_mig_req *req; /* by arrival; equal arrivals keep file order */

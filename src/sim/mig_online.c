@@ -433,10 +433,22 @@ int stk_mig_online_run(const struct stk_mig_trace *t, const struct stk_mig_onlin
   rn.g = o.g;
   rn.r = r;
   rn.delay = o.delay_s < 0 ? STK_MIG_RECONFIG_DELAY_S : o.delay_s;
-  for (size_t i = 0; i < t->n; i++)
-    if (t->req[i].profile >= o.g->nprofiles || t->req[i].profile >= 16 || !t->req[i].count)
+  if (t->n > UINT32_MAX)
+    return stk__errf(errmsg, STK_EINVAL, "mig online: %zu requests, at most %u", t->n, UINT32_MAX);
+  for (size_t i = 0; i < t->n; i++) {
+    const struct stk_mig_req *q = &t->req[i];
+    if (q->profile >= o.g->nprofiles || q->profile >= 16 || !q->count)
       return stk__errf(errmsg, STK_EINVAL, "mig online: request %zu: no profile %u on %s", i,
-                       t->req[i].profile, o.g->name);
+                       q->profile, o.g->name);
+    /* the clock counts milliseconds in 64 bits */
+    if (!(q->arrival >= 0 && q->arrival <= STK_MIG_MAX_TIME_S && q->duration >= 0 &&
+          q->duration <= STK_MIG_MAX_TIME_S && q->demand > 0 && q->demand <= 1) ||
+        (i && q->arrival < t->req[i - 1].arrival))
+      return stk__errf(errmsg, STK_EINVAL,
+                       "mig online: request %zu: arrival %g s and duration %g s must be in "
+                       "0..1e12 and by arrival, demand %g in (0, 1]",
+                       i, q->arrival, q->duration, q->demand);
+  }
   for (size_t i = 0; i < t->n; i++) rn.w[t->req[i].profile] += 1.0 / (double)t->n;
   if (o.starts)
     for (size_t i = 0; i < t->n; i++) o.starts[i] = (struct stk_mig_start){-1, -1, -1};

@@ -166,7 +166,15 @@ int stk_mig_trace_load(struct stk_mig_trace **out, const struct stk_mig_geometry
     return STK_ENOMEM;
   }
   double t0 = t->req[0].arrival;
-  for (size_t i = 0; i < t->n; i++) t->req[i].arrival = (t->req[i].arrival - t0) / compress;
+  for (size_t i = 0; i < t->n; i++) {
+    t->req[i].arrival = (t->req[i].arrival - t0) / compress;
+    if (t->req[i].arrival > STK_MIG_MAX_TIME_S || t->req[i].duration > STK_MIG_MAX_TIME_S) {
+      stk__errf(errmsg, STK_EFORMAT, "%s: request %zu (by arrival) spans more than 1e12 s", path,
+                i + 1);
+      stk_mig_trace_free(t);
+      return STK_EFORMAT;
+    }
+  }
   *out = t;
   return 0;
 }
