@@ -45,7 +45,8 @@ struct run {
   double w[16];    /* a profile's share of the requests */
   float frag[256][STK_MIG_COMPUTE_SLICES + 1];
   uint8_t have[256][STK_MIG_COMPUTE_SLICES + 1];
-  size_t *q, qn;   /* waiting requests, arrival order */
+  size_t *q, qn;   /* waiting requests, arrival order (q moves up as the head leaves) */
+  size_t *qbase;   /* room for every request: each enters once */
   uint32_t *pool;  /* GPUs of the started requests' instances */
   size_t pooln, poolcap, *off;
   double delay, now, held, demand, acc_arr, dem_arr, acc_all, dem_all, wait_sum;
@@ -308,7 +309,10 @@ static void depart(struct run *rn, size_t req) {
 }
 
 static void drop(struct run *rn, size_t j) {
-  memmove(&rn->q[j], &rn->q[j + 1], sizeof *rn->q * (rn->qn - j - 1));
+  if (j == 0)
+    rn->q++;
+  else
+    memmove(&rn->q[j], &rn->q[j + 1], sizeof *rn->q * (rn->qn - j - 1));
   rn->qn--;
 }
 
@@ -453,7 +457,7 @@ int stk_mig_online_run(const struct stk_mig_trace *t, const struct stk_mig_onlin
   if (o.starts)
     for (size_t i = 0; i < t->n; i++) o.starts[i] = (struct stk_mig_start){-1, -1, -1};
   rn.gpu = calloc(o.gpus, sizeof *rn.gpu);
-  rn.q = malloc(sizeof *rn.q * t->n);
+  rn.q = rn.qbase = malloc(sizeof *rn.q * t->n);
   rn.off = malloc(sizeof *rn.off * t->n);
   struct stk__sim_heap h;
   stk__sim_heap_init(&h);
@@ -503,7 +507,7 @@ int stk_mig_online_run(const struct stk_mig_trace *t, const struct stk_mig_onlin
   }
   stk__sim_heap_free(&h);
   free(rn.gpu);
-  free(rn.q);
+  free(rn.qbase);
   free(rn.off);
   free(rn.pool);
   return rc;
