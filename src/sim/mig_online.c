@@ -51,6 +51,7 @@ struct run {
   size_t pooln, poolcap, *off;
   double delay, now, held, demand, acc_arr, dem_arr, acc_all, dem_all, wait_sum;
   double acc_back, time_back; /* while some request waits */
+  int blocked; /* arrival order: the head did not fit, and nothing has left since */
   struct stk_mig_online_result *r;
 };
 
@@ -194,6 +195,14 @@ static int ever_fits(struct run *rn, const struct stk_mig_req *q) {
   return hosts >= q->count;
 }
 
+static double cost_of(const struct run *rn, const struct cand *c, unsigned k) {
+  double s = 0;
+  for (unsigned i = 0; i < k; i++)
+    s += rn->o->w_frag * c[i].dfrag / STK_MIG_COMPUTE_SLICES +
+         (c[i].action == A_RECONF ? rn->o->w_reconf : 0);
+  return s;
+}
+
 /* Places for all count instances of a request, on distinct GPUs: FIFO the
  * first GPUs that can, the others the best ones. 0 when they do not fit;
  * else 1 with *cost the sum of their ordering keys. */
@@ -226,12 +235,36 @@ static int choose(struct run *rn, const struct stk_mig_req *q, struct cand *out,
     }
     if (got < k) return 0;
   }
-  double s = 0;
-  for (unsigned i = 0; i < k; i++)
-    s += rn->o->w_frag * out[i].dfrag / STK_MIG_COMPUTE_SLICES +
-         (out[i].action == A_RECONF ? rn->o->w_reconf : 0);
-  *cost = s;
+  *cost = cost_of(rn, out, k);
   return 1;
+}
+
+/* MULTI weighs many waiting requests per pass on an unchanged cluster:
+ * each profile's places on all GPUs are found once a pass and sorted best
+ * first; a request of k instances takes the first k (the same k choose()
+ * picks: the k least under better()'s order). */
+struct plist {
+  int valid;
+  size_t n;
+  struct cand *c;
+};
+
+static int cmp_cand(const void *x, const void *y, void *ctx) {
+  const struct run *rn = ctx;
+  return better(rn, x, y) ? -1 : better(rn, y, x) ? 1 : 0;
+}
+
+static int places(struct run *rn, unsigned pi, struct plist *L) {
+  if (L->valid) return 0;
+  if (!L->c && !(L->c = malloc(sizeof *L->c * rn->o->gpus))) return STK_ENOMEM;
+  L->n = 0;
+  for (uint32_t gi = 0; gi < rn->o->gpus; gi++) {
+    struct cand c = best_on(rn, gi, pi);
+    if (c.ok) L->c[L->n++] = c;
+  }
+  qsort_r(L->c, L->n, sizeof *L->c, cmp_cand, rn);
+  L->valid = 1;
+  return 0;
 }
 
 static int apply_one(struct run *rn, const struct cand *c, int32_t req, int *created,
@@ -316,65 +349,61 @@ static void drop(struct run *rn, size_t j) {
   rn->qn--;
 }
 
-/* Start what the policy starts at rn->now. */
+/* Start what the policy starts at rn->now: under arrival order the head
+ * if it fits (one search), under MULTI the best of the window, pass after
+ * pass, each profile's places searched once a pass. */
 static int schedule(struct run *rn, struct stk__sim_heap *h, char *errmsg) {
-  struct cand c[64], *cc = c;
-  struct cand *big = NULL;
+  int multi = rn->o->policy == STK_MIG_MULTI;
+  size_t window = multi ? rn->o->window : 1;
+  struct cand c[64], *big = NULL;
+  struct plist lists[16];
+  memset(lists, 0, sizeof lists);
   int rc = 0;
   while (rn->qn && !rc) {
     size_t pick = SIZE_MAX;
     double best = INFINITY;
-    size_t window = rn->o->policy == STK_MIG_MULTI ? rn->o->window : 1;
-    /* per pass, one search per profile of one-instance requests */
-    double pcost[16];
-    int ptried[16] = {0}, pok[16] = {0};
-    struct cand pcand[16];
-    for (size_t j = 0; j < rn->qn && j < window; j++) {
+    for (unsigned p = 0; p < 16; p++) lists[p].valid = 0;
+    for (size_t j = 0; j < rn->qn && j < window && !rc; j++) {
       const struct stk_mig_req *q = &rn->t->req[rn->q[j]];
       if (!ever_fits(rn, q)) {
         rn->r->rejected++;
         drop(rn, j--);
         continue;
       }
-      if (q->count > 64 && !big) {
-        big = malloc(sizeof *big * rn->o->gpus);
-        if (!big) return STK_ENOMEM;
-      }
-      struct cand *tmp = q->count > 64 ? big : cc;
       double cost;
       int ok;
-      if (q->count == 1 && ptried[q->profile]) {
-        ok = pok[q->profile];
-        cost = pcost[q->profile];
+      if (multi) {
+        struct plist *L = &lists[q->profile];
+        if ((rc = places(rn, q->profile, L))) break;
+        ok = L->n >= q->count;
+        if (ok) cost = cost_of(rn, L->c, q->count);
       } else {
-        ok = choose(rn, q, tmp, &cost);
-        if (q->count == 1) {
-          ptried[q->profile] = 1;
-          pok[q->profile] = ok;
-          pcost[q->profile] = cost;
-          pcand[q->profile] = tmp[0];
+        if (q->count > 64 && !big && !(big = malloc(sizeof *big * rn->o->gpus))) {
+          rc = STK_ENOMEM;
+          break;
         }
+        ok = choose(rn, q, q->count > 64 ? big : c, &cost);
       }
       if (!ok) continue;
       double score = cost - rn->o->w_wait * (rn->now - q->arrival) / 3600;
-      if (rn->o->policy != STK_MIG_MULTI || score < best) {
+      if (!multi || score < best) {
         best = score;
         pick = j;
       }
-      if (rn->o->policy != STK_MIG_MULTI) break;
+      if (!multi) break;
     }
-    if (pick == SIZE_MAX) break;
+    if (rc) break;
+    if (pick == SIZE_MAX) {
+      rn->blocked = rn->qn > 0 && !multi;
+      break;
+    }
     size_t req = rn->q[pick];
     const struct stk_mig_req *q = &rn->t->req[req];
-    struct cand *use = q->count > 64 ? big : cc;
-    if (q->count == 1) {
-      use[0] = pcand[q->profile];
-    } else if (!choose(rn, q, use, &best)) {
-      break; /* cannot happen: it fitted this pass */
-    }
+    const struct cand *use = multi ? lists[q->profile].c : q->count > 64 ? big : c;
     rc = start(rn, h, req, use, errmsg);
     drop(rn, pick);
   }
+  for (unsigned p = 0; p < 16; p++) free(lists[p].c);
   free(big);
   return rc;
 }
@@ -476,6 +505,7 @@ int stk_mig_online_run(const struct stk_mig_trace *t, const struct stk_mig_onlin
     for (;;) {
       if (e.kind == EV_DEPART) {
         depart(&rn, e.arg);
+        rn.blocked = 0;
         r->end = rn.now;
       } else {
         rn.q[rn.qn++] = e.arg;
@@ -486,7 +516,9 @@ int stk_mig_online_run(const struct stk_mig_trace *t, const struct stk_mig_onlin
     /* departures scheduled now end later than now (a request's duration
      * and delay are >= 0; a zero-length one departs at this instant and is
      * popped next, before any later event) */
-    rc = schedule(&rn, &h, errmsg);
+    /* under arrival order a blocked head stays blocked until something
+     * leaves: arrivals only join the queue behind it */
+    if (!rn.blocked) rc = schedule(&rn, &h, errmsg);
   }
   if (!rc) {
     r->waiting = rn.qn;
