@@ -25,6 +25,7 @@ const char cmd_sim_usage[] =
     "       stoker sim --pollux-table [--loads LIST] [--job-policy LIST]\n"
     "       stoker sim --list-policies\n"
     "       stoker sim mig [--gpu G] | mig --parvagpu [DIR] [--scenario N] [--allocator A]\n"
+    "       stoker sim mig --online [openb|philly|FILE] [--gpus N] [--mig-policy LIST]\n"
     "\n"
     "Simulate placing a trace's pods on a GPU cluster whose GPUs pods may share,\n"
     "as in \"Beware of Fragmentation\" (Weng et al., USENIX ATC'23). By default the\n"
@@ -97,7 +98,19 @@ const char cmd_sim_usage[] =
     "  --scenario N        one scenario (default all)\n"
     "  --allocator A       artifact (its configurator and allocator), packed\n"
     "                      (fewest slices, exact packing) or both (default)\n"
-    "  --map               list each plan's segments per GPU\n";
+    "  --map               list each plan's segments per GPU\n"
+    "  mig --online [TRACE]  requests replayed over time on MIG GPUs (TRACE: openb,\n"
+    "                      the default, philly, or a pod list or duration trace):\n"
+    "                      utilization under each policy\n"
+    "  --gpu G, --gpus N   the GPUs (default a100-80gb, 64)\n"
+    "  --mig-policy LIST   fifo (first fit, no reconfiguration), fifo-reconf (first\n"
+    "                      fit, reconfigures idle instances), mig-aware (least\n"
+    "                      fragmentation, reconfigures), multi (weighted score,\n"
+    "                      backfills); default all four\n"
+    "  --compress F        arrivals F times denser; --delay S instance creation (5)\n"
+    "  --one-gpu P         profile of a one-GPU job of a duration trace (2g)\n"
+    "  --weights F,W,R     multi: fragmentation, hours waited, reconfiguration\n"
+    "                      (1,1,0.5); --window N waiting requests it weighs (32)\n";
 
 enum {
   O_NODES = 256,

@@ -111,7 +111,7 @@ static const struct option job_options[] = {
 };
 
 int simj_parse(struct jobs_args *a, int argc, char **argv) {
-  int c;
+  int c, cluster_given = 0;
   optind = 1;
   a->o.idle_w = 10;
   a->o.busy_w = 70;
@@ -166,6 +166,7 @@ int simj_parse(struct jobs_args *a, int argc, char **argv) {
         }
         a->o.nodes = n;
         a->o.gpus_per_node = g;
+        cluster_given = 1;
         break;
       }
       case J_INTERVAL:
@@ -285,6 +286,12 @@ int simj_parse(struct jobs_args *a, int argc, char **argv) {
   }
   if (!a->table && !a->njobs) {
     cli_error("sim", "give --jobs FILE or --pollux-table");
+    return -1;
+  }
+  /* both size the cluster; the engine would take --gpu-types' and drop --cluster without a word */
+  if (cluster_given && a->ntypes) {
+    cli_error("sim", "--cluster and --gpu-types both give the cluster's size; give one "
+                     "(--gpu-types TYPE:NODESxGPUS sizes each type)");
     return -1;
   }
   if (a->nloads && !a->table) {

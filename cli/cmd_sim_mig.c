@@ -34,7 +34,7 @@ static void print_geometry(const struct stk_mig_geometry *g) {
          (unsigned long long)all2 - 1);
 }
 
-static const char *find_dir(char *buf, size_t cap) {
+const char *simmig_data(char *buf, size_t cap, const char *rel) {
   const char *env = getenv("STOKER_DATA");
   char exe[PATH_MAX];
   const char *cands[3] = {NULL, "../shared/data", NULL};
@@ -48,12 +48,17 @@ static const char *find_dir(char *buf, size_t cap) {
   }
   for (int i = 0; i < 3; i++) {
     if (!cands[i]) continue;
-    snprintf(buf, cap, "%.3900s/parvagpu", cands[i]);
-    char probe[PATH_MAX + 32];
-    snprintf(probe, sizeof probe, "%s/SLO/SLO_req_rate.csv", buf);
-    if (access(probe, R_OK) == 0) return buf;
+    snprintf(buf, cap, "%.3900s/%s", cands[i], rel);
+    if (access(buf, R_OK) == 0) return buf;
   }
   return NULL;
+}
+
+static const char *find_dir(char *buf, size_t cap) {
+  if (!simmig_data(buf, cap, "parvagpu/SLO/SLO_req_rate.csv")) return NULL;
+  char *slo = strstr(buf, "/SLO/SLO_req_rate.csv");
+  *slo = 0;
+  return buf;
 }
 
 static void print_map(const struct stk_parva *p, const struct stk_parva_plan *pl) {
@@ -69,6 +74,8 @@ int cmd_sim_mig(int argc, char **argv) {
   const char *gpu = NULL, *dir = NULL, *alloc = "both";
   unsigned scen = 0;
   int map = 0, parva = 0;
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--online")) return cmd_sim_mig_online(argc, argv);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;

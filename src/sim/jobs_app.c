@@ -273,6 +273,15 @@ static int build_points(struct stk__japp *a, const char *dir, const char *sfx, c
  * options of scipy.spatial.Delaunay), and each one's barycentric
  * transform; flat tetrahedra are dropped. */
 static int triangulate(struct stk__japp *a, char *errmsg) {
+  /* A type measured on one machine only (the Sia data's quad: one server
+   * of 4 Quadro RTX 6000) has every point at one node count, so the points
+   * lie in a plane and Qhull cannot triangulate them (the artifact builds
+   * its interpolator only for an unmeasured placement, and there SciPy
+   * fails the same way). Its measured placements are looked up as usual; a
+   * placement over more nodes takes the nearest measured point (nd_interp's
+   * fallback), so cross-node synchronisation is not modelled for it. */
+  for (int d = 0; d < 3; d++)
+    if (a->lo[d] == a->hi[d]) return 0;
   qhT qh_qh, *qh = &qh_qh;
   QHULL_LIB_CHECK
   qh_zero(qh, NULL);

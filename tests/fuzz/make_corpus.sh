@@ -3,7 +3,7 @@
 # CLI and, where present, Python's tarfile and NumPy. Usage: make_corpus.sh
 # [path/to/stoker]; run from anywhere. Seeds stay small on purpose. Only the
 # corpora written here are replaced: the others (ckpt_manifest, image, listing,
-# manifest, parva, s3list, sim_jobs, simcsv, size, sources, watch) hold hand-made
+# manifest, mig_online, parva, s3list, sim_jobs, simcsv, size, sources, watch) hold hand-made
 # seeds and inputs the fuzzers found, and stay as they are.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
