@@ -21,9 +21,10 @@ const char cmd_ckpt_usage[] =
     "        every checkpoint: step, rank, objects, bytes, complete or partial,\n"
     "        drained to the origin or not, in use by a process; at an origin's URL\n"
     "        (s3://bucket/prefix, file://...), the ones drained there\n"
-    "  verify DIR\n"
+    "  verify DIR|URL\n"
     "        read every object of every complete checkpoint and check its size and\n"
-    "        CRC32C; exit 1 when one fails\n"
+    "        CRC32C; exit 1 when one fails; at a URL, read back from the origin in\n"
+    "        parallel ranged gets\n"
     "  save DIR --step N FILE... [--rank R --world W] [--origin URL]\n"
     "        save the files as checkpoint N of rank R (objects named by the\n"
     "        files' names), committed atomically; with --origin, drained too\n"
@@ -37,6 +38,10 @@ const char cmd_ckpt_usage[] =
     "        or corrupt; --to writes its objects as files under OUT\n"
     "  gc DIR\n"
     "        remove partial checkpoints (a save cut short) no process is writing\n"
+    "  gc URL [--keep-last N]\n"
+    "        at an origin: remove each rank's complete checkpoints beyond its newest\n"
+    "        N, and partial ones older than its newest complete one; manifest\n"
+    "        first, so a gc cut short leaves nothing that looks complete\n"
     "\n"
     "options:\n"
     "  --origin URL      where checkpoints are drained to and restored from\n"
@@ -44,7 +49,8 @@ const char cmd_ckpt_usage[] =
     "  --step N          the step (save: required; restore: default the newest)\n"
     "  --to OUT          restore: write the objects as files under OUT\n"
     "  --keep-last N     save, drain: keep N checkpoints of the rank locally (drained\n"
-    "                    ones are evicted first; one not yet drained never is)\n"
+    "                    ones are evicted first; one not yet drained never is);\n"
+    "                    gc URL: keep each rank's newest N at the origin\n"
     "  --threads N       writer and reader threads (default 4)\n"
     "  --no-direct       buffered writes even where O_DIRECT works\n"
     "  --json            ls: JSON on stdout\n"
@@ -403,9 +409,13 @@ int cmd_ckpt_run(int argc, char **argv) {
     return CLI_USAGE;
   }
   int url = strstr(a.o.dir, "://") != NULL;
-  if (url && strcmp(act, "ls")) {
-    cli_error("ckpt", "%s: %s takes a local directory (a URL is for ls, and --origin)", a.o.dir,
-              act);
+  if (url && strcmp(act, "ls") && strcmp(act, "verify") && strcmp(act, "gc")) {
+    cli_error("ckpt", "%s: %s takes a local directory (a URL is for ls, verify, gc and --origin)",
+              a.o.dir, act);
+    return CLI_USAGE;
+  }
+  if (!url && !strcmp(act, "gc") && a.o.keep_last) {
+    cli_error("ckpt", "gc: --keep-last is for an origin's URL (locally, save and drain keep N)");
     return CLI_USAGE;
   }
   struct stat st;
@@ -421,11 +431,18 @@ int cmd_ckpt_run(int argc, char **argv) {
   if (!strcmp(act, "gc")) {
     char err[STK_ERRMSG_MAX];
     uint32_t removed;
-    if (stk_ckpt_gc(a.o.dir, &removed, err)) {
+    if (url ? stk_ckpt_gc_origin(a.o.dir, a.o.keep_last, &removed, err)
+            : stk_ckpt_gc(a.o.dir, &removed, err)) {
       cli_error("ckpt", "%s", err);
       return CLI_FAIL;
     }
-    printf("%s: %u partial checkpoints removed\n", a.o.dir, removed);
+    if (url && a.o.keep_last)
+      printf("%s: %u checkpoints removed (each rank keeps its newest %u complete)\n", a.o.dir,
+             removed, a.o.keep_last);
+    else if (url)
+      printf("%s: %u partial checkpoints removed (every complete one kept)\n", a.o.dir, removed);
+    else
+      printf("%s: %u partial checkpoints removed\n", a.o.dir, removed);
     return CLI_OK;
   }
   cli_error("ckpt", "no action '%s' (ls, verify, save, drain, restore, gc)", act);

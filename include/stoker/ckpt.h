@@ -172,11 +172,20 @@ STK_EXPORT int stk_ckpt_list(const char *dir,
                              char *errmsg);
 /* Read every object of checkpoint `name` in dir and check its size and
  * CRC32C: 0, STK_ECRC / STK_ETRUNC naming the object, STK_EFORMAT for a
- * partial one. */
+ * partial one. dir may be an origin's URL: the objects are then read back
+ * from the origin in parallel ranged gets. */
 STK_EXPORT int stk_ckpt_verify(const char *dir, const char *name, char *errmsg);
 /* Remove partial checkpoints no process is writing (left by a crash);
- * *removed counts them. */
+ * *removed counts them. On an origin's URL: stk_ckpt_gc_origin(dir, 0). */
 STK_EXPORT int stk_ckpt_gc(const char *dir, uint32_t *removed, char *errmsg);
+/* At an origin's URL (s3://bucket/prefix, http(s):// with WebDAV DELETE,
+ * file://): remove the complete checkpoints of each rank beyond its newest
+ * keep_last (0 = none), and the partial ones older than the newest
+ * complete checkpoint of their rank. Each goes manifest first, so one cut
+ * short is partial, never complete with objects missing. Run it when no
+ * restore reads the checkpoints it removes. *removed counts them. */
+STK_EXPORT int stk_ckpt_gc_origin(const char *url, uint32_t keep_last, uint32_t *removed,
+                                  char *errmsg);
 
 #ifdef __cplusplus
 }

@@ -137,5 +137,16 @@ void stk__ckpt_evict(struct stk_ckpt *c);
 int stk__ckpt_restage(struct stk_ckpt *c, const char *dirname, char *err);
 /* Newest complete step of this rank at the origin, or STK_ENOENT. */
 int stk__ckpt_origin_latest(struct stk_ckpt *c, uint64_t *step, char *err);
+/* The manifest of checkpoint name at the origin, parsed (restage.c). */
+int stk__ckpt_origin_manifest(struct stk_origin *org, const char *name, struct ckpt_manifest *m,
+                              char *err);
+/* Every object of checkpoint name (manifest m) from the origin into fds[i]
+ * at its offset 0, in parallel ranged gets of 16 MiB, each object's
+ * CRC32C checked (an empty one: that it exists); STK_ECRC naming the
+ * object (restage.c). */
+int stk__ckpt_fetch(struct stk_origin *org, const char *name, const struct ckpt_manifest *m,
+                    const int *fds, uint32_t threads, char *err);
+/* stk_ckpt_verify and stk_ckpt_gc_origin of an origin's URL (admin.c). */
+int stk__ckpt_verify_origin(const char *url, const char *name, char *err);
 
 #endif

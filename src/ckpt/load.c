@@ -349,6 +349,7 @@ int stk_ckpt_list(const char *dir, int (*cb)(void *arg, const struct stk_ckpt_in
 }
 
 int stk_ckpt_verify(const char *dir, const char *name, char *err) {
+  if (strstr(dir, "://")) return stk__ckpt_verify_origin(dir, name, err);
   char path[4096];
   stk__ckpt_join(path, sizeof path, dir, name);
   struct ckpt_manifest m;
@@ -362,6 +363,7 @@ int stk_ckpt_verify(const char *dir, const char *name, char *err) {
 }
 
 int stk_ckpt_gc(const char *dir, uint32_t *removed, char *err) {
+  if (strstr(dir, "://")) return stk_ckpt_gc_origin(dir, 0, removed, err);
   if (removed) *removed = 0;
   DIR *d = opendir(dir);
   if (!d) return stk__errf(err, stk__from_errno(errno), "%s: %s", dir, strerror(errno));
