@@ -24,8 +24,10 @@ static __attribute__((unused)) uint8_t *random_bytes(uint64_t seed, size_t n) {
 
 /* Objects of step `step`: three of odd sizes, one empty, one unaligned. */
 #define NOBJ 4
-static __attribute__((unused)) void make_objs(uint64_t step, size_t big, struct stk_ckpt_obj o[NOBJ], uint8_t *bufs[NOBJ]) {
-  static __attribute__((unused)) const char *names[NOBJ] = {"model/layer.0.weight", "optim \"state\"", "empty", "rng"};
+static __attribute__((unused)) void make_objs(uint64_t step, size_t big,
+                                              struct stk_ckpt_obj o[NOBJ], uint8_t *bufs[NOBJ]) {
+  static __attribute__((unused))
+  const char *names[NOBJ] = {"model/layer.0.weight", "optim \"state\"", "empty", "rng"};
   size_t sizes[NOBJ] = {big, big / 3 + 17, 0, 4099};
   for (int i = 0; i < NOBJ; i++) {
     bufs[i] = random_bytes(step * 100 + (uint64_t)i, sizes[i] + 1);
@@ -37,7 +39,8 @@ static __attribute__((unused)) void free_objs(uint8_t *bufs[NOBJ]) {
   for (int i = 0; i < NOBJ; i++) free(bufs[i]);
 }
 
-static __attribute__((unused)) void check_data(const struct stk_ckpt_data *d, uint64_t step, size_t big) {
+static __attribute__((unused)) void check_data(const struct stk_ckpt_data *d, uint64_t step,
+                                               size_t big) {
   struct stk_ckpt_obj o[NOBJ];
   uint8_t *bufs[NOBJ];
   make_objs(step, big, o, bufs);
@@ -54,7 +57,8 @@ static __attribute__((unused)) void check_data(const struct stk_ckpt_data *d, ui
   free_objs(bufs);
 }
 
-static __attribute__((unused)) struct stk_ckpt *open_ckpt(const char *dir, const char *origin, char *err) {
+static __attribute__((unused)) struct stk_ckpt *open_ckpt(const char *dir, const char *origin,
+                                                          char *err) {
   struct stk_ckpt_opts o;
   stk_ckpt_opts_init(&o);
   o.dir = dir;

@@ -71,8 +71,8 @@ TEST(ckpt_origin_s3_verify_gc) {
   save_drained(url, 1, 4, 20u << 20);
   char err[STK_ERRMSG_MAX] = "";
   for (uint64_t s = 1; s <= 4; s++)
-    CHECK_MSG(stk_ckpt_verify(url, name_of(s, 0), err) == 0, "step %llu: %s",
-              (unsigned long long)s, err);
+    CHECK_MSG(stk_ckpt_verify(url, name_of(s, 0), err) == 0, "step %llu: %s", (unsigned long long)s,
+              err);
 
   struct stk_origin *org = NULL;
   CHECK_MSG(stk__origin_open(&org, url, NULL, err) == 0, "%s", err);
@@ -118,7 +118,8 @@ TEST(ckpt_origin_s3_verify_gc) {
 TEST(ckpt_origin_http_verify_gc) {
   const char *root = getenv("STOKER_ROOT");
   if (!root) SKIP("STOKER_ROOT is not set");
-  if (access("/usr/sbin/nginx", X_OK) != 0) SKIP("nginx is not installed (scripts/install-deps test)");
+  if (access("/usr/sbin/nginx", X_OK) != 0)
+    SKIP("nginx is not installed (scripts/install-deps test)");
   mkdir("www", 0755);
   char *out = NULL, url[256];
   CHECK_EQ(test_sh(&out, "%s/tests/tools/serve nginx-dav www 2>serve.err", root), 0);

@@ -166,7 +166,8 @@ int stk_ckpt_gc_origin(const char *url, uint32_t keep_last, uint32_t *removed, c
   struct stk_origin *o = NULL;
   int s3 = !strncasecmp(url, "s3://", 5);
   if (!rc) {
-    rc = is_file_url(url) ? stk__file_url_path(url, &path, err) : stk__origin_open(&o, url, NULL, err);
+    rc = is_file_url(url) ? stk__file_url_path(url, &path, err)
+                          : stk__origin_open(&o, url, NULL, err);
   }
   for (size_t i = 0; !rc && i < I.n; i++) {
     if (!doomed(&I, i, keep_last)) continue;
