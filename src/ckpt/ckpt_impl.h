@@ -22,6 +22,7 @@
 #define CKPT_LOCK ".lock"
 #define CKPT_DRAINED "DRAINED"
 #define CKPT_PROGRESS ".drain-progress"
+#define CKPT_UPLOAD ".upload-" /* + the object's file name: an S3 multipart upload under way */
 #define CKPT_NAME_MAX 255
 #define CKPT_MANIFEST_MAX (64u << 20)
 #define CKPT_ALIGN 4096u
@@ -113,9 +114,12 @@ void stk__ckpt_async_stop(struct stk_ckpt *c);
 int stk__ckpt_origin_open(struct stk_ckpt *c, const struct stk_ckpt_opts *o, char *err);
 void stk__ckpt_origin_close(struct stk_ckpt *c);
 struct stk_origin;
-/* S3 writes (s3.c): an object from a local file (multipart when large), a
- * small one from memory; durable at the origin when they return. */
-int stk__ckpt_s3_put_file(struct stk_origin *o, const char *name, int fd, uint64_t size, char *err);
+/* S3 writes (s3.c): an object from a local file (multipart when large,
+ * the upload recorded in the local file record so that a drain killed
+ * mid-object resumes it), a small one from memory; durable at the origin
+ * when they return. */
+int stk__ckpt_s3_put_file(struct stk_origin *o, const char *name, int fd, uint64_t size,
+                          const char *record, int no_fsync, char *err);
 int stk__ckpt_s3_put_mem(struct stk_origin *o, const char *name, const char *text, size_t len,
                          char *err);
 /* Drain one checkpoint directory of c->dir (drain.c); *bytes put. */
