@@ -96,8 +96,8 @@ static int doomed(const struct infos *I, size_t i, uint32_t keep) {
   return I->v[i].complete ? keep && newer >= keep : newer > 0;
 }
 
+/* Every object name the origin lists, once for the whole gc. */
 struct names {
-  const char *dir; /* "step-...-rank-.../" */
   char **v;
   size_t n, cap;
 };
@@ -105,9 +105,8 @@ struct names {
 static int add_name(void *arg, const char *name, const struct stk_obj_info *info) {
   struct names *N = arg;
   (void)info;
-  if (strncmp(name, N->dir, strlen(N->dir))) return 0;
   if (N->n == N->cap) {
-    size_t cap = N->cap ? 2 * N->cap : 16;
+    size_t cap = N->cap ? 2 * N->cap : 64;
     char **t = realloc(N->v, cap * sizeof *t);
     if (!t) return STK_ENOMEM;
     N->v = t;
@@ -124,20 +123,17 @@ static int delete_one(struct stk_origin *o, int s3, const char *name, char *err)
 }
 
 /* Remove checkpoint name at an S3 or HTTP origin: its manifest, then what
- * the listing shows under it (and, over WebDAV, the folder). */
-static int remove_remote(struct stk_origin *o, int s3, const char *name, char *err) {
+ * the listing N shows under it (and, over WebDAV, the folder). */
+static int remove_remote(struct stk_origin *o, int s3, const struct names *N, const char *name,
+                         char *err) {
   char mn[128], dir[80];
   stk__ckpt_join(mn, sizeof mn, name, CKPT_MANIFEST);
   int rc = delete_one(o, s3, mn, err);
-  if (rc) return rc;
   snprintf(dir, sizeof dir, "%s/", name);
-  struct names N = {.dir = dir};
-  rc = stk__origin_list(o, add_name, &N, err);
-  if (rc == STK_ENOMEM) rc = stk__errf(err, rc, "out of memory");
-  for (size_t i = 0; !rc && i < N.n; i++) rc = delete_one(o, s3, N.v[i], err);
+  size_t dl = strlen(dir);
+  for (size_t i = 0; !rc && i < N->n; i++)
+    if (!strncmp(N->v[i], dir, dl) && strcmp(N->v[i], mn)) rc = delete_one(o, s3, N->v[i], err);
   if (!rc && !s3) rc = delete_one(o, s3, dir, err);
-  for (size_t i = 0; i < N.n; i++) free(N.v[i]);
-  free(N.v);
   return rc;
 }
 
@@ -169,11 +165,18 @@ int stk_ckpt_gc_origin(const char *url, uint32_t keep_last, uint32_t *removed, c
     rc = is_file_url(url) ? stk__file_url_path(url, &path, err)
                           : stk__origin_open(&o, url, NULL, err);
   }
+  struct names N = {0};
+  if (!rc && o) {
+    rc = stk__origin_list(o, add_name, &N, err);
+    if (rc == STK_ENOMEM) rc = stk__errf(err, rc, "out of memory");
+  }
   for (size_t i = 0; !rc && i < I.n; i++) {
     if (!doomed(&I, i, keep_last)) continue;
-    rc = path ? remove_local(path, I.v[i].name, err) : remove_remote(o, s3, I.v[i].name, err);
+    rc = path ? remove_local(path, I.v[i].name, err) : remove_remote(o, s3, &N, I.v[i].name, err);
     if (!rc && removed) (*removed)++;
   }
+  for (size_t i = 0; i < N.n; i++) free(N.v[i]);
+  free(N.v);
   if (o) stk__origin_close(o);
   free(path);
   free(I.v);

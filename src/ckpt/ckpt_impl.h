@@ -15,8 +15,10 @@
  * objects as 00000.obj, 00001.obj, ... (names live in the manifest), the
  * manifest MANIFEST.json (its presence, valid, is the commit), the lock
  * file .lock (flock'd exclusive by whoever writes, drains or removes it,
- * shared by a reader), DRAINED once the origin holds it whole, and
- * .drain-progress (one object index a line) while a drain runs. */
+ * shared by a reader), DRAINED once the origin holds it whole,
+ * .drain-progress (one object index a line) while a drain runs, and
+ * .upload-NNNNN.obj while that object's S3 multipart upload is under way
+ * (its upload id and the parts S3 has: s3.c). */
 #define CKPT_MANIFEST "MANIFEST.json"
 #define CKPT_MANIFEST_TMP "MANIFEST.json.tmp"
 #define CKPT_LOCK ".lock"
