@@ -141,6 +141,8 @@ TEST(doctor_thread_engine) {
   check_figures(r, o.only);
   if (!r->fig[STK_DOCTOR_SEQ_READ].valid) SKIP("no O_DIRECT on this filesystem");
   CHECK_CONTAINS(r->fig[STK_DOCTOR_SEQ_READ].reason, "threads");
+  CHECK_CONTAINS(r->fig[STK_DOCTOR_SEQ_READ].reason, "best of depth 1..8 x jobs 1..2");
+  CHECK_EQ(r->ncurve, 16); /* a thread per request: depths 1..8 only */
   CHECK_CONTAINS(r->fig[STK_DOCTOR_RAND_IOPS].reason, "threads");
   CHECK(!r->fig[STK_DOCTOR_MEMCPY].valid);
   CHECK_EQ(dir_entries("."), 0);

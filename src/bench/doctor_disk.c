@@ -195,6 +195,10 @@ static int dio_threads(struct dio *d) {
 /* Run d; 0 with d->bytes, ops, ns filled, or a code with err set. */
 static int dio_run(struct run *x, struct dio *d, const char *what) {
   d->cancel = x->o->cancel;
+  /* Reads by blocking threads get a buffer each: the threads would
+   * otherwise write one buffer at once (harmless, the bytes are dropped,
+   * but a data race to ThreadSanitizer). */
+  if (!x->use_uring && !d->write) d->nbufs = 0;
   size_t nb = d->nbufs ? d->nbufs : d->qd;
   if (!(d->bufs = aligned_alloc(4096, nb * d->bs)))
     return stk__errf(x->err, STK_ENOMEM, "out of memory");
@@ -204,6 +208,12 @@ static int dio_run(struct run *x, struct dio *d, const char *what) {
   int rc = x->use_uring ? dio_uring(d) : -ENOSYS;
   if (rc < 0) {
     x->use_uring = 0;
+    if (!d->write && d->nbufs) {
+      free(d->bufs);
+      d->nbufs = 0;
+      if (!(d->bufs = aligned_alloc(4096, (size_t)d->qd * d->bs)))
+        return stk__errf(x->err, STK_ENOMEM, "out of memory");
+    }
     rc = dio_threads(d);
   }
   free(d->bufs);
@@ -352,9 +362,12 @@ static int seq_point(struct run *x, int fd, int write, uint32_t depth, uint32_t 
  * into f with its setting. */
 static int seq_sweep(struct run *x, int fd, int write, struct stk_doctor_figure *f) {
   double best = 0;
-  uint32_t bd = 0, bj = 0;
+  uint32_t bd = 0, bj = 0, deepest = 0;
   for (size_t ji = 0; ji < STK__ARRAY_LEN(SEQ_JOBS); ji++)
     for (size_t di = 0; di < STK__ARRAY_LEN(SEQ_DEPTHS); di++) {
+      /* A thread and a buffer per request: the threads engine stops at 8. */
+      if (!x->use_uring && SEQ_DEPTHS[di] > SEQ_THREADS_DEPTH_MAX) break;
+      deepest = STK__MAX(deepest, SEQ_DEPTHS[di]);
       double bps = 0;
       int rc = seq_point(x, fd, write, SEQ_DEPTHS[di], SEQ_JOBS[ji], &bps);
       if (rc) return rc;
@@ -364,9 +377,9 @@ static int seq_sweep(struct run *x, int fd, int write, struct stk_doctor_figure 
       if (bps > best) best = bps, bd = SEQ_DEPTHS[di], bj = SEQ_JOBS[ji];
     }
   fig_ok(f, best,
-         "best of depth 1..32 x jobs 1..2 at %u MiB requests (%s, %.2f s a point%s): depth %u, "
+         "best of depth 1..%u x jobs 1..2 at %u MiB requests (%s, %.2f s a point%s): depth %u, "
          "%u job%s",
-         seq_bs(x) >> 20, engine_name(x), x->o->quick ? 0.05 : 1.0,
+         deepest, seq_bs(x) >> 20, engine_name(x), x->o->quick ? 0.05 : 1.0,
          write ? ", fdatasync in it" : "", bd, bj, bj > 1 ? "s" : "");
   return 0;
 }

@@ -24,6 +24,7 @@
 #define SEQ_BUFS 4u /* buffers per job, shared by its requests (contents do not matter) */
 static const uint32_t SEQ_DEPTHS[] = {1, 2, 4, 8, 16, 32};
 static const uint32_t SEQ_JOBS[] = {1, 2};
+#define SEQ_THREADS_DEPTH_MAX 8u /* the threads engine: a thread and, reading, a buffer a request */
 #define WR_CHUNK (1u << 20)   /* buffered writes: 1 MiB write()s ... */
 #define WR_BEHIND (32u << 20) /* ... with writeback started every 32 MiB */
 #define RAND_BS 4096u
