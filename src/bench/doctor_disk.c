@@ -33,6 +33,7 @@ struct dio {
   uint32_t nbufs;        /* buffers (bs bytes each) the qd requests share; 0 = qd */
   uint64_t base;         /* the job's part of the file: [base, base + span) */
   uint64_t span, max_ns; /* max_ns > 0: sequential wraps around until then */
+  struct io_uring *ring; /* set up by the caller (qd entries), or NULL: its own */
   const volatile int *cancel;
   uint8_t *bufs; /* qd * bs bytes, aligned */
   /* results */
@@ -87,18 +88,17 @@ static void dio_prep(struct io_uring *ring, const struct dio *d, uint32_t slot, 
 /* qd requests in flight from one thread; each completion's slot is
  * refilled at once. Returns 0, or -errno when the ring cannot be set up. */
 static int dio_uring(struct dio *d) {
-  struct io_uring ring;
-  int rc = io_uring_queue_init(d->qd, &ring, 0);
+  struct io_uring own, *rp = d->ring ? d->ring : &own;
+  int rc = d->ring ? 0 : io_uring_queue_init(d->qd, &own, 0);
   if (rc < 0) return rc;
   uint64_t t0 = stk_now_ns(), off, inflight = 0;
   struct dio_cursor c = {.deadline = t0 + d->max_ns, .blocks = d->span / d->bs};
   stk_rng_seed(&c.rng, 0x5eed);
-  for (uint32_t s = 0; s < d->qd && dio_next(d, &c, &off); s++, inflight++)
-    dio_prep(&ring, d, s, off);
+  for (uint32_t s = 0; s < d->qd && dio_next(d, &c, &off); s++, inflight++) dio_prep(rp, d, s, off);
   while (inflight) {
-    io_uring_submit(&ring);
+    io_uring_submit(rp);
     struct io_uring_cqe *cqe;
-    while ((rc = io_uring_wait_cqe(&ring, &cqe)) == -EINTR) {
+    while ((rc = io_uring_wait_cqe(rp, &cqe)) == -EINTR) {
     }
     if (rc < 0) {
       d->err_no = -rc;
@@ -106,7 +106,7 @@ static int dio_uring(struct dio *d) {
     }
     uint32_t slot = (uint32_t)io_uring_cqe_get_data64(cqe);
     int res = cqe->res;
-    io_uring_cqe_seen(&ring, cqe);
+    io_uring_cqe_seen(rp, cqe);
     inflight--;
     if (res < 0) {
       if (!d->err_no) d->err_no = -res;
@@ -117,12 +117,19 @@ static int dio_uring(struct dio *d) {
       d->ops++;
     }
     if (!d->err_no && !d->short_io && dio_next(d, &c, &off)) {
-      dio_prep(&ring, d, slot, off);
+      dio_prep(rp, d, slot, off);
       inflight++;
     }
   }
   d->ns = stk_now_ns() - t0;
-  io_uring_queue_exit(&ring);
+  /* Our own ring goes now; a given one too when requests may still be in
+   * flight (a failed wait): its exit waits them out before the buffers go. */
+  if (!d->ring) {
+    io_uring_queue_exit(&own);
+  } else if (inflight) {
+    io_uring_queue_exit(d->ring);
+    d->ring = NULL; /* the caller sees it is gone */
+  }
   return 0;
 }
 
@@ -327,6 +334,14 @@ static int seq_point(struct run *x, int fd, int write, uint32_t depth, uint32_t 
   uint64_t span = x->size / jobs / bs * bs;
   uint64_t max_ns = x->o->quick ? 50000000ull : 1000000000ull;
   uint32_t started = 0;
+  /* The rings are set up and torn down here, not by the jobs: liburing
+   * maps them with raw system calls, so a ring one job unmapped and another
+   * got at the same address would look to ThreadSanitizer like a race. */
+  struct io_uring rings[2];
+  int have_ring[2] = {0, 0};
+  for (uint32_t i = 0; x->use_uring && i < jobs; i++)
+    have_ring[i] = io_uring_queue_init(depth, &rings[i], 0) == 0;
+  if (x->use_uring && (!have_ring[0] || (jobs > 1 && !have_ring[1]))) x->use_uring = 0;
   uint64_t t0 = stk_now_ns();
   for (uint32_t i = 0; i < jobs; i++) {
     jb[i] = (struct job){.x = *x,
@@ -337,7 +352,8 @@ static int seq_point(struct run *x, int fd, int write, uint32_t depth, uint32_t 
                                .nbufs = STK__MIN(depth, SEQ_BUFS),
                                .base = i * span,
                                .span = span,
-                               .max_ns = max_ns}};
+                               .max_ns = max_ns,
+                               .ring = x->use_uring ? &rings[i] : NULL}};
     if (pthread_create(&th[i], NULL, job_thread, &jb[i]) != 0) break;
     started++;
   }
@@ -352,6 +368,8 @@ static int seq_point(struct run *x, int fd, int write, uint32_t depth, uint32_t 
       memcpy(x->err, jb[i].x.err, sizeof x->err);
     }
   }
+  for (uint32_t i = 0; i < jobs; i++) /* unless a job's failure took it down */
+    if (have_ring[i] && (i >= started || jb[i].d.ring)) io_uring_queue_exit(&rings[i]);
   if (!rc && write && fdatasync(fd) != 0)
     rc = stk__errf(x->err, stk__from_errno(errno), "%s: fdatasync: %s", x->path, strerror(errno));
   *bps = (double)bytes / secs(stk_now_ns() - t0);
