@@ -6,7 +6,8 @@ fsync on) over doctor's sequential write ceiling and over the curve's best.
 
     bench/ceilings.sh [--dir DIR] [--size 1GiB] [--runtime 4] [--json FILE]
 
-Needs build/stoker and build/bench/ckpt (make; make build/bench/ckpt) and
+The 1-minute load average is printed beside each figure (and kept in the
+JSON): the disk and cores may be shared. Needs build/stoker and build/bench/ckpt (make; make build/bench/ckpt) and
 fio (scripts/install-deps bench). Prints one table and, with --json, every
 figure. Figures are of this machine and this moment only: the disk under
 test is shared with whatever else runs."""
@@ -37,6 +38,7 @@ def doctor(stoker, d, size):
     doc = json.loads(out)
     figs = {k: doc["figures"][k]["value"] for k in ("seq_write", "seq_read")}
     methods = {k: doc["figures"][k].get("method") for k in ("seq_write", "seq_read")}
+    methods["curve"] = doc.get("seq_curve", [])
     return figs, methods
 
 
@@ -49,6 +51,13 @@ def fio(d, rw, depth, jobs, size, runtime):
     r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
     job = r["jobs"][0]
     return job["read" if rw == "read" else "write"]["bw_bytes"]
+
+
+def load():
+    """The 1-minute load average (the disk and cores are shared: say it
+    beside every figure)."""
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
 
 
 def ckpt_save(bench, d, size):
@@ -76,30 +85,42 @@ def main():
     base = a.dir or os.path.join(ROOT, "build")
     work = tempfile.mkdtemp(prefix="ceilings-", dir=base)
     try:
+        loads = {"before": load()}
         figs, methods = doctor(stoker, work, size)
+        loads["after_doctor"] = load()
+        print(f"doctor (load {loads['after_doctor']:.1f}): seq_write {methods['seq_write']}; "
+              f"seq_read {methods['seq_read']}", flush=True)
+        for p in methods["curve"]:
+            print(f"doctor {p['rw']:5} jobs {p['jobs']} depth {p['depth']:2}: "
+                  f"{p['bytes_per_s'] / GiB:6.3f} GiB/s", flush=True)
         curve = []
         for rw in ("write", "read"):
             for jobs in (1, 2):
                 for depth in (1, 2, 4, 8, 16, 32):
                     bw = fio(work, rw, depth, jobs, size, a.runtime)
-                    curve.append({"rw": rw, "jobs": jobs, "depth": depth, "bytes_per_s": bw})
-                    print(f"fio {rw:5} jobs {jobs} depth {depth:2}: {bw / GiB:6.3f} GiB/s",
-                          flush=True)
+                    la = load()
+                    curve.append({"rw": rw, "jobs": jobs, "depth": depth, "bytes_per_s": bw,
+                                  "load": la})
+                    print(f"fio {rw:5} jobs {jobs} depth {depth:2}: {bw / GiB:6.3f} GiB/s "
+                          f"(load {la:.1f})", flush=True)
                 for f in os.listdir(work):
                     os.unlink(os.path.join(work, f))
         ck = ckpt_save(bench, os.path.join(work, "ck"), size)
+        loads["after_ckpt"] = load()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     best = {rw: max(c["bytes_per_s"] for c in curve if c["rw"] == rw) for rw in ("write", "read")}
     save = ck["save_gib_s"] * GiB
     res = {"doctor": figs, "doctor_method": methods, "fio_curve": curve, "fio_best": best, "ckpt": ck,
+           "load": loads,
            "k1_vs_doctor": save / figs["seq_write"] if figs.get("seq_write") else None,
            "k1_vs_fio_best": save / best["write"] if best["write"] else None}
     print(f"doctor seq_write {figs.get('seq_write', 0) / GiB:.3f} GiB/s, fio best write "
           f"{best['write'] / GiB:.3f} GiB/s; doctor seq_read {figs.get('seq_read', 0) / GiB:.3f}"
           f" GiB/s, fio best read {best['read'] / GiB:.3f} GiB/s")
-    print(f"ckpt save {save / GiB:.3f} GiB/s: K1 = {res['k1_vs_doctor']:.2f} of doctor's "
-          f"seq_write, {res['k1_vs_fio_best']:.2f} of fio's best write")
+    print(f"ckpt save {save / GiB:.3f} GiB/s (load {loads['after_ckpt']:.1f}): K1 = "
+          f"{res['k1_vs_doctor']:.2f} of doctor's seq_write, {res['k1_vs_fio_best']:.2f} of "
+          f"fio's best write")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -21,9 +21,10 @@ const char cmd_ckpt_usage[] =
     "        every checkpoint: step, rank, objects, bytes, complete or partial,\n"
     "        drained to the origin or not, in use by a process; at an origin's URL\n"
     "        (s3://bucket/prefix, file://...), the ones drained there\n"
-    "  verify DIR\n"
+    "  verify DIR|URL\n"
     "        read every object of every complete checkpoint and check its size and\n"
-    "        CRC32C; exit 1 when one fails\n"
+    "        CRC32C; exit 1 when one fails; at a URL, read back from the origin in\n"
+    "        parallel ranged gets\n"
     "  save DIR --step N FILE... [--rank R --world W] [--origin URL]\n"
     "        save the files as checkpoint N of rank R (objects named by the\n"
     "        files' names), committed atomically; with --origin, drained too\n"
@@ -31,12 +32,17 @@ const char cmd_ckpt_usage[] =
     "        copy every complete checkpoint not yet drained to URL (a directory,\n"
     "        file://, http(s):// taking PUT, or s3://bucket/prefix), objects first,\n"
     "        manifest last; a drain cut short resumes where it stopped\n"
-    "  restore DIR [--origin URL] [--rank R] [--step N] [--to OUT]\n"
+    "  restore DIR [--origin URL] [--rank R] [--step N] [--to OUT] [--no-stage]\n"
     "        load the newest complete checkpoint of rank R (or step N), every CRC\n"
     "        checked, re-staging it from the origin when the local copy is missing\n"
-    "        or corrupt; --to writes its objects as files under OUT\n"
+    "        or corrupt (--no-stage: read from the origin into memory only, no\n"
+    "        local copy written); --to writes its objects as files under OUT\n"
     "  gc DIR\n"
     "        remove partial checkpoints (a save cut short) no process is writing\n"
+    "  gc URL [--keep-last N]\n"
+    "        at an origin: remove each rank's complete checkpoints beyond its newest\n"
+    "        N, and partial ones older than its newest complete one; manifest\n"
+    "        first, so a gc cut short leaves nothing that looks complete\n"
     "\n"
     "options:\n"
     "  --origin URL      where checkpoints are drained to and restored from\n"
@@ -44,21 +50,23 @@ const char cmd_ckpt_usage[] =
     "  --step N          the step (save: required; restore: default the newest)\n"
     "  --to OUT          restore: write the objects as files under OUT\n"
     "  --keep-last N     save, drain: keep N checkpoints of the rank locally (drained\n"
-    "                    ones are evicted first; one not yet drained never is)\n"
+    "                    ones are evicted first; one not yet drained never is);\n"
+    "                    gc URL: keep each rank's newest N at the origin\n"
     "  --threads N       writer and reader threads (default 4)\n"
     "  --no-direct       buffered writes even where O_DIRECT works\n"
+    "  --no-stage        restore: read the origin's copy into memory, not into DIR\n"
     "  --json            ls: JSON on stdout\n"
     "  --s3-endpoint URL, --s3-region R, --s3-profile P   as for datasets\n";
 
 enum { O_ORIGIN = 256, O_RANK, O_WORLD, O_STEP, O_TO, O_KEEP, O_THREADS, O_NODIRECT, O_JSON,
-       O_EP, O_REGION, O_PROFILE };
+       O_EP, O_REGION, O_PROFILE, O_NOSTAGE };
 
 static const struct option options[] = {
     {"origin", 1, 0, O_ORIGIN},    {"rank", 1, 0, O_RANK},       {"world", 1, 0, O_WORLD},
     {"step", 1, 0, O_STEP},        {"to", 1, 0, O_TO},           {"keep-last", 1, 0, O_KEEP},
     {"threads", 1, 0, O_THREADS},  {"no-direct", 0, 0, O_NODIRECT}, {"json", 0, 0, O_JSON},
     {"s3-endpoint", 1, 0, O_EP},   {"s3-region", 1, 0, O_REGION}, {"s3-profile", 1, 0, O_PROFILE},
-    {0, 0, 0, 0}};
+    {"no-stage", 0, 0, O_NOSTAGE}, {0, 0, 0, 0}};
 
 struct args {
   struct stk_ckpt_opts o;
@@ -300,7 +308,10 @@ static int do_restore(struct args *a) {
   char b[32];
   if (rc == CLI_OK)
     printf("%s: step %" PRIu64 " of rank %u restored%s: %zu objects, %s, CRCs checked, in %.3f s%s%s\n",
-           a->o.dir, stk_ckpt_data_step(d), a->o.rank, st.restaged ? " (re-staged from the origin)" : "",
+           a->o.dir, stk_ckpt_data_step(d), a->o.rank,
+           !st.restaged        ? ""
+           : a->o.no_stage     ? " (read from the origin, not staged)"
+                               : " (re-staged from the origin)",
            stk_ckpt_data_count(d), stk_fmt_bytes(st.restore_bytes, b, sizeof b), s,
            a->to ? " into " : "", a->to ? a->to : "");
   stk_ckpt_data_free(d);
@@ -379,6 +390,7 @@ int cmd_ckpt_run(int argc, char **argv) {
         a.o.threads = (uint32_t)v;
         break;
       case O_NODIRECT: a.o.direct = -1; break;
+      case O_NOSTAGE: a.o.no_stage = 1; break;
       case O_JSON: a.json = 1; break;
       case O_EP: a.o.s3_endpoint = optarg; break;
       case O_REGION: a.o.s3_region = optarg; break;
@@ -403,9 +415,13 @@ int cmd_ckpt_run(int argc, char **argv) {
     return CLI_USAGE;
   }
   int url = strstr(a.o.dir, "://") != NULL;
-  if (url && strcmp(act, "ls")) {
-    cli_error("ckpt", "%s: %s takes a local directory (a URL is for ls, and --origin)", a.o.dir,
-              act);
+  if (url && strcmp(act, "ls") && strcmp(act, "verify") && strcmp(act, "gc")) {
+    cli_error("ckpt", "%s: %s takes a local directory (a URL is for ls, verify, gc and --origin)",
+              a.o.dir, act);
+    return CLI_USAGE;
+  }
+  if (!url && !strcmp(act, "gc") && a.o.keep_last) {
+    cli_error("ckpt", "gc: --keep-last is for an origin's URL (locally, save and drain keep N)");
     return CLI_USAGE;
   }
   struct stat st;
@@ -421,11 +437,18 @@ int cmd_ckpt_run(int argc, char **argv) {
   if (!strcmp(act, "gc")) {
     char err[STK_ERRMSG_MAX];
     uint32_t removed;
-    if (stk_ckpt_gc(a.o.dir, &removed, err)) {
+    if (url ? stk_ckpt_gc_origin(a.o.dir, a.o.keep_last, &removed, err)
+            : stk_ckpt_gc(a.o.dir, &removed, err)) {
       cli_error("ckpt", "%s", err);
       return CLI_FAIL;
     }
-    printf("%s: %u partial checkpoints removed\n", a.o.dir, removed);
+    if (url && a.o.keep_last)
+      printf("%s: %u checkpoints removed (each rank keeps its newest %u complete)\n", a.o.dir,
+             removed, a.o.keep_last);
+    else if (url)
+      printf("%s: %u partial checkpoints removed (every complete one kept)\n", a.o.dir, removed);
+    else
+      printf("%s: %u partial checkpoints removed\n", a.o.dir, removed);
     return CLI_OK;
   }
   cli_error("ckpt", "no action '%s' (ls, verify, save, drain, restore, gc)", act);

@@ -18,6 +18,8 @@ const char cmd_doctor_usage[] =
     "GPU are present). Then print, for each workload preset, how many\n"
     "accelerators each resource could feed and which one runs out first. A\n"
     "figure that cannot be measured here is shown as invalid, with the reason.\n"
+    "The O_DIRECT sequential ceilings are the best of a sweep over depth (1..32\n"
+    "requests in flight) and jobs (1, 2); the curve is printed under them.\n"
     "\n"
     "  --dir DIR        where the scratch file goes; it must be on the storage\n"
     "                   under test (default $TMPDIR, else /var/tmp)\n"

@@ -141,6 +141,8 @@ TEST(doctor_thread_engine) {
   check_figures(r, o.only);
   if (!r->fig[STK_DOCTOR_SEQ_READ].valid) SKIP("no O_DIRECT on this filesystem");
   CHECK_CONTAINS(r->fig[STK_DOCTOR_SEQ_READ].reason, "threads");
+  CHECK_CONTAINS(r->fig[STK_DOCTOR_SEQ_READ].reason, "best of depth 1..8 x jobs 1..2");
+  CHECK_EQ(r->ncurve, 16); /* a thread per request: depths 1..8 only */
   CHECK_CONTAINS(r->fig[STK_DOCTOR_RAND_IOPS].reason, "threads");
   CHECK(!r->fig[STK_DOCTOR_MEMCPY].valid);
   CHECK_EQ(dir_entries("."), 0);
@@ -316,4 +318,49 @@ TEST(doctor_fig_names) {
   }
   CHECK(stk_doctor_fig_key(STK_DOCTOR_NFIG) == NULL);
   CHECK(stk_doctor_fig_key(-1) == NULL);
+}
+
+/* The sequential O_DIRECT ceilings are the best of a depth x jobs sweep:
+ * every point is kept (12 a direction), each figure is its direction's
+ * best point and says which setting gave it, and the JSON carries the
+ * curve. */
+TEST(doctor_seq_sweep) {
+  struct stk_doctor_opts o = {
+      .dir = ".",
+      .quick = 1,
+      .size = 32u << 20,
+      .only = STK_DOCTOR_BIT(STK_DOCTOR_SEQ_WRITE) | STK_DOCTOR_BIT(STK_DOCTOR_SEQ_READ)};
+  struct stk_doctor_result *r = calloc(1, sizeof *r);
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(stk_doctor_run(&o, r, err) == 0, "%s", err);
+  if (!r->fig[STK_DOCTOR_SEQ_READ].valid) SKIP("no O_DIRECT on this filesystem");
+  CHECK_EQ(r->ncurve, 24);
+  for (int w = 0; w < 2; w++) {
+    const struct stk_doctor_figure *f = &r->fig[w ? STK_DOCTOR_SEQ_WRITE : STK_DOCTOR_SEQ_READ];
+    double best = 0;
+    int points = 0, deep = 0, two = 0;
+    for (int i = 0; i < r->ncurve; i++) {
+      const struct stk_doctor_point *p = &r->curve[i];
+      if (p->write != w) continue;
+      points++;
+      CHECK(p->bytes_per_s > 0);
+      deep |= p->depth == 32;
+      two |= p->jobs == 2;
+      if (p->bytes_per_s > best) best = p->bytes_per_s;
+    }
+    CHECK_EQ(points, 12);
+    CHECK(deep && two);
+    CHECK(f->valid && f->value == best);
+    CHECK_CONTAINS(f->reason, "best of depth 1..32 x jobs 1..2");
+  }
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mf = open_memstream(&buf, &len);
+  CHECK_OK(stk_doctor_write_json(r, mf));
+  fclose(mf);
+  CHECK_CONTAINS(buf, "\"seq_curve\"");
+  CHECK_CONTAINS(buf, "\"depth\": 32");
+  free(buf);
+  CHECK_EQ(dir_entries("."), 0);
+  free(r);
 }

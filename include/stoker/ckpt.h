@@ -56,6 +56,11 @@ struct stk_ckpt_opts {
   uint32_t keep_last;  /* local checkpoints of this rank kept; 0 = all */
   /* S3 settings for the origin; NULL = as the cache finds them. */
   const char *s3_endpoint, *s3_region, *s3_profile;
+  /* A load the local copy cannot serve (missing, corrupt) reads the
+   * origin's copy straight into the returned memory (parallel ranged gets,
+   * every CRC32C checked) without writing a local copy; the next load of
+   * that step reads the origin again. 0: re-stage it into dir first. */
+  int no_stage;
 };
 
 #define stk_ckpt_opts_init(o) stk_ckpt_opts_init_sized((o), sizeof *(o))
@@ -140,7 +145,8 @@ STK_EXPORT int stk_ckpt_latest(struct stk_ckpt *c, uint64_t *step, char *errmsg)
 struct stk_ckpt_data;
 /* Load checkpoint `step` (UINT64_MAX = the newest complete one) of this
  * rank, every object's CRC32C checked: from the local copy when it is there
- * and intact, else re-staged from the origin into the local directory.
+ * and intact, else re-staged from the origin into the local directory
+ * (or, with opts.no_stage, read from the origin into memory only).
  * STK_ENOENT when no complete checkpoint exists, STK_ECRC when every copy
  * is corrupt. */
 STK_EXPORT int stk_ckpt_load(struct stk_ckpt *c, uint64_t step, struct stk_ckpt_data **out,
@@ -172,11 +178,20 @@ STK_EXPORT int stk_ckpt_list(const char *dir,
                              char *errmsg);
 /* Read every object of checkpoint `name` in dir and check its size and
  * CRC32C: 0, STK_ECRC / STK_ETRUNC naming the object, STK_EFORMAT for a
- * partial one. */
+ * partial one. dir may be an origin's URL: the objects are then read back
+ * from the origin in parallel ranged gets. */
 STK_EXPORT int stk_ckpt_verify(const char *dir, const char *name, char *errmsg);
 /* Remove partial checkpoints no process is writing (left by a crash);
- * *removed counts them. */
+ * *removed counts them. On an origin's URL: stk_ckpt_gc_origin(dir, 0). */
 STK_EXPORT int stk_ckpt_gc(const char *dir, uint32_t *removed, char *errmsg);
+/* At an origin's URL (s3://bucket/prefix, http(s):// with WebDAV DELETE,
+ * file://): remove the complete checkpoints of each rank beyond its newest
+ * keep_last (0 = none), and the partial ones older than the newest
+ * complete checkpoint of their rank. Each goes manifest first, so one cut
+ * short is partial, never complete with objects missing. Run it when no
+ * restore reads the checkpoints it removes. *removed counts them. */
+STK_EXPORT int stk_ckpt_gc_origin(const char *url, uint32_t keep_last, uint32_t *removed,
+                                  char *errmsg);
 
 #ifdef __cplusplus
 }

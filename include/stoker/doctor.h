@@ -49,7 +49,7 @@ STK_EXPORT const char *stk_doctor_fig_title(int i);
 struct stk_doctor_opts {
   const char *dir;       /* where the scratch file goes, on the storage under
                             test; NULL = $TMPDIR, else /var/tmp */
-  uint64_t size;         /* scratch file bytes, rounded down to 4 MiB; 0 = 1 GiB
+  uint64_t size;         /* scratch file bytes, rounded down to 8 MiB; 0 = 1 GiB
                             (128 MiB with quick); at least 8 MiB */
   uint32_t threads;      /* page-cache and memcpy threads; 0 = online cores */
   int quick;             /* shorter timed phases (for tests; well under 10 s) */
@@ -90,6 +90,7 @@ struct stk_doctor_feed {
 };
 
 #define STK_DOCTOR_MAX_FEED 32
+#define STK_DOCTOR_MAX_CURVE 32
 
 struct stk_doctor_result {
   struct stk_doctor_figure fig[STK_DOCTOR_NFIG];
@@ -106,6 +107,15 @@ struct stk_doctor_result {
   double seconds;        /* wall time of the whole run */
   struct stk_doctor_feed feed[STK_DOCTOR_MAX_FEED];
   int nfeed;
+  /* The sequential O_DIRECT curve behind seq_write and seq_read: every
+   * point swept (8 MiB requests, depth in flight per job, jobs), its
+   * bandwidth; the figures are each direction's best point. */
+  struct stk_doctor_point {
+    int write; /* 1: sequential write (fdatasync included), 0: read */
+    uint32_t depth, jobs;
+    double bytes_per_s;
+  } curve[STK_DOCTOR_MAX_CURVE];
+  int ncurve;
 };
 
 /* Measure every figure (or those in o->only) and fill the feed table for

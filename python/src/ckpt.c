@@ -3,7 +3,7 @@
  * ckpt.h), what stoker.torch's DCP storage writer and reader are built on.
  *
  *   Checkpoint(dir, rank, world, origin, threads, direct, fsync, keep_last,
- *              max_bytes)
+ *              max_bytes, no_stage)
  *   .save(step, [(name, buffer), ...])  durable locally on return (GIL released;
  *                                       the buffers are read in place, no copy)
  *   .latest()      newest complete step of this rank (local or origin), or None
@@ -43,13 +43,14 @@ static PyTypeObject CkptType, CkptDataType, CkptBufType;
 
 static int ckpt_init(CkptObject *self, PyObject *args, PyObject *kw) {
   static char *kws[] = {"dir",    "rank",  "world",     "origin",    "threads",
-                        "direct", "fsync", "keep_last", "max_bytes", NULL};
+                        "direct", "fsync", "keep_last", "max_bytes", "no_stage", NULL};
   const char *dir, *origin = NULL;
   unsigned int rank = 0, world = 1, threads = 0, keep_last = 0;
-  int direct = 1, fsync = 1;
+  int direct = 1, fsync = 1, no_stage = 0;
   unsigned long long max_bytes = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|IIzIppIK:Checkpoint", kws, &dir, &rank, &world,
-                                   &origin, &threads, &direct, &fsync, &keep_last, &max_bytes))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|IIzIppIKp:Checkpoint", kws, &dir, &rank, &world,
+                                   &origin, &threads, &direct, &fsync, &keep_last, &max_bytes,
+                                   &no_stage))
     return -1;
   if (self->c) {
     PyErr_SetString(PyExc_RuntimeError, "Checkpoint: already open");
@@ -66,6 +67,7 @@ static int ckpt_init(CkptObject *self, PyObject *args, PyObject *kw) {
   o.no_fsync = !fsync;
   o.keep_last = keep_last;
   o.max_bytes = max_bytes;
+  o.no_stage = no_stage;
   char err[STK_ERRMSG_MAX] = "";
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = stk_ckpt_open(&self->c, &o, err);

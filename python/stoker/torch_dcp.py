@@ -211,13 +211,15 @@ class CheckpointReader(StorageReader):
     """A DCP StorageReader of checkpoints saved by CheckpointWriter: from
     local_dir when the copy there is complete and intact, else re-staged
     from origin. Each rank loads whole the shares its plan reads from (and
-    rank 0's, for the metadata), one at a time, then frees them."""
+    rank 0's, for the metadata), one at a time, then frees them. With
+    no_stage=True a share the local copy cannot serve is read from the
+    origin straight into memory, and nothing is written to local_dir."""
 
-    def __init__(self, local_dir, origin=None, *, threads=0, direct=True):
+    def __init__(self, local_dir, origin=None, *, threads=0, direct=True, no_stage=False):
         super().__init__()
         self.local_dir = str(local_dir)
         self.origin = None if origin is None else str(origin)
-        self._opts = dict(threads=threads, direct=bool(direct))
+        self._opts = dict(threads=threads, direct=bool(direct), no_stage=bool(no_stage))
         self._step = None
         self._loaded = {}
         self.storage_data = None

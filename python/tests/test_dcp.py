@@ -185,6 +185,32 @@ def test_restage_after_local_wipe_and_filesystemreader(tmp_path):
     assert "OK" in r.stdout and "FSREADER-REFUSES" in r.stdout, r.stdout
 
 
+def test_load_from_origin_without_staging(tmp_path):
+    """CheckpointReader(no_stage=True) on a node that lost its disk: the
+    state comes from the origin into memory and local_dir stays empty."""
+    code = STATE + textwrap.dedent(f"""
+        import os, shutil, logging, torch.distributed.checkpoint as dcp
+        logging.disable(logging.WARNING)
+        import stoker.torch as st
+        local, origin = {str(tmp_path / 'local')!r}, {str(tmp_path / 'origin')!r}
+        m, opt = make_state(4, 0)
+        w = st.CheckpointWriter(local, origin=origin)
+        dcp.save(state_dict(m, opt, 0, 3), storage_writer=w, checkpoint_id=3)
+        w.close()
+        shutil.rmtree(local)
+        m2, opt2 = make_state(4, 0, trained=False)
+        m2(torch.randn(5, 8)).sum().backward(); opt2.step()
+        sd = state_dict(m2, opt2, 0, 0)
+        dcp.load(sd, storage_reader=st.CheckpointReader(local, origin=origin, no_stage=True))
+        same(state_dict(m, opt, 0, 3), sd)
+        assert not os.path.exists(local) or os.listdir(local) == [], os.listdir(local)
+        print("OK")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK" in r.stdout, r.stdout
+
+
 def why(e):
     """An exception with its causes: DCP wraps each rank's error in a
     CheckpointException whose text is its traceback."""

@@ -567,6 +567,19 @@ void stk_doctor_print(const struct stk_doctor_result *r, FILE *f) {
     else
       fprintf(f, "%.0f %s\n", g->value, figs[i].unit);
   }
+  for (int w = 1; w >= 0; w--) { /* the curve behind the sequential figures */
+    int any = 0;
+    for (int i = 0; i < r->ncurve; i++) {
+      const struct stk_doctor_point *p = &r->curve[i];
+      if (p->write != w) continue;
+      if (!any++)
+        fprintf(f, "  %-42s", w ? "  O_DIRECT write curve (depth x jobs)"
+                                : "  O_DIRECT read curve (depth x jobs)");
+      if (any > 1 && (any - 1) % 4 == 0) fprintf(f, "\n  %-42s", "");
+      fprintf(f, " %2ux%u %-11s", p->depth, p->jobs, fmt_rate(p->bytes_per_s, a, sizeof a));
+    }
+    if (any) fputc('\n', f);
+  }
   if (r->fig[STK_DOCTOR_PAGE_CACHE_READ].valid && r->page_cache_disk_bytes != UINT64_MAX)
     fprintf(f, "  (page-cache passes read %s from disk)\n",
             stk_fmt_bytes(r->page_cache_disk_bytes, a, sizeof a));
@@ -614,6 +627,17 @@ int stk_doctor_write_json(const struct stk_doctor_result *r, FILE *f) {
     stk_json_obj_end(&j);
   }
   stk_json_obj_end(&j);
+  stk_json_key(&j, "seq_curve");
+  stk_json_arr_begin(&j);
+  for (int i = 0; i < r->ncurve; i++) {
+    stk_json_obj_begin(&j);
+    stk_json_kstr(&j, "rw", r->curve[i].write ? "write" : "read");
+    stk_json_ku64(&j, "depth", r->curve[i].depth);
+    stk_json_ku64(&j, "jobs", r->curve[i].jobs);
+    stk_json_kdbl(&j, "bytes_per_s", r->curve[i].bytes_per_s);
+    stk_json_obj_end(&j);
+  }
+  stk_json_arr_end(&j);
   stk_json_key(&j, "page_cache_disk_bytes");
   if (r->page_cache_disk_bytes == UINT64_MAX)
     stk_json_null(&j);

@@ -30,7 +30,10 @@ static void fill_random(uint8_t *p, size_t n, uint64_t seed) {
 struct dio {
   int fd, write, random;
   uint32_t bs, qd;
-  uint64_t span, max_ns;
+  uint32_t nbufs;        /* buffers (bs bytes each) the qd requests share; 0 = qd */
+  uint64_t base;         /* the job's part of the file: [base, base + span) */
+  uint64_t span, max_ns; /* max_ns > 0: sequential wraps around until then */
+  struct io_uring *ring; /* set up by the caller (qd entries), or NULL: its own */
   const volatile int *cancel;
   uint8_t *bufs; /* qd * bs bytes, aligned */
   /* results */
@@ -57,15 +60,24 @@ static int dio_next(const struct dio *d, struct dio_cursor *c, uint64_t *off) {
     *off = stk_rng_below(&c->rng, c->blocks) * d->bs;
     return 1;
   }
-  if (c->next >= d->span) return 0;
-  *off = c->next;
+  if (d->max_ns) {
+    if (stk_now_ns() >= c->deadline) return 0;
+    *off = d->base + c->next % d->span;
+  } else {
+    if (c->next >= d->span) return 0;
+    *off = d->base + c->next;
+  }
   c->next += d->bs;
   return 1;
 }
 
+static uint8_t *dio_buf(const struct dio *d, uint32_t slot) {
+  return d->bufs + (size_t)(slot % (d->nbufs ? d->nbufs : d->qd)) * d->bs;
+}
+
 static void dio_prep(struct io_uring *ring, const struct dio *d, uint32_t slot, uint64_t off) {
   struct io_uring_sqe *sqe = io_uring_get_sqe(ring); /* never NULL: qd entries, <= qd queued */
-  uint8_t *buf = d->bufs + (size_t)slot * d->bs;
+  uint8_t *buf = dio_buf(d, slot);
   if (d->write)
     io_uring_prep_write(sqe, d->fd, buf, d->bs, off);
   else
@@ -76,18 +88,17 @@ static void dio_prep(struct io_uring *ring, const struct dio *d, uint32_t slot, 
 /* qd requests in flight from one thread; each completion's slot is
  * refilled at once. Returns 0, or -errno when the ring cannot be set up. */
 static int dio_uring(struct dio *d) {
-  struct io_uring ring;
-  int rc = io_uring_queue_init(d->qd, &ring, 0);
+  struct io_uring own, *rp = d->ring ? d->ring : &own;
+  int rc = d->ring ? 0 : io_uring_queue_init(d->qd, &own, 0);
   if (rc < 0) return rc;
   uint64_t t0 = stk_now_ns(), off, inflight = 0;
   struct dio_cursor c = {.deadline = t0 + d->max_ns, .blocks = d->span / d->bs};
   stk_rng_seed(&c.rng, 0x5eed);
-  for (uint32_t s = 0; s < d->qd && dio_next(d, &c, &off); s++, inflight++)
-    dio_prep(&ring, d, s, off);
+  for (uint32_t s = 0; s < d->qd && dio_next(d, &c, &off); s++, inflight++) dio_prep(rp, d, s, off);
   while (inflight) {
-    io_uring_submit(&ring);
+    io_uring_submit(rp);
     struct io_uring_cqe *cqe;
-    while ((rc = io_uring_wait_cqe(&ring, &cqe)) == -EINTR) {
+    while ((rc = io_uring_wait_cqe(rp, &cqe)) == -EINTR) {
     }
     if (rc < 0) {
       d->err_no = -rc;
@@ -95,7 +106,7 @@ static int dio_uring(struct dio *d) {
     }
     uint32_t slot = (uint32_t)io_uring_cqe_get_data64(cqe);
     int res = cqe->res;
-    io_uring_cqe_seen(&ring, cqe);
+    io_uring_cqe_seen(rp, cqe);
     inflight--;
     if (res < 0) {
       if (!d->err_no) d->err_no = -res;
@@ -106,12 +117,19 @@ static int dio_uring(struct dio *d) {
       d->ops++;
     }
     if (!d->err_no && !d->short_io && dio_next(d, &c, &off)) {
-      dio_prep(&ring, d, slot, off);
+      dio_prep(rp, d, slot, off);
       inflight++;
     }
   }
   d->ns = stk_now_ns() - t0;
-  io_uring_queue_exit(&ring);
+  /* Our own ring goes now; a given one too when requests may still be in
+   * flight (a failed wait): its exit waits them out before the buffers go. */
+  if (!d->ring) {
+    io_uring_queue_exit(&own);
+  } else if (inflight) {
+    io_uring_queue_exit(d->ring);
+    d->ring = NULL; /* the caller sees it is gone */
+  }
   return 0;
 }
 
@@ -129,15 +147,20 @@ static void *dio_thread(void *p) {
   struct dio *d = w->d;
   struct stk_rng rng;
   stk_rng_seed(&rng, stk_mix64(0x5eed, w->id));
-  uint8_t *buf = d->bufs + (size_t)w->id * d->bs;
+  uint8_t *buf = dio_buf(d, w->id);
   uint64_t blocks = d->span / d->bs;
   while (!dio_stop(d) && !w->err_no && !w->short_io) {
     uint64_t off;
     if (d->random) {
       if (stk_now_ns() >= w->deadline) break;
       off = stk_rng_below(&rng, blocks) * d->bs;
+    } else if (d->max_ns) {
+      if (stk_now_ns() >= w->deadline) break;
+      off = d->base + atomic_fetch_add(w->next, d->bs) % d->span;
     } else if ((off = atomic_fetch_add(w->next, d->bs)) >= d->span) {
       break;
+    } else {
+      off += d->base;
     }
     ssize_t n =
         d->write ? pwrite(d->fd, buf, d->bs, (off_t)off) : pread(d->fd, buf, d->bs, (off_t)off);
@@ -179,14 +202,25 @@ static int dio_threads(struct dio *d) {
 /* Run d; 0 with d->bytes, ops, ns filled, or a code with err set. */
 static int dio_run(struct run *x, struct dio *d, const char *what) {
   d->cancel = x->o->cancel;
-  if (!(d->bufs = aligned_alloc(4096, (size_t)d->qd * d->bs)))
+  /* Reads by blocking threads get a buffer each: the threads would
+   * otherwise write one buffer at once (harmless, the bytes are dropped,
+   * but a data race to ThreadSanitizer). */
+  if (!x->use_uring && !d->write) d->nbufs = 0;
+  size_t nb = d->nbufs ? d->nbufs : d->qd;
+  if (!(d->bufs = aligned_alloc(4096, nb * d->bs)))
     return stk__errf(x->err, STK_ENOMEM, "out of memory");
-  fill_random(d->bufs, (size_t)d->qd * d->bs, 42);
+  fill_random(d->bufs, nb * d->bs, 42);
   /* dio_uring fails only when the ring cannot be set up (an old kernel, a
    * seccomp sandbox, a memlock limit): blocking threads instead. */
   int rc = x->use_uring ? dio_uring(d) : -ENOSYS;
   if (rc < 0) {
     x->use_uring = 0;
+    if (!d->write && d->nbufs) {
+      free(d->bufs);
+      d->nbufs = 0;
+      if (!(d->bufs = aligned_alloc(4096, (size_t)d->qd * d->bs)))
+        return stk__errf(x->err, STK_ENOMEM, "out of memory");
+    }
     rc = dio_threads(d);
   }
   free(d->bufs);
@@ -270,24 +304,119 @@ static int dio_failed(struct run *x, struct stk_doctor_figure *f, int rc) {
   return 0;
 }
 
+/* ---- the sequential curve ----------------------------------------------- */
+
+/* Request size of the sweep: 8 MiB, 1 MiB with quick (where a point at
+ * depth 32 x 2 jobs would otherwise move 512 MiB before it can stop). */
+static uint32_t seq_bs(const struct run *x) { return x->o->quick ? 1u << 20 : SEQ_BS; }
+
+/* One job of a point, on its own copy of the run (dio_run writes x.err and
+ * may clear x.use_uring). */
+struct job {
+  struct run x;
+  struct dio d;
+  int rc;
+};
+
+static void *job_thread(void *p) {
+  struct job *j = p;
+  j->rc = dio_run(&j->x, &j->d, j->d.write ? "O_DIRECT write" : "O_DIRECT read");
+  return NULL;
+}
+
+/* One point: jobs jobs of depth requests in flight each, over their own
+ * parts of the file, for the point's time (writes: then fdatasync, in the
+ * time). Returns 0 with *bps, or a code with x->err set. */
+static int seq_point(struct run *x, int fd, int write, uint32_t depth, uint32_t jobs, double *bps) {
+  struct job jb[2];
+  pthread_t th[2];
+  uint32_t bs = seq_bs(x);
+  uint64_t span = x->size / jobs / bs * bs;
+  uint64_t max_ns = x->o->quick ? 50000000ull : 1000000000ull;
+  uint32_t started = 0;
+  /* The rings are set up and torn down here, not by the jobs: liburing
+   * maps them with raw system calls, so a ring one job unmapped and another
+   * got at the same address would look to ThreadSanitizer like a race. */
+  struct io_uring rings[2];
+  int have_ring[2] = {0, 0};
+  for (uint32_t i = 0; x->use_uring && i < jobs; i++)
+    have_ring[i] = io_uring_queue_init(depth, &rings[i], 0) == 0;
+  if (x->use_uring && (!have_ring[0] || (jobs > 1 && !have_ring[1]))) x->use_uring = 0;
+  uint64_t t0 = stk_now_ns();
+  for (uint32_t i = 0; i < jobs; i++) {
+    jb[i] = (struct job){.x = *x,
+                         .d = {.fd = fd,
+                               .write = write,
+                               .bs = bs,
+                               .qd = depth,
+                               .nbufs = STK__MIN(depth, SEQ_BUFS),
+                               .base = i * span,
+                               .span = span,
+                               .max_ns = max_ns,
+                               .ring = x->use_uring ? &rings[i] : NULL}};
+    if (pthread_create(&th[i], NULL, job_thread, &jb[i]) != 0) break;
+    started++;
+  }
+  int rc = started == jobs ? 0 : stk__errf(x->err, STK_ESYS, "cannot start an I/O job");
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < started; i++) {
+    pthread_join(th[i], NULL);
+    bytes += jb[i].d.bytes;
+    if (!jb[i].x.use_uring) x->use_uring = 0;
+    if (!rc && jb[i].rc) {
+      rc = jb[i].rc;
+      memcpy(x->err, jb[i].x.err, sizeof x->err);
+    }
+  }
+  for (uint32_t i = 0; i < jobs; i++) /* unless a job's failure took it down */
+    if (have_ring[i] && (i >= started || jb[i].d.ring)) io_uring_queue_exit(&rings[i]);
+  if (!rc && write && fdatasync(fd) != 0)
+    rc = stk__errf(x->err, stk__from_errno(errno), "%s: fdatasync: %s", x->path, strerror(errno));
+  *bps = (double)bytes / secs(stk_now_ns() - t0);
+  return rc;
+}
+
+/* Sweep depth x jobs in one direction, each point into r->curve; the best
+ * into f with its setting. */
+static int seq_sweep(struct run *x, int fd, int write, struct stk_doctor_figure *f) {
+  double best = 0;
+  uint32_t bd = 0, bj = 0, deepest = 0;
+  for (size_t ji = 0; ji < STK__ARRAY_LEN(SEQ_JOBS); ji++)
+    for (size_t di = 0; di < STK__ARRAY_LEN(SEQ_DEPTHS); di++) {
+      /* A thread and a buffer per request: the threads engine stops at 8. */
+      if (!x->use_uring && SEQ_DEPTHS[di] > SEQ_THREADS_DEPTH_MAX) break;
+      deepest = STK__MAX(deepest, SEQ_DEPTHS[di]);
+      double bps = 0;
+      int rc = seq_point(x, fd, write, SEQ_DEPTHS[di], SEQ_JOBS[ji], &bps);
+      if (rc) return rc;
+      if (x->r->ncurve < STK_DOCTOR_MAX_CURVE)
+        x->r->curve[x->r->ncurve++] =
+            (struct stk_doctor_point){write, SEQ_DEPTHS[di], SEQ_JOBS[ji], bps};
+      if (bps > best) best = bps, bd = SEQ_DEPTHS[di], bj = SEQ_JOBS[ji];
+    }
+  fig_ok(f, best,
+         "best of depth 1..%u x jobs 1..2 at %u MiB requests (%s, %.2f s a point%s): depth %u, "
+         "%u job%s",
+         deepest, seq_bs(x) >> 20, engine_name(x), x->o->quick ? 0.05 : 1.0,
+         write ? ", fdatasync in it" : "", bd, bj, bj > 1 ? "s" : "");
+  return 0;
+}
+
+/* The written file is overwritten in place, never extended: a write that
+ * extends a file is serialized by the file system (ext4, XFS), which held
+ * the old single-setting figure at depth 1 whatever the queue. The
+ * checkpoint tier and fio both write into space already allocated. */
 int stk__doctor_phase_seq_write(struct run *x) {
   struct stk_doctor_figure *f = &x->r->fig[STK_DOCTOR_SEQ_WRITE];
   phase(x, STK_DOCTOR_SEQ_WRITE);
-  int fd = open_direct(x, O_WRONLY | O_TRUNC, f);
+  uint64_t ns;
+  int rc = x->filled ? 0 : stk__doctor_write_buffered(x, &ns);
+  if (rc) return rc;
+  int fd = open_direct(x, O_WRONLY, f);
   if (fd < 0) return 0;
-  x->filled = 0;
-  struct dio d = {.fd = fd, .write = 1, .bs = SEQ_BS, .qd = SEQ_QD, .span = x->size};
-  int rc = dio_run(x, &d, "O_DIRECT write");
-  uint64_t t0 = stk_now_ns();
-  if (!rc && fdatasync(fd) != 0)
-    rc = stk__errf(x->err, stk__from_errno(errno), "%s: fdatasync: %s", x->path, strerror(errno));
-  uint64_t ns = d.ns + (stk_now_ns() - t0);
+  rc = seq_sweep(x, fd, 1, f);
   close(fd);
-  if (rc) return dio_failed(x, f, rc); /* the file is rewritten buffered later */
-  x->filled = 1;
-  fig_ok(f, (double)d.bytes / secs(ns), "%u MiB requests, %u in flight (%s), then fdatasync",
-         SEQ_BS >> 20, SEQ_QD, engine_name(x));
-  return 0;
+  return rc ? dio_failed(x, f, rc) : 0;
 }
 
 static void drop_cache(struct run *x) {
@@ -304,14 +433,9 @@ int stk__doctor_phase_seq_read(struct run *x) {
   drop_cache(x);
   int fd = open_direct(x, O_RDONLY, f);
   if (fd < 0) return 0;
-  struct dio d = {.fd = fd, .bs = SEQ_BS, .qd = SEQ_QD, .span = x->size};
-  int rc = dio_run(x, &d, "O_DIRECT read");
+  int rc = seq_sweep(x, fd, 0, f);
   close(fd);
-  if (rc) return dio_failed(x, f, rc);
-  fig_ok(f, (double)d.bytes / secs(d.ns),
-         "%u MiB requests, %u in flight (%s), after fadvise(DONTNEED)", SEQ_BS >> 20, SEQ_QD,
-         engine_name(x));
-  return 0;
+  return rc ? dio_failed(x, f, rc) : 0;
 }
 
 int stk__doctor_phase_rand_iops(struct run *x) {

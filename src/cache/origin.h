@@ -158,6 +158,8 @@ int stk__s3_multipart_part(struct stk_origin *o, const char *name, const char *u
 int stk__s3_multipart_complete(struct stk_origin *o, const char *name, const char *upload_id,
                                int parts, char (*etags)[STK_ETAG_MAX], char *err);
 void stk__s3_multipart_abort(struct stk_origin *o, const char *name, const char *upload_id);
+/* Delete object name (S3 answers 204 whether or not it existed). */
+int stk__s3_delete(struct stk_origin *o, const char *name, char *err);
 
 /* A PUT to an HTTP(S) origin (a WebDAV server: nginx's dav_methods PUT,
  * which makes the file appear whole): the object name from memory (body)
@@ -165,6 +167,9 @@ void stk__s3_multipart_abort(struct stk_origin *o, const char *name, const char 
  * read is. */
 int stk__http_put(struct stk_origin *o, const char *name, const void *body, int fd,
                   uint64_t len, char *err);
+/* A DELETE of name at an HTTP(S) origin (WebDAV; a name ending in '/' is a
+ * folder, removed with what it holds): STK_ENOENT when it is not there. */
+int stk__http_delete(struct stk_origin *o, const char *name, char *err);
 
 extern const struct stk_origin_ops stk__origin_file;
 extern const struct stk_origin_ops stk__origin_http;

@@ -232,6 +232,15 @@ int stk__http_put(struct stk_origin *o, const char *name, const void *body, int 
   return rc;
 }
 
+int stk__http_delete(struct stk_origin *o, const char *name, char *err) {
+  if (o->ops != &stk__origin_http)
+    return stk__errf(err, STK_EINVAL, "%s: not an HTTP origin", o->url);
+  struct stk__http_req r = {.method = STK__HTTP_DELETE, .fd = -1, .mem_max = 1u << 20};
+  int rc = http_request((struct http_origin *)o, &r, name, err);
+  free(r.mem);
+  return rc;
+}
+
 static void http_stats(struct stk_origin *o, struct stk_origin_stats *st) {
   stk__http_stats(((struct http_origin *)o)->eng, st);
 }

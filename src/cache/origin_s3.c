@@ -537,6 +537,13 @@ void stk__s3_multipart_abort(struct stk_origin *o, const char *name, const char 
   free(q);
 }
 
+int stk__s3_delete(struct stk_origin *o, const char *name, char *err) {
+  struct stk__http_req r = {.method = STK__HTTP_DELETE};
+  int rc = write_request((struct s3_origin *)o, &r, name, "", NULL, 0, err);
+  free(r.mem);
+  return rc;
+}
+
 /* ---- ListObjectsV2 ---------------------------------------------------- */
 
 int stk__s3_parse_list(const char *xml, size_t len,

@@ -15,13 +15,16 @@
  * objects as 00000.obj, 00001.obj, ... (names live in the manifest), the
  * manifest MANIFEST.json (its presence, valid, is the commit), the lock
  * file .lock (flock'd exclusive by whoever writes, drains or removes it,
- * shared by a reader), DRAINED once the origin holds it whole, and
- * .drain-progress (one object index a line) while a drain runs. */
+ * shared by a reader), DRAINED once the origin holds it whole,
+ * .drain-progress (one object index a line) while a drain runs, and
+ * .upload-NNNNN.obj while that object's S3 multipart upload is under way
+ * (its upload id and the parts S3 has: s3.c). */
 #define CKPT_MANIFEST "MANIFEST.json"
 #define CKPT_MANIFEST_TMP "MANIFEST.json.tmp"
 #define CKPT_LOCK ".lock"
 #define CKPT_DRAINED "DRAINED"
 #define CKPT_PROGRESS ".drain-progress"
+#define CKPT_UPLOAD ".upload-" /* + the object's file name: an S3 multipart upload under way */
 #define CKPT_NAME_MAX 255
 #define CKPT_MANIFEST_MAX (64u << 20)
 #define CKPT_ALIGN 4096u
@@ -113,9 +116,12 @@ void stk__ckpt_async_stop(struct stk_ckpt *c);
 int stk__ckpt_origin_open(struct stk_ckpt *c, const struct stk_ckpt_opts *o, char *err);
 void stk__ckpt_origin_close(struct stk_ckpt *c);
 struct stk_origin;
-/* S3 writes (s3.c): an object from a local file (multipart when large), a
- * small one from memory; durable at the origin when they return. */
-int stk__ckpt_s3_put_file(struct stk_origin *o, const char *name, int fd, uint64_t size, char *err);
+/* S3 writes (s3.c): an object from a local file (multipart when large,
+ * the upload recorded in the local file record so that a drain killed
+ * mid-object resumes it), a small one from memory; durable at the origin
+ * when they return. */
+int stk__ckpt_s3_put_file(struct stk_origin *o, const char *name, int fd, uint64_t size,
+                          const char *record, int no_fsync, char *err);
 int stk__ckpt_s3_put_mem(struct stk_origin *o, const char *name, const char *text, size_t len,
                          char *err);
 /* Drain one checkpoint directory of c->dir (drain.c); *bytes put. */
@@ -137,5 +143,16 @@ void stk__ckpt_evict(struct stk_ckpt *c);
 int stk__ckpt_restage(struct stk_ckpt *c, const char *dirname, char *err);
 /* Newest complete step of this rank at the origin, or STK_ENOENT. */
 int stk__ckpt_origin_latest(struct stk_ckpt *c, uint64_t *step, char *err);
+/* The manifest of checkpoint name at the origin, parsed (restage.c). */
+int stk__ckpt_origin_manifest(struct stk_origin *org, const char *name, struct ckpt_manifest *m,
+                              char *err);
+/* Every object of checkpoint name (manifest m) from the origin into fds[i]
+ * at its offset 0, in parallel ranged gets of 16 MiB, each object's
+ * CRC32C checked (an empty one: that it exists); STK_ECRC naming the
+ * object (restage.c). */
+int stk__ckpt_fetch(struct stk_origin *org, const char *name, const struct ckpt_manifest *m,
+                    const int *fds, uint32_t threads, char *err);
+/* stk_ckpt_verify and stk_ckpt_gc_origin of an origin's URL (admin.c). */
+int stk__ckpt_verify_origin(const char *url, const char *name, char *err);
 
 #endif

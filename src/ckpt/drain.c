@@ -61,11 +61,14 @@ void stk__ckpt_origin_close(struct stk_ckpt *c) {
 
 #define BUF_BYTES (1u << 20)
 
-/* Put a local file (src, size bytes) at the origin as name, durably. */
-static int put_file(struct stk_ckpt *c, const char *name, int src, uint64_t size, char *err) {
+/* Put a local file (src, size bytes) at the origin as name, durably;
+ * record: where an S3 multipart upload of it is recorded. */
+static int put_file(struct stk_ckpt *c, const char *name, int src, uint64_t size,
+                    const char *record, char *err) {
   if (!c->origin_path)
-    return is_s3(c->origin) ? stk__ckpt_s3_put_file(c->org, name, src, size, err)
-                            : stk__http_put(c->org, name, NULL, src, size, err);
+    return is_s3(c->origin)
+               ? stk__ckpt_s3_put_file(c->org, name, src, size, record, c->o.no_fsync, err)
+               : stk__http_put(c->org, name, NULL, src, size, err);
   char p[4096];
   stk__ckpt_join(p, sizeof p, c->origin_path, name);
   char *slash = strrchr(p, '/');
@@ -190,7 +193,9 @@ int stk__ckpt_drain_one(struct stk_ckpt *c, const char *name, uint64_t *bytes, c
       rc = stk__errf(err, stk__from_errno(errno), "%s: %s", obj, strerror(errno));
       break;
     }
-    rc = put_file(c, on, fd, m.obj[i].size, err);
+    char rec[4200];
+    snprintf(rec, sizeof rec, "%s/" CKPT_UPLOAD "%s", path, f);
+    rc = put_file(c, on, fd, m.obj[i].size, rec, err);
     close(fd);
     if (!rc) {
       *bytes += m.obj[i].size;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,15 +21,19 @@ struct stk_ckpt_data {
   uint64_t step;
   size_t n;
   char **names;
-  uint8_t **bufs;
+  uint8_t **bufs; /* malloc'ed; mapped: mmaps of memfds (NULL when empty) */
   uint64_t *sizes;
+  int mapped;
 };
 
 void stk_ckpt_data_free(struct stk_ckpt_data *d) {
   if (!d) return;
   for (size_t i = 0; i < d->n; i++) {
     free(d->names[i]);
-    free(d->bufs[i]);
+    if (!d->mapped)
+      free(d->bufs[i]);
+    else if (d->bufs[i])
+      munmap(d->bufs[i], (size_t)d->sizes[i]);
   }
   free(d->names);
   free(d->bufs);
@@ -44,7 +49,7 @@ const char *stk_ckpt_data_name(const struct stk_ckpt_data *d, size_t i) {
 const void *stk_ckpt_data_bytes(const struct stk_ckpt_data *d, size_t i, uint64_t *size) {
   if (i >= d->n) return NULL;
   if (size) *size = d->sizes[i];
-  return d->bufs[i];
+  return d->bufs[i] ? (const void *)d->bufs[i] : (const void *)"";
 }
 long stk_ckpt_data_find(const struct stk_ckpt_data *d, const char *name) {
   for (size_t i = 0; i < d->n; i++)
@@ -128,6 +133,72 @@ static int read_objects(const char *path, const struct ckpt_manifest *m, uint8_t
   return rc;
 }
 
+/* The data of manifest m, names and sizes filled, no buffers yet. */
+static int data_new(const struct ckpt_manifest *m, int mapped, struct stk_ckpt_data **out,
+                    char *err) {
+  struct stk_ckpt_data *d = calloc(1, sizeof *d);
+  int rc = d ? 0 : STK_ENOMEM;
+  if (d) {
+    d->step = m->step;
+    d->mapped = mapped;
+    d->names = calloc(m->n ? m->n : 1, sizeof *d->names);
+    d->bufs = calloc(m->n ? m->n : 1, sizeof *d->bufs);
+    d->sizes = calloc(m->n ? m->n : 1, sizeof *d->sizes);
+    if (!d->names || !d->bufs || !d->sizes) rc = STK_ENOMEM;
+    else d->n = m->n;
+  }
+  for (size_t i = 0; !rc && i < m->n; i++) {
+    d->sizes[i] = m->obj[i].size;
+    if (!(d->names[i] = strdup(m->obj[i].name))) rc = STK_ENOMEM;
+  }
+  if (rc) {
+    stk_ckpt_data_free(d);
+    return stk__errf(err, rc, "out of memory");
+  }
+  *out = d;
+  return 0;
+}
+
+/* Load checkpoint dirname from the origin straight into memory: each
+ * object's ranges fetched into a memfd of its size, CRCs checked, the
+ * memfds mapped as the returned buffers; nothing written locally. */
+static int load_origin(struct stk_ckpt *c, const char *dirname, struct stk_ckpt_data **out,
+                       char *err) {
+  struct ckpt_manifest m;
+  int rc = stk__ckpt_origin_manifest(c->org, dirname, &m, err);
+  if (rc) return rc;
+  struct stk_ckpt_data *d = NULL;
+  int *fds = calloc(m.n ? m.n : 1, sizeof *fds);
+  rc = fds ? data_new(&m, 1, &d, err) : stk__errf(err, STK_ENOMEM, "out of memory");
+  for (size_t i = 0; fds && i < m.n; i++) fds[i] = -1;
+  for (size_t i = 0; !rc && i < m.n; i++) {
+    fds[i] = memfd_create("stoker-ckpt", MFD_CLOEXEC);
+    if (fds[i] < 0 || ftruncate(fds[i], (off_t)m.obj[i].size) != 0)
+      rc = stk__errf(err, stk__from_errno(errno), "%s: memory for object '%s' (%llu bytes): %s",
+                     dirname, m.obj[i].name, (unsigned long long)m.obj[i].size, strerror(errno));
+  }
+  if (!rc) rc = stk__ckpt_fetch(c->org, dirname, &m, fds, c->o.threads, err);
+  for (size_t i = 0; !rc && i < m.n; i++) {
+    if (!m.obj[i].size) continue;
+    void *p = mmap(NULL, (size_t)m.obj[i].size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i], 0);
+    if (p == MAP_FAILED)
+      rc = stk__errf(err, stk__from_errno(errno), "%s: cannot map object '%s': %s", dirname,
+                     m.obj[i].name, strerror(errno));
+    else
+      d->bufs[i] = p;
+  }
+  for (size_t i = 0; fds && i < m.n; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  free(fds);
+  stk__ckpt_manifest_free(&m);
+  if (rc) {
+    stk_ckpt_data_free(d);
+    return rc;
+  }
+  *out = d;
+  return 0;
+}
+
 /* Load the local copy of dirname into *out. */
 static int load_local(struct stk_ckpt *c, const char *dirname, struct stk_ckpt_data **out,
                       char *err) {
@@ -141,24 +212,10 @@ static int load_local(struct stk_ckpt *c, const char *dirname, struct stk_ckpt_d
   int rc = stk__ckpt_manifest_read(path, &m, err);
   if (rc == STK_ENOENT) rc = stk__errf(err, STK_EFORMAT, "%s: partial checkpoint (no manifest)", path);
   struct stk_ckpt_data *d = NULL;
-  if (!rc) {
-    d = calloc(1, sizeof *d);
-    if (d) {
-      d->step = m.step;
-      d->n = m.n;
-      d->names = calloc(m.n ? m.n : 1, sizeof *d->names);
-      d->bufs = calloc(m.n ? m.n : 1, sizeof *d->bufs);
-      d->sizes = calloc(m.n ? m.n : 1, sizeof *d->sizes);
-    }
-    if (!d || !d->names || !d->bufs || !d->sizes) rc = STK_ENOMEM;
-    for (size_t i = 0; !rc && i < m.n; i++) {
-      d->sizes[i] = m.obj[i].size;
-      d->names[i] = strdup(m.obj[i].name);
-      d->bufs[i] = malloc(m.obj[i].size ? m.obj[i].size : 1);
-      if (!d->names[i] || !d->bufs[i]) rc = STK_ENOMEM;
-    }
-    if (rc) rc = stk__errf(err, rc, "out of memory");
-  }
+  if (!rc) rc = data_new(&m, 0, &d, err);
+  for (size_t i = 0; !rc && i < m.n; i++)
+    if (!(d->bufs[i] = malloc(m.obj[i].size ? m.obj[i].size : 1)))
+      rc = stk__errf(err, STK_ENOMEM, "out of memory");
   if (!rc) rc = read_objects(path, &m, d->bufs, c->o.threads, err);
   stk__ckpt_manifest_free(&m);
   close(lk);
@@ -234,10 +291,12 @@ static int load_step(struct stk_ckpt *c, uint64_t step, struct stk_ckpt_data **o
   if (rc == 0 || !c->origin || rc == STK_ENOMEM) return rc;
   char lerr[STK_ERRMSG_MAX];
   memcpy(lerr, err ? err : "", err ? STK_ERRMSG_MAX : 1);
-  if (rc != STK_ENOENT) stk_log(STK_LOG_WARN, "%s; re-staging it from %s", lerr, c->origin);
-  int rrc = stk__ckpt_restage(c, name, err);
+  if (rc != STK_ENOENT)
+    stk_log(STK_LOG_WARN, "%s; %s it from %s", lerr, c->o.no_stage ? "reading" : "re-staging",
+            c->origin);
+  int rrc = c->o.no_stage ? load_origin(c, name, out, err) : stk__ckpt_restage(c, name, err);
   if (rrc) return rrc == STK_ENOENT && rc != STK_ENOENT ? rc : rrc;
-  rc = load_local(c, name, out, err);
+  rc = c->o.no_stage ? 0 : load_local(c, name, out, err);
   if (rc == 0) {
     pthread_mutex_lock(&c->mu);
     c->st.restaged++;
@@ -349,6 +408,7 @@ int stk_ckpt_list(const char *dir, int (*cb)(void *arg, const struct stk_ckpt_in
 }
 
 int stk_ckpt_verify(const char *dir, const char *name, char *err) {
+  if (strstr(dir, "://")) return stk__ckpt_verify_origin(dir, name, err);
   char path[4096];
   stk__ckpt_join(path, sizeof path, dir, name);
   struct ckpt_manifest m;
@@ -362,6 +422,7 @@ int stk_ckpt_verify(const char *dir, const char *name, char *err) {
 }
 
 int stk_ckpt_gc(const char *dir, uint32_t *removed, char *err) {
+  if (strstr(dir, "://")) return stk_ckpt_gc_origin(dir, 0, removed, err);
   if (removed) *removed = 0;
   DIR *d = opendir(dir);
   if (!d) return stk__errf(err, stk__from_errno(errno), "%s: %s", dir, strerror(errno));

@@ -58,29 +58,29 @@ struct range {
   uint32_t crc;
 };
 
-struct restage {
-  struct stk_ckpt *c;
-  const char *name, *path;
+struct fetch {
+  struct stk_origin *org;
+  const char *name;
   const struct ckpt_manifest *m;
-  int *fds;
+  const int *fds;
   struct range *rg;
 };
 
-/* Fetch one range into its object's file, and its CRC32C: the HTTP
- * engine's, computed as the bytes arrived, or (a file origin's kernel
- * copy) read back from the file. */
+/* Fetch one range into its object's fd, and its CRC32C: the HTTP engine's,
+ * computed as the bytes arrived, or (a file origin's kernel copy) read
+ * back from the fd. */
 static int get_range(void *arg, size_t i, char *err) {
-  struct restage *r = arg;
+  struct fetch *r = arg;
   struct range *g = &r->rg[i];
-  char f[16], on[128], p[4200];
+  char f[16], on[128];
   stk__ckpt_objfile(f, g->obj);
   stk__ckpt_join(on, sizeof on, r->name, f);
-  stk__ckpt_join(p, sizeof p, r->path, f);
   int fd = r->fds[g->obj];
   struct stk_obj_info info = {0};
-  int rc = stk__origin_get(r->c->org, on, g->off, g->len, fd, g->off, &info, NULL, err);
-  if (rc || info.has_crc) {
-    g->crc = info.crc32c;
+  int rc = g->len ? stk__origin_get(r->org, on, g->off, g->len, fd, g->off, &info, NULL, err)
+                  : stk__origin_stat(r->org, on, &info, err); /* an empty object: there? */
+  if (rc || info.has_crc || !g->len) {
+    g->crc = info.has_crc ? info.crc32c : 0;
     return rc;
   }
   static const size_t B = 4u << 20;
@@ -90,7 +90,7 @@ static int get_range(void *arg, size_t i, char *err) {
   for (uint64_t off = 0; !rc && off < g->len; off += B) {
     size_t n = (size_t)STK__MIN(B, g->len - off);
     if ((rc = stk__pread_full(fd, buf, n, g->off + off)))
-      rc = stk__errf(err, rc, "%s: read back failed", p);
+      rc = stk__errf(err, rc, "%s/%s: read back failed", stk__origin_url(r->org), on);
     else
       crc = stk_crc32c(crc, buf, n);
   }
@@ -98,6 +98,41 @@ static int get_range(void *arg, size_t i, char *err) {
   g->crc = crc;
   return rc;
 }
+
+int stk__ckpt_fetch(struct stk_origin *org, const char *name, const struct ckpt_manifest *m,
+                    const int *fds, uint32_t threads, char *err) {
+  size_t nr = 0;
+  for (size_t i = 0; i < m->n; i++)
+    nr += m->obj[i].size ? (size_t)((m->obj[i].size + RANGE_BYTES - 1) / RANGE_BYTES) : 1;
+  struct fetch r = {.org = org, .name = name, .m = m, .fds = fds};
+  if (!(r.rg = calloc(nr ? nr : 1, sizeof *r.rg))) return stk__errf(err, STK_ENOMEM, "out of memory");
+  for (size_t i = 0, k = 0; i < m->n; i++) {
+    uint64_t off = 0;
+    do {
+      r.rg[k++] = (struct range){i, off, STK__MIN(RANGE_BYTES, m->obj[i].size - off), 0};
+      off += RANGE_BYTES;
+    } while (off < m->obj[i].size);
+  }
+  int rc = stk__ckpt_pfor(threads, nr, get_range, &r, err);
+  for (size_t i = 0, k = 0; !rc && i < m->n; i++) {
+    uint32_t crc = 0;
+    for (; k < nr && r.rg[k].obj == i; k++) crc = stk__crc32c_combine(crc, r.rg[k].crc, r.rg[k].len);
+    if (crc != m->obj[i].crc) {
+      char f[16];
+      stk__ckpt_objfile(f, i);
+      rc = stk__errf(err, STK_ECRC, "%s/%s/%s: CRC32C %08x, its manifest says %08x (object '%s')",
+                     stk__origin_url(org), name, f, crc, m->obj[i].crc, m->obj[i].name);
+    }
+  }
+  free(r.rg);
+  return rc;
+}
+
+struct restage {
+  struct stk_ckpt *c;
+  const char *path;
+  int *fds;
+};
 
 static int sync_obj(void *arg, size_t i, char *err) {
   struct restage *r = arg;
@@ -108,60 +143,48 @@ static int sync_obj(void *arg, size_t i, char *err) {
   return stk__errf(err, stk__from_errno(errno), "%s: fsync failed: %s", p, strerror(errno));
 }
 
-/* Every object of m from the origin into path, CRCs checked. */
-static int fetch_all(struct restage *r, char *err) {
-  const struct ckpt_manifest *m = r->m;
-  size_t nr = 0;
-  for (size_t i = 0; i < m->n; i++) nr += (size_t)((m->obj[i].size + RANGE_BYTES - 1) / RANGE_BYTES);
-  r->fds = calloc(m->n ? m->n : 1, sizeof *r->fds);
-  r->rg = calloc(nr ? nr : 1, sizeof *r->rg);
-  int rc = r->fds && r->rg ? 0 : stk__errf(err, STK_ENOMEM, "out of memory");
-  for (size_t i = 0; r->fds && i < m->n; i++) r->fds[i] = -1;
-  for (size_t i = 0, k = 0; !rc && i < m->n; i++) {
+/* Every object of m from the origin into files under path, CRCs checked. */
+static int fetch_all(struct stk_ckpt *c, const char *name, const char *path,
+                     const struct ckpt_manifest *m, char *err) {
+  struct restage r = {.c = c, .path = path, .fds = calloc(m->n ? m->n : 1, sizeof *r.fds)};
+  int rc = r.fds ? 0 : stk__errf(err, STK_ENOMEM, "out of memory");
+  for (size_t i = 0; r.fds && i < m->n; i++) r.fds[i] = -1;
+  for (size_t i = 0; !rc && i < m->n; i++) {
     char f[16], p[4200];
     stk__ckpt_objfile(f, i);
-    stk__ckpt_join(p, sizeof p, r->path, f);
-    r->fds[i] = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (r->fds[i] < 0) {
+    stk__ckpt_join(p, sizeof p, path, f);
+    r.fds[i] = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (r.fds[i] < 0)
       rc = stk__errf(err, stk__from_errno(errno), "%s: cannot create: %s", p, strerror(errno));
-      break;
-    }
-    for (uint64_t off = 0; off < m->obj[i].size; off += RANGE_BYTES, k++)
-      r->rg[k] = (struct range){i, off, STK__MIN(RANGE_BYTES, m->obj[i].size - off), 0};
   }
-  if (!rc) rc = stk__ckpt_pfor(r->c->o.threads, nr, get_range, r, err);
-  for (size_t i = 0, k = 0; !rc && i < m->n; i++) {
-    uint32_t crc = 0;
-    for (; k < nr && r->rg[k].obj == i; k++) crc = stk__crc32c_combine(crc, r->rg[k].crc, r->rg[k].len);
-    if (crc != m->obj[i].crc) {
-      char f[16];
-      stk__ckpt_objfile(f, i);
-      rc = stk__errf(err, STK_ECRC, "%s/%s/%s: CRC32C %08x, its manifest says %08x (object '%s')",
-                     stk__origin_url(r->c->org), r->name, f, crc, m->obj[i].crc, m->obj[i].name);
-    }
-  }
-  if (!rc) rc = stk__ckpt_pfor(r->c->o.threads, m->n, sync_obj, r, err);
-  for (size_t i = 0; r->fds && i < m->n; i++)
-    if (r->fds[i] >= 0) close(r->fds[i]);
-  free(r->fds);
-  free(r->rg);
+  if (!rc) rc = stk__ckpt_fetch(c->org, name, m, r.fds, c->o.threads, err);
+  if (!rc) rc = stk__ckpt_pfor(c->o.threads, m->n, sync_obj, &r, err);
+  for (size_t i = 0; r.fds && i < m->n; i++)
+    if (r.fds[i] >= 0) close(r.fds[i]);
+  free(r.fds);
+  return rc;
+}
+
+/* The manifest of checkpoint name at the origin, parsed. */
+int stk__ckpt_origin_manifest(struct stk_origin *org, const char *name, struct ckpt_manifest *m,
+                              char *err) {
+  char mn[128], where[1200], *text = NULL;
+  size_t len = 0;
+  stk__ckpt_join(mn, sizeof mn, name, CKPT_MANIFEST);
+  int rc = stk__origin_get_mem(org, mn, CKPT_MANIFEST_MAX, &text, &len, err);
+  if (rc) return rc;
+  stk__ckpt_join(where, sizeof where, stk__origin_url(org), mn);
+  rc = stk__ckpt_manifest_parse(text, len, m, where, err);
+  free(text);
   return rc;
 }
 
 int stk__ckpt_restage(struct stk_ckpt *c, const char *name, char *err) {
   if (!c->org) return stk__errf(err, STK_ENOENT, "no origin");
-  char mn[128], path[4096];
-  stk__ckpt_join(mn, sizeof mn, name, CKPT_MANIFEST);
+  char path[4096];
   stk__ckpt_join(path, sizeof path, c->dir, name);
-  char *text = NULL;
-  size_t len = 0;
-  int rc = stk__origin_get_mem(c->org, mn, CKPT_MANIFEST_MAX, &text, &len, err);
-  if (rc) return rc;
   struct ckpt_manifest m;
-  char where[1200];
-  stk__ckpt_join(where, sizeof where, stk__origin_url(c->org), mn);
-  rc = stk__ckpt_manifest_parse(text, len, &m, where, err);
-  free(text);
+  int rc = stk__ckpt_origin_manifest(c->org, name, &m, err);
   if (rc) return rc;
   if (mkdir(path, 0755) != 0 && errno != EEXIST)
     rc = stk__errf(err, stk__from_errno(errno), "%s: cannot create: %s", path, strerror(errno));
@@ -174,8 +197,7 @@ int stk__ckpt_restage(struct stk_ckpt *c, const char *name, char *err) {
   char p[4200];
   stk__ckpt_join(p, sizeof p, path, CKPT_MANIFEST);
   unlink(p);
-  struct restage r = {.c = c, .name = name, .path = path, .m = &m};
-  rc = fetch_all(&r, err);
+  rc = fetch_all(c, name, path, &m, err);
   if (!rc) rc = stk__ckpt_manifest_write(path, &m, c->o.no_fsync, err);
   if (!rc) {
     stk__ckpt_join(p, sizeof p, path, CKPT_DRAINED);
