@@ -522,7 +522,14 @@ static int add_piece(const struct stk_tokens *t, const struct src *s, const stru
   return 0;
 }
 
-static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char *err) {
+/* Where window k lies: its source, and its first and last pieces'
+ * positions in the document index with the offsets in them. */
+struct place {
+  struct src *s;
+  int64_t pb, ob, pe, oe;
+};
+
+static int place_window(struct stk_tokens *t, uint64_t k, struct place *w, char *err) {
   if (k >= t->nwin)
     return stk__errf(err, STK_ERANGE, "window %" PRIu64 " is past the last (%" PRIu64 " windows)",
                      k, t->nwin);
@@ -532,17 +539,53 @@ static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char 
     si = t->blend.ds[k];
     j = (uint64_t)t->blend.sample[k];
   }
-  struct src *s = &t->src[si];
-  const struct stk__gpt_index *ix = &s->index.ix;
+  w->s = &t->src[si];
+  const struct stk__gpt_index *ix = &w->s->index.ix;
   if (j >= ix->n_samples)
-    return stk__errf(err, STK_ERANGE, "%s: window %" PRIu64 " is past its last", s->path, j);
+    return stk__errf(err, STK_ERANGE, "%s: window %" PRIu64 " is past its last", w->s->path, j);
   uint64_t smp = stk__gpt_shuffle_at(ix, j);
-  int64_t pb, ob, pe, oe;
-  stk__gpt_sample_row(ix, smp, &pb, &ob);
-  stk__gpt_sample_row(ix, smp + 1, &pe, &oe);
+  stk__gpt_sample_row(ix, smp, &w->pb, &w->ob);
+  stk__gpt_sample_row(ix, smp + 1, &w->pe, &w->oe);
+  return 0;
+}
+
+/* The pieces lie at random places in the corpus and its index: ask for
+ * the start of each (up to 16; 256 bytes) and its length before copying
+ * the first, so their cache and TLB misses overlap. */
+static void prefetch_pieces(const struct place *w) {
+  const struct src *s = w->s;
+  const struct stk__gpt_index *ix = &s->index.ix;
+  int64_t last = s->index.mode == STK_WINDOWS_DOCUMENT ? w->pb : w->pe;
+  for (int64_t p = w->pb; p <= last && p < w->pb + 16 && (uint64_t)p < ix->n_doc; p++) {
+    int32_t d = ix->doc_index[p];
+    int64_t from = p == w->pb ? w->ob : 0;
+    __builtin_prefetch(&s->lengths[d]);
+    const uint8_t *q = doc_tokens(s, d, from, from);
+    if (q) {
+      __builtin_prefetch(q);
+      __builtin_prefetch(q + 64);
+      __builtin_prefetch(q + 128);
+      __builtin_prefetch(q + 192);
+    }
+  }
+}
+
+void stk__tokens_prefetch(struct stk_tokens *t, uint64_t k) {
+  struct place w;
+  char err[STK_ERRMSG_MAX];
+  if (place_window(t, k, &w, err) == 0) prefetch_pieces(&w);
+}
+
+static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char *err) {
+  struct place w;
+  int rc = place_window(t, k, &w, err);
+  if (rc) return rc;
+  struct src *s = w.s;
+  const struct stk__gpt_index *ix = &s->index.ix;
+  int64_t pb = w.pb, ob = w.ob, pe = w.pe, oe = w.oe;
+  if (r->tok) prefetch_pieces(&w);
   uint32_t at = 0, nc = 0;
   if (r->cu) r->cu[nc++] = 0;
-  int rc = 0;
   if (s->index.mode == STK_WINDOWS_DOCUMENT) {
     int32_t d = ix->doc_index[pb];
     int64_t L = s->lengths[d];
@@ -550,19 +593,6 @@ static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char 
   } else {
     /* MEGATRON: from (pb, ob) to (pe, oe + extra); PACK: to (pe, oe). */
     int64_t endx = s->index.mode == STK_WINDOWS_MEGATRON ? ix->extra : 0;
-    /* The pieces lie at random places in the corpus: ask for the start of
-     * each (up to 16) before copying the first, so their misses overlap. */
-    for (int64_t p = pb; p <= pe && p < pb + 16 && (uint64_t)p < ix->n_doc; p++) {
-      int32_t d = ix->doc_index[p];
-      int64_t from = p == pb ? ob : 0;
-      const uint8_t *q = doc_tokens(s, d, from, from);
-      if (q) {
-        __builtin_prefetch(q);
-        __builtin_prefetch(q + 64);
-        __builtin_prefetch(q + 128);
-        __builtin_prefetch(q + 192);
-      }
-    }
     for (int64_t p = pb; !rc && p <= pe && (uint64_t)p < ix->n_doc; p++) {
       int32_t d = ix->doc_index[p];
       int64_t from = p == pb ? ob : 0, to = p == pe ? oe + endx : s->lengths[d];

@@ -124,6 +124,9 @@ size_t stk__tokens_row_bytes(const struct stk_tokens *t);
 /* Write window k into row i of a batch buffer of cap rows. Thread-safe. */
 int stk__tokens_fill(struct stk_tokens *t, uint64_t k, uint8_t *base, uint32_t cap, uint32_t i,
                      char *err);
+/* Ask for the cache lines window k's first pieces begin at (and their
+ * lengths), copying nothing; nothing when k is out of range. */
+void stk__tokens_prefetch(struct stk_tokens *t, uint64_t k);
 /* The arrays of a batch of n rows in a buffer of cap rows. */
 void stk__tokens_view(const struct stk_tokens *t, uint8_t *base, uint32_t cap, uint32_t n,
                       const uint64_t *ids, struct stk_token_batch *out);
