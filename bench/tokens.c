@@ -9,6 +9,10 @@
  *       copied per second) and then a loader over the windows for SECONDS,
  *       the consumer taking and releasing batches; the medians of the
  *       rounds and their ratio, with the disk reads during the loader runs.
+ *       Also per second of CPU time (ratio_cpu): the memcpy threads' own
+ *       CPU time, and the whole process's while the loader runs (workers,
+ *       reader, consumer), which a machine shared with other work moves
+ *       far less than the wall-clock rates.
  *   tokens t4 PREFIX SEQ_LEN SAMPLES ROUNDS
  *       resume: stk_tokens_open over a built index (timed), then per round
  *       a state at a large position -> stk_loader_open_tokens(resume) ->
@@ -33,11 +37,12 @@
 
 #include "stoker/stoker.h"
 
-static double now_s(void) {
+static double clock_s(clockid_t c) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(c, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
 static void die(const char *what, const char *detail) {
   fprintf(stderr, "tokens: %s: %s\n", what, detail);
@@ -129,7 +134,7 @@ static uint64_t self_read_bytes(void) {
 struct mc {
   size_t bytes;
   pthread_barrier_t *gate;
-  double bps;
+  double bps, cpu_bps; /* per second of wall time, of this thread's CPU time */
 };
 
 static void *mc_thread(void *p) {
@@ -139,20 +144,23 @@ static void *mc_thread(void *p) {
   memset(a, 1, w->bytes), memset(b, 2, w->bytes);
   memcpy(b, a, w->bytes);
   pthread_barrier_wait(w->gate);
-  double t[7];
+  double t[7], c[7];
   for (int i = 0; i < 7; i++) {
-    double t0 = now_s();
+    double t0 = now_s(), c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     memcpy(i % 2 ? a : b, i % 2 ? b : a, w->bytes);
     t[i] = now_s() - t0;
+    c[i] = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
   }
   w->bps = (double)w->bytes / median(t, 7);
+  w->cpu_bps = (double)w->bytes / median(c, 7);
   free(a), free(b);
   return NULL;
 }
 
 /* `stoker doctor`'s memcpy figure, measured here: n threads at once, each
- * copying its own 128 MiB, the sum of their median pass rates. */
-static double memcpy_ceiling(uint32_t n) {
+ * copying its own 128 MiB, the sum of their median pass rates; *cpu_bps
+ * the mean of their rates per second of their own CPU time. */
+static double memcpy_ceiling(uint32_t n, double *cpu_bps) {
   pthread_t th[64];
   struct mc w[64];
   pthread_barrier_t gate;
@@ -163,9 +171,11 @@ static double memcpy_ceiling(uint32_t n) {
     if (pthread_create(&th[i], NULL, mc_thread, &w[i])) die("memcpy", "pthread_create");
   }
   double sum = 0;
+  *cpu_bps = 0;
   for (uint32_t i = 0; i < n; i++) {
     pthread_join(th[i], NULL);
     sum += w[i].bps;
+    *cpu_bps += w[i].cpu_bps / n;
   }
   pthread_barrier_destroy(&gate);
   return sum;
@@ -181,17 +191,17 @@ static int t3(int argc, char **argv) {
   struct stk_tokens *t = open_tokens(argv[2], seq, type, 0, NULL);
   size_t es = type == STK_TOKENS_INT64 ? 8 : 4;
   uint32_t S = stk_tokens_row_len(t);
-  double cp[64], tps[64];
+  double cp[64], tps[64], cpc[64], tpc[64];
   uint64_t disk0 = vmstat_pgpgin_kib(), io0 = self_read_bytes();
   double wait_sum = 0;
   for (int r = 0; r < rounds; r++) {
-    cp[r] = memcpy_ceiling(threads);
+    cp[r] = memcpy_ceiling(threads, &cpc[r]);
     struct stk_loader *l = open_loader(t, batch, threads, 1000000, NULL);
     struct stk_batch *b;
     if (stk_loader_next(l, &b)) die("t3", stk_loader_errmsg(l));
     stk_batch_release(l, b); /* the clock starts at the first batch */
     uint64_t tokens = 0;
-    double t0 = now_s(), t1 = t0, w = 0;
+    double t0 = now_s(), t1 = t0, w = 0, c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     while (t1 - t0 < secs) {
       double a = now_s();
       if (stk_loader_next(l, &b)) die("t3", stk_loader_errmsg(l));
@@ -201,20 +211,25 @@ static int t3(int argc, char **argv) {
       stk_batch_release(l, b);
     }
     tps[r] = (double)tokens / (t1 - t0);
+    tpc[r] = (double)tokens / (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0);
     wait_sum += w / (t1 - t0);
     stk_loader_close(l);
   }
   uint64_t disk = (vmstat_pgpgin_kib() - disk0) * 1024, io = self_read_bytes() - io0;
   double c = median(cp, rounds), tk = median(tps, rounds);
+  double cc = median(cpc, rounds), tkc = median(tpc, rounds);
   printf(
       "{\"test\": \"t3\", \"seq_len\": %u, \"type\": \"%s\", \"row_tokens\": %u, "
       "\"batch\": %u, \"threads\": %u, \"rounds\": %d, \"seconds_per_round\": %.2f, "
       "\"tokens_per_s\": %.0f, \"token_bytes_per_s\": %.0f, \"with_mask_bytes_per_s\": %.0f, "
       "\"memcpy_bytes_per_s\": %.0f, \"ratio\": %.3f, \"ratio_with_mask\": %.3f, "
-      "\"consumer_wait_share\": %.3f, \"disk_read_bytes_system\": %" PRIu64
+      "\"consumer_wait_share\": %.3f, \"tokens_per_cpu_s\": %.0f, "
+      "\"memcpy_bytes_per_cpu_s\": %.0f, \"ratio_cpu\": %.3f, "
+      "\"disk_read_bytes_system\": %" PRIu64
       ", \"disk_read_bytes_self\": %" PRIu64 "}\n",
       seq, argv[4], S, batch, threads, rounds, secs, tk, tk * (double)es, tk * (double)(es + 1), c,
-      tk * (double)es / c, tk * (double)(es + 1) / c, wait_sum / rounds, disk, io);
+      tk * (double)es / c, tk * (double)(es + 1) / c, wait_sum / rounds, tkc, cc,
+      tkc * (double)es / cc, disk, io);
   stk_tokens_close(t);
   return 0;
 }

@@ -20,12 +20,6 @@
 #include "../dataset/dataset_impl.h"
 #include "tokens_impl.h"
 
-/* -DSTK_NO_SSE2 leaves the token copy in plain C, to test that path here. */
-#if defined(__SSE2__) && !defined(STK_NO_SSE2)
-#include <emmintrin.h>
-#define TOK_SSE2 1
-#endif
-
 struct src {
   char *path;
   struct stk_dataset *ds;
@@ -430,144 +424,6 @@ int stk_tokens_blend_index(const struct stk_tokens *t, int *built, const char **
 
 /* ---- one window ---------------------------------------------------------- */
 
-/* n tokens of dtype dt from p into dst (element `at` of the row).
- *
- * This is the loader's whole per-token cost (issue 18, T3), so the common
- * widenings run 16 tokens at a time in SSE2 (x86-64's baseline: no cpuid
- * check), a dtype that already matches is a memcpy, and the tail and other
- * machines take the plain loops below, which give the same values. The
- * tokens are little-endian, as Megatron writes them and as this host
- * reads them (the plain loops load them natively too). */
-#ifdef TOK_SSE2
-/* 16 tokens of dtype code from p as four vectors of four int32. */
-static inline void widen16(int code, const uint8_t *p, __m128i v[4]) {
-  const __m128i z = _mm_setzero_si128();
-  __m128i a, b;
-  switch (code) {
-    case 8: /* uint16: zero-extend */
-      a = _mm_loadu_si128((const __m128i *)(const void *)p);
-      b = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
-      v[0] = _mm_unpacklo_epi16(a, z), v[1] = _mm_unpackhi_epi16(a, z);
-      v[2] = _mm_unpacklo_epi16(b, z), v[3] = _mm_unpackhi_epi16(b, z);
-      return;
-    case 3: /* int16: into the high half, then shift down arithmetically */
-      a = _mm_loadu_si128((const __m128i *)(const void *)p);
-      b = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
-      v[0] = _mm_srai_epi32(_mm_unpacklo_epi16(z, a), 16);
-      v[1] = _mm_srai_epi32(_mm_unpackhi_epi16(z, a), 16);
-      v[2] = _mm_srai_epi32(_mm_unpacklo_epi16(z, b), 16);
-      v[3] = _mm_srai_epi32(_mm_unpackhi_epi16(z, b), 16);
-      return;
-    case 1: /* uint8 */
-      a = _mm_loadu_si128((const __m128i *)(const void *)p);
-      b = _mm_unpacklo_epi8(a, z), a = _mm_unpackhi_epi8(a, z);
-      v[0] = _mm_unpacklo_epi16(b, z), v[1] = _mm_unpackhi_epi16(b, z);
-      v[2] = _mm_unpacklo_epi16(a, z), v[3] = _mm_unpackhi_epi16(a, z);
-      return;
-    default: /* int8 (2) */
-      a = _mm_loadu_si128((const __m128i *)(const void *)p);
-      b = _mm_unpacklo_epi8(z, a), a = _mm_unpackhi_epi8(z, a);
-      v[0] = _mm_srai_epi32(_mm_unpacklo_epi16(z, b), 24);
-      v[1] = _mm_srai_epi32(_mm_unpackhi_epi16(z, b), 24);
-      v[2] = _mm_srai_epi32(_mm_unpacklo_epi16(z, a), 24);
-      v[3] = _mm_srai_epi32(_mm_unpackhi_epi16(z, a), 24);
-      return;
-  }
-}
-
-/* Tokens 16 at a time from p to d: narrow dtypes (codes 1, 2, 3, 8)
- * widened, int32 (4) to int64 sign-extended; the next lines of the piece
- * asked for ahead. Plain stores: non-temporal ones measured slower here
- * (the batch ring fits the last-level cache; docs/internals/tokens.md).
- * Returns how many it wrote, a multiple of 16 at most n. */
-static uint64_t put_sse2(uint8_t *d, size_t es, const uint8_t *p, int code, size_t ts, uint64_t n) {
-  uint64_t i = 0;
-  __m128i v[4];
-  for (; i + 16 <= n; i += 16) {
-    __builtin_prefetch(p + i * ts + 512);
-    if (code == 4) { /* int32 to int64 */
-      for (int k = 0; k < 4; k++)
-        v[k] = _mm_loadu_si128((const __m128i *)(const void *)(p + i * ts + 16 * k));
-    } else {
-      widen16(code, p + i * ts, v);
-    }
-    if (es == 4) {
-      for (int k = 0; k < 4; k++) _mm_storeu_si128((__m128i *)(void *)(d + i * 4 + 16 * k), v[k]);
-    } else {
-      for (int k = 0; k < 4; k++) {
-        __m128i sg = _mm_srai_epi32(v[k], 31);
-        _mm_storeu_si128((__m128i *)(void *)(d + i * 8 + 32 * k), _mm_unpacklo_epi32(v[k], sg));
-        _mm_storeu_si128((__m128i *)(void *)(d + i * 8 + 32 * k + 16),
-                         _mm_unpackhi_epi32(v[k], sg));
-      }
-    }
-  }
-  return i;
-}
-#endif
-
-/* n tokens the plain way (the reference for the SSE2 path). */
-static void put_plain(void *dst, size_t es, uint32_t at, const uint8_t *p,
-                      const struct stk__megatron_dtype *dt, uint64_t n) {
-  uint64_t i;
-  if (es == 4) {
-    int32_t *d = (int32_t *)dst + at;
-    switch (dt->code) {
-      case 4:
-        memcpy(d, p, n * 4);
-        return;
-      case 8:
-        for (i = 0; i < n; i++) d[i] = ((const uint16_t *)(const void *)p)[i];
-        return;
-      case 3:
-        for (i = 0; i < n; i++) d[i] = ((const int16_t *)(const void *)p)[i];
-        return;
-      case 1:
-        for (i = 0; i < n; i++) d[i] = p[i];
-        return;
-      case 2:
-        for (i = 0; i < n; i++) d[i] = (int8_t)p[i];
-        return;
-      default:
-        for (i = 0; i < n; i++) d[i] = (int32_t)(int64_t)stk__ld64(p + 8 * i);
-        return;
-    }
-  }
-  int64_t *d = (int64_t *)dst + at;
-  switch (dt->code) {
-    case 5:
-      memcpy(d, p, n * 8);
-      return;
-    case 4:
-      for (i = 0; i < n; i++) d[i] = (int32_t)stk__ld32(p + 4 * i);
-      return;
-    case 8:
-      for (i = 0; i < n; i++) d[i] = ((const uint16_t *)(const void *)p)[i];
-      return;
-    case 3:
-      for (i = 0; i < n; i++) d[i] = ((const int16_t *)(const void *)p)[i];
-      return;
-    case 1:
-      for (i = 0; i < n; i++) d[i] = p[i];
-      return;
-    default:
-      for (i = 0; i < n; i++) d[i] = (int8_t)p[i];
-      return;
-  }
-}
-
-static void put_tokens(void *dst, size_t es, uint32_t at, const uint8_t *p,
-                       const struct stk__megatron_dtype *dt, uint64_t n) {
-#ifdef TOK_SSE2
-  int code = dt->code;
-  if (n >= 16 && code != 5 && !(code == 4 && es == 4)) { /* a matching dtype: memcpy */
-    uint64_t i = put_sse2((uint8_t *)dst + (size_t)at * es, es, p, code, dt->size, n);
-    at += (uint32_t)i, p += i * dt->size, n -= i;
-  }
-#endif
-  put_plain(dst, es, at, p, dt, n);
-}
-
 /* Where tokens [from, to) of document d of s lie: the shard and the byte
  * offset in its .bin; 0, or -1 when past the .bin's end. */
 static int doc_place(const struct src *s, int32_t d, int64_t from, int64_t to, size_t *shard,
@@ -659,14 +515,21 @@ static int add_piece(const struct stk_tokens *t, const struct src *s, const stru
                          s->path, d, from + i, v);
       }
     }
-  put_tokens(r->tok, t->es, *at, p, s->dt, (uint64_t)(to - from));
+  stk__tok_put(r->tok, t->es, *at, p, s->dt->code, s->dt->size, (uint64_t)(to - from));
   free(got);
   *at += (uint32_t)(to - from);
   if (r->cu) r->cu[(*nc)++] = (int32_t)*at;
   return 0;
 }
 
-static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char *err) {
+/* Where window k lies: its source, and its first and last pieces'
+ * positions in the document index with the offsets in them. */
+struct place {
+  struct src *s;
+  int64_t pb, ob, pe, oe;
+};
+
+static int place_window(struct stk_tokens *t, uint64_t k, struct place *w, char *err) {
   if (k >= t->nwin)
     return stk__errf(err, STK_ERANGE, "window %" PRIu64 " is past the last (%" PRIu64 " windows)",
                      k, t->nwin);
@@ -676,17 +539,53 @@ static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char 
     si = t->blend.ds[k];
     j = (uint64_t)t->blend.sample[k];
   }
-  struct src *s = &t->src[si];
-  const struct stk__gpt_index *ix = &s->index.ix;
+  w->s = &t->src[si];
+  const struct stk__gpt_index *ix = &w->s->index.ix;
   if (j >= ix->n_samples)
-    return stk__errf(err, STK_ERANGE, "%s: window %" PRIu64 " is past its last", s->path, j);
+    return stk__errf(err, STK_ERANGE, "%s: window %" PRIu64 " is past its last", w->s->path, j);
   uint64_t smp = stk__gpt_shuffle_at(ix, j);
-  int64_t pb, ob, pe, oe;
-  stk__gpt_sample_row(ix, smp, &pb, &ob);
-  stk__gpt_sample_row(ix, smp + 1, &pe, &oe);
+  stk__gpt_sample_row(ix, smp, &w->pb, &w->ob);
+  stk__gpt_sample_row(ix, smp + 1, &w->pe, &w->oe);
+  return 0;
+}
+
+/* The pieces lie at random places in the corpus and its index: ask for
+ * the start of each (up to 16; 256 bytes) and its length before copying
+ * the first, so their cache and TLB misses overlap. */
+static void prefetch_pieces(const struct place *w) {
+  const struct src *s = w->s;
+  const struct stk__gpt_index *ix = &s->index.ix;
+  int64_t last = s->index.mode == STK_WINDOWS_DOCUMENT ? w->pb : w->pe;
+  for (int64_t p = w->pb; p <= last && p < w->pb + 16 && (uint64_t)p < ix->n_doc; p++) {
+    int32_t d = ix->doc_index[p];
+    int64_t from = p == w->pb ? w->ob : 0;
+    __builtin_prefetch(&s->lengths[d]);
+    const uint8_t *q = doc_tokens(s, d, from, from);
+    if (q) {
+      __builtin_prefetch(q);
+      __builtin_prefetch(q + 64);
+      __builtin_prefetch(q + 128);
+      __builtin_prefetch(q + 192);
+    }
+  }
+}
+
+void stk__tokens_prefetch(struct stk_tokens *t, uint64_t k) {
+  struct place w;
+  char err[STK_ERRMSG_MAX];
+  if (place_window(t, k, &w, err) == 0) prefetch_pieces(&w);
+}
+
+static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char *err) {
+  struct place w;
+  int rc = place_window(t, k, &w, err);
+  if (rc) return rc;
+  struct src *s = w.s;
+  const struct stk__gpt_index *ix = &s->index.ix;
+  int64_t pb = w.pb, ob = w.ob, pe = w.pe, oe = w.oe;
+  if (r->tok) prefetch_pieces(&w);
   uint32_t at = 0, nc = 0;
   if (r->cu) r->cu[nc++] = 0;
-  int rc = 0;
   if (s->index.mode == STK_WINDOWS_DOCUMENT) {
     int32_t d = ix->doc_index[pb];
     int64_t L = s->lengths[d];
@@ -694,19 +593,6 @@ static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char 
   } else {
     /* MEGATRON: from (pb, ob) to (pe, oe + extra); PACK: to (pe, oe). */
     int64_t endx = s->index.mode == STK_WINDOWS_MEGATRON ? ix->extra : 0;
-    /* The pieces lie at random places in the corpus: ask for the start of
-     * each (up to 16) before copying the first, so their misses overlap. */
-    for (int64_t p = pb; p <= pe && p < pb + 16 && (uint64_t)p < ix->n_doc; p++) {
-      int32_t d = ix->doc_index[p];
-      int64_t from = p == pb ? ob : 0;
-      const uint8_t *q = doc_tokens(s, d, from, from);
-      if (q) {
-        __builtin_prefetch(q);
-        __builtin_prefetch(q + 64);
-        __builtin_prefetch(q + 128);
-        __builtin_prefetch(q + 192);
-      }
-    }
     for (int64_t p = pb; !rc && p <= pe && (uint64_t)p < ix->n_doc; p++) {
       int32_t d = ix->doc_index[p];
       int64_t from = p == pb ? ob : 0, to = p == pe ? oe + endx : s->lengths[d];

@@ -106,6 +106,14 @@ int stk__tok_blend_get(const char *dir, const double *norm, int n, uint64_t size
                        struct stk__tok_blend *out, char *err);
 void stk__tok_blend_free(struct stk__tok_blend *b);
 
+/* ---- one piece's tokens (tokens_copy.c) -------------------------------- */
+
+/* n tokens of Megatron dtype code (ts bytes each, little-endian) from p
+ * into element at of a row of es-byte (4: int32, 8: int64) elements;
+ * int64 tokens into int32 are truncated (the caller checks they fit). */
+void stk__tok_put(void *dst, size_t es, uint32_t at, const uint8_t *p, int code, size_t ts,
+                  uint64_t n);
+
 /* ---- what the pipeline asks (tokens.c) --------------------------------- */
 
 /* Bytes of a batch buffer of cap rows: tokens, loss mask, boundary counts
@@ -116,6 +124,9 @@ size_t stk__tokens_row_bytes(const struct stk_tokens *t);
 /* Write window k into row i of a batch buffer of cap rows. Thread-safe. */
 int stk__tokens_fill(struct stk_tokens *t, uint64_t k, uint8_t *base, uint32_t cap, uint32_t i,
                      char *err);
+/* Ask for the cache lines window k's first pieces begin at (and their
+ * lengths), copying nothing; nothing when k is out of range. */
+void stk__tokens_prefetch(struct stk_tokens *t, uint64_t k);
 /* The arrays of a batch of n rows in a buffer of cap rows. */
 void stk__tokens_view(const struct stk_tokens *t, uint8_t *base, uint32_t cap, uint32_t n,
                       const uint64_t *ids, struct stk_token_batch *out);

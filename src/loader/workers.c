@@ -43,6 +43,9 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tl
   struct slot *s = &j->slots[i];
   if (s->err) return;
   if (l->tok) {
+    /* The next window's pieces are asked for while this one is copied
+     * (issue 18, T3), whichever worker copies it. */
+    if (i + 1 < j->n && !j->slots[i + 1].err) stk__tokens_prefetch(l->tok, j->slots[i + 1].id);
     int rc = stk__tokens_fill(l->tok, s->id, j->out, l->o.batch_size, i, err);
     if (rc) return stk__slot_fail(l, j, s, rc, err);
     s->out_off = (uint64_t)i * l->fixed_out;
