@@ -143,10 +143,11 @@ static void copy_sample(struct stk_loader *l, struct job *j, uint32_t i, void **
   s->out_len = got;
 }
 
-/* Lay out a batch after phase 1; start the copy phase if one is needed. */
+/* Lay out a batch after phase 1; start the copy phase if one is needed
+ * (not once the loader is closing). */
 static void finish_phase1(struct stk_loader *l, struct job *j) {
   uint64_t t0 = stk_now_ns();
-  if (!j->copy || j->err) {
+  if (!j->copy || j->err || atomic_load(&l->cancel)) {
     ctr_add(&l->st[STK_STAGE_BATCH].busy_ns, stk_now_ns() - t0);
     stk__ring_put(l, j);
     return;
@@ -186,6 +187,10 @@ void *stk__worker_main(void *arg) {
     struct job *j = t.job;
     int phase = j->phase; /* fixed until this job's last task of the phase */
     for (uint32_t i = t.begin; i < t.end; i++) {
+      /* Closing: the batches being made will never be handed out, so the
+       * rest of their samples are left undone (a decode of a whole
+       * prefetched epoch boundary's worth of images used to run first). */
+      if (atomic_load_explicit(&l->cancel, memory_order_relaxed)) break;
       if (phase == 2)
         copy_sample(l, j, i, tls, err);
       else
