@@ -305,6 +305,9 @@ def main():
     ap.add_argument("--p4-samples", type=int, default=2048, help="P4's samples (one epoch a run)")
     ap.add_argument("--p4-threads", default="1,2",
                     help="stoker.torch transform_threads settings for P4 (best kept)")
+    ap.add_argument("--p4-images", default="c",
+                    help="where P4's stoker rows decode the jpg: c (the loader's threads), "
+                         "python (torchvision in Python, as before image_fields), or c,python")
     ap.add_argument("--p4-workers", default="0,1,2,3",
                     help="DataLoader num_workers settings for P4's webdataset rows (best kept)")
     ap.add_argument("--p4-image", default="torchrgb8,tv",

@@ -94,11 +94,14 @@ def p4_data(samples, shard_samples=128):
     return wds_dir
 
 
-def p4_stoker(wds_dir, threads):
-    """stoker.torch's dict samples: the same work as anchors_p4.py's."""
+def p4_stoker(wds_dir, threads, images="c"):
+    """stoker.torch's dict samples: the same work as anchors_p4.py's. images:
+    "c" decodes the jpg in the loader's C threads (the default), "python"
+    in Python (torchvision's decode_image, as before image_fields)."""
     c0, t0, n = cpu_s(), time.perf_counter(), 0  # opening included
     ds = st.loader(wds_dir, 64, decode="fields", field="jpg,cls,json", format="wds", seed=1,
-                   rank=0, world_size=1, transform_threads=threads)
+                   rank=0, world_size=1, transform_threads=threads,
+                   image_fields="*" if images == "c" else "")
     for b in ds:
         x, y, meta = b["jpg"], b["cls"], b["json"]
         assert x.dtype == torch.uint8 and x.dim() == 4 and x.shape[1] == 3, (x.dtype, x.shape)
@@ -106,7 +109,7 @@ def p4_stoker(wds_dir, threads):
         n += x.shape[0]
     ds.close()
     wall = time.perf_counter() - t0
-    return {"threads": threads, "samples": n, "samples_per_s": n / wall,
+    return {"threads": threads, "images": images, "samples": n, "samples_per_s": n / wall,
             "cpu_s_per_1000": (cpu_s() - c0) / n * 1000}
 
 
@@ -126,16 +129,18 @@ def p4(a, anchors_py, anchor_why):
     wds_dir = p4_data(a.p4_samples)
     files = files_of(wds_dir)
     threads = [int(x) for x in a.p4_threads.split(",") if x]
+    modes = [x for x in a.p4_images.split(",") if x]
     workers = [int(x) for x in a.p4_workers.split(",") if x]
     images = [x for x in a.p4_image.split(",") if x]
     runs = {}
     for rnd in range(a.rounds):
-        for t in threads:
-            warm(files)
-            with Reads() as rd:
-                r = p4_stoker(wds_dir, t)
-            r.update(rd.out)
-            runs.setdefault(f"stoker_t{t}", []).append(r)
+        for m in modes:
+            for t in threads:
+                warm(files)
+                with Reads() as rd:
+                    r = p4_stoker(wds_dir, t, m)
+                r.update(rd.out)
+                runs.setdefault(f"stoker_{m}_t{t}" if m != "c" else f"stoker_t{t}", []).append(r)
         if anchor_why:
             continue
         for img in images:
@@ -161,9 +166,11 @@ def p4(a, anchors_py, anchor_why):
             rows[k]["name"] = (f"webdataset {rs[0]['version']} decode('{rs[0]['image']}'), "
                                f"DataLoader num_workers={rs[0]['workers']}")
         else:
-            rows[k]["name"] = f"stoker.torch decode='fields', transform_threads={rs[0]['threads']}"
+            rows[k]["name"] = (f"stoker.torch decode='fields', images in {rs[0]['images']}, "
+                               f"transform_threads={rs[0]['threads']}")
     out = {"samples": a.p4_samples, "rounds": a.rounds, "rows": rows}
-    st_best = max((v for k, v in rows.items() if k.startswith("stoker")),
+    st_best = max((v for k, v in rows.items() if k.startswith("stoker") and
+                   v["runs"][0]["images"] == "c"),
                   key=lambda v: v["samples_per_s"])
     wds_rows = [v for k, v in rows.items() if k.startswith("wds")]
     print(f"\nP4: WebDataset jpg + cls + json, {a.p4_samples} samples (500x375 JPEG) in "

@@ -24,7 +24,12 @@
 extern "C" {
 #endif
 
+/* Set with stk_cache_opts_init(): it records struct_size, and the library reads
+ * only that many bytes (options added later take their defaults); a
+ * struct_size larger than the library's is refused. A struct left zeroed
+ * (struct_size 0) is taken to be this header's. */
 struct stk_cache_opts {
+  size_t struct_size; /* set by stk_cache_opts_init(); 0 = this header's */
   const char *dir;          /* disk tier directory (created); NULL = no disk tier */
   uint64_t disk_bytes;      /* disk tier budget; 0 = 80% of the file system's size */
   uint64_t min_free;        /* keep this much free on its file system; 0 = 1 GiB
@@ -53,6 +58,8 @@ struct stk_cache_opts {
    * tier, so processes sharing a directory should agree on it. */
   uint64_t chunk_bytes;
 };
+#define stk_cache_opts_init(o) stk_cache_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_cache_opts_init_sized(struct stk_cache_opts *o, size_t size);
 
 #define STK_CACHE_CHUNK_DEFAULT (64ull << 20)
 

@@ -46,7 +46,12 @@ STK_EXPORT const char *stk_doctor_fig_title(int i);
 /* Bit of figure i in stk_doctor_opts.only. */
 #define STK_DOCTOR_BIT(i) (1u << (i))
 
+/* Set with stk_doctor_opts_init(): it records struct_size, and the library reads
+ * only that many bytes (options added later take their defaults); a
+ * struct_size larger than the library's is refused. A struct left zeroed
+ * (struct_size 0) is taken to be this header's. */
 struct stk_doctor_opts {
+  size_t struct_size; /* set by stk_doctor_opts_init(); 0 = this header's */
   const char *dir;       /* where the scratch file goes, on the storage under
                             test; NULL = $TMPDIR, else /var/tmp */
   uint64_t size;         /* scratch file bytes, rounded down to 8 MiB; 0 = 1 GiB
@@ -66,6 +71,8 @@ struct stk_doctor_opts {
   void (*progress)(void *ctx, const char *phase);
   void *ctx;
 };
+#define stk_doctor_opts_init(o) stk_doctor_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_doctor_opts_init_sized(struct stk_doctor_opts *o, size_t size);
 
 struct stk_doctor_figure {
   double value; /* in the figure's unit; meaningful only when valid */

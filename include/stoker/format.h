@@ -101,7 +101,12 @@ STK_EXPORT int stk_format_info(int i, const char **name, unsigned *caps, const c
 
 struct stk_cache_opts;
 
+/* Set with stk_dataset_opts_init(): it records struct_size, and the library reads
+ * only that many bytes (options added later take their defaults); a
+ * struct_size larger than the library's is refused. A struct left zeroed
+ * (struct_size 0) is taken to be this header's. */
 struct stk_dataset_opts {
+  size_t struct_size; /* set by stk_dataset_opts_init(); 0 = this header's */
   const char *format; /* "tfrecord", "wds", "npy", "npz", "mds", "megatron", "files", or
                          NULL to detect */
   int index_threads;  /* threads building shard indexes; 0 = number of cores */
@@ -109,6 +114,8 @@ struct stk_dataset_opts {
    * disk tier (cache->dir set). NULL: URLs get a RAM tier with defaults. */
   const struct stk_cache_opts *cache;
 };
+#define stk_dataset_opts_init(o) stk_dataset_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_dataset_opts_init_sized(struct stk_dataset_opts *o, size_t size);
 
 /* Whether path names shards one by one (a brace pattern, or a shard-list
  * file: *.txt, *.list, *.lst, *.shards) or is a URL, rather than a folder
@@ -194,7 +201,12 @@ STK_EXPORT const char *stk_dataset_errmsg(const struct stk_dataset *ds);
 
 /* ---- writing --------------------------------------------------------- */
 
+/* Set with stk_writer_opts_init(): it records struct_size, and the library reads
+ * only that many bytes (options added later take their defaults); a
+ * struct_size larger than the library's is refused. A struct left zeroed
+ * (struct_size 0) is taken to be this header's. */
 struct stk_writer_opts {
+  size_t struct_size; /* set by stk_writer_opts_init(); 0 = this header's */
   const char *format;          /* a format with STK_FMT_WRITE */
   const char *dir;             /* output directory, created if missing */
   const char *prefix;          /* shard file name prefix; NULL = "shard" */
@@ -202,6 +214,8 @@ struct stk_writer_opts {
   uint64_t samples_per_shard;  /* start a new shard after this many; 0 = no limit */
   int write_index;             /* also write DALI-style .idx files (tfrecord) */
 };
+#define stk_writer_opts_init(o) stk_writer_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_writer_opts_init_sized(struct stk_writer_opts *o, size_t size);
 
 /* Create a writer. Shards are written to temporary names and renamed when
  * complete, so an interrupted write never leaves a shard that reads as

@@ -21,7 +21,12 @@ struct stk_gen_stats {
   uint64_t wall_ns;
 };
 
+/* Set with stk_gen_opts_init(): it records struct_size, and the library reads
+ * only that many bytes (options added later take their defaults); a
+ * struct_size larger than the library's is refused. A struct left zeroed
+ * (struct_size 0) is taken to be this header's. */
 struct stk_gen_opts {
+  size_t struct_size; /* set by stk_gen_opts_init(); 0 = this header's */
   const char *dir;            /* output directory */
   const char *format;         /* "tfrecord", "wds", "npy", "npz", "mds", "megatron", "files" */
   uint64_t samples;           /* > 0 */
@@ -57,6 +62,8 @@ struct stk_gen_opts {
    * (and a files dataset's extension) is jpg, png or webp. */
   const char *image_format;
 };
+#define stk_gen_opts_init(o) stk_gen_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_gen_opts_init_sized(struct stk_gen_opts *o, size_t size);
 
 /* Progress callback: done samples of total, bytes so far. Return nonzero
  * to stop; stk_gen then removes what it wrote and returns STK_ECANCELED. */

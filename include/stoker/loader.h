@@ -179,6 +179,16 @@ struct stk_loader_opts {
   const struct stk_sampler_state *resume; /* NULL = start at epoch 0 */
   int shares;             /* enum stk_shares: how an epoch that world does not
                              divide is shared; 0 = STK_SHARES_UNEVEN */
+  /* STK_DECODE_FIELDS: the image fields decoded here (JPEG, PNG or WebP by
+   * their first bytes) instead of passed as stored, comma-separated: a
+   * name, "*" for every field named *.jpg, *.jpeg, *.png or *.webp, "-name"
+   * to leave one out ("*,-mask.png"). NULL or "" = none. Such a field
+   * comes typed: with decode.out_h and out_w 0, the whole image at its own
+   * size as uint8 RGB, as PIL's convert("RGB") and torchvision's
+   * decode_image make it (images of a batch may differ in size), shape
+   * (H, W, 3), or (3, H, W) with layout CHW; with either set, the image
+   * decode's output (its crop, resize, flip, dtype, layout, mean/std). */
+  const char *image_fields;
 };
 
 /* Ranks' shares of an epoch of n samples. UNEVEN: rank r takes positions

@@ -19,7 +19,12 @@ extern "C" {
 
 /* ---- the agent -------------------------------------------------------- */
 
+/* Set with stk_watch_opts_init(): it records struct_size, and the library reads
+ * only that many bytes (options added later take their defaults); a
+ * struct_size larger than the library's is refused. A struct left zeroed
+ * (struct_size 0) is taken to be this header's. */
 struct stk_watch_opts {
+  size_t struct_size; /* set by stk_watch_opts_init(); 0 = this header's */
   double interval_s;         /* sampling period (default 1) */
   int fast_time;             /* each sample advances the clock by interval_s
                                 without sleeping (tests, W3) */
@@ -58,6 +63,8 @@ struct stk_watch_opts {
                                 Prometheus exporter-toolkit's web
                                 configuration format (YAML), or NULL */
 };
+#define stk_watch_opts_init(o) stk_watch_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_watch_opts_init_sized(struct stk_watch_opts *o, size_t size);
 
 struct stk_watch;
 

@@ -97,7 +97,8 @@ int parse_opts(LoaderObject *self, PyObject *d) {
       opt_int(d, "skip_verify", &o->skip_verify) || opt_u64(d, "inflight", &o->max_inflight) ||
       opt_u32(d, "io_depth", &o->io_depth) || opt_u32(d, "prefetch", &o->prefetch) ||
       opt_u32(d, "prefetch_max", &o->prefetch_max) || opt_u64(d, "mem_cap", &o->mem_cap) ||
-      opt_int(d, "on_error", &o->on_error) || opt_int(d, "shares", &o->shares))
+      opt_int(d, "on_error", &o->on_error) || opt_int(d, "shares", &o->shares) ||
+      opt_str(self, d, "image_fields", &o->image_fields))
     return -1;
   for (int i = 0; i < 3; i++) {
     char k[16];

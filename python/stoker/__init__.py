@@ -279,7 +279,14 @@ class Loader(_stoker.Loader):
       field=None          field to decode (default: the first of each sample);
                           with decode="fields", the fields to keep, "jpg,cls"
                           (default: all)
-      size=224            JPEG output size: int or (height, width)
+      image_fields=None   with decode="fields", the image fields decoded in C
+                          (JPEG, PNG, WebP by their bytes) instead of passed as
+                          stored: "*" (every *.jpg/jpeg/png/webp field), names,
+                          "-name" to leave one out, comma-separated ("*,-seg.png")
+      size=224            JPEG output size: int or (height, width); with
+                          decode="fields", None (the default there) keeps each
+                          image field at its own size, a size applies the
+                          decode="jpeg" transform (crop, resize, dtype, layout)
       dtype="u8"          "u8" or "f32" (normalized by mean/std)
       layout="hwc"        "hwc" or "chw"
       eval=False          center crop instead of random resized crop + flip
@@ -393,7 +400,7 @@ class Loader(_stoker.Loader):
 
 def _options(source, batch_size=64, *, shuffle=True, seed=None, epochs=1,
              drop_last=False, epoch_samples=0, threads=0, window=0, rank=0, world=1,
-             shares="uneven", resume=None, decode="raw", field=None, size=224, dtype="u8", layout="hwc",
+             shares="uneven", resume=None, decode="raw", field=None, image_fields=None, size=None, dtype="u8", layout="hwc",
              eval=False, scale=None, ratio=None, mean=None, std=None, format=None,
              engine="auto", direct=False, verify=True, on_error=None, prefetch=0,
              prefetch_max=0, mem_cap=0, inflight=0, io_depth=0, pin_memory=False,
@@ -440,11 +447,20 @@ def _options(source, batch_size=64, *, shuffle=True, seed=None, epochs=1,
         o["resume"] = _resume_tuple(resume)
     o["decode"] = _choice("decode", decode, ["raw", "jpeg", "npy", "fields"])
     o["field"] = _str("field", field)
-    if isinstance(size, (tuple, list)):
+    o["image_fields"] = _str("image_fields", image_fields)
+    if o["image_fields"] and decode != "fields":
+        raise ValueError('image_fields: only with decode="fields"')
+    if size is None and decode == "fields":
+        size = 0  # image fields at their own size
+    elif size is None:
+        size = 224
+    if size == 0 and decode == "fields":
+        h = w = 0
+    elif isinstance(size, (tuple, list)):
         h, w = _pair("size", size, int)
     else:
         h = w = _int("size", size, 1, 1 << 14, none_ok=False)
-    if not (0 < h <= 1 << 14 and 0 < w <= 1 << 14):
+    if (h, w) != (0, 0) and not (0 < h <= 1 << 14 and 0 < w <= 1 << 14):
         raise ValueError(f"size: {size!r} is out of range")
     o["out_h"], o["out_w"] = h, w
     o["dtype"] = _choice("dtype", dtype, ["u8", "f32"])

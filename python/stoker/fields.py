@@ -8,7 +8,12 @@ Python values, one decoder per field:
 
   "image"  jpg/jpeg/png/webp/...: a (3, H, W) uint8 torch tensor
            (torchvision.io.decode_image, RGB), or with no torchvision a
-           (H, W, 3) numpy array through PIL
+           (H, W, 3) numpy array through PIL. Fields the loader decoded in
+           C (image_fields=, the default of stoker.torch) come as pixels;
+           they are wrapped the same way, a (3, H, W) tensor viewing the
+           batch (a channels-first view of HWC memory, as decode_image
+           returns it, or contiguous with layout="chw"), pixel for pixel
+           what the Python decode gives
   "npy"    a .npy member: a numpy array of its own dtype and shape, viewing
            the batch (no copy)
   "int"    cls/label/...: the ASCII integer
@@ -99,8 +104,27 @@ def _image(buf):
     return decode_image(t, mode=ImageReadMode.RGB)
 
 
-def decode_field(name, buf, dtype, shape, decoder):
-    """One field's value: buf is an array viewing the batch's bytes."""
+def _pixels(arr, layout):
+    """Pixels decoded in C (H, W, 3 or 3, H, W by layout) as the "image"
+    decoder gives an image: a (3, H, W) torch tensor, or without torch an
+    (H, W, 3) numpy array."""
+    try:
+        import torch
+    except ImportError:
+        return arr if layout == "hwc" else arr.transpose(1, 2, 0)
+    import warnings
+    with warnings.catch_warnings():  # a read-only view of the batch: never written
+        warnings.simplefilter("ignore", UserWarning)
+        t = torch.from_numpy(arr)
+    return t.permute(2, 0, 1) if layout == "hwc" else t
+
+
+def decode_field(name, buf, dtype, shape, decoder, layout="hwc"):
+    """One field's value: buf is an array viewing the batch's bytes.
+    layout: the loader's, for image fields it decoded."""
+    if dtype is not None and decoder == "image" and shape is not None and len(shape) == 3:
+        return _pixels(np.frombuffer(buf, dtype=np.dtype(dtype).newbyteorder("<"))
+                       .reshape(shape), layout)
     if dtype is not None:  # the format recorded type and shape
         arr = np.frombuffer(buf, dtype=np.dtype(dtype).newbyteorder("<"))
         return arr.reshape(shape if shape is not None else ())  # () : a 0-d array
@@ -126,8 +150,9 @@ def decode_field(name, buf, dtype, shape, decoder):
     return b
 
 
-def sample(batch, i, decoders=None):
-    """Sample i of a decode="fields" batch as a dict (see the module)."""
+def sample(batch, i, decoders=None, layout="hwc"):
+    """Sample i of a decode="fields" batch as a dict (see the module).
+    layout: the Loader's (it matters only for image fields decoded in C)."""
     index, label, key, fields = batch._sample(i)
     decoders = decoders or {}
     out = {}
@@ -137,7 +162,7 @@ def sample(batch, i, decoders=None):
                 bytes(memoryview(buf)[:6]) == NPY_MAGIC:
             dec = "npy"  # an npz array, or a .npy member by another name
         try:
-            out[name] = decode_field(name, buf, dtype, shape, dec)
+            out[name] = decode_field(name, buf, dtype, shape, dec, layout)
         except ValueError as e:
             raise ValueError(f"sample {index} ({key or 'no key'}): field {name}: {e}") from None
     if label >= 0 and "cls" not in out:
@@ -147,9 +172,23 @@ def sample(batch, i, decoders=None):
     return out
 
 
-def samples(batch, decoders=None):
+def samples(batch, decoders=None, layout="hwc"):
     """Every sample of a decode="fields" batch, as dicts."""
-    return [sample(batch, i, decoders) for i in range(len(batch))]
+    return [sample(batch, i, decoders, layout) for i in range(len(batch))]
+
+
+def image_fields(decoders):
+    """The image_fields a loader gets so that every field the "image"
+    decoder would take is decoded in C: those with an image extension the
+    C codecs read, and those decoders= maps to "image"; a field decoders=
+    gives another decoder is left out."""
+    spec = ["*"]
+    for name, dec in (decoders or {}).items():
+        if dec == "image":
+            spec.append(name)
+        elif name.rsplit(".", 1)[-1].lower() in ("jpg", "jpeg", "png", "webp"):
+            spec.append("-" + name)
+    return ",".join(spec)
 
 
 def _stack(torch, vals):

@@ -100,7 +100,11 @@ class StokerDataset(IterableDataset):
     callable} or by its extension (stoker.fields): images to (3, H, W)
     uint8 tensors, .npy members and typed columns to arrays of their own
     dtype and shape, cls to ints; equal shapes are stacked, text, bytes and
-    JSON come as lists.
+    JSON come as lists. JPEG, PNG and WebP fields are decoded by stoker's C
+    workers (image_fields="*" by default; "" decodes them in Python as
+    before), each at its own size (images of different sizes come as a
+    list), or with size= through decode="jpeg"'s transform (train or eval
+    crop, dtype, layout) to one size, stacked.
 
     transform=fn runs the user's own function (torchvision v2 transforms on
     tensors, say) on each decoded sample (transform_on="sample": the dict,
@@ -124,6 +128,10 @@ class StokerDataset(IterableDataset):
         self.decoders = fields.check_decoders(decoders)
         if decoders is not None and options.get("decode") != "fields":
             raise ValueError('decoders: only with decode="fields"')
+        if options.get("decode") == "fields" and "image_fields" not in options:
+            # Image fields decoded by the loader's C workers; "" keeps them
+            # as stored for the Python decoders.
+            options["image_fields"] = fields.image_fields(self.decoders)
         if transform is not None and not callable(transform):
             raise TypeError(f"transform: expected a callable, got {type(transform).__name__}")
         if transform_on not in ("sample", "batch"):
@@ -382,9 +390,10 @@ class StokerDataset(IterableDataset):
 
     def _fields_item(self, batch):
         dec, tf = self.decoders, self.transform if self.transform_on == "sample" else None
+        layout = self.options.get("layout", "hwc")
 
         def one(i):
-            d = fields.sample(batch, i, dec)
+            d = fields.sample(batch, i, dec, layout)
             return tf(d) if tf is not None else d
 
         item = fields.collate(self._map(one, range(len(batch))))

@@ -104,7 +104,32 @@ def test_npz_dlio_layout_gives_each_sample_its_slice(datasets):
             x, y = z["x"], z["y"]
         for i in range(x.shape[-1]):
             (s,) = [s for s in got.values() if s["__key__"] == f"{key}/{i}"]
-            assert s["x"] == np.ascontiguousarray(x[..., i]).tobytes() and s["cls"] == y[i]
+            assert s["x"].dtype == x.dtype and s["x"].shape == x.shape[:-1]
+            assert np.array_equal(s["x"], x[..., i]) and s["cls"] == y[i]
+
+
+@pytest.mark.parametrize("dtype,shape", [("uint8", (6, 5, 4)), ("float32", (3, 7, 2, 5)),
+                                         ("int16", (9, 3))])
+def test_npz_dlio_savez_records_are_x_last_axis_samples(tmp_path, dtype, shape):
+    # As DLIO's npz generator writes them: np.savez(path, x=records,
+    # y=record_labels), records' last axis the sample, labels a list.
+    rng = np.random.default_rng(len(shape))
+    xs = {}
+    for k in range(3):
+        x = (rng.random(shape) * 200).astype(dtype)
+        y = [k * 10 + i for i in range(shape[-1])]
+        np.savez(str(tmp_path / f"img_{k}_of_3.npz"), x=x, y=y)
+        xs[f"img_{k}_of_3"] = (x, y)
+    got = all_samples(str(tmp_path))
+    raw = raw_bytes(str(tmp_path), "x")
+    assert len(got) == len(raw) == 3 * shape[-1]
+    for n, s in got.items():
+        key, i = s["__key__"].rsplit("/", 1)
+        x, y = xs[key]
+        want = x[..., int(i)]
+        assert s["x"].dtype == x.dtype and s["x"].shape == want.shape
+        assert np.array_equal(s["x"], want) and s["cls"] == y[int(i)]
+        assert raw[n] == np.ascontiguousarray(want).tobytes()  # decode="raw": its bytes
 
 
 def test_npy_and_mds_typed_columns(datasets):

@@ -42,8 +42,14 @@ static void check_runtime_dir(const char *dir) {
             "publications; let root create it (mode 1777)", dir, (unsigned)st.st_uid);
 }
 
+void stk_watch_opts_init_sized(struct stk_watch_opts *o, size_t size) {
+  stk__opts_init(o, sizeof *o, size);
+}
+
 int stk_watch_open(struct stk_watch **out, const struct stk_watch_opts *opts, char *errmsg) {
-  struct stk_watch_opts o = opts ? *opts : (struct stk_watch_opts){0};
+  struct stk_watch_opts o;
+  int orc = stk__opts_take(&o, sizeof o, opts, "stk_watch_opts", errmsg);
+  if (orc) return orc;
   if (o.interval_s == 0) o.interval_s = 1;
   if (!(o.interval_s >= 0.01 && o.interval_s <= 3600))
     return stk__errf(errmsg, STK_EINVAL, "interval %g s is out of range (0.01..3600)", o.interval_s);

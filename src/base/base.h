@@ -20,6 +20,15 @@
 int stk__errf(char *buf, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Options structs with a leading size_t struct_size (opts.c): init zeroes
+ * the first min(have, size) bytes of o (have: this library's sizeof) and
+ * records size; take copies the caller's src (struct_size bytes, 0 = this
+ * header's; src NULL = all defaults) into dst (have bytes, zeroed past
+ * what the caller has, struct_size set to have), and refuses a struct_size
+ * larger than have or too small to hold itself, naming what. */
+void stk__opts_init(void *o, size_t have, size_t size);
+int stk__opts_take(void *dst, size_t have, const void *src, const char *what, char *err);
+
 /* Map an errno value to the closest STK_E* code. */
 int stk__from_errno(int errnum);
 

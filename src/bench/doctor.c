@@ -456,10 +456,17 @@ static int measure(struct run *x) {
   return rc;
 }
 
-int stk_doctor_run(const struct stk_doctor_opts *o, struct stk_doctor_result *r, char *errmsg) {
-  static const struct stk_doctor_opts defaults;
-  if (!o) o = &defaults;
+void stk_doctor_opts_init_sized(struct stk_doctor_opts *o, size_t size) {
+  stk__opts_init(o, sizeof *o, size);
+}
+
+int stk_doctor_run(const struct stk_doctor_opts *user, struct stk_doctor_result *r,
+                   char *errmsg) {
+  struct stk_doctor_opts own;
+  const struct stk_doctor_opts *o = &own;
   memset(r, 0, sizeof *r);
+  int orc = stk__opts_take(&own, sizeof own, user, "stk_doctor_opts", errmsg);
+  if (orc) return orc;
   for (int i = 0; i < STK_DOCTOR_NFIG; i++) fig_bad(&r->fig[i], "not measured (--only)");
   r->page_cache_disk_bytes = UINT64_MAX;
   struct run x = {.o = o, .r = r, .use_uring = 1};

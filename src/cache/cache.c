@@ -334,6 +334,10 @@ static uint64_t mem_total(void) {
   return sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : (8ull << 30);
 }
 
+void stk_cache_opts_init_sized(struct stk_cache_opts *o, size_t size) {
+  stk__opts_init(o, sizeof *o, size);
+}
+
 int stk__cache_open(struct stk_cache **out, struct stk_origin *origin,
                     const struct stk_cache_shard *tab, size_t n,
                     const struct stk_cache_opts *opts, char *err) {

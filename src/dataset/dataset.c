@@ -302,9 +302,23 @@ static int file_url_to_path(char **loc, char *err) {
   return 0;
 }
 
+void stk_dataset_opts_init_sized(struct stk_dataset_opts *o, size_t size) {
+  stk__opts_init(o, sizeof *o, size);
+}
+
 int stk_dataset_open(struct stk_dataset **out, const char *path,
-                     const struct stk_dataset_opts *opts, char *errmsg) {
+                     const struct stk_dataset_opts *user, char *errmsg) {
   if (!out || !path || !*path) return stk__errf(errmsg, STK_EINVAL, "no dataset path given");
+  /* The caller's options (and cache options) at this library's size, read
+   * only as far as the caller's struct_size; everything below uses these. */
+  struct stk_dataset_opts own;
+  struct stk_cache_opts own_cache;
+  int orc = stk__opts_take(&own, sizeof own, user, "stk_dataset_opts", errmsg);
+  if (!orc && own.cache)
+    orc = stk__opts_take(&own_cache, sizeof own_cache, own.cache, "stk_cache_opts", errmsg);
+  if (orc) return orc;
+  if (own.cache) own.cache = &own_cache;
+  const struct stk_dataset_opts *opts = &own;
   /* file:// without cache tiers is just a path (a pattern's names are
    * decoded one by one, after expansion). */
   const struct stk_cache_opts *co = opts ? opts->cache : NULL;

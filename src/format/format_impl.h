@@ -305,6 +305,7 @@ int stk__npy_check(const uint8_t *p, uint64_t n, uint64_t *data_off, const char 
 struct stk__npy_info {
   uint64_t data_off, itemsize, count, last;
   int ndim, fortran, is_int, is_signed;
+  uint64_t shape[STK_FIELD_MAX_DIMS]; /* the first STK_FIELD_MAX_DIMS dimensions */
   char descr[16];
 };
 int stk__npy_info(const uint8_t *p, uint64_t n, int need_data, struct stk__npy_info *info,

@@ -25,6 +25,7 @@ struct npy_hdr {
   int count_overflow;
   int ndim, fortran, is_int, is_signed;
   uint64_t last;     /* the last dimension (1 for a 0-d array) */
+  uint64_t shape[STK_FIELD_MAX_DIMS]; /* the first STK_FIELD_MAX_DIMS dimensions */
   char descr[16];    /* the dtype string, truncated ("<i4"); "" for a structured dtype */
 };
 
@@ -80,6 +81,7 @@ static const uint8_t *shape_tuple(const uint8_t *p, const uint8_t *e, struct npy
     }
     if (v && h->count > UINT64_MAX / v) h->count_overflow = 1;
     else h->count *= v;
+    if (h->ndim < STK_FIELD_MAX_DIMS) h->shape[h->ndim] = v;
     h->ndim++;
     h->last = v;
     p = skip_ws(p, e);
@@ -199,6 +201,7 @@ int stk__npy_info(const uint8_t *p, uint64_t n, int need_data, struct stk__npy_i
   info->fortran = h.fortran;
   info->is_int = h.is_int;
   info->is_signed = h.is_signed;
+  memcpy(info->shape, h.shape, sizeof info->shape);
   memcpy(info->descr, h.descr, sizeof info->descr);
   return 0;
 }

@@ -404,6 +404,23 @@ static const uint8_t *member_data(const uint8_t *buf, uint64_t len, const struct
   return buf + data;
 }
 
+/* x[..., i]'s element type and shape (x's shape without its last axis),
+ * so that consumers of its fields get DLIO's sample as the array it is: a
+ * C-order x of a little-endian numeric dtype only (a Fortran-order x's
+ * sample is F-ordered bytes, left untyped). */
+static void dlio_type(const struct stk__npy_info *h, struct stk_field *f) {
+  if (h->fortran || h->ndim - 1 > STK_FIELD_MAX_DIMS) return;
+  for (int t = STK_ELEM_U8; t < STK_ELEM_COUNT; t++)
+    if (!strcmp(stk__npy_descr(t), h->descr) ||
+        (h->descr[0] == '=' && !strcmp(stk__npy_descr(t) + 1, h->descr + 1))) {
+      f->type = (uint8_t)t;
+      f->ndim = (uint8_t)(h->ndim - 1);
+      memset(f->shape, 0, sizeof f->shape);
+      memcpy(f->shape, h->shape, sizeof h->shape[0] * (size_t)f->ndim);
+      return;
+    }
+}
+
 /* Sample i of a file of DLIO's layout: x[..., i] (a strided field, or a
  * contiguous one for Fortran order) and its label y[i]. */
 static const char *dlio_sample(const struct stk_shard *sh, const uint8_t *buf, uint64_t len,
@@ -452,6 +469,7 @@ static const char *dlio_sample(const struct stk_shard *sh, const uint8_t *buf, u
     f->stride = h.last * h.itemsize;
     f->len = (per - 1) * f->stride + h.itemsize;
   }
+  dlio_type(&h, f);
   uint8_t *img = NULL;
   int bad = !small_member(yd, &zy, len, &img) && label_at(img, zy.usize, i, &out->label, msg, mn);
   free(img);

@@ -307,7 +307,17 @@ static int end_shard(struct stk_writer *w) {
   return rc;
 }
 
-int stk_writer_open(struct stk_writer **out, const struct stk_writer_opts *opts, char *errmsg) {
+void stk_writer_opts_init_sized(struct stk_writer_opts *o, size_t size) {
+  stk__opts_init(o, sizeof *o, size);
+}
+
+int stk_writer_open(struct stk_writer **out, const struct stk_writer_opts *user, char *errmsg) {
+  struct stk_writer_opts own;
+  const struct stk_writer_opts *opts = user ? &own : NULL;
+  if (user) {
+    int rc = stk__opts_take(&own, sizeof own, user, "stk_writer_opts", errmsg);
+    if (rc) return rc;
+  }
   if (!out || !opts || !opts->dir || !*opts->dir)
     return stk__errf(errmsg, STK_EINVAL, "writer: no output directory given");
   const struct stk_format_ops *f = stk__format_find(opts->format);

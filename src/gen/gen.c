@@ -601,11 +601,18 @@ static int class_dirs(const struct stk_gen_opts *o, struct stk_writer *w, char *
   return 0;
 }
 
-int stk_gen(const struct stk_gen_opts *o, stk_gen_progress_fn progress, void *ctx,
+void stk_gen_opts_init_sized(struct stk_gen_opts *o, size_t size) {
+  stk__opts_init(o, sizeof *o, size);
+}
+
+int stk_gen(const struct stk_gen_opts *user, stk_gen_progress_fn progress, void *ctx,
             char *errmsg) {
   char err[STK_ERRMSG_MAX] = "";
   uint64_t t0 = stk_now_ns();
-  int rc = check_opts(o, err);
+  struct stk_gen_opts own;
+  const struct stk_gen_opts *o = user ? &own : NULL;
+  int rc = user ? stk__opts_take(&own, sizeof own, user, "stk_gen_opts", err) : 0;
+  if (!rc) rc = check_opts(o, err);
   if (!rc) rc = prepare_dir(o, err);
   struct stk_writer *w = NULL;
   struct stk_writer_opts wo = {.format = o ? o->format : NULL,

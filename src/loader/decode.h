@@ -43,10 +43,18 @@ extern const struct stk_decode_ops stk__dec_npy;
 
 /* The fields decoder (decode_fields.c): a whole sample, not one field, so
  * the pipeline calls these instead of an ops table: the record's size, and
- * the record packed into out (cap bytes). */
-int stk__fields_size(const struct stk_decode_cfg *cfg, const struct stk_sample *s,
-                     uint64_t *size, char *err);
-int stk__fields_pack(const struct stk_decode_cfg *cfg, const struct stk_sample *s, uint8_t *out,
+ * the record packed into out (cap bytes). images is the loader's
+ * image_fields; tls the worker's image decoder state (&tls[STK_DECODE_JPEG],
+ * freed with that op's), rng the sample's stream (pack only). */
+struct stk__fields_ctx {
+  const struct stk_decode_cfg *cfg;
+  const char *images;
+  void **tls;
+  struct stk_rng *rng;
+};
+int stk__fields_size(const struct stk__fields_ctx *x, const struct stk_sample *s, uint64_t *size,
+                     char *err);
+int stk__fields_pack(const struct stk__fields_ctx *x, const struct stk_sample *s, uint8_t *out,
                      uint64_t cap, uint64_t *out_len, char *err);
 /* Sample i of a FIELDS batch from its record (stk_batch_sample checks the
  * loader's kind first). */

@@ -154,11 +154,21 @@ static int jpeg_decode(void *state, const struct stk_field *in, struct stk__img_
   return decode_yuv(t, in, sw, sh, buf, img, err);
 }
 
+/* The whole image as libjpeg converts it to RGB (PIL's and torchvision's
+ * decodes): its own upsampling and colour conversion, pixel for pixel. */
+static int jpeg_decode_full(void *state, const struct stk_field *in, struct stk__img_buf *buf,
+                            struct stk__img *img, char *err) {
+  struct jpeg_state *t = state;
+  memset(img, 0, sizeof *img);
+  img->d = 1, img->w = t->W, img->h = t->H;
+  return decode_rgb(t, in, t->W, t->H, buf, img, err);
+}
+
 static void jpeg_free(void *state) {
   struct jpeg_state *t = state;
   if (t) tjDestroy(t->tj);
   free(t);
 }
 
-const struct stk__img_codec stk__img_jpeg = {"jpeg", jpeg_sniff, jpeg_header, jpeg_decode,
-                                             jpeg_free};
+const struct stk__img_codec stk__img_jpeg = {"jpeg",      jpeg_sniff, jpeg_header, jpeg_decode,
+                                             jpeg_free, jpeg_decode_full};

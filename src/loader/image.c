@@ -136,31 +136,128 @@ static int pick_codec(const struct stk_field *in, size_t *k, char *err) {
                    b[1], b[2], b[3]);
 }
 
+/* The worker's state and the field's codec, its header read. */
+static int open_field(void **tls, const struct stk_field *in, struct image_tls **tp, size_t *k,
+                      int *W, int *H, char *err) {
+  struct image_tls *t = *tls;
+  if (!t && !(t = *tls = calloc(1, sizeof *t)))
+    return stk__errf(err, STK_ENOMEM, "image: out of memory for decoder state");
+  int rc = pick_codec(in, k, err);
+  if (!rc) rc = codecs[*k]->header(&t->codec[*k], in, W, H, err);
+  *tp = t;
+  return rc;
+}
+
+/* The op's transform on an open field: crop, decode, output. */
+static int transform(const struct stk__img_params *p, struct image_tls *t, size_t k,
+                     const struct stk_field *in, int W, int H, uint8_t *out, struct stk_rng *rng,
+                     char *err) {
+  if (p->train && !rng)
+    return stk__errf(err, STK_EINVAL, "jpeg: the training transform needs an rng");
+  struct stk__img_rect c = p->train ? train_crop(p, W, H, rng) : eval_crop(p, W, H);
+  int flip = p->train && stk_rng_double(rng) < 0.5;
+  struct stk__img img;
+  int rc = codecs[k]->decode(t->codec[k], in, c, &t->buf, &img, err);
+  if (!rc) rc = stk__img_out_run(&t->out, p, c, flip, &img, out, err);
+  return rc;
+}
+
 static int image_decode(const struct stk_decode_cfg *cfg, void **tls, const struct stk_field *in,
                         uint8_t *out, uint64_t cap, uint64_t *out_len, struct stk_rng *rng,
                         char *err) {
   struct stk__img_params p;
+  struct image_tls *t;
   int rc, W, H;
   size_t k;
   if ((rc = resolve(cfg, &p, err)) != 0) return rc;
-  if (p.train && !rng)
-    return stk__errf(err, STK_EINVAL, "jpeg: the training transform needs an rng");
   if (cap < out_bytes(&p))
     return stk__errf(err, STK_EINVAL, "jpeg: output of %llu bytes is too small for %llu",
                      (unsigned long long)cap, (unsigned long long)out_bytes(&p));
-  struct image_tls *t = *tls;
-  if (!t && !(t = *tls = calloc(1, sizeof *t)))
-    return stk__errf(err, STK_ENOMEM, "image: out of memory for decoder state");
-  if ((rc = pick_codec(in, &k, err)) != 0) return rc;
-  const struct stk__img_codec *cd = codecs[k];
-  if ((rc = cd->header(&t->codec[k], in, &W, &H, err)) != 0) return rc;
-  struct stk__img_rect c = p.train ? train_crop(&p, W, H, rng) : eval_crop(&p, W, H);
-  int flip = p.train && stk_rng_double(rng) < 0.5;
-  struct stk__img img;
-  if ((rc = cd->decode(t->codec[k], in, c, &t->buf, &img, err)) != 0) return rc;
-  if ((rc = stk__img_out_run(&t->out, &p, c, flip, &img, out, err)) != 0) return rc;
+  if ((rc = open_field(tls, in, &t, &k, &W, &H, err)) != 0) return rc;
+  if ((rc = transform(&p, t, k, in, W, H, out, rng, err)) != 0) return rc;
   *out_len = out_bytes(&p);
   return 0;
+}
+
+/* ---- image fields of the fields decoder ------------------------------ */
+
+static int whole_size(const struct stk_decode_cfg *cfg) {
+  return cfg->out_h == 0 && cfg->out_w == 0;
+}
+
+int stk__image_field_shape(const struct stk_decode_cfg *cfg, void **tls,
+                           const struct stk_field *in, uint8_t *type, uint64_t shape[3],
+                           char *err) {
+  struct stk__img_params p;
+  struct image_tls *t;
+  int rc, W, H, chw = cfg->layout == STK_LAYOUT_CHW;
+  size_t k;
+  if ((rc = open_field(tls, in, &t, &k, &W, &H, err)) != 0) return rc;
+  *type = STK_ELEM_U8;
+  if (!whole_size(cfg)) {
+    if ((rc = resolve(cfg, &p, err)) != 0) return rc;
+    W = p.ow, H = p.oh;
+    *type = p.f32 ? STK_ELEM_F32 : STK_ELEM_U8;
+  } else if (cfg->layout != STK_LAYOUT_HWC && !chw) {
+    return stk__errf(err, STK_EINVAL, "image: unknown layout %d", cfg->layout);
+  }
+  shape[0] = chw ? 3 : (uint64_t)H;
+  shape[1] = chw ? (uint64_t)H : (uint64_t)W;
+  shape[2] = chw ? (uint64_t)W : 3;
+  return 0;
+}
+
+/* The whole image, as its format's library converts it to RGB, to out in
+ * HWC or CHW. */
+static int whole_image(struct image_tls *t, size_t k, const struct stk_field *in, int W, int H,
+                       int chw, uint8_t *out, char *err) {
+  const struct stk__img_codec *cd = codecs[k];
+  struct stk__img img;
+  struct stk__img_rect all = {0, 0, W, H, W, H, 0, 0};
+  int rc = cd->decode_full ? cd->decode_full(t->codec[k], in, &t->buf, &img, err)
+                           : cd->decode(t->codec[k], in, all, &t->buf, &img, err);
+  if (rc) return rc;
+  if (img.np != 1 || img.col == STK__IMG_YCC || img.w != W || img.h != H || img.d != 1)
+    return stk__errf(err, STK_EDECODE, "%s: decoded %dx%d, header said %dx%d", cd->name, img.w,
+                     img.h, W, H);
+  size_t plane = (size_t)W * H;
+  for (int y = 0; y < H; y++) {
+    const uint8_t *s = img.base[0] + (size_t)y * img.stride[0];
+    size_t row = (size_t)y * W;
+    if (img.col == STK__IMG_RGB && !chw) {
+      memcpy(out + row * 3, s, (size_t)W * 3);
+    } else if (img.col == STK__IMG_RGB) {
+      for (int x = 0; x < W; x++)
+        for (int c = 0; c < 3; c++) out[c * plane + row + x] = s[3 * x + c];
+    } else if (chw) {
+      for (int c = 0; c < 3; c++) memcpy(out + c * plane + row, s, (size_t)W);
+    } else {
+      for (int x = 0; x < W; x++) out[(row + x) * 3] = out[(row + x) * 3 + 1] =
+          out[(row + x) * 3 + 2] = s[x];
+    }
+  }
+  return 0;
+}
+
+int stk__image_field_decode(const struct stk_decode_cfg *cfg, void **tls,
+                            const struct stk_field *in, uint8_t *out, uint64_t cap,
+                            struct stk_rng *rng, char *err) {
+  struct stk__img_params p;
+  struct image_tls *t;
+  int rc, W, H;
+  size_t k;
+  if ((rc = open_field(tls, in, &t, &k, &W, &H, err)) != 0) return rc;
+  if (whole_size(cfg)) {
+    if (cap < (uint64_t)W * H * 3)
+      return stk__errf(err, STK_EINVAL, "image: output of %llu bytes is too small for %dx%d",
+                       (unsigned long long)cap, W, H);
+    return whole_image(t, k, in, W, H, cfg->layout == STK_LAYOUT_CHW, out, err);
+  }
+  if ((rc = resolve(cfg, &p, err)) != 0) return rc;
+  if (cap < out_bytes(&p))
+    return stk__errf(err, STK_EINVAL, "image: output of %llu bytes is too small for %llu",
+                     (unsigned long long)cap, (unsigned long long)out_bytes(&p));
+  return transform(&p, t, k, in, W, H, out, rng, err);
 }
 
 static void image_thread_free(void *tls) {

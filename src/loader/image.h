@@ -72,6 +72,11 @@ struct stk__img_codec {
   int (*decode)(void *state, const struct stk_field *in, struct stk__img_rect c,
                 struct stk__img_buf *buf, struct stk__img *img, char *err);
   void (*free)(void *state);
+  /* The whole image at its own size as packed RGB pixels or one grey
+   * plane, converted as the format's own library converts to RGB (PIL's
+   * and torchvision's decodes). NULL: decode gives that already. */
+  int (*decode_full)(void *state, const struct stk_field *in, struct stk__img_buf *buf,
+                     struct stk__img *img, char *err);
 };
 
 extern const struct stk__img_codec stk__img_jpeg, stk__img_png, stk__img_webp;
@@ -86,5 +91,19 @@ int stk__img_out_run(struct stk__img_out **o, const struct stk__img_params *p,
                      struct stk__img_rect c, int flip, const struct stk__img *img, uint8_t *out,
                      char *err);
 void stk__img_out_free(struct stk__img_out *o);
+
+/* Image fields of the fields decoder (decode_fields.c), through the decode
+ * op's codecs and transform, tls being its per-worker state. cfg's out_h or
+ * out_w set: the op's output (crop, resize, dtype, layout); both 0: the
+ * whole image at its own size, uint8 RGB, in cfg's layout. stk__image_field_shape
+ * reads only the header: *type (STK_ELEM_U8 or F32) and shape[3]
+ * (H, W, 3 or 3, H, W); stk__image_field_decode writes that many elements
+ * to out (cap bytes). rng: the sample's stream (training crops). */
+int stk__image_field_shape(const struct stk_decode_cfg *cfg, void **tls,
+                           const struct stk_field *in, uint8_t *type, uint64_t shape[3],
+                           char *err);
+int stk__image_field_decode(const struct stk_decode_cfg *cfg, void **tls,
+                            const struct stk_field *in, uint8_t *out, uint64_t cap,
+                            struct stk_rng *rng, char *err);
 
 #endif

@@ -62,7 +62,8 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tl
   if (rc) return stk__slot_fail(l, j, s, rc, err);
   if (smp.label >= 0) s->label = smp.label;
   if (l->o.decode.kind == STK_DECODE_FIELDS) { /* packed in the copy phase */
-    rc = stk__fields_size(&l->o.decode, &smp, &s->out_len, err);
+    struct stk__fields_ctx x = {&l->o.decode, l->o.image_fields, &tls[STK_DECODE_JPEG], NULL};
+    rc = stk__fields_size(&x, &smp, &s->out_len, err);
     if (rc) {
       char msg[STK_ERRMSG_MAX + 64];
       snprintf(msg, sizeof msg, "%s: offset %llu: sample %llu: %s", sh->path,
@@ -121,9 +122,17 @@ static void copy_sample(struct stk_loader *l, struct job *j, uint32_t i, void **
     memset(&smp, 0, sizeof smp);
     smp.label = -1;
     smp.index = s->id;
+    struct stk_rng rng;
+    stk_rng_seed(&rng, stk_mix64(stk_mix64(l->o.sampler.seed, j->epoch), s->id));
+    struct stk__fields_ctx x = {&l->o.decode, l->o.image_fields, &tls[STK_DECODE_JPEG], &rng};
     rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, 0, &smp, err);
-    if (!rc) rc = stk__fields_pack(&l->o.decode, &smp, j->out + s->out_off, s->out_len, &got, err);
-    if (rc) return stk__slot_fail(l, j, s, rc, err);
+    if (!rc) rc = stk__fields_pack(&x, &smp, j->out + s->out_off, s->out_len, &got, err);
+    if (rc) {
+      char msg[STK_ERRMSG_MAX + 64];
+      snprintf(msg, sizeof msg, "%s: offset %llu: sample %llu: %s", sh->path,
+               (unsigned long long)s->off, (unsigned long long)s->id, err);
+      return stk__slot_fail(l, j, s, rc, msg);
+    }
     s->out_len = got;
     return;
   }
@@ -137,10 +146,11 @@ static void copy_sample(struct stk_loader *l, struct job *j, uint32_t i, void **
   s->out_len = got;
 }
 
-/* Lay out a batch after phase 1; start the copy phase if one is needed. */
+/* Lay out a batch after phase 1; start the copy phase if one is needed
+ * (not once the loader is closing). */
 static void finish_phase1(struct stk_loader *l, struct job *j) {
   uint64_t t0 = stk_now_ns();
-  if (!j->copy || j->err) {
+  if (!j->copy || j->err || atomic_load(&l->cancel)) {
     ctr_add(&l->st[STK_STAGE_BATCH].busy_ns, stk_now_ns() - t0);
     stk__ring_put(l, j);
     return;
@@ -180,13 +190,21 @@ void *stk__worker_main(void *arg) {
     struct job *j = t.job;
     int phase = j->phase; /* fixed until this job's last task of the phase */
     for (uint32_t i = t.begin; i < t.end; i++) {
+      /* Closing: the batches being made will never be handed out, so the
+       * rest of their samples are left undone (a decode of a whole
+       * prefetched epoch boundary's worth of images used to run first). */
+      if (atomic_load_explicit(&l->cancel, memory_order_relaxed)) break;
       if (phase == 2)
         copy_sample(l, j, i, tls, err);
       else
         do_sample(l, j, i, tls, err);
       bytes += j->slots[i].out_len;
     }
-    int stage = phase == 2 ? STK_STAGE_BATCH : STK_STAGE_DECODE;
+    /* The fields decoder's image fields are decoded in the copy phase:
+     * decode time, not batching. */
+    int fields_images = l->o.decode.kind == STK_DECODE_FIELDS && l->o.image_fields &&
+                        *l->o.image_fields;
+    int stage = phase == 2 && !fields_images ? STK_STAGE_BATCH : STK_STAGE_DECODE;
     ctr_add(&l->st[stage].busy_ns, stk_now_ns() - t1);
     if (phase != 2) {
       ctr_add(&l->st[STK_STAGE_DECODE].items, t.end - t.begin);

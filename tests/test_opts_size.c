@@ -1,0 +1,158 @@
+/* Options structs that can grow (struct_size + an init function): each
+ * init records its struct's size; a struct of an older, smaller size is
+ * read only as far as it goes (the fields past it take their defaults,
+ * whatever lies in the caller's memory there); a size larger than this
+ * library's (a program built against a newer header) is refused with a
+ * message naming the struct. Covers the writer, gen, dataset, cache,
+ * watch and doctor options (the loader, tokens and checkpoint options
+ * have their own tests). */
+#include <stddef.h>
+#include <sys/stat.h>
+
+#include "stoker/stoker.h"
+#include "test.h"
+
+static int exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0;
+}
+
+TEST(opts_size_init_records_the_size) {
+  struct stk_writer_opts w;
+  struct stk_gen_opts g;
+  struct stk_dataset_opts d;
+  struct stk_cache_opts c;
+  struct stk_watch_opts a;
+  struct stk_doctor_opts k;
+  memset(&w, 0xab, sizeof w);
+  stk_writer_opts_init(&w);
+  CHECK_EQ(w.struct_size, sizeof w);
+  CHECK(w.format == NULL && w.samples_per_shard == 0); /* every option its default */
+  stk_gen_opts_init(&g);
+  CHECK_EQ(g.struct_size, sizeof g);
+  stk_dataset_opts_init(&d);
+  CHECK_EQ(d.struct_size, sizeof d);
+  stk_cache_opts_init(&c);
+  CHECK_EQ(c.struct_size, sizeof c);
+  stk_watch_opts_init(&a);
+  CHECK_EQ(a.struct_size, sizeof a);
+  stk_doctor_opts_init(&k);
+  CHECK_EQ(k.struct_size, sizeof k);
+}
+
+/* A writer built before write_index existed: its struct ends before it,
+ * so the bytes there (set here) are not read: no .idx files. */
+TEST(opts_size_writer_older_struct_and_newer_refused) {
+  struct stk_writer_opts o;
+  stk_writer_opts_init(&o);
+  o.format = "tfrecord";
+  o.dir = "old";
+  o.write_index = 1;
+  o.struct_size = offsetof(struct stk_writer_opts, write_index);
+  struct stk_writer *w;
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_writer_open(&w, &o, err));
+  struct stk_sample s = {.nfields = 1, .label = -1};
+  snprintf(s.fields[0].name, sizeof s.fields[0].name, "data");
+  s.fields[0].data = (const uint8_t *)"abc";
+  s.fields[0].len = s.fields[0].raw_len = 3;
+  CHECK_OK(stk_writer_add(w, &s));
+  CHECK_OK(stk_writer_close(w));
+  CHECK(exists("old/shard-00000.tfrecord"));
+  CHECK(!exists("old/shard-00000.tfrecord.idx"));
+  o.struct_size = sizeof o; /* this header's: the index is written */
+  o.dir = "new";
+  CHECK_OK(stk_writer_open(&w, &o, err));
+  CHECK_OK(stk_writer_add(w, &s));
+  CHECK_OK(stk_writer_close(w));
+  CHECK(exists("new/shard-00000.tfrecord.idx"));
+  o.struct_size = sizeof o + 8;
+  CHECK_EQ(stk_writer_open(&w, &o, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_writer_opts: struct_size");
+  CHECK_CONTAINS(err, "larger than this libstoker's");
+  o.struct_size = 3;
+  CHECK_EQ(stk_writer_open(&w, &o, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_writer_opts: struct_size 3 is smaller");
+}
+
+/* gen from before image_format: JPEGs, whatever image_format's bytes hold. */
+TEST(opts_size_gen_older_struct_and_newer_refused) {
+  struct stk_gen_opts o;
+  stk_gen_opts_init(&o);
+  o.dir = "g";
+  o.format = "files";
+  o.samples = 2;
+  o.jpeg_min_w = o.jpeg_max_w = 16;
+  o.jpeg_min_h = o.jpeg_max_h = 8;
+  o.image_format = "png";
+  o.struct_size = offsetof(struct stk_gen_opts, image_format);
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&o, NULL, NULL, err));
+  struct stk_dataset *ds;
+  CHECK_OK(stk_dataset_open(&ds, "g", NULL, err));
+  CHECK_EQ(stk_dataset_num_samples(ds), 2);
+  struct stk_shard_info si;
+  CHECK_OK(stk_dataset_shard_info(ds, 0, &si));
+  CHECK_CONTAINS(si.path, ".jpg");
+  stk_dataset_close(ds);
+  o.struct_size = sizeof o + 1;
+  o.dir = "g2";
+  CHECK_EQ(stk_gen(&o, NULL, NULL, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_gen_opts: struct_size");
+  CHECK(!exists("g2"));
+}
+
+/* A dataset's options from before cache existed: the cache pointer's
+ * place is not read (it points at an unusable cache here). The cache
+ * options are checked too, naming their own struct. */
+TEST(opts_size_dataset_and_cache_older_struct_and_newer_refused) {
+  struct stk_gen_opts g;
+  stk_gen_opts_init(&g);
+  g.dir = "d";
+  g.format = "wds";
+  g.samples = 3;
+  g.size_mean = 100;
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+  struct stk_cache_opts c;
+  stk_cache_opts_init(&c);
+  c.struct_size = sizeof c + 16;
+  struct stk_dataset_opts o;
+  stk_dataset_opts_init(&o);
+  o.format = "wds";
+  o.cache = &c;
+  o.struct_size = offsetof(struct stk_dataset_opts, cache);
+  struct stk_dataset *ds;
+  CHECK_OK(stk_dataset_open(&ds, "d", &o, err));
+  CHECK_EQ(stk_dataset_num_samples(ds), 3);
+  stk_dataset_close(ds);
+  o.struct_size = sizeof o; /* now the cache options are read: refused */
+  CHECK_EQ(stk_dataset_open(&ds, "d", &o, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_cache_opts: struct_size");
+  o.struct_size = sizeof o + 8;
+  CHECK_EQ(stk_dataset_open(&ds, "d", &o, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_dataset_opts: struct_size");
+}
+
+TEST(opts_size_watch_and_doctor_newer_refused) {
+  char err[STK_ERRMSG_MAX];
+  struct stk_watch_opts a;
+  stk_watch_opts_init(&a);
+  a.struct_size = sizeof a + 8;
+  struct stk_watch *w;
+  CHECK_EQ(stk_watch_open(&w, &a, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_watch_opts: struct_size");
+  /* An older watch struct: interval_s is its first option, so a struct
+   * that ends before it leaves the default, not the 1e9 set here (which
+   * would be refused as out of range). */
+  stk_watch_opts_init(&a);
+  a.interval_s = 1e9;
+  a.struct_size = offsetof(struct stk_watch_opts, interval_s);
+  a.struct_size = a.struct_size; /* only struct_size itself */
+  struct stk_doctor_opts k;
+  stk_doctor_opts_init(&k);
+  k.struct_size = sizeof k + 8;
+  struct stk_doctor_result r;
+  CHECK_EQ(stk_doctor_run(&k, &r, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_doctor_opts: struct_size");
+}
