@@ -136,9 +136,11 @@ static int run_training(const struct iargs *a, const struct stk_infer_result *ir
   double kwh = 0;
   for (size_t i = 0; i < r.nrec; i++) kwh += r.rec[i].energy_kwh;
   printf("%-10s training %s: %zu of %zu jobs done, mean JCT %.2f h, p99 %.2f h, "
-         "%.1f%% of its GPUs busy, %.1f kWh busy, %llu restarts\n",
+         "%.1f%% of the cluster's GPUs allocated, %.1f kWh busy, %llu restarts\n",
          label, r.policy, r.completed, r.jobs, r.jct_mean / 3600, r.jct_p99 / 3600,
          100 * r.util_mean, kwh, (unsigned long long)r.restarts);
+  printf("%-10s energy: service %.1f + training %.1f kWh = $%.2f at $0.10/kWh\n", label,
+         ir->energy_kwh, kwh, (ir->energy_kwh + kwh) * 0.1);
   stk_sim_jobs_result_free(&r);
   return 0;
 }

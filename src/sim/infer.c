@@ -182,7 +182,7 @@ int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *
   double horizon = o.horizon > 0 ? o.horizon : period / o.rate_scale;
   size_t passes = (size_t)ceil(horizon * o.rate_scale / period);
   if (passes < 1) passes = 1;
-  if (passes > (size_t)1 << 20 || (double)passes * (double)t->n > 5e8)
+  if (passes > (size_t)1 << 20 || (double)passes * (double)t->n > 5e7)
     return stk__errf(errmsg, STK_ERANGE, "%zu passes of %zu requests are too many", passes, t->n);
   size_t n = 0;
   struct rq *q = malloc(sizeof *q * passes * t->n);
@@ -194,7 +194,8 @@ int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *
     for (size_t i = 0; i < t->n; i++) {
       double when = ((double)k * period + t->r[i].t) / o.rate_scale;
       if (when >= horizon) break;
-      q[n++] = (struct rq){when, -1, -1, t->r[i].prompt, t->r[i].gen, t->r[i].gen};
+      uint32_t gen = t->r[i].gen ? t->r[i].gen : 1; /* the prefill's token at least */
+      q[n++] = (struct rq){when, -1, -1, t->r[i].prompt, gen, gen};
     }
   for (unsigned i = 0; i < o.replicas; i++) {
     rp[i].state = R_SERVE;

@@ -303,7 +303,7 @@ static void reallocate(struct stk__jrun *rn, struct stk__jstate *j, const uint8_
  * until the rest fit. */
 static int lend_round(struct stk__jrun *rn, const size_t *active, size_t na) {
   const struct stk_sim_jobs_opts *o = rn->o;
-  size_t k = (size_t)(rn->now / o->interval);
+  size_t k = (size_t)(rn->now / o->interval + 1e-9); /* now is a sum of intervals */
   if (k >= o->nusable) k = o->nusable - 1;
   int cap = (int)STK__MIN(o->usable_series[k], (uint32_t)rn->gpus);
   rn->usable = STK__MIN(rn->usable_base, cap);
