@@ -67,6 +67,8 @@ static int parse(struct iargs *a, int argc, char **argv) {
       if (!(rc = cli_u64("sim", s, v, 1, 64, &u))) a->o.tp = (unsigned)u;
     } else if (!strcmp(s, "--replicas")) {
       if (!(rc = cli_u64("sim", s, v, 1, 4096, &u))) a->o.replicas = (unsigned)u;
+    } else if (!strcmp(s, "--min-replicas")) {
+      if (!(rc = cli_u64("sim", s, v, 1, 4096, &u))) a->o.min_replicas = (unsigned)u;
     } else if (!strcmp(s, "--max-batch")) {
       if (!(rc = cli_u64("sim", s, v, 1, 4096, &u))) a->o.max_batch = (unsigned)u;
     } else if (!strcmp(s, "--prefill-tokens")) {

@@ -88,6 +88,7 @@ struct stk_infer_opts {
   double interval;     /* controller period = training round, s; 0 = 60 */
   double headroom;     /* lend: replicas for rate x (1 + headroom); <0 = 0 */
   double start_s;      /* lend: a reclaimed replica serves after this; 0 = 60 */
+  unsigned min_replicas; /* lend: never fewer serving; 0 = 1 */
   double tdp_w, idle_w; /* per GPU; 0 = 400 W and 50 W (A100, as stoker sim --gpu-model) */
 };
 

@@ -6,9 +6,9 @@
  * meanwhile, as in vLLM's default), else one decode step of every request it holds (one
  * token each). Requests wait in one FIFO queue that every serving replica
  * draws from. With lending, a controller at every interval sizes the
- * service for the last interval's arrival rate x (1 + headroom) over what
- * one replica sustains within the TBT target (one more while more than a
- * batch waits); replicas beyond that stop taking requests, finish what
+ * service for the last interval's arrival rate plus the queue drained
+ * within the next interval, x (1 + headroom), over what one replica
+ * sustains within the TBT target; replicas beyond that stop taking requests, finish what
  * they hold and lend their GPUs to training from the next interval; a
  * replica taken back serves start_s later (its weights loaded again). */
 #include <math.h>
@@ -117,14 +117,12 @@ static void finish_iteration(struct rep *r, struct rq *q, double now) {
  * drained or taken back. */
 static void control(const struct stk_infer_opts *o, struct rep *rp, double rate, double cap,
                     size_t waiting, double now) {
-  unsigned R = o->replicas, have = 0, serving = 0;
-  for (unsigned i = 0; i < R; i++) {
+  unsigned R = o->replicas, have = 0;
+  for (unsigned i = 0; i < R; i++)
     if (rp[i].state == R_SERVE || rp[i].state == R_START) have++;
-    if (rp[i].state == R_SERVE) serving++;
-  }
-  double want = ceil(rate * (1 + o->headroom) / cap);
-  if (waiting > o->max_batch && want < serving + 1) want = serving + 1;
-  if (want < 1) want = 1;
+  /* the arrivals, and the queue drained within the next interval */
+  double want = ceil((rate + (double)waiting / o->interval) * (1 + o->headroom) / cap);
+  if (want < o->min_replicas) want = o->min_replicas;
   if (want > R) want = R;
   unsigned need = (unsigned)want;
   for (unsigned i = 0; i < R && have < need; i++)
@@ -167,6 +165,8 @@ int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *
   if (o.interval == 0) o.interval = 60;
   if (o.headroom < 0) o.headroom = 0;
   if (o.start_s == 0) o.start_s = 60;
+  if (o.min_replicas == 0) o.min_replicas = 1;
+  if (o.min_replicas > o.replicas) o.min_replicas = o.replicas;
   if (o.tdp_w == 0) o.tdp_w = 400;
   if (o.idle_w == 0) o.idle_w = 50;
   if (!(o.rate_scale > 0) || !isfinite(o.rate_scale) || !(o.horizon >= 0) ||
