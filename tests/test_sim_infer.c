@@ -134,6 +134,11 @@ TEST(sim_infer_bad_inputs) {
   struct stk_infer_result r;
   CHECK(stk_infer_run(p, &one, &o, &r, err) == STK_EINVAL);
   CHECK(strstr(err, "rate scale") != NULL);
+  o.rate_scale = 1;
+  struct stk_infer_req two[2] = {{5, 10, 2}, {1, 10, 2}};
+  struct stk_infer_trace back = {two, 2, 5, 10, 2};
+  CHECK(stk_infer_run(p, &back, &o, &r, err) == STK_EINVAL);
+  CHECK_MSG(strstr(err, "request 1 of the trace arrives out of order") != NULL, "%s", err);
   stk_infer_perf_free(p);
 }
 

@@ -61,6 +61,7 @@ struct stk_infer_req {
   double t; /* arrival, s from the first request */
   uint32_t prompt, gen;
 };
+/* Requests in arrival order from 0 (stk_infer_run refuses others). */
 struct stk_infer_trace {
   struct stk_infer_req *r;
   size_t n;

@@ -171,12 +171,19 @@ int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *
   if (o.idle_w == 0) o.idle_w = 50;
   if (!(o.rate_scale > 0) || !isfinite(o.rate_scale) || !(o.horizon >= 0) ||
       !isfinite(o.horizon) || !(o.interval > 0) || !isfinite(o.headroom) || !(o.start_s >= 0) ||
-      o.max_batch > 4096 || o.replicas > 4096)
+      o.max_batch > 4096 || o.replicas > 4096 || !(o.ttft_slo_s > 0) || !(o.tbt_slo_s > 0) ||
+      !(o.tdp_w >= o.idle_w) || !(o.idle_w >= 0) || !isfinite(o.tdp_w) ||
+      (o.horizon > 0 ? o.horizon : 0) / o.interval > 1e7)
     return stk__errf(errmsg, STK_EINVAL,
                      "inference options out of range (rate scale %g, horizon %g, interval %g, "
-                     "batch %u, replicas %u)",
-                     o.rate_scale, o.horizon, o.interval, o.max_batch, o.replicas);
+                     "batch %u, replicas %u, targets %g and %g s, %g W busy, %g W idle)",
+                     o.rate_scale, o.horizon, o.interval, o.max_batch, o.replicas, o.ttft_slo_s,
+                     o.tbt_slo_s, o.tdp_w, o.idle_w);
   if (!t || !t->n) return stk__errf(errmsg, STK_EINVAL, "the request trace is empty");
+  for (size_t i = 0; i < t->n; i++)
+    if (!(t->r[i].t >= (i ? t->r[i - 1].t : 0)) || !isfinite(t->r[i].t))
+      return stk__errf(errmsg, STK_EINVAL, "request %zu of the trace arrives out of order (%g s)",
+                       i, t->r[i].t);
   double period = t->span + t->span / (double)t->n; /* the trace repeats after its last request */
   if (period <= 0) period = 1;
   double horizon = o.horizon > 0 ? o.horizon : period / o.rate_scale;
