@@ -260,9 +260,13 @@ static int s_solve(const struct srun *p, size_t na, int C, int T, const double *
   parm.mip_gap = 1e-4;
   int grc = glp_intopt(ip, &parm);
   int st = glp_mip_status(ip);
+  /* GLP_EMIPGAP: the search stopped at the gap tolerance with a solution
+   * (status GLP_FEAS), as asked; reading it as a failure left every job
+   * without GPUs for the round */
+  int solved = (grc == 0 || grc == GLP_EMIPGAP) && (st == GLP_OPT || st == GLP_FEAS);
   for (size_t k = 0; k < na; k++) {
     pick[k] = -1;
-    if (grc == 0 && (st == GLP_OPT || st == GLP_FEAS))
+    if (solved)
       for (int c = 0; c < C; c++)
         if (glp_mip_col_val(ip, (int)k * C + c + 1) > 0.5) pick[k] = c;
   }
