@@ -99,13 +99,10 @@ static int parse(struct iargs *a, int argc, char **argv) {
   return 0;
 }
 
-static void print_service(const struct iargs *a, const struct stk_infer_opts *o,
-                          const struct stk_infer_result *r, const char *label) {
+static void print_service(const struct stk_infer_result *r, const char *label) {
   printf("%-10s %8.3f%% %7.2f %7.2f %7.3f %7.3f %6.1f%% %9.1f %9.1f\n", label, 100 * r->attain,
          r->ttft_p50, r->ttft_p99, r->tbt_p50, r->tbt_p99, 100 * r->util, r->energy_kwh,
          r->lent_gpu_h);
-  (void)a;
-  (void)o;
 }
 
 /* Training on the cluster with the GPUs the service leaves it, round by
@@ -239,7 +236,7 @@ int cmd_sim_infer(int argc, char **argv) {
       printf("%-10s %9s %7s %7s %7s %7s %7s %9s %9s\n", "policy", "SLO met", "TTFT50", "TTFT99",
              "TBT50", "TBT99", "util", "kWh", "lent GPUh");
     }
-    print_service(&a, &o, &r, label);
+    print_service(&r, label);
     if (o.lend && r.attain >= 0.99 && r.lent_gpu_h > best_lent) {
       best_lent = r.lent_gpu_h;
       best_h = o.headroom;
