@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "cmd_sim.h"
+#include "cmd_sim_infer.h"
 #include "cmd_sim_mig.h"
 
 const char cmd_sim_usage[] =
@@ -26,6 +27,7 @@ const char cmd_sim_usage[] =
     "       stoker sim --list-policies\n"
     "       stoker sim mig [--gpu G] | mig --parvagpu [DIR] [--scenario N] [--allocator A]\n"
     "       stoker sim mig --online [openb|philly|FILE] [--gpus N] [--mig-policy LIST]\n"
+    "       stoker sim infer [--trace code|conv|FILE] [--lend] [--jobs FILE] [--study]\n"
     "\n"
     "Simulate placing a trace's pods on a GPU cluster whose GPUs pods may share,\n"
     "as in \"Beware of Fragmentation\" (Weng et al., USENIX ATC'23). By default the\n"
@@ -110,7 +112,25 @@ const char cmd_sim_usage[] =
     "  --compress F        arrivals F times denser; --delay S instance creation (5)\n"
     "  --one-gpu P         profile of a one-GPU job of a duration trace (2g)\n"
     "  --weights F,W,R     multi: fragmentation, hours waited, reconfiguration\n"
-    "                      (1,1,0.5); --window N waiting requests it weighs (32)\n";
+    "                      (1,1,0.5); --window N waiting requests it weighs (32)\n"
+    "\n"
+    "inference beside training (stoker sim infer, docs/sim_infer.md):\n"
+    "  --trace T           code or conv (Azure 2023, ../shared/data) or a FILE\n"
+    "  --scale X           arrivals X times faster (default 1); --horizon S repeats\n"
+    "                      the trace to fill S seconds\n"
+    "  --perf FILE         Splitwise perf_model.csv; --model (llama2-70b),\n"
+    "                      --hardware (a100-80gb), --tp N (4)\n"
+    "  --replicas N        the service's replicas (8); --max-batch B (16),\n"
+    "                      --prefill-tokens N (4096 prompt tokens a prefill admits)\n"
+    "  --ttft S, --tbt S   targets (5 s, 0.2 s)\n"
+    "  --lend              lend whole replicas' GPUs to training off-peak:\n"
+    "                      --headroom H (0.25), --start S (60: a replica taken\n"
+    "                      back serves S later), --interval S (60),\n"
+    "                      --min-replicas N (1: never fewer serving)\n"
+    "  --jobs FILE         training on the same cluster (--cluster NxG, 16x4;\n"
+    "                      --job-policy P, pollux; --traces DIR)\n"
+    "  --study             keep-all, then lending at headroom 0..200%: the most\n"
+    "                      GPU-hours lent at >= 99% SLO attainment\n";
 
 enum {
   O_NODES = 256,
@@ -611,6 +631,7 @@ static int wants_jobs(int argc, char **argv) {
 
 int cmd_sim_run(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "mig")) return cmd_sim_mig(argc - 1, argv + 1);
+  if (argc > 1 && !strcmp(argv[1], "infer")) return cmd_sim_infer(argc - 1, argv + 1);
   if (wants_jobs(argc, argv)) return cmd_sim_jobs(argc, argv);
   struct sim_args a;
   memset(&a, 0, sizeof a);

@@ -284,6 +284,13 @@ struct stk_sim_jobs_opts {
   double carbon_step_s;
   double power_cap_w; /* 0 = none: jobs wait while busy power would pass it;
                        * a cap that leaves no GPU able to work is STK_EINVAL */
+  /* GPUs left to training round by round (inference beside training,
+   * stoker/infer.h): the round from k x interval uses at most
+   * usable_series[k] GPUs (the last value past the end); running jobs over
+   * it are stopped, the latest started first, before the policy runs.
+   * NULL = every GPU. Not with types. */
+  const uint32_t *usable_series;
+  size_t nusable;
   int keep_samples;   /* record one sample per round */
   void (*progress)(void *ctx, double now, size_t done, size_t total);
   void *ctx;

@@ -298,6 +298,45 @@ static void reallocate(struct stk__jrun *rn, struct stk__jstate *j, const uint8_
   }
 }
 
+/* Inference beside training: this round's GPUs (the series' value, under
+ * the power cap's), and running jobs stopped, the latest started first,
+ * until the rest fit. */
+static int lend_round(struct stk__jrun *rn, const size_t *active, size_t na) {
+  const struct stk_sim_jobs_opts *o = rn->o;
+  size_t k = (size_t)(rn->now / o->interval + 1e-9); /* now is a sum of intervals */
+  if (k >= o->nusable) k = o->nusable - 1;
+  int cap = (int)STK__MIN(o->usable_series[k], (uint32_t)rn->gpus);
+  rn->usable = STK__MIN(rn->usable_base, cap);
+  for (;;) {
+    int used = 0;
+    struct stk__jstate *last = NULL;
+    for (size_t q = 0; q < na; q++) {
+      struct stk__jstate *j = &rn->js[active[q]];
+      used += j->nalloc;
+      if (j->nalloc && (!last || j->start_at >= last->start_at)) last = j;
+    }
+    if (used <= rn->usable || !last) return 0;
+    reallocate(rn, last, last->alloc, 0);
+    rn->lend_stops++;
+  }
+}
+
+/* A policy's plan over this round's GPUs loses its latest started jobs. */
+static void lend_trim(struct stk__jrun *rn, const size_t *active, size_t na) {
+  for (;;) {
+    int used = 0;
+    size_t last = (size_t)-1;
+    for (size_t q = 0; q < na; q++) {
+      size_t i = active[q];
+      used += rn->new_n[i];
+      if (rn->new_n[i] && (last == (size_t)-1 || rn->js[i].start_at >= rn->js[last].start_at))
+        last = i;
+    }
+    if (used <= rn->usable || last == (size_t)-1) return;
+    rn->new_n[last] = 0;
+  }
+}
+
 /* ---- the run ---------------------------------------------------------- */
 
 static int cmp_double(const void *x, const void *y) {
@@ -395,9 +434,17 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
     goto out;
   }
   for (size_t i = 0; i < rn.n; i++) rn.js[i].spec = &jobs->job[i];
+  if (o.usable_series && !o.nusable) {
+    rc = stk__errf(errmsg, STK_EINVAL, "GPUs lent round by round: the series is empty");
+    goto out;
+  }
   if (o.ntypes) {
     if (o.power_cap_w > 0) {
       rc = stk__errf(errmsg, STK_EINVAL, "a power cap is not modelled on a heterogeneous cluster");
+      goto out;
+    }
+    if (o.usable_series) {
+      rc = stk__errf(errmsg, STK_EINVAL, "GPUs lent round by round are not modelled on a heterogeneous cluster");
       goto out;
     }
     if ((rc = stk__jhet_init(&rn, errmsg))) goto out;
@@ -422,6 +469,7 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   double util_sum = 0, last_done = 0;
   uint64_t rounds = 0;
   double energy_j = 0, carbon_g = 0;
+  rn.usable_base = rn.usable;
   rn.now = 0;
   size_t na = 0, next = 0;
   while (ndone < nlive) {
@@ -475,6 +523,7 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
       }
       next++;
     }
+    if (o.usable_series && (rc = lend_round(&rn, active, na))) goto out;
     if (na) {
       for (size_t k = 0; k < na; k++) {
         struct stk__jstate *j = &rn.js[active[k]];
@@ -482,6 +531,7 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
         memcpy(rn.new_alloc[active[k]], j->alloc, (size_t)j->nalloc);
       }
       if ((rc = pol->schedule(&rn, active, na))) goto out;
+      if (o.usable_series) lend_trim(&rn, active, na);
       for (size_t k = 0; k < na; k++) {
         size_t i = active[k];
         struct stk__jstate *j = &rn.js[i];

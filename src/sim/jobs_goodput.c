@@ -9,6 +9,7 @@
  * uses L-BFGS-B, here a bounded Nelder-Mead over log-scaled parameters,
  * which reaches the same minimum on these smooth seven-parameter fits. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "jobs_impl.h"
@@ -46,6 +47,7 @@ struct fitdata {
   int n;
   const int *nodes, *reps, *bsz;
   const double *accum, *step;
+  const double *log_accum, *log_step; /* their logs, or NULL */
   double lo[NP], hi[NP], fixed[NP];
   int isfixed[NP];
 };
@@ -82,8 +84,8 @@ static double objective(const struct fitdata *d, const double *u) {
     double pa = p.ac + p.bc * d->bsz[i];
     double pn = net_time(&p, d->nodes[i], d->reps[i]);
     double lo = log_optim(&p, pa, pn);
-    double r1 = log(pa) - log(d->accum[i]);
-    double r2 = lo - log(d->step[i]);
+    double r1 = log(pa) - (d->log_accum ? d->log_accum[i] : log(d->accum[i]));
+    double r2 = lo - (d->log_step ? d->log_step[i] : log(d->step[i]));
     e1 += r1 * r1;
     e2 += r2 * r2;
   }
@@ -110,8 +112,21 @@ void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *reps
   d.nodes = nodes;
   d.reps = reps;
   d.bsz = bsz;
+  /* the logs of the measurements are the same at every point of the
+   * search: taken once (16 points on the stack, more on the heap) */
   d.accum = accum_time;
   d.step = step_time;
+  double la_s[16], ls_s[16], *la = la_s, *ls = ls_s;
+  if (n > 16) {
+    la = malloc(sizeof(double) * (size_t)n * 2); /* NULL: logs taken at each point */
+    ls = la ? la + n : NULL;
+  }
+  for (int i = 0; la && i < n; i++) {
+    la[i] = log(accum_time[i]);
+    ls[i] = log(step_time[i]);
+  }
+  d.log_accum = la;
+  d.log_step = ls;
   double init[NP] = {1e-1, 1e-2, 1e-1, 1e-2, 1e-1, 1e-2, 1.0 + 1e-3};
   int one_bsz = 1, multi_node = 0, single_multi = 0, over2 = 0;
   double mean_acc = 0;
@@ -206,6 +221,7 @@ void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *reps
     p->an = fmax(p->an, p->ar * 1.1);
     p->bn = fmax(p->bn, p->br * 1.1);
   }
+  if (la != la_s) free(la); /* NULL or the heap's */
 }
 
 static double efficiency(double sqr, double var, int init_bsz, double bsz) {

@@ -147,7 +147,9 @@ struct stk__jrun {
   struct stk__jstate *js;
   size_t n;
   int nodes, gpn, gpus;
-  int usable; /* GPUs the power cap lets run */
+  int usable; /* GPUs the power cap (and GPUs lent by inference) let run */
+  int usable_base; /* the power cap's */
+  uint64_t lend_stops; /* jobs stopped to give GPUs back to inference */
   int fit;    /* jobs keep Pollux's fitted model */
   int fit_by_type; /* one model per GPU type (Sia) */
   double now;
@@ -201,5 +203,9 @@ int stk__jhet_place(const struct stk__jrun *rn, const uint8_t *alloc, int n, int
 
 /* Fixed-batch local batch and accumulation for n replicas. */
 void stk__jlocal_bsz(const struct stk__japp *a, int bsz, int replicas, int *atomic, int *accum);
+
+/* "YYYY-MM-DD HH:MM:SS" (jobs_load.c): 1 when s has that shape (*valid:
+ * a real day and time, *out its seconds since 1970), 0 otherwise. */
+int stk__sim_parse_date(const char *s, double *out, int *valid);
 
 #endif

@@ -253,3 +253,5 @@ void stk_sim_jobs_free(struct stk_sim_jobs *J) {
 }
 
 size_t stk_sim_jobs_count(const struct stk_sim_jobs *J) { return J ? J->n : 0; }
+
+int stk__sim_parse_date(const char *s, double *out, int *valid) { return parse_date(s, out, valid); }

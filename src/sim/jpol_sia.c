@@ -33,12 +33,36 @@ struct scfg {
   int type, nodes, gpus;
 };
 
+/* A job's raw goodputs in every configuration depend only on its fitted
+ * models, its gradient statistics (fixed within an epoch) and its GPU
+ * limit, so they are kept until one of these changes. */
+struct gcache {
+  struct stk__perf perf[MAXT];
+  int have[MAXT];
+  double sqr, var;
+  int maxrep;
+  double raw[MAXT * MAXC];
+};
+
+/* The last integer program and its answer: GLPK is deterministic, so a
+ * round whose program is the same, bit for bit, gets the same answer. */
+struct smemo {
+  size_t na, cap;
+  size_t *active;
+  int *hold; /* per job: -1 free, else the configuration it keeps */
+  double *cost;
+  int *pick;
+  int valid;
+};
+
 struct srun {
   struct scfg cfg[MAXT * MAXC];
   int ncfg;
   int *prev;          /* per job: configuration index of last round, -1 none */
   double *g;          /* scratch: goodput per (job, config) */
   int tgpus[MAXT], first_vnode[MAXT];
+  struct gcache **gc; /* per job, made on its first round */
+  struct smemo memo;
 };
 
 static int s_init(struct stk__jrun *rn) {
@@ -47,7 +71,8 @@ static int s_init(struct stk__jrun *rn) {
   if (!p) return STK_ENOMEM;
   rn->pol = p;
   p->prev = malloc(sizeof(int) * rn->n);
-  if (!p->prev) return STK_ENOMEM;
+  p->gc = calloc(rn->n, sizeof *p->gc);
+  if (!p->prev || !p->gc) return STK_ENOMEM;
   for (size_t i = 0; i < rn->n; i++) p->prev[i] = -1;
   for (int v = rn->nodes - 1; v >= 0; v--) p->first_vnode[rn->vtype[v]] = v;
   /* the artifact's configurations: 1, 2, 4 (and 8) GPUs on one node, then
@@ -66,6 +91,13 @@ static void s_fini(struct stk__jrun *rn) {
   if (!p) return;
   free(p->prev);
   free(p->g);
+  if (p->gc)
+    for (size_t i = 0; i < rn->n; i++) free(p->gc[i]);
+  free(p->gc);
+  free(p->memo.active);
+  free(p->memo.hold);
+  free(p->memo.cost);
+  free(p->memo.pick);
   free(p);
   rn->pol = NULL;
 }
@@ -117,6 +149,25 @@ static double s_goodput(const struct stk__jrun *rn, const struct stk__jstate *j,
   return gp > 0 ? gp * mult : 0;
 }
 
+static int gcache_same(const struct stk__jrun *rn, const struct gcache *gc,
+                       const struct stk__jstate *j, int maxrep) {
+  size_t T = (size_t)rn->ntypes;
+  return gc->maxrep == maxrep && !memcmp(&gc->sqr, &j->sqr, sizeof j->sqr) &&
+         !memcmp(&gc->var, &j->var, sizeof j->var) &&
+         !memcmp(gc->have, j->have_t, sizeof(int) * T) &&
+         !memcmp(gc->perf, j->perf_t, sizeof(struct stk__perf) * T);
+}
+
+static void gcache_keep(const struct stk__jrun *rn, struct gcache *gc,
+                        const struct stk__jstate *j, int maxrep) {
+  size_t T = (size_t)rn->ntypes;
+  gc->maxrep = maxrep;
+  gc->sqr = j->sqr;
+  gc->var = j->var;
+  memcpy(gc->have, j->have_t, sizeof(int) * T);
+  memcpy(gc->perf, j->perf_t, sizeof(struct stk__perf) * T);
+}
+
 /* The virtual node that stands for physical node id of type t: the
  * artifact tells placements apart by node, not by GPU, so a job that keeps
  * its nodes keeps its allocation (and pays no restart). */
@@ -165,6 +216,92 @@ static void s_place(struct stk__jrun *rn, struct srun *p, int t, const size_t *j
   }
 }
 
+/* The integer program of one round, by GLPK: column k * C + c is job k in
+ * configuration c (binary, cost[k * C + c]); a row per job (at most one
+ * configuration, exactly the held one while it restarts) and a row per
+ * type (its GPUs). pick[k] is the chosen configuration or -1. */
+static int s_solve(const struct srun *p, size_t na, int C, int T, const double *cost,
+                   const int *hold, int *pick) {
+  size_t nz = na * (size_t)C * 2;
+  int *ia = malloc(sizeof(int) * (nz + 1)), *ja = malloc(sizeof(int) * (nz + 1));
+  double *ar = malloc(sizeof(double) * (nz + 1));
+  if (!ia || !ja || !ar) {
+    free(ia);
+    free(ja);
+    free(ar);
+    return STK_ENOMEM;
+  }
+  glp_prob *ip = glp_create_prob();
+  glp_set_obj_dir(ip, GLP_MIN);
+  glp_add_rows(ip, (int)na + T);
+  glp_add_cols(ip, (int)na * C);
+  int k2 = 0;
+  for (size_t k = 0; k < na; k++) {
+    if (hold[k] >= 0)
+      glp_set_row_bnds(ip, (int)k + 1, GLP_FX, 1, 1);
+    else
+      glp_set_row_bnds(ip, (int)k + 1, GLP_UP, 0, 1);
+    for (int c = 0; c < C; c++) {
+      int col = (int)k * C + c + 1;
+      glp_set_col_kind(ip, col, GLP_BV);
+      if (hold[k] >= 0 && c != hold[k]) glp_set_col_bnds(ip, col, GLP_FX, 0, 0);
+      glp_set_obj_coef(ip, col, cost[k * (size_t)C + c]);
+      ++k2, ia[k2] = (int)k + 1, ja[k2] = col, ar[k2] = 1;
+      ++k2, ia[k2] = (int)na + p->cfg[c].type + 1, ja[k2] = col, ar[k2] = p->cfg[c].gpus;
+    }
+  }
+  glp_set_obj_coef(ip, 0, LAMBDA_N * (double)na);
+  for (int t = 0; t < T; t++) glp_set_row_bnds(ip, (int)na + t + 1, GLP_UP, 0, p->tgpus[t]);
+  glp_load_matrix(ip, k2, ia, ja, ar);
+  glp_iocp parm;
+  glp_init_iocp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  parm.presolve = GLP_ON;
+  parm.mip_gap = 1e-4;
+  int grc = glp_intopt(ip, &parm);
+  int st = glp_mip_status(ip);
+  /* GLP_EMIPGAP: the search stopped at the gap tolerance with a solution
+   * (status GLP_FEAS), as asked; reading it as a failure left every job
+   * without GPUs for the round */
+  int solved = (grc == 0 || grc == GLP_EMIPGAP) && (st == GLP_OPT || st == GLP_FEAS);
+  for (size_t k = 0; k < na; k++) {
+    pick[k] = -1;
+    if (solved)
+      for (int c = 0; c < C; c++)
+        if (glp_mip_col_val(ip, (int)k * C + c + 1) > 0.5) pick[k] = c;
+  }
+  glp_delete_prob(ip);
+  free(ia);
+  free(ja);
+  free(ar);
+  return 0;
+}
+
+static int memo_keep(struct smemo *m, const size_t *active, size_t na, int C, const int *hold,
+                     const double *cost, const int *pick) {
+  m->valid = 0;
+  if (na > m->cap) {
+    size_t cap = na * 2;
+    size_t *a = realloc(m->active, sizeof(size_t) * cap);
+    if (a) m->active = a;
+    int *h = realloc(m->hold, sizeof(int) * cap);
+    if (h) m->hold = h;
+    int *pk = realloc(m->pick, sizeof(int) * cap);
+    if (pk) m->pick = pk;
+    double *c = realloc(m->cost, sizeof(double) * cap * (size_t)C);
+    if (c) m->cost = c;
+    if (!a || !h || !pk || !c) return STK_ENOMEM;
+    m->cap = cap;
+  }
+  m->na = na;
+  memcpy(m->active, active, sizeof(size_t) * na);
+  memcpy(m->hold, hold, sizeof(int) * na);
+  memcpy(m->pick, pick, sizeof(int) * na);
+  memcpy(m->cost, cost, sizeof(double) * na * (size_t)C);
+  m->valid = 1;
+  return 0;
+}
+
 static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
   struct srun *p = rn->pol;
   if (!p) return STK_EINVAL;
@@ -184,8 +321,18 @@ static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
     }
     if (!strcmp(a->name, "ncf")) maxrep = 1;
     double *row = g + k * (size_t)C, lo = INFINITY;
+    struct gcache *gc = p->gc[active[k]];
+    if (!gc) {
+      if (!(gc = calloc(1, sizeof *gc))) return STK_ENOMEM;
+      gc->maxrep = -1;
+      p->gc[active[k]] = gc;
+    }
+    if (!gcache_same(rn, gc, j, maxrep)) {
+      for (int c = 0; c < C; c++) gc->raw[c] = s_goodput(rn, j, &p->cfg[c], maxrep);
+      gcache_keep(rn, gc, j, maxrep);
+    }
     for (int c = 0; c < C; c++) {
-      row[c] = s_goodput(rn, j, &p->cfg[c], maxrep);
+      row[c] = gc->raw[c];
       if (row[c] < 0) row[c] = 1; /* a job that never ran */
       if (row[c] > ZERO_GAIN && row[c] < lo) lo = row[c];
     }
@@ -200,58 +347,36 @@ static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
       row[c] = v;
     }
   }
-  glp_prob *ip = glp_create_prob();
-  glp_set_obj_dir(ip, GLP_MIN);
-  int T = rn->ntypes;
-  glp_add_rows(ip, (int)na + T);
-  glp_add_cols(ip, (int)na * C);
-  size_t nz = na * (size_t)C * 2;
-  int *ia = malloc(sizeof(int) * (nz + 1)), *ja = malloc(sizeof(int) * (nz + 1));
-  double *ar = malloc(sizeof(double) * (nz + 1));
-  int *pick = malloc(sizeof(int) * na);
+  /* the program's costs: each allocated job lowers lambda_n (jobs -
+   * allocated) by lambda_n */
+  int *hold = malloc(sizeof(int) * na), *pick = malloc(sizeof(int) * na);
   size_t *tj = malloc(sizeof(size_t) * na);
   int *tg = malloc(sizeof(int) * na);
-  int rc = 0;
-  if (!ia || !ja || !ar || !pick || !tj || !tg) {
+  int rc = 0, T = rn->ntypes;
+  if (!hold || !pick || !tj || !tg) {
     rc = STK_ENOMEM;
     goto out;
   }
-  int k2 = 0;
   for (size_t k = 0; k < na; k++) {
     const struct stk__jstate *j = &rn->js[active[k]];
     int prev = p->prev[active[k]];
-    int hold = prev >= 0 && j->nalloc && j->rescale > 0; /* still restarting */
-    if (hold)
-      glp_set_row_bnds(ip, (int)k + 1, GLP_FX, 1, 1);
-    else
-      glp_set_row_bnds(ip, (int)k + 1, GLP_UP, 0, 1);
+    hold[k] = prev >= 0 && j->nalloc && j->rescale > 0 ? prev : -1; /* still restarting */
     for (int c = 0; c < C; c++) {
-      int col = (int)k * C + c + 1;
       double A = nearbyint(pow(g[k * (size_t)C + c], P_FAIR) * 100) / 100;
       if (A > 3000) A = 3000;
-      glp_set_col_kind(ip, col, GLP_BV);
-      if (hold && c != prev) glp_set_col_bnds(ip, col, GLP_FX, 0, 0);
-      /* each allocated job lowers lambda_n (jobs - allocated) by lambda_n */
-      glp_set_obj_coef(ip, col, A - LAMBDA_N);
-      ++k2, ia[k2] = (int)k + 1, ja[k2] = col, ar[k2] = 1;
-      ++k2, ia[k2] = (int)na + p->cfg[c].type + 1, ja[k2] = col, ar[k2] = p->cfg[c].gpus;
+      g[k * (size_t)C + c] = A - LAMBDA_N;
     }
   }
-  glp_set_obj_coef(ip, 0, LAMBDA_N * (double)na);
-  for (int t = 0; t < T; t++) glp_set_row_bnds(ip, (int)na + t + 1, GLP_UP, 0, p->tgpus[t]);
-  glp_load_matrix(ip, k2, ia, ja, ar);
-  glp_iocp parm;
-  glp_init_iocp(&parm);
-  parm.msg_lev = GLP_MSG_OFF;
-  parm.presolve = GLP_ON;
-  parm.mip_gap = 1e-4;
-  int grc = glp_intopt(ip, &parm);
-  int st = glp_mip_status(ip);
+  struct smemo *m = &p->memo;
+  if (m->valid && m->na == na && !memcmp(m->active, active, sizeof(size_t) * na) &&
+      !memcmp(m->hold, hold, sizeof(int) * na) &&
+      !memcmp(m->cost, g, sizeof(double) * na * (size_t)C)) {
+    memcpy(pick, m->pick, sizeof(int) * na);
+  } else {
+    if ((rc = s_solve(p, na, C, T, g, hold, pick))) goto out;
+    if ((rc = memo_keep(m, active, na, C, hold, g, pick))) goto out;
+  }
   for (size_t k = 0; k < na; k++) {
-    pick[k] = -1;
-    if (grc == 0 && (st == GLP_OPT || st == GLP_FEAS))
-      for (int c = 0; c < C; c++)
-        if (glp_mip_col_val(ip, (int)k * C + c + 1) > 0.5) pick[k] = c;
     p->prev[active[k]] = pick[k];
     rn->new_n[active[k]] = 0;
   }
@@ -274,10 +399,7 @@ static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
     s_place(rn, p, t, tj, tg, nj);
   }
 out:
-  glp_delete_prob(ip);
-  free(ia);
-  free(ja);
-  free(ar);
+  free(hold);
   free(pick);
   free(tj);
   free(tg);
