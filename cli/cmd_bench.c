@@ -290,11 +290,12 @@ static void ckpt_summary(const struct stk_bench_result *r) {
   char b1[32], b2[32];
   printf("  checkpoint  %s per checkpoint in %" PRIu64 " files from %u ranks (DLIO's size for this "
          "config)", stk_fmt_bytes(c->dlio_bytes, b1, sizeof b1), c->files, c->ranks);
+  const char *who = r->processes > 1 ? "the job's" : "this process's";
   if (c->scale < 1)
-    printf(";\n              written at scale %g: %s by this process's %u writing ranks", c->scale,
-           stk_fmt_bytes(c->bytes, b2, sizeof b2), c->writers);
+    printf(";\n              written at scale %g: %s by %s %u writing ranks", c->scale,
+           stk_fmt_bytes(c->bytes, b2, sizeof b2), who, c->writers);
   else
-    printf("; this process's %u writing ranks: %s", c->writers, stk_fmt_bytes(c->bytes, b2, sizeof b2));
+    printf("; %s %u writing ranks: %s", who, c->writers, stk_fmt_bytes(c->bytes, b2, sizeof b2));
   printf("\n              in %s (%s%s)\n", c->dir, c->direct ? "O_DIRECT" : "page cache",
          c->fsync ? ", fsync per file" : ", no fsync");
   if (c->saves)
@@ -308,6 +309,8 @@ static void ckpt_summary(const struct stk_bench_result *r) {
 /* A checkpoint-only workload (the llama configs): saves and loads. */
 static void ckpt_only_summary(const struct bench_args *a, const struct stk_bench_result *r) {
   const struct stk_workload *w = &a->o.w;
+  if (r->processes > 1)
+    printf("stoker bench: across %u processes on %u host(s) (MPI)\n", r->processes, r->hosts);
   printf("stoker bench: %s (checkpoint only), %u ranks, %u saves and %u loads, %g s of compute "
          "before each%s\n", w->name, r->ckpt.ranks, w->ckpt.num_write, w->ckpt.num_read,
          w->ckpt.time_between_s, r->interrupted ? " (interrupted)" : "");
@@ -623,10 +626,7 @@ static int ckpt_main(struct bench_args *a) {
   char err[STK_ERRMSG_MAX];
   int rc = stk_bench_ckpt_run(&a->o, &r, err) ? CLI_FAIL : CLI_OK;
   if (rc) cli_error(a->who, "%s", err);
-  if (a->mpi) { /* every rank reports its own share: see docs/bench.md */
-    if ((rc = job_check(a, rc, 0))) return rc;
-  } else if (rc)
-    return rc;
+  if ((rc = gather_results(a, &r, rc))) return rc; /* rank 0: the job's bytes and times */
   rc = r.interrupted ? CLI_INTERRUPTED : CLI_OK;
   if (stk_bench_mpi_rank(a->mpi) == 0) {
     ckpt_only_summary(a, &r);

@@ -4,6 +4,7 @@
  * job with an error within seconds instead of leaving its peers waiting.
  * Skipped where mpirun is missing or stoker was built without MPI. */
 #include <math.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "stoker/stoker.h"
@@ -196,4 +197,70 @@ TEST(bench_mpi_refused_without_mpi_build) {
   CHECK(rc == 1);
   CHECK_CONTAINS(out, "built without MPI");
   free(out);
+}
+
+/* A checkpoint-only transformer (tensor 2: 2 ranks) under `mpirun -np 2`:
+ * each process writes its own rank's files (DLIO's names and sizes, kept),
+ * and rank 0 reports the job's bytes per checkpoint, writing ranks, saves and
+ * loads, the same as the threaded run of 2 accelerators. */
+TEST(bench_mpi_ckpt_only_gathers_every_rank) {
+  need_mpi();
+  const char *stk = test_stoker_bin();
+  const char cfg[] =
+      "model:\n  name: tiny\n  type: transformer\n  num_layers: 4\n"
+      "  parallelism: {tensor: 2, pipeline: 1, zero_stage: 1}\n"
+      "  transformer: {vocab_size: 1000, hidden_size: 64, ffn_hidden_size: 128, "
+      "num_attention_heads: 4, num_kv_heads: 2}\n"
+      "workflow: {train: False, checkpoint: True}\n"
+      "checkpoint:\n  checkpoint_folder: ck\n  time_between_checkpoints: 0.01\n"
+      "  num_checkpoints_write: 2\n  num_checkpoints_read: 1\n";
+  test_write_file("c.yaml", cfg, sizeof cfg - 1);
+  char *out;
+  int rc = test_sh(&out, "%s bench --config c.yaml -q --accelerators 2 --json t.json", stk);
+  CHECK_MSG(rc == 0, "threaded run failed:\n%s", out);
+  free(out);
+  rc = test_sh(&out, MPIRUN " -np 2 %s bench --config c.yaml --keep-checkpoints --json m.json",
+               stk);
+  CHECK_MSG(rc == 0, "mpirun failed (exit %d):\n%s", rc, out);
+  CHECK_CONTAINS(out, "across 2 processes on 1 host(s)");
+  CHECK_CONTAINS(out, "the job's 2 writing ranks");
+  free(out);
+  /* Every rank's files, as DLIO names and sizes them. */
+  struct stk_workload w;
+  char err[STK_ERRMSG_MAX], unknown[512], ignored[512];
+  memset(&w, 0, sizeof w);
+  CHECK_MSG(stk_workload_load_yaml("c.yaml", &w, unknown, sizeof unknown, ignored, sizeof ignored,
+                                   err) == 0,
+            "%s", err);
+  uint64_t want = 0;
+  for (uint32_t rank = 0; rank < 2; rank++) {
+    struct stk_ckpt_file f[16];
+    size_t n;
+    CHECK_OK(stk_ckpt_rank_files(&w, 2, rank, f, 16, &n, err));
+    CHECK(n >= 1);
+    for (size_t i = 0; i < n; i++) {
+      char path[2048];
+      struct stat st;
+      snprintf(path, sizeof path, "ck/global_epoch1_step2/%s", f[i].name);
+      CHECK_MSG(stat(path, &st) == 0, "%s missing", path);
+      CHECK_EQ((uint64_t)st.st_size, f[i].bytes);
+      want += f[i].bytes;
+    }
+  }
+  char *t = (char *)test_read_file("t.json", NULL), *m = (char *)test_read_file("m.json", NULL);
+  CHECK_EQ(json_num(m, "processes"), 2);
+  CHECK_EQ(json_num(m, "ranks"), 2);
+  CHECK_EQ(json_num(m, "writers"), 2);
+  CHECK_EQ(json_num(t, "writers"), 2);
+  CHECK_EQ(json_num(m, "bytes"), (double)want);
+  CHECK_EQ(json_num(t, "bytes"), (double)want);
+  CHECK_EQ(json_num(m, "dlio_bytes"), json_num(t, "dlio_bytes"));
+  CHECK_EQ(json_num(m, "saves"), 2);
+  CHECK_EQ(json_num(m, "loads"), 1);
+  /* Bandwidth is the job's bytes over the job's time. */
+  double save_s = json_num(m, "save_s"), gib = json_num(m, "save_gib_s");
+  CHECK(save_s > 0 && save_s >= json_num(m, "save_max_s"));
+  CHECK(fabs(gib - (double)want * 2 / save_s / 1073741824.0) <= 1e-6 * gib);
+  free(t);
+  free(m);
 }

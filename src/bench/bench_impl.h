@@ -43,6 +43,10 @@ int stk__ckpt_open(struct stk__ckpt **out, const struct stk_bench_opts *o, uint3
                    uint32_t expected_saves, struct stk_bench_ckpt *info, char *err);
 int stk__ckpt_save(struct stk__ckpt *c, uint64_t epoch, uint64_t step, double *secs, char *err);
 int stk__ckpt_load(struct stk__ckpt *c, uint64_t epoch, uint64_t step, double *secs, char *err);
+/* Adds secs (the wait for the job's other processes to finish the same
+ * save or load) to the last one's time: under MPI a checkpoint takes until
+ * its slowest rank is done. */
+void stk__ckpt_extend(struct stk__ckpt *c, int load, double secs);
 void stk__ckpt_close(struct stk__ckpt *c);
 
 /* Bytes per element of a DLIO data type name ("fp16": 2); 0 if unknown. */

@@ -43,6 +43,7 @@ struct stk__ckpt {
   size_t nids, capids;
   char made[8][1024];  /* folders this run created, outermost first (removed with it) */
   int nmade;
+  double last_s; /* the last save's or load's time */
 };
 
 /* One save or load, shared by its threads. */
@@ -305,6 +306,7 @@ fail:
 int stk__ckpt_save(struct stk__ckpt *c, uint64_t epoch, uint64_t step, double *secs, char *err) {
   int rc = run_pass(c, epoch, step, 0, secs, err);
   if (rc) return rc;
+  c->last_s = *secs;
   c->info->saves++;
   c->info->save_s += *secs;
   c->info->save_max_s = STK__MAX(c->info->save_max_s, *secs);
@@ -314,10 +316,22 @@ int stk__ckpt_save(struct stk__ckpt *c, uint64_t epoch, uint64_t step, double *s
 int stk__ckpt_load(struct stk__ckpt *c, uint64_t epoch, uint64_t step, double *secs, char *err) {
   int rc = run_pass(c, epoch, step, 1, secs, err);
   if (rc) return rc;
+  c->last_s = *secs;
   c->info->loads++;
   c->info->load_s += *secs;
   c->info->load_max_s = STK__MAX(c->info->load_max_s, *secs);
   return 0;
+}
+
+void stk__ckpt_extend(struct stk__ckpt *c, int load, double secs) {
+  c->last_s += secs;
+  if (load) {
+    c->info->load_s += secs;
+    c->info->load_max_s = STK__MAX(c->info->load_max_s, c->last_s);
+  } else {
+    c->info->save_s += secs;
+    c->info->save_max_s = STK__MAX(c->info->save_max_s, c->last_s);
+  }
 }
 
 void stk__ckpt_close(struct stk__ckpt *c) {

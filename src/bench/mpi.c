@@ -156,6 +156,7 @@ int stk_bench_mpi_agree(struct stk_bench_mpi *m, int status, uint64_t fingerprin
 /* What each process sends besides its per-epoch figures and timeline. */
 struct summary {
   struct stk_loader_stats loader;
+  struct stk_bench_ckpt ckpt;
   uint64_t cpu_ns, ntimeline;
   double wall_s;
   int interrupted;
@@ -189,6 +190,22 @@ static void add_loader(struct stk_loader_stats *a, const struct stk_loader_stats
   a->read_bytes += b->read_bytes;
 }
 
+/* Checkpoints: each process wrote its ranks' shares, so bytes and writers
+ * add up; every process made the same saves and loads, each over when the
+ * slowest rank's share was (a checkpoint-only run waits for the job after
+ * each; within training the next step's barrier does), so times take the
+ * largest. */
+static void add_ckpt(struct stk_bench_ckpt *a, const struct stk_bench_ckpt *b) {
+  a->writers += b->writers;
+  a->bytes += b->bytes;
+  a->saves = STK__MIN(a->saves, b->saves);
+  a->loads = STK__MIN(a->loads, b->loads);
+  a->save_s = STK__MAX(a->save_s, b->save_s);
+  a->load_s = STK__MAX(a->load_s, b->load_s);
+  a->save_max_s = STK__MAX(a->save_max_s, b->save_max_s);
+  a->load_max_s = STK__MAX(a->load_max_s, b->load_max_s);
+}
+
 /* Rank 0's buffers for everyone's figures. */
 struct gathered {
   struct stk_bench_epoch *per, *per_all; /* by rank, then regrouped by epoch */
@@ -217,11 +234,13 @@ static void combine(struct stk_bench_mpi *m, const struct stk_bench_opts *o,
       memcpy(&g->per_all[(size_t)e * all + (size_t)k * n], &g->per[((size_t)k * E + e) * n],
              n * sizeof *g->per);
   struct stk_loader_stats loader = g->sum[0].loader;
+  struct stk_bench_ckpt ckpt = g->sum[0].ckpt;
   uint64_t cpu = g->sum[0].cpu_ns;
   double wall = g->sum[0].wall_s;
   int interrupted = g->sum[0].interrupted;
   for (uint32_t k = 1; k < m->size; k++) {
     add_loader(&loader, &g->sum[k].loader);
+    add_ckpt(&ckpt, &g->sum[k].ckpt);
     cpu += g->sum[k].cpu_ns;
     wall = STK__MAX(wall, g->sum[k].wall_s);
     interrupted |= g->sum[k].interrupted;
@@ -243,6 +262,7 @@ static void combine(struct stk_bench_mpi *m, const struct stk_bench_opts *o,
   r->processes = m->size;
   r->hosts = m->hosts;
   r->loader = loader;
+  r->ckpt = ckpt;
   r->cpu_ns = cpu;
   r->wall_s = wall;
   r->interrupted = interrupted;
@@ -282,6 +302,7 @@ int stk_bench_mpi_gather(struct stk_bench_mpi *m, const struct stk_bench_opts *o
   struct summary mine;
   memset(&mine, 0, sizeof mine); /* padding too: it travels as bytes */
   mine.loader = r->loader;
+  mine.ckpt = r->ckpt;
   mine.cpu_ns = r->cpu_ns;
   mine.ntimeline = my_steps;
   mine.wall_s = r->wall_s;

@@ -82,11 +82,11 @@ void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_resul
     stk_json_bool(&j, r->ckpt_only);
     stk_json_kstr(&j, "dir", c->dir);
     stk_json_ku64(&j, "ranks", c->ranks);
-    stk_json_ku64(&j, "writers_in_process", c->writers);
+    stk_json_ku64(&j, "writers", c->writers);
     stk_json_ku64(&j, "dlio_bytes", c->dlio_bytes);
     stk_json_ku64(&j, "files", c->files);
     stk_json_kdbl(&j, "scale", c->scale);
-    stk_json_ku64(&j, "bytes_in_process", c->bytes);
+    stk_json_ku64(&j, "bytes", c->bytes);
     stk_json_key(&j, "fsync");
     stk_json_bool(&j, c->fsync);
     stk_json_key(&j, "direct");
