@@ -21,27 +21,6 @@ struct iargs {
   struct stk_infer_opts o;
 };
 
-/* dir/rel under $STOKER_DATA, ../shared/data or the checkout's
- * ../shared/data beside the binary, the first that exists. */
-static const char *data_file(char *buf, size_t cap, const char *rel) {
-  const char *env = getenv("STOKER_DATA");
-  char exe[PATH_MAX], up[PATH_MAX];
-  const char *cands[3] = {NULL, "../shared/data", NULL};
-  if (env && *env) cands[0] = env;
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = 0;
-    snprintf(up, sizeof up, "%s/../../shared/data", dirname(exe));
-    cands[2] = up;
-  }
-  for (int i = 0; i < 3; i++) {
-    if (!cands[i]) continue;
-    snprintf(buf, cap, "%.3900s/%s", cands[i], rel);
-    if (access(buf, R_OK) == 0) return buf;
-  }
-  return NULL;
-}
-
 static int parse(struct iargs *a, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -163,13 +142,13 @@ int cmd_sim_infer(int argc, char **argv) {
   if (!strcmp(a.trace, "code") || !strcmp(a.trace, "conv")) {
     char rel[96];
     snprintf(rel, sizeof rel, "azure-llm-2023/AzureLLMInferenceTrace_%s.csv", a.trace);
-    if (!(tpath = data_file(tbuf, sizeof tbuf, rel))) {
+    if (!(tpath = cli_shared_data(tbuf, sizeof tbuf, rel))) {
       cli_error("sim", "--trace %s: ../shared/data/%s (or under $STOKER_DATA) was not found",
                 a.trace, rel);
       return CLI_USAGE;
     }
   }
-  if (!a.perf && !(a.perf = data_file(pbuf, sizeof pbuf, "splitwise/perf_model.csv"))) {
+  if (!a.perf && !(a.perf = cli_shared_data(pbuf, sizeof pbuf, "splitwise/perf_model.csv"))) {
     cli_error("sim", "--perf: no FILE given and ../shared/data/splitwise/perf_model.csv (or under "
                      "$STOKER_DATA) was not found");
     return CLI_USAGE;

@@ -1,7 +1,6 @@
 /* stoker sim mig: NVIDIA MIG geometry (profiles, start slots, how many
  * layouts each GPU allows) and ParvaGPU's six SLO scenarios planned by the
  * artifact's method and by stoker's packed allocator (docs/sim.md). */
-#include <libgen.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,28 +33,8 @@ static void print_geometry(const struct stk_mig_geometry *g) {
          (unsigned long long)all2 - 1);
 }
 
-const char *simmig_data(char *buf, size_t cap, const char *rel) {
-  const char *env = getenv("STOKER_DATA");
-  char exe[PATH_MAX];
-  const char *cands[3] = {NULL, "../shared/data", NULL};
-  if (env && *env) cands[0] = env;
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  char up[PATH_MAX];
-  if (n > 0) {
-    exe[n] = 0;
-    snprintf(up, sizeof up, "%s/../../shared/data", dirname(exe));
-    cands[2] = up;
-  }
-  for (int i = 0; i < 3; i++) {
-    if (!cands[i]) continue;
-    snprintf(buf, cap, "%.3900s/%s", cands[i], rel);
-    if (access(buf, R_OK) == 0) return buf;
-  }
-  return NULL;
-}
-
 static const char *find_dir(char *buf, size_t cap) {
-  if (!simmig_data(buf, cap, "parvagpu/SLO/SLO_req_rate.csv")) return NULL;
+  if (!cli_shared_data(buf, cap, "parvagpu/SLO/SLO_req_rate.csv")) return NULL;
   char *slo = strstr(buf, "/SLO/SLO_req_rate.csv");
   *slo = 0;
   return buf;

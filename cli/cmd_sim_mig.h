@@ -7,8 +7,5 @@ int cmd_sim_mig(int argc, char **argv);
 /* stoker sim mig --online (cli/cmd_sim_mig_online.c), reached from
  * cmd_sim_mig with the same arguments. */
 int cmd_sim_mig_online(int argc, char **argv);
-/* $STOKER_DATA/REL, ../shared/data/REL or the same beside the binary's
- * checkout, whichever is readable first (written into buf), or NULL. */
-const char *simmig_data(char *buf, size_t cap, const char *rel);
 
 #endif

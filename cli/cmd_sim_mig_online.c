@@ -16,7 +16,7 @@ static const char *trace_path(const char *arg, char *buf, size_t cap) {
   if (!strcmp(arg, "openb")) rel = "openb/openb_pod_list_default.csv";
   if (!strcmp(arg, "philly")) rel = "philly/philly.csv";
   if (!rel) return arg;
-  return simmig_data(buf, cap, rel);
+  return cli_shared_data(buf, cap, rel);
 }
 
 static void print_mix(const struct stk_mig_geometry *g, const struct stk_mig_trace *t) {

@@ -1,6 +1,8 @@
 /* stoker: the command-line tool. Dispatches to one file per subcommand and
  * holds the helpers they share. */
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -124,6 +126,26 @@ int cli_double(const char *cmd, const char *opt, const char *val, double min, do
   }
   *out = v;
   return 0;
+}
+
+const char *cli_shared_data(char *buf, size_t cap, const char *rel) {
+  const char *env = getenv("STOKER_DATA");
+  char exe[PATH_MAX];
+  const char *cands[3] = {NULL, "../shared/data", NULL};
+  if (env && *env) cands[0] = env;
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  char up[PATH_MAX];
+  if (n > 0) {
+    exe[n] = 0;
+    snprintf(up, sizeof up, "%s/../../shared/data", dirname(exe));
+    cands[2] = up;
+  }
+  for (int i = 0; i < 3; i++) {
+    if (!cands[i]) continue;
+    snprintf(buf, cap, "%.3900s/%s", cands[i], rel);
+    if (access(buf, R_OK) == 0) return buf;
+  }
+  return NULL;
 }
 
 int cli_progress_enabled(void) {
