@@ -46,7 +46,9 @@ static void *pinned_alloc(void *ctx, size_t size) {
     stk_log(STK_LOG_ERROR, "pinned memory: %s", err);
     return NULL;
   }
-  return stk__cuda_host_alloc(p->cu, size, NULL);
+  void *mem = stk__cuda_host_alloc(p->cu, size, err);
+  if (!mem) stk_log(STK_LOG_ERROR, "pinned memory: %s", err); /* the loader says only ENOMEM */
+  return mem;
 }
 
 static void pinned_free(void *ctx, void *mem, size_t size) {

@@ -130,6 +130,30 @@ static int steal_idle(struct stk_loader *l, struct job *j, int out, size_t need)
 
 static uint64_t grow_by(size_t cap, uint64_t need) { return need > cap ? round_buf(need) - cap : 0; }
 
+/* The allocator refused a buffer below the cap (pinned memory runs out
+ * before the cap does where the driver limits it): with other batches
+ * holding memory, free the idle jobs' buffers and wait for a release, as
+ * for the cap, instead of failing the run; 1 if so. Once the consumer has
+ * forced this batch through (it holds every other one), or nothing else is
+ * outstanding, the failure stands. Under no lock; takes l->mu. */
+static int alloc_failed_wait(struct stk_loader *l, int forced) {
+  pthread_mutex_lock(&l->mu);
+  for (struct job *f = l->free_jobs; f; f = f->next) {
+    if (!l->rd.maps) buf_drop(l, &f->raw, &f->raw_cap);
+    buf_drop(l, &f->out, &f->out_cap);
+  }
+  int wait = !forced && l->outstanding > 1, first = wait && !l->alloc_waited;
+  if (wait) {
+    l->mem_wait_rel = l->releases;
+    l->alloc_waited = 1;
+  }
+  pthread_mutex_unlock(&l->mu);
+  if (first)
+    stk_log(STK_LOG_WARN, "the batch allocator refused a buffer below the memory cap; batches "
+                          "wait for released ones from now on (lower mem_cap to avoid it)");
+  return wait;
+}
+
 /* Buffers for a filled job within the memory cap: 0, STK_EAGAIN when it
  * must wait for the consumer to release a batch, or a code with
  * j->errmsg set. The reader's. */
@@ -172,6 +196,7 @@ int stk__job_memory(struct stk_loader *l, struct job *j, uint64_t raw, uint64_t 
       atomic_fetch_add(&l->mem_over, 1); /* the consumer holds every other batch */
     }
   }
+  int forced = l->mem_force;
   l->mem_force = 0;
   pthread_mutex_unlock(&l->mu);
   if (rc) return rc;
@@ -180,6 +205,7 @@ int stk__job_memory(struct stk_loader *l, struct job *j, uint64_t raw, uint64_t 
   if (out > j->out_cap) buf_drop(l, &j->out, &j->out_cap);
   if (!l->rd.maps) rc = stk__buf_reserve(l, &j->raw, &j->raw_cap, raw ? raw : 1);
   if (!rc && out) rc = stk__buf_reserve(l, &j->out, &j->out_cap, out);
+  if (rc == STK_ENOMEM && alloc_failed_wait(l, forced)) return STK_EAGAIN;
   if (rc) {
     char b[32];
     stk__errf(j->errmsg, rc, "out of memory for a %s batch", stk_fmt_bytes(raw + out, b, sizeof b));

@@ -148,6 +148,7 @@ struct stk_loader {
   int mem_wait_on;
   int mem_force;      /* the consumer waits for mem_wait and holds the rest:
                          let it exceed the cap rather than deadlock */
+  int alloc_waited;   /* the allocator refused a buffer once (warned) */
 
   pthread_t *workers;
   uint32_t nworkers;
