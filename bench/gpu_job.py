@@ -33,7 +33,7 @@ def train(a):
     model = torchvision.models.resnet18(num_classes=1000).cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     ds = st.StokerDataset(a.data, a.batch, decode="jpeg", size=224, layout="chw",
-                          threads=a.threads, device="cuda", seed=1)
+                          threads=a.threads, device="cuda", seed=1, pin_memory=not a.no_pin)
     mean = torch.tensor([0.485, 0.456, 0.406], device="cuda").view(1, 3, 1, 1) * 255
     std = torch.tensor([0.229, 0.224, 0.225], device="cuda").view(1, 3, 1, 1) * 255
     steps = samples = 0
@@ -111,6 +111,8 @@ def main():
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--no-pin", action="store_true",
+                    help="stoker's batches in pageable memory (torch pins a copy of each)")
     ap.add_argument("--json")
     ap.add_argument("--check", nargs=2, metavar=("STARVED", "FED"))
     ap.add_argument("--metrics")
