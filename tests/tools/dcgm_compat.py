@@ -23,6 +23,7 @@ Prints one line per check and `dcgm-compat: ok` at the end; exits 1 naming
 each difference. Without promtool, parts 3 and 4 are skipped (and said so).
 """
 import argparse
+import gzip
 import math
 import os
 import re
@@ -308,6 +309,22 @@ def dcgm_page(dcgm):
     return "\n".join(out) + "\n"
 
 
+def report_sizes(ours, theirs):
+    """W4: bytes per scrape, plain and gzipped (zlib level 6, the agent's),
+    for stoker's whole page, its DCGM_FI_* families alone, and
+    dcgm-exporter's page for the same GPUs."""
+    def dcgm_line(line):
+        w = line.split()
+        return line.startswith("DCGM_FI_") or (
+            len(w) > 2 and w[0] == "#" and w[1] in ("HELP", "TYPE") and w[2].startswith("DCGM_FI_"))
+    dcgm_only = "".join(line + "\n" for line in ours.splitlines() if dcgm_line(line))
+    for what, text in (("stoker, whole page", ours), ("stoker, DCGM_FI_* only", dcgm_only),
+                       ("dcgm-exporter (hand-written)", theirs)):
+        raw = text.encode()
+        print("W4 %-28s %7d B plain, %6d B gzipped" % (what, len(raw),
+                                                        len(gzip.compress(raw, 6))))
+
+
 def check_promtool(promtool, pages, dcgm, tmp):
     ours = lint(promtool, pages[-1], tmp, "stoker.prom")
     theirs = lint(promtool, dcgm_page(dcgm), tmp, "dcgm.prom")
@@ -356,6 +373,7 @@ def main():
         pages = run_stoker(a, tmp)
         check_counters(pages, docs)
         dcgm, ours = check_series(pages)
+        report_sizes(pages[-1], dcgm_page(dcgm))
         if a.promtool:
             check_promtool(a.promtool, pages, dcgm, tmp)
             check_rules(a.promtool, dcgm, ours, tmp)
