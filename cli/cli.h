@@ -47,8 +47,8 @@ int cli_open_whole(const char *cmd, const char *path, const struct stk_dataset_o
 
 /* Whether progress lines should be drawn: stderr is a terminal and CI is
  * not set. */
-/* $STOKER_DATA/REL, ../shared/data/REL or the same beside the binary's
- * checkout, whichever is readable first (written into buf), or NULL: the
+/* $STOKER_DATA/REL, ../shared/data/REL or the same beside the checkout the
+ * binary sits in, whichever is readable first (written into buf), or NULL: the
  * shared traces and profiles `stoker sim` reads by name. */
 const char *cli_shared_data(char *buf, size_t cap, const char *rel);
 int cli_progress_enabled(void);

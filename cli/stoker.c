@@ -130,20 +130,20 @@ int cli_double(const char *cmd, const char *opt, const char *val, double min, do
 
 const char *cli_shared_data(char *buf, size_t cap, const char *rel) {
   const char *env = getenv("STOKER_DATA");
-  char exe[PATH_MAX];
-  const char *cands[3] = {NULL, "../shared/data", NULL};
-  if (env && *env) cands[0] = env;
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  char up[PATH_MAX];
-  if (n > 0) {
-    exe[n] = 0;
-    snprintf(up, sizeof up, "%s/../../shared/data", dirname(exe));
-    cands[2] = up;
-  }
-  for (int i = 0; i < 3; i++) {
-    if (!cands[i]) continue;
-    snprintf(buf, cap, "%.3900s/%s", cands[i], rel);
-    if (access(buf, R_OK) == 0) return buf;
+  if (env && *env && snprintf(buf, cap, "%.3900s/%s", env, rel) > 0 && access(buf, R_OK) == 0)
+    return buf;
+  if (snprintf(buf, cap, "../shared/data/%s", rel) > 0 && access(buf, R_OK) == 0) return buf;
+  /* ../shared/data beside the checkout the binary was built in: the binary
+   * is build/stoker, build/asan/stoker and the like, so look up from it. */
+  char dir[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+  if (n <= 0) return NULL;
+  dir[n] = 0;
+  char *d = dirname(dir);
+  for (int up = 0; up < 4 && strcmp(d, "/"); up++) {
+    if (snprintf(buf, cap, "%.3900s/../shared/data/%s", d, rel) > 0 && access(buf, R_OK) == 0)
+      return buf;
+    d = dirname(d);
   }
   return NULL;
 }

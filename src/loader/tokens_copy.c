@@ -124,7 +124,8 @@ static uint64_t put_vec(uint8_t *d, size_t es, const uint8_t *p, int code, uint6
 }
 #endif
 
-/* n tokens the plain way (the reference for the SSE2 path). */
+/* n tokens the plain way (the reference for the SSE2 path); the tokens
+ * may sit at any address, so they are loaded bytewise-safe. */
 static void put_plain(void *dst, size_t es, uint32_t at, const uint8_t *p, int code, uint64_t n) {
   uint64_t i;
   if (es == 4) {
@@ -134,10 +135,10 @@ static void put_plain(void *dst, size_t es, uint32_t at, const uint8_t *p, int c
         memcpy(d, p, n * 4);
         return;
       case U16:
-        for (i = 0; i < n; i++) d[i] = ((const uint16_t *)(const void *)p)[i];
+        for (i = 0; i < n; i++) d[i] = stk__ld16(p + 2 * i);
         return;
       case I16:
-        for (i = 0; i < n; i++) d[i] = ((const int16_t *)(const void *)p)[i];
+        for (i = 0; i < n; i++) d[i] = (int16_t)stk__ld16(p + 2 * i);
         return;
       case U8:
         for (i = 0; i < n; i++) d[i] = p[i];
@@ -159,10 +160,10 @@ static void put_plain(void *dst, size_t es, uint32_t at, const uint8_t *p, int c
       for (i = 0; i < n; i++) d[i] = (int32_t)stk__ld32(p + 4 * i);
       return;
     case U16:
-      for (i = 0; i < n; i++) d[i] = ((const uint16_t *)(const void *)p)[i];
+      for (i = 0; i < n; i++) d[i] = stk__ld16(p + 2 * i);
       return;
     case I16:
-      for (i = 0; i < n; i++) d[i] = ((const int16_t *)(const void *)p)[i];
+      for (i = 0; i < n; i++) d[i] = (int16_t)stk__ld16(p + 2 * i);
       return;
     case U8:
       for (i = 0; i < n; i++) d[i] = p[i];
