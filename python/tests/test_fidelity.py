@@ -7,14 +7,13 @@ Resize((224, 224)) (either way round, the flip being random).
 
 The photos are the ones Debian's python3-sklearn and python3-skimage ship
 (scikit-learn's china.jpg and flower.jpg, scikit-image's JPEG and PNG
-photographs, the PNGs encoded here as JPEG at quality 90), found in
-their Debian or PyPI install folders or in $STOKER_PHOTOS; never synthetic
-images, whose smoothness or noise would flatter or punish a resize."""
-import glob
+photographs, the PNGs encoded here as JPEG at quality 90), found by
+bench/photos.py (shared with P1) in their Debian or PyPI install folders
+or in $STOKER_PHOTOS; never synthetic images, whose smoothness or noise
+would flatter or punish a resize."""
 import math
 import os
 import sys
-import sysconfig
 
 import numpy as np
 import pytest
@@ -23,45 +22,11 @@ from conftest import needs_torch
 
 import stoker
 
+# The photo finder is shared with P1 (bench/python.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from photos import photos  # noqa: E402
+
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
-
-# scikit-image's photographs (the rest of its data is drawings, text and
-# microscopy); both colour and grey.
-SKIMAGE_PNGS = ("astronaut", "chelsea", "coffee", "motorcycle_left", "camera", "moon")
-SKIMAGE_JPGS = ("rocket", "retina", "hubble_deep_field")
-
-
-def photo_dirs():
-    """[(folder, names or None for every .jpg and .png there)]."""
-    roots = ["/usr/lib/python3/dist-packages", sysconfig.get_paths()["purelib"]]
-    roots += [p for p in sys.path if p.endswith("-packages")]
-    out = [(os.environ["STOKER_PHOTOS"], None)] if os.environ.get("STOKER_PHOTOS") else []
-    for r in dict.fromkeys(roots):
-        out.append((os.path.join(r, "sklearn", "datasets", "images"), ("china", "flower")))
-        out.append((os.path.join(r, "skimage", "data"), SKIMAGE_JPGS + SKIMAGE_PNGS))
-    return [(d, names) for d, names in out if os.path.isdir(d)]
-
-
-def photos():
-    """{name: JPEG bytes}, one per photo found; PNGs encoded at quality 90."""
-    import torch
-    from torchvision.io import ImageReadMode, decode_image, encode_jpeg
-    found = {}
-    for d, names in photo_dirs():
-        for p in sorted(glob.glob(os.path.join(d, "*.jpg")) + glob.glob(os.path.join(d, "*.png"))):
-            name, ext = os.path.splitext(os.path.basename(p))
-            if name in found or (names is not None and name not in names):
-                continue
-            with open(p, "rb") as f:
-                data = f.read()
-            if ext == ".png":
-                raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-                img = decode_image(raw, mode=ImageReadMode.UNCHANGED)
-                if img.shape[0] not in (1, 3):
-                    img = decode_image(raw, mode=ImageReadMode.RGB)
-                data = encode_jpeg(img, quality=90).numpy().tobytes()
-            found[name] = data
-    return found
 
 
 def psnr(a, b):
