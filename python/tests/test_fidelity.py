@@ -22,8 +22,9 @@ from conftest import needs_torch
 
 import stoker
 
-# The photo finder is shared with P1 (bench/python.py).
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+# The photo finder is shared with P1 (bench/python.py); bench/ goes last on
+# the path so that none of its scripts' names shadows a module.
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from photos import photos  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
