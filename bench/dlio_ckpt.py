@@ -113,7 +113,11 @@ def main():
     a = ap.parse_args()
     venv = os.environ.get("DLIO_VENV", "/tmp/dlio-venv")
     if not os.path.exists(os.path.join(venv, "bin", "dlio_benchmark")):
-        sys.exit("no DLIO in %s (set DLIO_VENV): docs/bench.md, \"K5\", says how to make it" % venv)
+        # like an anchor that cannot run: one line saying why, and the
+        # other benchmarks of `make bench` go on
+        print("K5 not measured: no DLIO in %s (set DLIO_VENV; docs/bench.md, \"K5\", says how to "
+              "make it)" % venv)
+        return 0
     if not os.path.exists(os.path.join(ROOT, "build", "stoker")):
         sys.exit("build/stoker is missing: run make first")
     work = a.work
