@@ -174,6 +174,9 @@ TEST(loader_auto_maps_large_samples) {
   char err[STK_ERRMSG_MAX];
   CHECK_EQ(stk_loader_open(&l, big, &o, err), STK_EINVAL);
   CHECK_CONTAINS(err, "cannot be combined with direct I/O");
+  o.io_engine = "mapcopy";
+  CHECK_EQ(stk_loader_open(&l, big, &o, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "the mapcopy engine reads through the page cache");
   stk_dataset_close(big);
   stk_dataset_close(small);
 }

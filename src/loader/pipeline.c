@@ -197,10 +197,10 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
         engine = ds->nshards <= STK_IO_MAPCOPY_FILES ? "mapcopy" : "pread";
     }
     rc = stk__io_open(engine, l->o.direct, &io, &l->rd.io_ops, &l->rd.io, err);
-    if (!rc && l->rd.io_ops->maps && l->o.direct)
+    if (!rc && l->o.direct && (l->rd.io_ops->maps || l->rd.io_ops == &stk__io_mapcopy))
       rc = stk__errf(err, STK_EINVAL,
-                     "the mmap engine reads through the page cache: it cannot be combined with "
-                     "direct I/O");
+                     "the %s engine reads through the page cache: it cannot be combined with "
+                     "direct I/O", l->rd.io_ops->name);
   }
   if (rc) {
     loader_free(l);
