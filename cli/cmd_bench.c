@@ -66,7 +66,7 @@ const char cmd_bench_usage[] =
     "  --direct             O_DIRECT reads (storage, not the page cache)\n"
     "  --drop-caches        drop the page cache before the run (root only)\n"
     "  --no-verify          do not check stored checksums\n"
-    "  --engine E           auto, io_uring, pread, mmap\n"
+    "  --engine E           auto, io_uring, pread, mmap, mapcopy\n"
     "  --seed S             shuffle and compute-jitter seed (default 0)\n"
     "search:\n"
     "  --find-max           find the largest accelerator count that meets the AU\n"

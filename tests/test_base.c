@@ -179,6 +179,30 @@ TEST(crc32c_known_values) {
   CHECK_EQ(stk_crc32c_mask(0), 0xa282ead8u);
 }
 
+/* The fused copy and CRC32C: the same CRC as stk_crc32c and the same bytes
+ * as memcpy, at every length around its lane blocks (3 x 8 KiB, 3 x 1 KiB)
+ * and alignment, chained from a CRC so far, without writing past dst. */
+TEST(crc32c_copy_matches) {
+  size_t n = 3 * 8192 * 2 + 3 * 1024 + 515;
+  uint8_t *src = malloc(n + 8), *dst = malloc(n + 16);
+  struct stk_rng r;
+  stk_rng_seed(&r, 3);
+  for (size_t i = 0; i < n + 8; i++) src[i] = (uint8_t)stk_rng_next(&r);
+  size_t lens[] = {0, 1, 8, 3071, 3072, 3073, 24575, 24576, 24577, 24576 + 3072, 131072 % n, n};
+  for (size_t a = 0; a < 3; a++)
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+      memset(dst, 0xa5, n + 16);
+      uint32_t seed = k & 1 ? 0x1234567u : 0;
+      uint32_t got = stk__crc32c_copy(seed, dst + a + 1, src + a, lens[k]);
+      CHECK_MSG(got == stk_crc32c(seed, src + a, lens[k]), "len %zu align %zu", lens[k], a);
+      CHECK(memcmp(dst + a + 1, src + a, lens[k]) == 0);
+      CHECK_EQ(dst[a], 0xa5);
+      CHECK_EQ(dst[a + 1 + lens[k]], 0xa5);
+    }
+  free(src);
+  free(dst);
+}
+
 /* The zip CRC-32 (ISA-L) against zlib's, which npz files written by NumPy
  * carry: the check value, and every length and alignment around its
  * folding blocks, in one piece and chained. */

@@ -95,6 +95,8 @@ TEST(loader_concurrent_many_workers) { every_sample_once("auto", STK_SHUFFLE_GLO
 /* Small records through the mapping engine: many samples per mapped range,
  * checksums checked by the engine's threads on the mapped pages. */
 TEST(loader_every_sample_once_mmap) { every_sample_once("mmap", STK_SHUFFLE_BLOCK, 2); }
+/* Copies out of kept mappings, checksums checked in the copy's pass. */
+TEST(loader_every_sample_once_mapcopy) { every_sample_once("mapcopy", STK_SHUFFLE_GLOBAL, 2); }
 
 TEST(loader_engines_same_order) {
   write_tfrecords("ds", 3, 40);
@@ -107,6 +109,9 @@ TEST(loader_engines_same_order) {
   run_all(ds, &o, NULL, b);
   CHECK(memcmp(a, b, sizeof a) == 0);
   o.io_engine = "mmap";
+  run_all(ds, &o, NULL, b);
+  CHECK(memcmp(a, b, sizeof a) == 0);
+  o.io_engine = "mapcopy";
   run_all(ds, &o, NULL, b);
   CHECK(memcmp(a, b, sizeof a) == 0);
   stk_dataset_close(ds);
@@ -184,6 +189,7 @@ static void crc_error_names_file_and_offset(const char *engine) {
 }
 TEST(loader_crc_error_names_file_and_offset) { crc_error_names_file_and_offset("auto"); }
 TEST(loader_crc_error_mmap) { crc_error_names_file_and_offset("mmap"); }
+TEST(loader_crc_error_mapcopy) { crc_error_names_file_and_offset("mapcopy"); }
 
 TEST(loader_skip_mode_counts) {
   write_tfrecords("ds", 2, 20);

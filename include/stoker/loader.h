@@ -154,9 +154,10 @@ struct stk_loader_opts {
                              epoch (the first of the epoch's order); 0 = all */
   struct stk_sampler_opts sampler;
   struct stk_decode_cfg decode;
-  const char *io_engine;  /* "auto", "io_uring", "pread", "mmap"; NULL = auto
-                             (mmap for samples of 8 MiB or more, else pread or
-                             io_uring by size; docs/internals/loader.md). With
+  const char *io_engine;  /* "auto", "io_uring", "pread", "mmap", "mapcopy";
+                             NULL = auto (mmap for samples of 8 MiB or more,
+                             else mapcopy, pread or io_uring by size and file
+                             count; docs/internals/loader.md). With
                              mmap, in-place batches are the page cache's pages:
                              a file truncated while its batch is held makes
                              the next touch of those bytes raise SIGBUS, and

@@ -296,7 +296,7 @@ class Loader(_stoker.Loader):
     I/O and memory:
       format=None         "tfrecord", "wds", "npy", "npz", "mds", "files" (None: detect)
       index_threads=0     threads building shard indexes at open (0: number of cores)
-      engine="auto"       "auto", "io_uring", "pread" or "mmap"
+      engine="auto"       "auto", "io_uring", "pread", "mmap" or "mapcopy"
       direct=False        O_DIRECT reads
       verify=True         check stored checksums
       on_error=None       a sample that cannot be read or decoded: "skip" leaves it
@@ -493,7 +493,7 @@ def _options(source, batch_size=64, *, shuffle=True, seed=None, epochs=1,
                 raise ValueError("std: every value must be > 0")
             o[f"{nm}{i}"] = float(x)
     o["format"] = _str("format", format)
-    _choice("engine", engine, ["auto", "io_uring", "pread", "mmap"])
+    _choice("engine", engine, ["auto", "io_uring", "pread", "mmap", "mapcopy"])
     o["engine"] = engine
     o["direct"] = _bool("direct", direct)
     o["skip_verify"] = 0 if _bool("verify", verify) else 1

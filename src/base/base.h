@@ -44,6 +44,9 @@ void stk__boot_id(char *out, size_t n);
 /* The zip/gzip CRC-32 (crc.c; stk_crc32c is the public CRC32C): zlib's
  * convention, 0 to start, the result of one call chains into the next. */
 uint32_t stk__crc32(uint32_t crc, const void *data, size_t len);
+/* Copy len bytes from src to dst (not overlapping) and return
+ * stk_crc32c(crc, src, len), in one pass over the bytes (crc_copy.c). */
+uint32_t stk__crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
 
 /* Little-endian loads and stores, alignment-free. */
 static inline uint16_t stk__ld16(const void *p) {

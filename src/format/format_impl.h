@@ -114,6 +114,14 @@ struct stk_format_ops {
   int (*parse)(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
                uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err);
 
+  /* Copy one sample's bytes (exactly its index range, len bytes at src) to
+   * dst, checking its stored checksums in the same pass. Returns 1 when
+   * every one matched (parse may then skip verifying), 0 when one did not
+   * or the bytes are not a well-formed sample (dst holds them all the same;
+   * parse with verify says why). Optional: the loader uses it with an
+   * engine that copies out of a mapping (mapcopy). */
+  int (*copy_check)(uint8_t *dst, const uint8_t *src, uint64_t len);
+
   /* Dataset-level figures beyond samples and bytes, for `stoker inspect`
    * (stk_dataset_property): the i-th name and its value as text into
    * buf[n]; STK_ENOENT past the last. Optional. */

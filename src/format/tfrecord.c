@@ -354,6 +354,22 @@ static int tfr_parse(const struct stk_dataset *ds, const struct stk_shard *sh, c
   return 0;
 }
 
+/* The two checksums of a record checked as it is copied: the data's CRC in
+ * the copy's own pass (stk__crc32c_copy), each over the bytes stored in
+ * dst, so what passed is what the batch holds. */
+static int tfr_copy_check(uint8_t *dst, const uint8_t *src, uint64_t len) {
+  if (len < TFR_OVERHEAD) {
+    memcpy(dst, src, len);
+    return 0;
+  }
+  memcpy(dst, src, TFR_HDR);
+  int ok = stk__ld64(dst) == len - TFR_OVERHEAD &&
+           stk_crc32c_mask(stk_crc32c(0, dst, 8)) == stk__ld32(dst + 8);
+  uint32_t crc = stk__crc32c_copy(0, dst + TFR_HDR, src + TFR_HDR, len - TFR_OVERHEAD);
+  memcpy(dst + len - 4, src + len - 4, 4);
+  return ok && stk_crc32c_mask(crc) == stk__ld32(dst + len - 4);
+}
+
 /* ---- writing ----------------------------------------------------------- */
 
 /* The .idx text of the current shard. */
@@ -535,6 +551,7 @@ const struct stk_format_ops stk__fmt_tfrecord = {
     .side_exts = ".idx",
     .index = tfr_index,
     .parse = tfr_parse,
+    .copy_check = tfr_copy_check,
     .wr_shard_begin = tfr_wr_begin,
     .wr_sample = tfr_wr_sample,
     .wr_shard_end = tfr_wr_end,

@@ -1,8 +1,9 @@
 /* I/O engines: how the loader's reads reach the kernel. One backend per
  * file behind struct stk_io_ops (io_uring, a thread pool doing pread, a
- * thread pool mapping the page cache), listed in stk__io_engines[]; "auto"
- * takes the first that opens (the loader itself picks pread or mmap by
- * sample size: src/loader/pipeline.c).
+ * thread pool mapping the page cache, one copying out of kept mappings),
+ * listed in stk__io_engines[]; "auto" takes the first that opens (the
+ * loader itself picks pread, mmap or mapcopy by sample size:
+ * src/loader/pipeline.c).
  *
  * The contract is asynchronous and single-submitter: one thread submits
  * requests and reaps completions; the engine may complete them on other
@@ -27,7 +28,12 @@ struct stk_io_req {
    * thread that did it, while the bytes are still in that core's cache
    * (only engines with inline_hook set call it). */
   void (*on_read)(struct stk_io_req *r);
-  void *ctx;           /* for on_read */
+  /* Optional: run by an engine that copies out of a mapping of the file
+   * (mapcopy) in place of its own copy and of on_read: it must fill buf
+   * with the n bytes at src (the file's bytes at off; need <= n <= len)
+   * and may check them in the same pass. */
+  void (*on_copy)(struct stk_io_req *r, const uint8_t *src, uint64_t n);
+  void *ctx;           /* for on_read and on_copy */
   int res;             /* on completion: 0, STK_ETRUNC (file ended before
                           need bytes), or a code */
   struct stk_io_req *next; /* engine-private linkage */
@@ -65,6 +71,10 @@ struct stk_io_ops {
 extern const struct stk_io_ops stk__io_uring;
 extern const struct stk_io_ops stk__io_pread;
 extern const struct stk_io_ops stk__io_mmap;
+extern const struct stk_io_ops stk__io_mapcopy;
+/* Files the mapcopy engine keeps mapped at once (the least recently used
+ * idle one is unmapped for another). */
+#define STK_IO_MAPCOPY_FILES 256
 extern const struct stk_io_ops *const stk__io_engines[];
 
 /* Open the engine named, or for "auto"/NULL the first that works in table
@@ -78,10 +88,14 @@ extern const struct stk_io_ops *const stk__io_engines[];
 int stk__io_open(const char *name, int direct, const struct stk_io_opts *o,
                  const struct stk_io_ops **ops, struct stk_io **io, char *err);
 
-/* The thread pool behind the blocking engines (pool.c): op runs in a
- * worker per request (returning its res), then the request's on_read. */
+/* The thread pool behind the blocking engines (pool.c): op(ctx, r) runs in
+ * a worker per request (returning its res), then the request's on_read,
+ * unless copies is set and the request has on_copy, which op then ran. */
 int stk__io_pool_open(struct stk_io **out, const struct stk_io_opts *o,
-                      int (*op)(const struct stk_io_req *r), const char *what, char *err);
+                      int (*op)(void *ctx, struct stk_io_req *r), void *ctx, int copies,
+                      const char *what, char *err);
+/* The ctx given to stk__io_pool_open (the engine's own state). */
+void *stk__io_pool_ctx(struct stk_io *io);
 int stk__io_pool_submit(struct stk_io *io, struct stk_io_req *r);
 int stk__io_pool_reap(struct stk_io *io, struct stk_io_req **done, int max, int block);
 void stk__io_pool_close(struct stk_io *io);

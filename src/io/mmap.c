@@ -45,7 +45,8 @@ static int copy_in(const struct stk_io_req *r) {
   return rc ? rc : stk__io_read_req(r);
 }
 
-static int map_req(const struct stk_io_req *r) {
+static int map_req(void *ctx, struct stk_io_req *r) {
+  (void)ctx;
   struct stat st;
   if (fstat(r->fd, &st) != 0) return stk__from_errno(errno);
   uint64_t need = r->need ? r->need : r->len, size = (uint64_t)st.st_size, pg = page_size();
@@ -97,7 +98,7 @@ void stk__io_region_free(uint8_t *p, size_t cap) {
 }
 
 static int map_open(struct stk_io **out, const struct stk_io_opts *o, char *err) {
-  return stk__io_pool_open(out, o, map_req, "mmap", err);
+  return stk__io_pool_open(out, o, map_req, NULL, 0, "mmap", err);
 }
 
 const struct stk_io_ops stk__io_mmap = {

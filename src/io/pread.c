@@ -22,8 +22,13 @@ int stk__io_read_req(const struct stk_io_req *r) {
   return 0;
 }
 
+static int pread_op(void *ctx, struct stk_io_req *r) {
+  (void)ctx;
+  return stk__io_read_req(r);
+}
+
 static int pread_open(struct stk_io **out, const struct stk_io_opts *o, char *err) {
-  return stk__io_pool_open(out, o, stk__io_read_req, "pread", err);
+  return stk__io_pool_open(out, o, pread_op, NULL, 0, "pread", err);
 }
 
 const struct stk_io_ops stk__io_pread = {

@@ -22,10 +22,11 @@ static long ncores(void) {
   return n > 0 ? n : 1;
 }
 
-/* Buffered reads of samples at least this large go to the pread pool by
- * default: its threads check checksums right after copying the bytes, and
- * its per-request handoff is small against the copy. Smaller samples go to
- * io_uring, which batches submissions (docs/internals/loader.md). */
+/* Buffered reads of samples at least this large go to a pool by default:
+ * its threads check checksums as (mapcopy, where every shard can stay
+ * mapped) or right after (pread) they copy the bytes, and its per-request
+ * handoff is small against the copy. Smaller samples go to io_uring, which
+ * batches submissions (docs/internals/loader.md). */
 #define AUTO_PREAD_BYTES (64u << 10)
 /* Samples larger than a read (unet3d's 90-224 MB) are mapped instead of
  * copied, unless the caller gave its own allocator (pinned memory: the
@@ -193,13 +194,13 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
       if (l->mean_sample >= AUTO_MMAP_BYTES && l->o.alloc == &stk__default_allocator)
         engine = "mmap";
       else if (l->mean_sample >= AUTO_PREAD_BYTES)
-        engine = "pread";
+        engine = ds->nshards <= STK_IO_MAPCOPY_FILES ? "mapcopy" : "pread";
     }
     rc = stk__io_open(engine, l->o.direct, &io, &l->rd.io_ops, &l->rd.io, err);
-    if (!rc && l->rd.io_ops->maps && l->o.direct)
+    if (!rc && l->o.direct && (l->rd.io_ops->maps || l->rd.io_ops == &stk__io_mapcopy))
       rc = stk__errf(err, STK_EINVAL,
-                     "the mmap engine reads through the page cache: it cannot be combined with "
-                     "direct I/O");
+                     "the %s engine reads through the page cache: it cannot be combined with "
+                     "direct I/O", l->rd.io_ops->name);
   }
   if (rc) {
     loader_free(l);

@@ -125,6 +125,7 @@ static void verify_read(struct stk_io_req *r) {
   struct stk_sample smp;
   for (uint32_t q = j->req_lo[i]; q < j->req_hi[i]; q++) {
     struct slot *s = j->order[q];
+    if (s->verified) continue; /* checked as it was copied (copy_read) */
     const struct stk_shard *sh = &l->ds->shards[s->shard];
     smp.nfields = 0;
     smp.index = s->id;
@@ -134,6 +135,27 @@ static void verify_read(struct stk_io_req *r) {
     else
       s->verified = 1;
   }
+}
+
+/* The same with an engine that copies out of a mapping (mapcopy): copy
+ * the read's n bytes at src into the staging buffer, each sample by its
+ * format's copy_check where it has one (its checksums checked in the
+ * copy's own pass), then check the rest as verify_read does. */
+static void copy_read(struct stk_io_req *r, const uint8_t *src, uint64_t n) {
+  struct job *j = r->ctx;
+  uint32_t i = (uint32_t)(r - j->reqs);
+  int (*check)(uint8_t *, const uint8_t *, uint64_t) = j->loader->ds->fmt->copy_check;
+  uint64_t done = 0; /* bytes of the read copied */
+  for (uint32_t q = j->req_lo[i]; check && q < j->req_hi[i]; q++) {
+    struct slot *s = j->order[q];
+    uint64_t at = (uint64_t)(j->raw + s->raw_pos - r->buf);
+    if (at < done || at + s->len > n) continue; /* within the last one: copied with it */
+    memcpy(r->buf + done, src + done, at - done);
+    s->verified = check(r->buf + at, src + at, s->len);
+    done = at + s->len;
+  }
+  memcpy(r->buf + done, src + done, n - done);
+  verify_read(r);
 }
 
 static int cmp_slot_pos(const void *a, const void *b) {
@@ -242,6 +264,7 @@ static void plan_build(struct stk_loader *l, struct job *j) {
       r->user = j;
       r->ctx = j;
       r->on_read = l->rd.inline_verify && whole ? verify_read : NULL;
+      r->on_copy = l->rd.inline_verify && whole ? copy_read : NULL;
       r->res = (int)order[k]->shard; /* shard until submitted; fd resolved then */
     }
     pos += span;
