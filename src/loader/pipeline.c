@@ -22,11 +22,12 @@ static long ncores(void) {
   return n > 0 ? n : 1;
 }
 
-/* Buffered reads of samples at least this large go to a pool by default:
- * its threads check checksums as (mapcopy, where every shard can stay
- * mapped) or right after (pread) they copy the bytes, and its per-request
- * handoff is small against the copy. Smaller samples go to io_uring, which
- * batches submissions (docs/internals/loader.md). */
+/* Buffered reads of samples at least this large go to the pread pool by
+ * default: its per-request handoff is small against the copy. Smaller
+ * samples go to io_uring, which batches submissions. The mapcopy engine,
+ * faster still (checksums checked in the copy's own pass), is opt-in: a
+ * file truncated under it is a bus error that ends the process, where
+ * pread reports a short read naming the file (docs/internals/loader.md). */
 #define AUTO_PREAD_BYTES (64u << 10)
 /* Samples larger than a read (unet3d's 90-224 MB) are mapped instead of
  * copied, unless the caller gave its own allocator (pinned memory: the
@@ -194,7 +195,7 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
       if (l->mean_sample >= AUTO_MMAP_BYTES && l->o.alloc == &stk__default_allocator)
         engine = "mmap";
       else if (l->mean_sample >= AUTO_PREAD_BYTES)
-        engine = ds->nshards <= STK_IO_MAPCOPY_FILES ? "mapcopy" : "pread";
+        engine = "pread";
     }
     rc = stk__io_open(engine, l->o.direct, &io, &l->rd.io_ops, &l->rd.io, err);
     if (!rc && l->o.direct && (l->rd.io_ops->maps || l->rd.io_ops == &stk__io_mapcopy))
