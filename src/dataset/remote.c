@@ -153,35 +153,26 @@ static int parse_manifest(struct stk_dataset *ds, const char *url, const char *t
 }
 
 /* A format with a dataset index (Mosaic MDS's index.json, which has the
- * column layout the format needs): the index is staged into a private
- * directory and read by the backend's list hook, whose shard paths are
- * then made remote. */
+ * column layout the format needs): the index is fetched into memory and
+ * parsed there by the format's list_index hook, with the URL (its query
+ * left out) as the folder its shards are named in; their paths are then
+ * made remote. */
 static int open_dir_index(struct stk_dataset *ds, struct stk_origin *o, const char *url,
                           const struct stk_format_ops *f, struct tab *t, char *err) {
+  if (!f->list_index) return stk__errf(err, STK_EINVAL, "%s: no list_index hook", f->name);
   char *text = NULL;
   size_t len = 0;
   int rc = stk__origin_get_mem(o, f->dir_index, MANIFEST_MAX, &text, &len, err);
   if (rc) return rc;
-  char tmpl[] = "/tmp/stoker-mds-XXXXXX";
-  char *dir = mkdtemp(tmpl);
-  char path[512];
+  char *dir = strndup(url, strcspn(url, "?"));
   if (!dir) {
     free(text);
-    return stk__errf(err, stk__from_errno(errno), "cannot create a temporary directory: %s",
-                     strerror(errno));
+    return stk__errf(err, STK_ENOMEM, "out of memory");
   }
-  snprintf(path, sizeof path, "%s/%s", dir, f->dir_index);
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  rc = fd < 0 ? stk__from_errno(errno) : stk__write_full(fd, text, len);
-  if (fd >= 0) close(fd);
-  free(text);
-  if (rc) stk__errf(err, rc, "%s: %s", path, stk_strerror(rc));
   ds->fmt = f;
-  if (!rc)
-    rc = f->list ? f->list(ds, dir) : stk__errf(err, STK_EINVAL, "%s: no list hook", f->name);
+  rc = f->list_index(ds, dir, text, len);
   if (rc) memcpy(err, ds->err, STK_ERRMSG_MAX);
-  unlink(path);
-  rmdir(dir);
+  free(text);
   /* The table in index.json's order; checksums from the manifest, matched
    * by name, where there is one. */
   size_t dl = strlen(dir);
@@ -203,6 +194,7 @@ static int open_dir_index(struct stk_dataset *ds, struct stk_origin *o, const ch
     sh->count_known = 1; /* the index's count, checked again at indexing */
     sh->pending = 1;
   }
+  free(dir);
   tab_free(t);
   *t = nt;
   return rc;

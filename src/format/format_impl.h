@@ -90,6 +90,12 @@ struct stk_format_ops {
    * the table (stk__dataset_add_shard: paths only). NULL: the generic walk of local.c
    * keeps the files whose names end in one of exts, sorted by name. */
   int (*list)(struct stk_dataset *ds, const char *root);
+  /* A dir_index format's list from the index's bytes (text, len bytes)
+   * rather than a file: a remote dataset's index is fetched into memory and
+   * parsed there, never written out. The shards are added as DIR/NAME;
+   * dir (a folder or a URL) is where the index lies, for paths and
+   * messages. */
+  int (*list_index)(struct stk_dataset *ds, const char *dir, const char *text, size_t len);
 
   /* Fill sh->idx and sh->count from the shard open at fd. Must validate
    * framing enough that every range it records lies inside the file, and

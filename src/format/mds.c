@@ -393,24 +393,15 @@ static int add_shard(struct stk_dataset *ds, const char *dir, const struct stk__
   return rc ? stk__errf(stk__ds_err(ds), rc, "out of memory") : 0;
 }
 
-static int mds_list(struct stk_dataset *ds, const char *root) {
-  size_t rl = strlen(root);
-  char *dir = strdup(root);
-  if (!dir) return stk__errf(stk__ds_err(ds), STK_ENOMEM, "out of memory");
-  if (rl >= 10 && !strcmp(root + rl - 10, "index.json")) {
-    dir[rl - 10] = 0;
-    if (rl > 10) dir[rl - 11] = 0; /* the slash */
-    if (!*dir) strcpy(dir, ".");
-  }
-  char *ipath = malloc(strlen(dir) + 12), *text = NULL;
+/* The shards index.json's text names, as DIR/NAME. */
+static int mds_list_index(struct stk_dataset *ds, const char *dir, const char *text, size_t len) {
+  char *ipath = malloc(strlen(dir) + 12);
+  if (!ipath) return stk__errf(stk__ds_err(ds), STK_ENOMEM, "out of memory");
+  sprintf(ipath, "%s/index.json", dir);
   struct stk__jdoc *doc = NULL;
-  int rc = ipath ? 0 : STK_ENOMEM;
-  size_t len = 0;
-  if (!rc) sprintf(ipath, "%s/index.json", dir);
-  if (!rc && !(text = read_small(ipath, &len, stk__ds_err(ds)))) rc = STK_EIO;
   char jerr[STK_ERRMSG_MAX];
-  if (!rc && (rc = stk__json_parse(&doc, text, len, jerr)) != 0)
-    stk__errf(stk__ds_err(ds), rc, "%s: %s", ipath, jerr);
+  int rc = stk__json_parse(&doc, text, len, jerr);
+  if (rc) stk__errf(stk__ds_err(ds), rc, "%s: %s", ipath, jerr);
   if (!rc) {
     struct mds_state *st = calloc(1, sizeof *st);
     if (!st || stk__ds_state_set(ds, st) != st) { /* a dataset's list runs once */
@@ -426,6 +417,25 @@ static int mds_list(struct stk_dataset *ds, const char *root) {
     rc = add_shard(ds, dir, s, i);
   if (rc == STK_ENOMEM) stk__errf(stk__ds_err(ds), rc, "out of memory reading %s", ipath);
   stk__json_free(doc);
+  free(ipath);
+  return rc;
+}
+
+static int mds_list(struct stk_dataset *ds, const char *root) {
+  size_t rl = strlen(root);
+  char *dir = strdup(root);
+  if (!dir) return stk__errf(stk__ds_err(ds), STK_ENOMEM, "out of memory");
+  if (rl >= 10 && !strcmp(root + rl - 10, "index.json")) {
+    dir[rl - 10] = 0;
+    if (rl > 10) dir[rl - 11] = 0; /* the slash */
+    if (!*dir) strcpy(dir, ".");
+  }
+  char *ipath = malloc(strlen(dir) + 12), *text = NULL;
+  int rc = ipath ? 0 : stk__errf(stk__ds_err(ds), STK_ENOMEM, "out of memory");
+  size_t len = 0;
+  if (!rc) sprintf(ipath, "%s/index.json", dir);
+  if (!rc && !(text = read_small(ipath, &len, stk__ds_err(ds)))) rc = STK_EIO;
+  if (!rc) rc = mds_list_index(ds, dir, text, len);
   free(text);
   free(ipath);
   free(dir);
@@ -655,6 +665,7 @@ const struct stk_format_ops stk__fmt_mds = {
     .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_WRITE,
     .dir_index = "index.json",
     .list = mds_list,
+    .list_index = mds_list_index,
     .free_state = mds_free_state,
     .index = mds_index,
     .parse = mds_parse,
