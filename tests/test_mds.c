@@ -542,4 +542,17 @@ TEST(mds_remote_index_parsed_in_memory) {
     CHECK_CONTAINS(err, path);
     CHECK(!strstr(err, "stoker-mds-"));
   }
+  /* Compressed shards are decompressed only where their index is read as a
+   * local file: through the cache they are refused, and nothing is written
+   * beside them. */
+  every_dtype_ds("rz", "zstd", 3);
+  struct stk_cache_opts co = {.dir = "cache"};
+  struct stk_dataset_opts o = {.cache = &co};
+  struct stk_dataset *ds = NULL;
+  char err[STK_ERRMSG_MAX];
+  CHECK(stk_dataset_open(&ds, "rz", &o, err) != 0);
+  CHECK_CONTAINS(err, "compressed MDS shards are read from local folders only");
+  CHECK_CONTAINS(err, "shard.00000.mds.zstd");
+  struct stat sb;
+  CHECK(stat("rz/shard.00000.mds", &sb) != 0);
 }

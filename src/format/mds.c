@@ -318,8 +318,11 @@ out:
   return rc;
 }
 
-static int add_shard(struct stk_dataset *ds, const char *dir, const struct stk__jnode *s,
-                     size_t i) {
+/* Shard i of index.json (s) as DIR/NAME; local: dir is a folder here, where
+ * a compressed shard can be decompressed (else its index came as bytes
+ * from elsewhere, and compressed shards are refused). */
+static int add_shard(struct stk_dataset *ds, const char *dir, const struct stk__jnode *s, size_t i,
+                     int local) {
   struct mds_state *st = stk__ds_state(ds);
   const struct stk__jnode *raw = stk__json_get(s, "raw_data"), *zip = stk__json_get(s, "zip_data");
   const char *base = stk__json_str(raw, "basename"), *fmt = stk__json_str(s, "format");
@@ -339,7 +342,7 @@ static int add_shard(struct stk_dataset *ds, const char *dir, const struct stk__
                      "%s/index.json: compressed shard %zu has no valid "
                      "zip_data.basename",
                      dir, i);
-  if (zipped && stk__ds_root(ds) && strstr(stk__ds_root(ds), "://"))
+  if (zipped && (!local || (stk__ds_root(ds) && strstr(stk__ds_root(ds), "://"))))
     return stk__errf(stk__ds_err(ds), STK_ENOTSUP,
                      "%s: compressed MDS shards are read from local "
                      "folders only for now (shard %zu, %s)",
@@ -393,8 +396,9 @@ static int add_shard(struct stk_dataset *ds, const char *dir, const struct stk__
   return rc ? stk__errf(stk__ds_err(ds), rc, "out of memory") : 0;
 }
 
-/* The shards index.json's text names, as DIR/NAME. */
-static int mds_list_index(struct stk_dataset *ds, const char *dir, const char *text, size_t len) {
+/* The shards index.json's text names, as DIR/NAME (local: see add_shard). */
+static int list_text(struct stk_dataset *ds, const char *dir, const char *text, size_t len,
+                     int local) {
   char *ipath = malloc(strlen(dir) + 12);
   if (!ipath) return stk__errf(stk__ds_err(ds), STK_ENOMEM, "out of memory");
   sprintf(ipath, "%s/index.json", dir);
@@ -414,11 +418,17 @@ static int mds_list_index(struct stk_dataset *ds, const char *dir, const char *t
     rc = stk__errf(stk__ds_err(ds), STK_EFORMAT, "%s: no \"shards\" array", ipath);
   size_t i = 0;
   for (const struct stk__jnode *s = shards ? shards->child : NULL; !rc && s; s = s->next, i++)
-    rc = add_shard(ds, dir, s, i);
+    rc = add_shard(ds, dir, s, i, local);
   if (rc == STK_ENOMEM) stk__errf(stk__ds_err(ds), rc, "out of memory reading %s", ipath);
   stk__json_free(doc);
   free(ipath);
   return rc;
+}
+
+/* The list_index hook: index.json's bytes fetched from elsewhere (a URL,
+ * or a folder read through the cache). */
+static int mds_list_index(struct stk_dataset *ds, const char *dir, const char *text, size_t len) {
+  return list_text(ds, dir, text, len, 0);
 }
 
 static int mds_list(struct stk_dataset *ds, const char *root) {
@@ -435,7 +445,7 @@ static int mds_list(struct stk_dataset *ds, const char *root) {
   size_t len = 0;
   if (!rc) sprintf(ipath, "%s/index.json", dir);
   if (!rc && !(text = read_small(ipath, &len, stk__ds_err(ds)))) rc = STK_EIO;
-  if (!rc) rc = mds_list_index(ds, dir, text, len);
+  if (!rc) rc = list_text(ds, dir, text, len, 1);
   free(text);
   free(ipath);
   free(dir);
