@@ -10,6 +10,7 @@
 #include <zstd.h>
 
 #include "../src/format/format_impl.h"
+#include "stoker/stoker.h"
 #include "test.h"
 
 /* ---- an independent writer -------------------------------------------- */
@@ -519,4 +520,39 @@ TEST(mds_tokens_inspect_feed) {
   snprintf(want, sizeof want, "\"bytes\": %llu", (unsigned long long)token_bytes);
   CHECK_CONTAINS(out, want);
   free(out);
+}
+
+/* Through the cache, index.json is fetched into memory and parsed there
+ * (the list_index hook): nothing is written to a temporary folder, and a
+ * bad index is named by where it lies, not by a copy. */
+TEST(mds_remote_index_parsed_in_memory) {
+  const char *bad[][2] = {{"{\"version\": 2, \"shards\": 7}", "no \"shards\" array"},
+                          {"{\"shards\": [{\"samples\": 1}]}", "shard 0 has no valid raw_data"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char dir[32], path[64], err[STK_ERRMSG_MAX];
+    snprintf(dir, sizeof dir, "r%zu", i);
+    CHECK_OK(mkdir(dir, 0755));
+    snprintf(path, sizeof path, "%s/index.json", dir);
+    test_write_file(path, bad[i][0], strlen(bad[i][0]));
+    struct stk_cache_opts co = {.dir = "cache"};
+    struct stk_dataset_opts o = {.cache = &co};
+    struct stk_dataset *ds = NULL;
+    CHECK(stk_dataset_open(&ds, dir, &o, err) != 0);
+    CHECK_CONTAINS(err, bad[i][1]);
+    CHECK_CONTAINS(err, path);
+    CHECK(!strstr(err, "stoker-mds-"));
+  }
+  /* Compressed shards are decompressed only where their index is read as a
+   * local file: through the cache they are refused, and nothing is written
+   * beside them. */
+  every_dtype_ds("rz", "zstd", 3);
+  struct stk_cache_opts co = {.dir = "cache"};
+  struct stk_dataset_opts o = {.cache = &co};
+  struct stk_dataset *ds = NULL;
+  char err[STK_ERRMSG_MAX];
+  CHECK(stk_dataset_open(&ds, "rz", &o, err) != 0);
+  CHECK_CONTAINS(err, "compressed MDS shards are read from local folders only");
+  CHECK_CONTAINS(err, "shard.00000.mds.zstd");
+  struct stat sb;
+  CHECK(stat("rz/shard.00000.mds", &sb) != 0);
 }

@@ -3,7 +3,7 @@
  * world size. Uses a dataset description without files. */
 #include <stdlib.h>
 
-#include "../src/format/format_impl.h"
+#include "../src/dataset/dataset_impl.h"
 #include "../src/loader/loader_impl.h"
 #include "stoker/loader.h"
 #include "test.h"

@@ -117,19 +117,16 @@ static int number_samples(struct stk_dataset *ds, const char *root, char *err) {
 
 static struct stk_dataset *ds_new(const char *root) {
   struct stk_dataset *ds = calloc(1, sizeof *ds);
-  struct stk__dsx *x = calloc(1, sizeof *x);
-  if (!ds || !x || !(ds->root = strdup(root))) {
-    free(x);
+  if (!ds || !(ds->root = strdup(root))) {
     free(ds);
     return NULL;
   }
   size_t l = strlen(ds->root);
   while (l > 1 && ds->root[l - 1] == '/') ds->root[--l] = 0;
-  pthread_mutex_init(&x->rd_mu, NULL);
-  pthread_mutex_init(&x->ix_mu, NULL);
-  pthread_mutex_init(&x->count_mu, NULL);
-  x->rd_fd = -1;
-  ds->x = x;
+  pthread_mutex_init(&ds->rd_mu, NULL);
+  pthread_mutex_init(&ds->ix_mu, NULL);
+  pthread_mutex_init(&ds->count_mu, NULL);
+  ds->rd_fd = -1;
   return ds;
 }
 
@@ -367,22 +364,21 @@ int stk_dataset_open(struct stk_dataset **out, const char *path,
 
 void stk_dataset_close(struct stk_dataset *ds) {
   if (!ds) return;
-  struct stk__dsx *x = ds->x;
-  if (x->rd_fd >= 0) stk__shard_close(ds, x->rd_shard, x->rd_fd);
-  x->rd_fd = -1;
-  stk__cache_close(x->cache);
-  pthread_mutex_destroy(&x->ix_mu);
-  pthread_mutex_destroy(&x->count_mu);
-  free(x->count_ahead);
-  pthread_mutex_destroy(&x->rd_mu);
+  if (ds->rd_fd >= 0) stk__shard_close(ds, ds->rd_shard, ds->rd_fd);
+  ds->rd_fd = -1;
+  stk__cache_close(ds->cache);
+  pthread_mutex_destroy(&ds->ix_mu);
+  pthread_mutex_destroy(&ds->count_mu);
+  free(ds->count_ahead);
+  pthread_mutex_destroy(&ds->rd_mu);
   if (ds->fmt && ds->fmt->free_state) ds->fmt->free_state(ds);
+  ds->fmt_state = NULL;
   for (size_t i = 0; i < ds->nshards; i++) {
     free(ds->shards[i].path);
     free(ds->shards[i].idx);
   }
   free(ds->shards);
   free(ds->root);
-  free(x);
   free(ds);
 }
 
@@ -416,7 +412,9 @@ int stk__dataset_all_counted(const struct stk_dataset *ds) {
   return !ds->streamed || __atomic_load_n(&ds->counted, __ATOMIC_ACQUIRE) == ds->nshards;
 }
 size_t stk_dataset_num_shards(const struct stk_dataset *ds) { return ds->nshards; }
-const char *stk_dataset_format(const struct stk_dataset *ds) { return ds->fmt->name; }
+const char *stk_dataset_format(const struct stk_dataset *ds) {
+  return ds->fmt && ds->fmt->name ? ds->fmt->name : "";
+}
 unsigned stk_dataset_caps(const struct stk_dataset *ds) { return ds->fmt->caps; }
 const char *stk_dataset_errmsg(const struct stk_dataset *ds) { return ds->err; }
 
@@ -440,7 +438,7 @@ int stk_dataset_shard_info(const struct stk_dataset *ds, size_t i, struct stk_sh
   out->count = sh->count;
   out->bytes = 0;
   for (uint64_t k = 0; sh->idx && k < sh->count; k++) out->bytes += sh->idx[k].len;
-  if (!sh->idx && ds->x->cache) out->bytes = stk__shard_size((struct stk_dataset *)ds, i);
+  if (!sh->idx && ds->cache) out->bytes = stk__shard_size((struct stk_dataset *)ds, i);
   return 0;
 }
 
@@ -460,8 +458,8 @@ int stk_dataset_sample_bytes(struct stk_dataset *ds, uint64_t n, uint64_t *bytes
     *bytes = sh->idx[n - sh->first].len;
     return 0;
   }
-  if (ds->x->cache) /* a plain file listed without its size: asked (HEAD) */
-    return stk__cache_shard_stat(ds->x->cache, si, bytes, ds->err);
+  if (ds->cache) /* a plain file listed without its size: asked (HEAD) */
+    return stk__cache_shard_stat(ds->cache, si, bytes, ds->err);
   struct stat st;
   if (stat(sh->path, &st) != 0) {
     int e = errno;
@@ -474,14 +472,13 @@ int stk_dataset_sample_bytes(struct stk_dataset *ds, uint64_t n, uint64_t *bytes
 /* ---- synchronous reads ------------------------------------------------- */
 
 static int cached_fd(struct stk_dataset *ds, size_t si) {
-  struct stk__dsx *x = ds->x;
-  if (x->rd_fd >= 0 && x->rd_shard == si) return x->rd_fd;
-  if (x->rd_fd >= 0) stk__shard_close(ds, x->rd_shard, x->rd_fd);
-  x->rd_fd = -1;
+  if (ds->rd_fd >= 0 && ds->rd_shard == si) return ds->rd_fd;
+  if (ds->rd_fd >= 0) stk__shard_close(ds, ds->rd_shard, ds->rd_fd);
+  ds->rd_fd = -1;
   int fd, rc = stk__shard_open(ds, si, 0, &fd, NULL, ds->err);
   if (rc) return rc;
-  x->rd_fd = fd;
-  x->rd_shard = si;
+  ds->rd_fd = fd;
+  ds->rd_shard = si;
   return fd;
 }
 
@@ -540,8 +537,8 @@ int stk_dataset_read(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **b
     return stk__errf(ds->err, STK_ERANGE, "%s: sample %llu out of range (%llu samples)", ds->root,
                      (unsigned long long)n, (unsigned long long)ds->nsamples);
   if (verify) stk__dataset_recheck(ds);
-  pthread_mutex_lock(&ds->x->rd_mu);
+  pthread_mutex_lock(&ds->rd_mu);
   int rc = read_locked(ds, n, verify, buf, cap, out);
-  pthread_mutex_unlock(&ds->x->rd_mu);
+  pthread_mutex_unlock(&ds->rd_mu);
   return rc;
 }

@@ -14,8 +14,27 @@
 #include "../cache/cache_impl.h"
 #include "../format/format_impl.h"
 
-/* What the dataset layer keeps beside the format's shard table. */
-struct stk__dsx {
+/* A dataset: its format, its shard table, and where shards come from.
+ * Everything here is this layer's: formats reach the table through the
+ * stk__ds_* calls of format_impl.h (table.c), and the loader through the
+ * calls below, never by reading these fields. */
+struct stk_dataset {
+  const struct stk_format_ops *fmt;
+  char *root;
+  struct stk_shard *shards;
+  size_t nshards;
+  /* Samples in the shards counted so far: shards [0, counted) have their
+   * count and first sample number. Opened from a manifest, an index or
+   * local files, every shard is counted at open; opened remotely without
+   * one (streamed), shards are counted as they arrive, in order
+   * (stk__dataset_count_through), and both grow until counted == nshards.
+   * Read with __atomic loads by other threads. A dataset that is not
+   * streamed is complete whatever `counted` says. */
+  uint64_t nsamples;
+  size_t counted;
+  uint8_t streamed;
+  void *fmt_state; /* the format's (stk__ds_state); freed by its free_state */
+  char err[STK_ERRMSG_MAX];
   /* Shards staged through the cache (a URL, or a path with a cache
    * directory); NULL for local shards read in place. */
   struct stk_cache *cache;
@@ -75,6 +94,47 @@ void stk__shard_prefetch(struct stk_dataset *ds, size_t si);
 void stk__shard_unpin(struct stk_dataset *ds, size_t si);
 /* Bytes that may be staged ahead of the reader; 0 = no look-ahead. */
 uint64_t stk__dataset_prefetch_budget(const struct stk_dataset *ds);
+
+/* Global sample n -> shard position (binary search over the counted
+ * shards' first sample numbers). */
+size_t stk__dataset_shard_of(const struct stk_dataset *ds, uint64_t n);
+/* The shard table as the loader sees it (table.c): it asks here rather
+ * than reading the table. streamed: counted as shards arrive (see
+ * stk__dataset_count_through); counted: shards [0, counted) have their
+ * first sample number and count (all of them unless streamed). */
+int stk__dataset_streamed(const struct stk_dataset *ds);
+size_t stk__dataset_counted(const struct stk_dataset *ds);
+const char *stk__shard_path(const struct stk_dataset *ds, size_t si);
+uint64_t stk__shard_first(const struct stk_dataset *ds, size_t si);
+uint64_t stk__shard_count(const struct stk_dataset *ds, size_t si);
+/* The class label of every sample of shard si, or -1. */
+int32_t stk__shard_label(const struct stk_dataset *ds, size_t si);
+/* Whether shard si has its sample index (else: a plain file, or pending). */
+int stk__shard_indexed(const struct stk_dataset *ds, size_t si);
+/* Global sample n's byte range in shard si: 1 with *off and *len set when
+ * the shard has a sample index, 0 for a plain file (one sample, the whole
+ * file, whose size the caller learns from its descriptor). */
+int stk__sample_range(const struct stk_dataset *ds, size_t si, uint64_t n, uint64_t *off,
+                      uint64_t *len);
+/* The format's parse of one sample of shard si (exactly its range's bytes
+ * in buf; off is the range's offset, for messages): fields into out. */
+int stk__sample_parse(const struct stk_dataset *ds, size_t si, const uint8_t *buf, uint64_t len,
+                      uint64_t off, int verify, struct stk_sample *out, char *err);
+/* The format's copy that checks a sample's checksums in the copy's own
+ * pass (1: copied and intact), or NULL where the format has none. */
+typedef int (*stk__copy_check_fn)(uint8_t *dst, const uint8_t *src, uint64_t len);
+stk__copy_check_fn stk__sample_copy_check(const struct stk_dataset *ds);
+/* Shard si's size as opening the dataset learned it, never by asking the
+ * file system again (a stat per file is 1.28 million calls for ImageNet as
+ * class folders): the cache's size of a staged shard, the size a dataset
+ * index records (MDS), else where its last indexed sample ends; 0 for a
+ * plain file, whose name and count stand for it. What a sampler's
+ * fingerprint hashes. */
+uint64_t stk__shard_known_bytes(const struct stk_dataset *ds, size_t si);
+/* Mean stored bytes of a sample over the counted shards, from their
+ * indexes (or the cache's shard sizes); 0 when unknown without opening
+ * files (plain files). */
+uint64_t stk__dataset_mean_sample_bytes(struct stk_dataset *ds);
 
 /* Opening, one file per source: remote.c (a URL, or a path with a cache
  * directory, given the shard names or left to find them), local.c (a

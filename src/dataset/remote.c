@@ -153,35 +153,26 @@ static int parse_manifest(struct stk_dataset *ds, const char *url, const char *t
 }
 
 /* A format with a dataset index (Mosaic MDS's index.json, which has the
- * column layout the format needs): the index is staged into a private
- * directory and read by the backend's list hook, whose shard paths are
- * then made remote. */
+ * column layout the format needs): the index is fetched into memory and
+ * parsed there by the format's list_index hook, with the URL (its query
+ * left out) as the folder its shards are named in; their paths are then
+ * made remote. */
 static int open_dir_index(struct stk_dataset *ds, struct stk_origin *o, const char *url,
                           const struct stk_format_ops *f, struct tab *t, char *err) {
+  if (!f->list_index) return stk__errf(err, STK_EINVAL, "%s: no list_index hook", f->name);
   char *text = NULL;
   size_t len = 0;
   int rc = stk__origin_get_mem(o, f->dir_index, MANIFEST_MAX, &text, &len, err);
   if (rc) return rc;
-  char tmpl[] = "/tmp/stoker-mds-XXXXXX";
-  char *dir = mkdtemp(tmpl);
-  char path[512];
+  char *dir = strndup(url, strcspn(url, "?"));
   if (!dir) {
     free(text);
-    return stk__errf(err, stk__from_errno(errno), "cannot create a temporary directory: %s",
-                     strerror(errno));
+    return stk__errf(err, STK_ENOMEM, "out of memory");
   }
-  snprintf(path, sizeof path, "%s/%s", dir, f->dir_index);
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  rc = fd < 0 ? stk__from_errno(errno) : stk__write_full(fd, text, len);
-  if (fd >= 0) close(fd);
-  free(text);
-  if (rc) stk__errf(err, rc, "%s: %s", path, stk_strerror(rc));
   ds->fmt = f;
-  if (!rc)
-    rc = f->list ? f->list(ds, dir) : stk__errf(err, STK_EINVAL, "%s: no list hook", f->name);
+  rc = f->list_index(ds, dir, text, len);
   if (rc) memcpy(err, ds->err, STK_ERRMSG_MAX);
-  unlink(path);
-  rmdir(dir);
+  free(text);
   /* The table in index.json's order; checksums from the manifest, matched
    * by name, where there is one. */
   size_t dl = strlen(dir);
@@ -203,6 +194,7 @@ static int open_dir_index(struct stk_dataset *ds, struct stk_origin *o, const ch
     sh->count_known = 1; /* the index's count, checked again at indexing */
     sh->pending = 1;
   }
+  free(dir);
   tab_free(t);
   *t = nt;
   return rc;
@@ -580,7 +572,7 @@ int stk__dataset_open_remote_at(struct stk_dataset *ds, const char *url,
    * too large to stage and are read in chunks as windows need them. */
   if (!rc && ds->fmt->pair_ext) rc = stk__dataset_index_pairs(ds, o, t.v, t.n, co.cancel, err);
   if (!rc) {
-    rc = stk__cache_open(&ds->x->cache, o, t.v, t.n, &co, err);
+    rc = stk__cache_open(&ds->cache, o, t.v, t.n, &co, err);
     o = NULL; /* the cache owns it, failed or not */
   }
   if (o) stk__origin_close(o);
@@ -599,7 +591,7 @@ int stk_manifest_write(const char *dir, const char *format, uint64_t *shards_out
   struct stk_dataset_opts o = {.format = format};
   int rc = stk_dataset_open(&ds, dir, &o, errmsg);
   if (rc) return rc;
-  if (ds->x->cache) {
+  if (ds->cache) {
     stk_dataset_close(ds);
     return stk__errf(errmsg, STK_EINVAL, "%s: a manifest is written next to local shards", dir);
   }
@@ -681,19 +673,19 @@ struct ahead {
 static void ahead_fill(struct stk_dataset *ds, struct ahead *a, size_t i) {
   if (a->queued <= i) a->queued = i;
   while (a->queued < ds->nshards) {
-    uint64_t sz = stk__cache_shard_size(ds->x->cache, a->queued);
+    uint64_t sz = stk__cache_shard_size(ds->cache, a->queued);
     if (sz == UINT64_MAX || sz > a->budget) sz = a->budget; /* unknown or huge: alone */
     if (a->queued > i && a->bytes + sz > a->budget) break;
     a->added[a->queued] = sz;
     a->bytes += sz;
-    stk__cache_prefetch(ds->x->cache, a->queued++);
+    stk__cache_prefetch(ds->cache, a->queued++);
   }
   a->bytes -= a->added[i];
 }
 
 /* The prefetch pins of the queued shards from `from` on, never taken. */
 static void ahead_drop(struct stk_dataset *ds, struct ahead *a, size_t from) {
-  for (; from < a->queued; from++) stk__cache_release(ds->x->cache, from);
+  for (; from < a->queued; from++) stk__cache_release(ds->cache, from);
 }
 
 int stk__dataset_count_through(struct stk_dataset *ds, size_t min_shards, uint64_t min_samples,
@@ -704,16 +696,16 @@ int stk__dataset_count_through(struct stk_dataset *ds, size_t min_shards, uint64
    (__atomic_load_n(&ds->counted, __ATOMIC_ACQUIRE) >= min_shards && \
     __atomic_load_n(&ds->nsamples, __ATOMIC_ACQUIRE) >= min_samples))
   if (ENOUGH()) return 0;
-  pthread_mutex_lock(&ds->x->count_mu);
+  pthread_mutex_lock(&ds->count_mu);
   size_t n = ds->nshards, i = ds->counted;
-  if (!ds->x->count_ahead) ds->x->count_ahead = calloc(n, sizeof *ds->x->count_ahead);
-  struct ahead a = {i, 0, stk__cache_prefetch_budget(ds->x->cache), ds->x->count_ahead};
+  if (!ds->count_ahead) ds->count_ahead = calloc(n, sizeof *ds->count_ahead);
+  struct ahead a = {i, 0, stk__cache_prefetch_budget(ds->cache), ds->count_ahead};
   int rc = a.added ? 0 : stk__errf(err, STK_ENOMEM, "out of memory");
   for (; !rc && !ENOUGH(); i++) {
     ahead_fill(ds, &a, i);
     int fd;
     rc = stk__shard_open(ds, i, 0, &fd, cancel, err); /* staged and indexed */
-    stk__cache_release(ds->x->cache, i);              /* its prefetch pin */
+    stk__cache_release(ds->cache, i);                 /* its prefetch pin */
     if (rc) break;
     stk__shard_close(ds, i, fd);
     struct stk_shard *sh = &ds->shards[i];
@@ -730,19 +722,19 @@ int stk__dataset_count_through(struct stk_dataset *ds, size_t min_shards, uint64
   if (i == n && ds->counted == n && ds->nsamples == 0 && !rc)
     rc = stk__errf(err, STK_EEMPTY, "%s: empty dataset: no samples in %zu %s shard%s", ds->root,
                    n, ds->fmt->name, n == 1 ? "" : "s");
-  pthread_mutex_unlock(&ds->x->count_mu);
+  pthread_mutex_unlock(&ds->count_mu);
   return rc;
 }
 
 int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
                      void (*progress)(void *arg, size_t done, size_t total), void *arg,
                      char *errmsg) {
-  if (!ds->x->cache)
+  if (!ds->cache)
     return stk__errf(errmsg, STK_EINVAL,
                      "%s: not read through a cache (give a URL or a cache "
                      "directory)",
                      ds->root);
-  const char *ro = stk__cache_read_only_dir(ds->x->cache);
+  const char *ro = stk__cache_read_only_dir(ds->cache);
   if (ro)
     return stk__errf(errmsg, STK_EACCES,
                      "%s: the cache directory is read-only here: nothing "
@@ -750,13 +742,14 @@ int stk_dataset_warm(struct stk_dataset *ds, const int *cancel,
                      ro);
   /* Staged only: sample indexes are built by whoever reads. */
   size_t n = ds->nshards, i = 0;
-  struct ahead a = {0, 0, stk__cache_prefetch_budget(ds->x->cache), calloc(n ? n : 1, sizeof(uint64_t))};
+  struct ahead a = {0, 0, stk__cache_prefetch_budget(ds->cache),
+                    calloc(n ? n : 1, sizeof(uint64_t))};
   int rc = a.added ? 0 : stk__errf(ds->err, STK_ENOMEM, "out of memory");
   for (; i < n && !rc; i++) {
     ahead_fill(ds, &a, i);
     int fd;
-    rc = stk__cache_acquire(ds->x->cache, i, &fd, cancel, ds->err);
-    stk__cache_release(ds->x->cache, i); /* its prefetch pin */
+    rc = stk__cache_acquire(ds->cache, i, &fd, cancel, ds->err);
+    stk__cache_release(ds->cache, i); /* its prefetch pin */
     if (!rc) stk__shard_close(ds, i, fd);
     if (progress) progress(arg, i + 1, n);
   }

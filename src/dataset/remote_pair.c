@@ -51,7 +51,7 @@ int stk__dataset_index_pairs(struct stk_dataset *ds, struct stk_origin *o,
     sh->count_known = 1;
     __atomic_store_n(&sh->pending, 0, __ATOMIC_RELEASE);
   }
-  ds->x->chunked = 1;
+  ds->chunked = 1;
   return 0;
 }
 

@@ -13,7 +13,7 @@
 /* Build the index of a pending shard from its open descriptor, once. */
 static int index_pending(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
   int rc = 0;
-  pthread_mutex_lock(&ds->x->ix_mu);
+  pthread_mutex_lock(&ds->ix_mu);
   if (sh->pending) {
     uint64_t want = sh->count;
     int known = sh->count_known;
@@ -25,7 +25,7 @@ static int index_pending(struct stk_dataset *ds, struct stk_shard *sh, int fd, c
     }
     if (!rc) __atomic_store_n(&sh->pending, 0, __ATOMIC_RELEASE);
   }
-  pthread_mutex_unlock(&ds->x->ix_mu);
+  pthread_mutex_unlock(&ds->ix_mu);
   return rc;
 }
 
@@ -33,18 +33,18 @@ int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, 
                     char *err) {
   struct stk_shard *sh = &ds->shards[si];
   int rc;
-  if (ds->x->chunked)
+  if (ds->chunked)
     return stk__errf(err, STK_ENOTSUP,
                      "%s: read in chunks (its bytes are fetched as they are needed), not staged "
                      "whole: token windows (stoker feed --seq-len), inspect, verify and pack read it",
                      sh->path);
-  if (!ds->x->cache) {
+  if (!ds->cache) {
     *fd = open(sh->path, O_RDONLY | O_CLOEXEC | (flags & STK_SHARD_DIRECT ? O_DIRECT : 0));
     if (*fd < 0) {
       int e = errno;
       return stk__errf(err, stk__from_errno(e), "%s: cannot open: %s", sh->path, strerror(e));
     }
-  } else if ((rc = stk__cache_acquire(ds->x->cache, si, fd, cancel, err)) != 0) {
+  } else if ((rc = stk__cache_acquire(ds->cache, si, fd, cancel, err)) != 0) {
     return rc;
   }
   if (!__atomic_load_n(&sh->pending, __ATOMIC_ACQUIRE)) return 0;
@@ -55,11 +55,11 @@ int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, 
 
 void stk__shard_close(struct stk_dataset *ds, size_t si, int fd) {
   if (fd >= 0) close(fd);
-  if (ds->x->cache) stk__cache_release(ds->x->cache, si);
+  if (ds->cache) stk__cache_release(ds->cache, si);
 }
 
 uint64_t stk__shard_size(struct stk_dataset *ds, size_t si) {
-  if (ds->x->cache) return stk__cache_shard_size(ds->x->cache, si);
+  if (ds->cache) return stk__cache_shard_size(ds->cache, si);
   return ds->shards[si].file_bytes;
 }
 
@@ -67,45 +67,45 @@ int stk__shard_pending(const struct stk_dataset *ds, size_t si) {
   return __atomic_load_n(&ds->shards[si].pending, __ATOMIC_ACQUIRE) != 0;
 }
 
-int stk__dataset_staged(const struct stk_dataset *ds) { return ds->x && ds->x->cache != NULL; }
+int stk__dataset_staged(const struct stk_dataset *ds) { return ds->cache != NULL; }
 
 void stk__shard_prefetch(struct stk_dataset *ds, size_t si) {
-  if (ds->x->cache) stk__cache_prefetch(ds->x->cache, si);
+  if (ds->cache) stk__cache_prefetch(ds->cache, si);
 }
 
 void stk__shard_unpin(struct stk_dataset *ds, size_t si) {
-  if (ds->x->cache) stk__cache_release(ds->x->cache, si);
+  if (ds->cache) stk__cache_release(ds->cache, si);
 }
 
 uint64_t stk__dataset_prefetch_budget(const struct stk_dataset *ds) {
-  return ds->x->cache ? stk__cache_prefetch_budget(ds->x->cache) : 0;
+  return ds->cache ? stk__cache_prefetch_budget(ds->cache) : 0;
 }
 
 int stk_dataset_cache_stats(const struct stk_dataset *ds, struct stk_cache_stats *st) {
-  if (!ds->x->cache) return STK_ENOENT;
-  stk__cache_stats(ds->x->cache, st);
+  if (!ds->cache) return STK_ENOENT;
+  stk__cache_stats(ds->cache, st);
   return 0;
 }
 
 void stk__dataset_recheck(struct stk_dataset *ds) {
-  if (ds->x->cache) stk__cache_recheck(ds->x->cache);
+  if (ds->cache) stk__cache_recheck(ds->cache);
 }
 
 int stk__shard_chunked(const struct stk_dataset *ds, size_t si) {
   (void)si;
-  return ds->x && ds->x->chunked;
+  return ds->chunked;
 }
 
 int stk__shard_read(struct stk_dataset *ds, size_t si, uint64_t off, void *buf, uint64_t len,
                     const int *cancel, char *err) {
-  if (!ds->x->chunked || !ds->x->cache)
+  if (!ds->chunked || !ds->cache)
     return stk__errf(err, STK_EINVAL, "%s: not read in chunks", ds->shards[si].path);
-  return stk__cache_read(ds->x->cache, si, off, buf, len, cancel, err);
+  return stk__cache_read(ds->cache, si, off, buf, len, cancel, err);
 }
 
 int stk__shard_warm(struct stk_dataset *ds, size_t si, uint64_t off, uint64_t len,
                     const int *cancel, char *err) {
-  if (!ds->x->chunked || !ds->x->cache)
+  if (!ds->chunked || !ds->cache)
     return stk__errf(err, STK_EINVAL, "%s: not read in chunks", ds->shards[si].path);
-  return stk__cache_warm(ds->x->cache, si, off, len, cancel, err);
+  return stk__cache_warm(ds->cache, si, off, len, cancel, err);
 }

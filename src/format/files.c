@@ -13,8 +13,8 @@
 /* The file's path relative to the dataset root (its basename when the
  * dataset is the file itself). */
 static const char *rel_path(const struct stk_dataset *ds, const struct stk_shard *sh) {
-  size_t rl = strlen(ds->root);
-  if (!strncmp(sh->path, ds->root, rl) && sh->path[rl] == '/') return sh->path + rl + 1;
+  size_t rl = strlen(stk__ds_root(ds));
+  if (!strncmp(sh->path, stk__ds_root(ds), rl) && sh->path[rl] == '/') return sh->path + rl + 1;
   const char *b = strrchr(sh->path, '/');
   return b ? b + 1 : sh->path;
 }

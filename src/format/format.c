@@ -226,25 +226,6 @@ const char *stk__format_names(void) {
   return format_names;
 }
 
-/* Append a shard (path copied); shards grow by doubling at powers of two. */
-int stk__dataset_add_shard(struct stk_dataset *ds, const char *path, int32_t label) {
-  size_t n = ds->nshards;
-  if ((n & (n - 1)) == 0) {
-    size_t nc = n < 16 ? 16 : n * 2;
-    struct stk_shard *s = realloc(ds->shards, nc * sizeof *s);
-    if (!s) return STK_ENOMEM;
-    ds->shards = s;
-  }
-  struct stk_shard *sh = &ds->shards[n];
-  memset(sh, 0, sizeof *sh);
-  sh->path = strdup(path);
-  if (!sh->path) return STK_ENOMEM;
-  sh->label = label;
-  sh->file_bytes = UINT64_MAX;
-  ds->nshards = n + 1;
-  return 0;
-}
-
 int stk__has_ext(const char *name, const char *exts) {
   size_t ln = strlen(name);
   for (const char *e = exts; e && *e;) {
@@ -254,16 +235,4 @@ int stk__has_ext(const char *name, const char *exts) {
     e += le;
   }
   return 0;
-}
-
-
-size_t stk__dataset_shard_of(const struct stk_dataset *ds, uint64_t n) {
-  /* last counted shard with first <= n */
-  size_t lo = 0, hi = ds->streamed ? __atomic_load_n(&ds->counted, __ATOMIC_ACQUIRE) : ds->nshards;
-  while (hi - lo > 1) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (ds->shards[mid].first <= n) lo = mid;
-    else hi = mid;
-  }
-  return lo;
 }

@@ -1,8 +1,10 @@
-/* The format layer's side of a dataset: the shard table a format fills
- * (shards with their sample index) and the hooks and capabilities a format
- * declares. It knows nothing of where bytes come from: the dataset layer
- * (src/dataset/) opens shards, locally or through the cache, and hands the
- * hooks a descriptor or a sample's bytes. See docs/internals/layers.md. */
+/* What a format is and what it sees of a dataset: the record of one shard
+ * it fills (its samples' byte ranges), the hooks and capabilities it
+ * declares, and the narrow calls through which it reaches the dataset.
+ * The dataset itself (struct stk_dataset) and its shard table belong to
+ * the dataset layer (src/dataset/dataset_impl.h), which opens shards,
+ * locally or through the cache, and hands the hooks a shard with a
+ * descriptor or bytes. See docs/internals/layers.md. */
 #ifndef STOKER_FORMAT_IMPL_H
 #define STOKER_FORMAT_IMPL_H
 
@@ -21,6 +23,8 @@ struct stk_index_entry {
   uint64_t len;
 };
 
+/* One shard as a format knows it; the dataset layer keeps one per shard
+ * in its table and hands it to the hooks. */
 struct stk_shard {
   char *path;                  /* owned by the dataset */
   uint64_t first;              /* global number of the first sample */
@@ -36,30 +40,24 @@ struct stk_shard {
                                   (MDS index.json), else UINT64_MAX */
 };
 
-/* The dataset layer's private state (src/dataset/dataset_impl.h): where
- * shards come from (a cache or the file system) and the reader's cached
- * descriptor. Opaque here, so no format can reach it. */
-struct stk__dsx;
-
-struct stk_dataset {
-  const struct stk_format_ops *fmt;
-  char *root;
-  struct stk_shard *shards;
-  size_t nshards;
-  /* Samples in the shards counted so far: shards [0, counted) have their
-   * count and first sample number. Opened from a manifest, an index or
-   * local files, every shard is counted at open; opened remotely without
-   * one (streamed), shards are counted as they arrive, in order, by the
-   * dataset layer (stk__dataset_count_through), and both grow until
-   * counted == nshards. Read with __atomic loads by other threads. A
-   * dataset that is not streamed is complete whatever `counted` says. */
-  uint64_t nsamples;
-  size_t counted;
-  uint8_t streamed;
-  void *fmt_state; /* backend-owned (MDS column layout, ...) */
-  char err[STK_ERRMSG_MAX];
-  struct stk__dsx *x; /* owned by the dataset layer */
-};
+/* What a format sees of a dataset (opaque here): its shards in order, its
+ * root (a folder, a file or a URL), the buffer its messages go to, and one
+ * slot for the format's own state (MDS's column layout, Megatron's mapped
+ * .idx files). The dataset layer implements these (src/dataset/table.c). */
+size_t stk__ds_nshards(const struct stk_dataset *ds);
+struct stk_shard *stk__ds_shard(const struct stk_dataset *ds, size_t i);
+/* Shard sh's position in the table (sh from stk__ds_shard or a hook). */
+size_t stk__ds_shard_no(const struct stk_dataset *ds, const struct stk_shard *sh);
+const char *stk__ds_root(const struct stk_dataset *ds);
+char *stk__ds_err(struct stk_dataset *ds);
+/* The format's state, read with an acquire load; NULL before it is set. */
+void *stk__ds_state(const struct stk_dataset *ds);
+/* Set the format's state when the dataset has none yet (atomically, so
+ * two threads building it lazily agree); returns the state it now holds:
+ * st, or the one another thread set first (the caller frees its own). */
+void *stk__ds_state_set(struct stk_dataset *ds, void *st);
+/* Append a shard to the table (path copied) for list hooks; STK_ENOMEM. */
+int stk__dataset_add_shard(struct stk_dataset *ds, const char *path, int32_t label);
 
 struct stk_format_ops {
   const char *name;
@@ -88,10 +86,16 @@ struct stk_format_ops {
    * index_side (remote). NULL for other formats. */
   const char *pair_ext;
 
-  /* Find the shards under root (a directory or one file) and fill
-   * ds->shards/nshards (paths only). NULL: the generic walk of dataset.c
+  /* Find the shards under root (a directory or one file) and add them to
+   * the table (stk__dataset_add_shard: paths only). NULL: the generic walk of local.c
    * keeps the files whose names end in one of exts, sorted by name. */
   int (*list)(struct stk_dataset *ds, const char *root);
+  /* A dir_index format's list from the index's bytes (text, len bytes)
+   * rather than a file: a remote dataset's index is fetched into memory and
+   * parsed there, never written out. The shards are added as DIR/NAME;
+   * dir (a folder or a URL) is where the index lies, for paths and
+   * messages. */
+  int (*list_index)(struct stk_dataset *ds, const char *dir, const char *text, size_t len);
 
   /* Fill sh->idx and sh->count from the shard open at fd. Must validate
    * framing enough that every range it records lies inside the file, and
@@ -127,7 +131,8 @@ struct stk_format_ops {
    * buf[n]; STK_ENOENT past the last. Optional. */
   int (*property)(const struct stk_dataset *ds, int i, const char **name, char *buf, size_t n);
 
-  /* Release fmt_state. Optional. */
+  /* Release the format's state (stk__ds_state), when the dataset is
+   * closed. Optional. */
   void (*free_state)(struct stk_dataset *ds);
 
   /* Writer hooks (STK_FMT_WRITE). The generic writer in writer.c handles
@@ -328,9 +333,6 @@ size_t stk__npy_header(uint8_t *out, size_t cap, const char *descr, const uint64
  * "<f8"); "|u1" for NONE. */
 const char *stk__npy_descr(int type);
 
-/* Append a shard to ds (path copied) for list hooks; STK_ENOMEM. */
-int stk__dataset_add_shard(struct stk_dataset *ds, const char *path, int32_t label);
-
 /* Look a backend up by name; NULL if unknown. */
 const struct stk_format_ops *stk__format_find(const char *name);
 /* The backend whose magic bytes (or sniff hook) match the first n bytes of
@@ -342,9 +344,6 @@ const struct stk_format_ops *stk__format_sniff(const uint8_t *buf, size_t n);
 const struct stk_format_ops *stk__format_by_ext(const char *name);
 /* The formats' names, comma-separated, for messages ("tfrecord, wds, ..."). */
 const char *stk__format_names(void);
-
-/* Global sample n -> shard position (binary search over first). */
-size_t stk__dataset_shard_of(const struct stk_dataset *ds, uint64_t n);
 
 /* Whether name ends in one of the space-separated extensions. */
 int stk__has_ext(const char *name, const char *exts);

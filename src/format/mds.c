@@ -30,7 +30,7 @@
 #include "mds_impl.h"
 
 struct mds_state {
-  struct mds_shard *sh; /* parallel to ds->shards */
+  struct mds_shard *sh; /* parallel to the dataset's shards */
   size_t cap;
   size_t zipped;        /* compressed shards */
   int *fds;             /* unlinked decompressed shards, kept open */
@@ -39,14 +39,13 @@ struct mds_state {
 };
 
 static void mds_free_state(struct stk_dataset *ds) {
-  struct mds_state *st = ds->fmt_state;
+  struct mds_state *st = stk__ds_state(ds);
   if (st) {
     free(st->sh);
     for (size_t i = 0; i < st->nfds; i++) close(st->fds[i]);
     free(st->fds);
   }
   free(st);
-  ds->fmt_state = NULL;
 }
 
 /* ---- index.json -------------------------------------------------------- */
@@ -267,10 +266,10 @@ static int unzstd(const char *zpath, uint64_t zbytes, int out, uint64_t raw, cha
  * shard), else into an unlinked temporary file this process keeps open. */
 static int unzip_shard(struct stk_dataset *ds, const char *dir, const char *base,
                        const char *zbase, uint64_t zbytes, uint64_t raw, char **path) {
-  struct mds_state *st = ds->fmt_state;
+  struct mds_state *st = stk__ds_state(ds);
   size_t n = strlen(dir) + strlen(base) + strlen(zbase) + 64;
   char *rp = malloc(n), *zp = malloc(n), *tp = malloc(n);
-  int rc = rp && zp && tp ? 0 : stk__errf(ds->err, STK_ENOMEM, "out of memory");
+  int rc = rp && zp && tp ? 0 : stk__errf(stk__ds_err(ds), STK_ENOMEM, "out of memory");
   if (rc) goto out;
   snprintf(rp, n, "%s/%s", dir, base);
   snprintf(zp, n, "%s/%s", dir, zbase);
@@ -285,16 +284,19 @@ static int unzip_shard(struct stk_dataset *ds, const char *dir, const char *base
     const char *tmp = getenv("TMPDIR");
     fd = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) {
-      rc = stk__errf(ds->err, stk__from_errno(errno), "%s: cannot write the decompressed shard "
-                     "beside it nor in a temporary file: %s", zp, strerror(errno));
+      rc = stk__errf(stk__ds_err(ds), stk__from_errno(errno),
+                     "%s: cannot write the decompressed shard "
+                     "beside it nor in a temporary file: %s",
+                     zp, strerror(errno));
       goto out;
     }
     kept = 1;
   }
-  rc = unzstd(zp, zbytes, fd, raw, ds->err);
+  rc = unzstd(zp, zbytes, fd, raw, stk__ds_err(ds));
   if (!rc && kept) {
     int *f = realloc(st->fds, (st->nfds + 1) * sizeof *f);
-    if (!f) rc = stk__errf(ds->err, STK_ENOMEM, "out of memory");
+    if (!f)
+      rc = stk__errf(stk__ds_err(ds), STK_ENOMEM, "out of memory");
     else {
       st->fds = f;
       st->fds[st->nfds++] = fd;
@@ -304,8 +306,8 @@ static int unzip_shard(struct stk_dataset *ds, const char *dir, const char *base
     }
   }
   if (!rc && rename(tp, rp) != 0)
-    rc = stk__errf(ds->err, stk__from_errno(errno), "%s: cannot rename the decompressed shard: %s",
-                   rp, strerror(errno));
+    rc = stk__errf(stk__ds_err(ds), stk__from_errno(errno),
+                   "%s: cannot rename the decompressed shard: %s", rp, strerror(errno));
   if (!kept && rc) unlink(tp);
   close(fd);
   if (!rc) *path = rp, rp = NULL;
@@ -316,50 +318,65 @@ out:
   return rc;
 }
 
-static int add_shard(struct stk_dataset *ds, const char *dir, const struct stk__jnode *s,
-                     size_t i) {
-  struct mds_state *st = ds->fmt_state;
+/* Shard i of index.json (s) as DIR/NAME; local: dir is a folder here, where
+ * a compressed shard can be decompressed (else its index came as bytes
+ * from elsewhere, and compressed shards are refused). */
+static int add_shard(struct stk_dataset *ds, const char *dir, const struct stk__jnode *s, size_t i,
+                     int local) {
+  struct mds_state *st = stk__ds_state(ds);
   const struct stk__jnode *raw = stk__json_get(s, "raw_data"), *zip = stk__json_get(s, "zip_data");
   const char *base = stk__json_str(raw, "basename"), *fmt = stk__json_str(s, "format");
   const struct stk__jnode *comp = stk__json_get(s, "compression");
   const char *zbase = stk__json_str(zip, "basename");
   int zipped = comp && comp->type == STK_JSTR && comp->len;
   if (zipped && !is_zstd(comp->str))
-    return stk__errf(ds->err, STK_ENOTSUP,
+    return stk__errf(stk__ds_err(ds), STK_ENOTSUP,
                      "%s/%s: MDS compression '%s' is not supported (only zstd, or uncompressed)",
-                     dir, zbase ? zbase : base ? base : "?", comp->str);
+                     dir,
+                     zbase  ? zbase
+                     : base ? base
+                            : "?",
+                     comp->str);
   if (zipped && !safe_name(zbase))
-    return stk__errf(ds->err, STK_EFORMAT, "%s/index.json: compressed shard %zu has no valid "
-                     "zip_data.basename", dir, i);
-  if (zipped && ds->root && strstr(ds->root, "://"))
-    return stk__errf(ds->err, STK_ENOTSUP, "%s: compressed MDS shards are read from local "
-                     "folders only for now (shard %zu, %s)", ds->root, i, zbase);
-  if (!safe_name(base))
-    return stk__errf(ds->err, STK_EFORMAT, "%s/index.json: shard %zu has no valid raw_data.basename",
+    return stk__errf(stk__ds_err(ds), STK_EFORMAT,
+                     "%s/index.json: compressed shard %zu has no valid "
+                     "zip_data.basename",
                      dir, i);
+  if (zipped && (!local || (stk__ds_root(ds) && strstr(stk__ds_root(ds), "://"))))
+    return stk__errf(stk__ds_err(ds), STK_ENOTSUP,
+                     "%s: compressed MDS shards are read from local "
+                     "folders only for now (shard %zu, %s)",
+                     stk__ds_root(ds), i, zbase);
+  if (!safe_name(base))
+    return stk__errf(stk__ds_err(ds), STK_EFORMAT,
+                     "%s/index.json: shard %zu has no valid raw_data.basename", dir, i);
   if (fmt && strcmp(fmt, "mds"))
-    return stk__errf(ds->err, STK_ENOTSUP, "%s/%s: shard format '%s' is not supported (only mds)",
-                     dir, base, fmt);
-  if (st->cap == ds->nshards) {
+    return stk__errf(stk__ds_err(ds), STK_ENOTSUP,
+                     "%s/%s: shard format '%s' is not supported (only mds)", dir, base, fmt);
+  if (st->cap == stk__ds_nshards(ds)) {
     size_t nc = st->cap ? st->cap * 2 : 16;
     struct mds_shard *p = realloc(st->sh, nc * sizeof *p);
-    if (!p) return stk__errf(ds->err, STK_ENOMEM, "out of memory");
+    if (!p) return stk__errf(stk__ds_err(ds), STK_ENOMEM, "out of memory");
     st->sh = p;
     st->cap = nc;
   }
-  struct mds_shard *m = &st->sh[ds->nshards];
+  struct mds_shard *m = &st->sh[stk__ds_nshards(ds)];
   memset(m, 0, sizeof *m);
   char wbuf[160];
   const char *why = parse_columns(s, m, wbuf, sizeof wbuf);
   if (!why && stk__json_u64(s, "samples", &m->samples)) why = "missing sample count";
-  if (why) return stk__errf(ds->err, STK_EFORMAT, "%s/index.json: shard %zu (%s): %s", dir, i, base, why);
+  if (why)
+    return stk__errf(stk__ds_err(ds), STK_EFORMAT, "%s/index.json: shard %zu (%s): %s", dir, i,
+                     base, why);
   if (stk__json_u64(raw, "bytes", &m->bytes)) m->bytes = UINT64_MAX;
   char *p = NULL;
   if (zipped) {
     uint64_t zb;
     if (m->bytes == UINT64_MAX || m->bytes > MDS_MAX_LIMIT * 2)
-      return stk__errf(ds->err, STK_EFORMAT, "%s/index.json: compressed shard %zu (%s) lacks a "
-                       "raw_data.bytes under 4 GiB", dir, i, zbase);
+      return stk__errf(stk__ds_err(ds), STK_EFORMAT,
+                       "%s/index.json: compressed shard %zu (%s) lacks a "
+                       "raw_data.bytes under 4 GiB",
+                       dir, i, zbase);
     if (stk__json_u64(zip, "bytes", &zb)) zb = UINT64_MAX;
     int rc = unzip_shard(ds, dir, base, zbase, zb, m->bytes, &p);
     if (rc) return rc;
@@ -368,43 +385,67 @@ static int add_shard(struct stk_dataset *ds, const char *dir, const struct stk__
     size_t n = strlen(dir) + strlen(base) + 2;
     if ((p = malloc(n)) != NULL) snprintf(p, n, "%s/%s", dir, base);
   }
-  if (!p) return stk__errf(ds->err, STK_ENOMEM, "out of memory");
+  if (!p) return stk__errf(stk__ds_err(ds), STK_ENOMEM, "out of memory");
   int rc = stk__dataset_add_shard(ds, p, -1);
   if (!rc) { /* both checked again by mds_index */
-    ds->shards[ds->nshards - 1].count = m->samples;
-    ds->shards[ds->nshards - 1].file_bytes = m->bytes;
+    struct stk_shard *last = stk__ds_shard(ds, stk__ds_nshards(ds) - 1);
+    last->count = m->samples;
+    last->file_bytes = m->bytes;
   }
   free(p);
-  return rc ? stk__errf(ds->err, rc, "out of memory") : 0;
+  return rc ? stk__errf(stk__ds_err(ds), rc, "out of memory") : 0;
+}
+
+/* The shards index.json's text names, as DIR/NAME (local: see add_shard). */
+static int list_text(struct stk_dataset *ds, const char *dir, const char *text, size_t len,
+                     int local) {
+  char *ipath = malloc(strlen(dir) + 12);
+  if (!ipath) return stk__errf(stk__ds_err(ds), STK_ENOMEM, "out of memory");
+  sprintf(ipath, "%s/index.json", dir);
+  struct stk__jdoc *doc = NULL;
+  char jerr[STK_ERRMSG_MAX];
+  int rc = stk__json_parse(&doc, text, len, jerr);
+  if (rc) stk__errf(stk__ds_err(ds), rc, "%s: %s", ipath, jerr);
+  if (!rc) {
+    struct mds_state *st = calloc(1, sizeof *st);
+    if (!st || stk__ds_state_set(ds, st) != st) { /* a dataset's list runs once */
+      free(st);
+      rc = STK_ENOMEM;
+    }
+  }
+  const struct stk__jnode *shards = doc ? stk__json_get(stk__json_root(doc), "shards") : NULL;
+  if (!rc && (!shards || shards->type != STK_JARR))
+    rc = stk__errf(stk__ds_err(ds), STK_EFORMAT, "%s: no \"shards\" array", ipath);
+  size_t i = 0;
+  for (const struct stk__jnode *s = shards ? shards->child : NULL; !rc && s; s = s->next, i++)
+    rc = add_shard(ds, dir, s, i, local);
+  if (rc == STK_ENOMEM) stk__errf(stk__ds_err(ds), rc, "out of memory reading %s", ipath);
+  stk__json_free(doc);
+  free(ipath);
+  return rc;
+}
+
+/* The list_index hook: index.json's bytes fetched from elsewhere (a URL,
+ * or a folder read through the cache). */
+static int mds_list_index(struct stk_dataset *ds, const char *dir, const char *text, size_t len) {
+  return list_text(ds, dir, text, len, 0);
 }
 
 static int mds_list(struct stk_dataset *ds, const char *root) {
   size_t rl = strlen(root);
   char *dir = strdup(root);
-  if (!dir) return stk__errf(ds->err, STK_ENOMEM, "out of memory");
+  if (!dir) return stk__errf(stk__ds_err(ds), STK_ENOMEM, "out of memory");
   if (rl >= 10 && !strcmp(root + rl - 10, "index.json")) {
     dir[rl - 10] = 0;
     if (rl > 10) dir[rl - 11] = 0; /* the slash */
     if (!*dir) strcpy(dir, ".");
   }
   char *ipath = malloc(strlen(dir) + 12), *text = NULL;
-  struct stk__jdoc *doc = NULL;
-  int rc = ipath ? 0 : STK_ENOMEM;
+  int rc = ipath ? 0 : stk__errf(stk__ds_err(ds), STK_ENOMEM, "out of memory");
   size_t len = 0;
   if (!rc) sprintf(ipath, "%s/index.json", dir);
-  if (!rc && !(text = read_small(ipath, &len, ds->err))) rc = STK_EIO;
-  char jerr[STK_ERRMSG_MAX];
-  if (!rc && (rc = stk__json_parse(&doc, text, len, jerr)) != 0)
-    stk__errf(ds->err, rc, "%s: %s", ipath, jerr);
-  if (!rc && !(ds->fmt_state = calloc(1, sizeof(struct mds_state)))) rc = STK_ENOMEM;
-  const struct stk__jnode *shards = doc ? stk__json_get(stk__json_root(doc), "shards") : NULL;
-  if (!rc && (!shards || shards->type != STK_JARR))
-    rc = stk__errf(ds->err, STK_EFORMAT, "%s: no \"shards\" array", ipath);
-  size_t i = 0;
-  for (const struct stk__jnode *s = shards ? shards->child : NULL; !rc && s; s = s->next, i++)
-    rc = add_shard(ds, dir, s, i);
-  if (rc == STK_ENOMEM) stk__errf(ds->err, rc, "out of memory reading %s", ipath);
-  stk__json_free(doc);
+  if (!rc && !(text = read_small(ipath, &len, stk__ds_err(ds)))) rc = STK_EIO;
+  if (!rc) rc = list_text(ds, dir, text, len, 1);
   free(text);
   free(ipath);
   free(dir);
@@ -414,7 +455,7 @@ static int mds_list(struct stk_dataset *ds, const char *root) {
 /* ---- shards ------------------------------------------------------------ */
 
 static struct mds_shard *shard_cols(const struct stk_dataset *ds, const struct stk_shard *sh) {
-  return &((struct mds_state *)ds->fmt_state)->sh[sh - ds->shards];
+  return &((struct mds_state *)stk__ds_state(ds))->sh[stk__ds_shard_no(ds, sh)];
 }
 
 static int mds_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
@@ -608,8 +649,8 @@ static int mds_parse(const struct stk_dataset *ds, const struct stk_shard *sh, c
  * (and fixed size), and how many shards were decompressed. */
 static int mds_property(const struct stk_dataset *ds, int i, const char **name, char *buf,
                         size_t n) {
-  struct mds_state *st = ds->fmt_state;
-  if (!st || !ds->nshards) return STK_ENOENT;
+  struct mds_state *st = stk__ds_state(ds);
+  if (!st || !stk__ds_nshards(ds)) return STK_ENOENT;
   const struct mds_shard *m = &st->sh[0];
   if (i < m->ncols) {
     const struct mds_col *c = &m->cols[i];
@@ -621,7 +662,7 @@ static int mds_property(const struct stk_dataset *ds, int i, const char **name, 
   }
   if (i == m->ncols && st->zipped) {
     *name = "compressed";
-    snprintf(buf, n, "%zu of %zu shards (zstd)", st->zipped, ds->nshards);
+    snprintf(buf, n, "%zu of %zu shards (zstd)", st->zipped, stk__ds_nshards(ds));
     return 0;
   }
   return STK_ENOENT;
@@ -634,6 +675,7 @@ const struct stk_format_ops stk__fmt_mds = {
     .caps = STK_FMT_RANDOM_ACCESS | STK_FMT_WRITE,
     .dir_index = "index.json",
     .list = mds_list,
+    .list_index = mds_list_index,
     .free_state = mds_free_state,
     .index = mds_index,
     .parse = mds_parse,

@@ -42,7 +42,7 @@ const struct stk__megatron_dtype *stk__megatron_dtype_by_name(const char *name) 
   return NULL;
 }
 
-/* Per dataset: the mapped .idx of every shard (parallel to ds->shards) and
+/* Per dataset: the mapped .idx of every shard (parallel to its shards) and
  * the dtype all shards must share. Made by the list hook, or by the first
  * index hook when shards were named one by one (a pattern). */
 struct mg_state {
@@ -53,13 +53,12 @@ struct mg_state {
 };
 
 static void mg_free_state(struct stk_dataset *ds) {
-  struct mg_state *st = ds->fmt_state;
+  struct mg_state *st = stk__ds_state(ds);
   if (!st) return;
   for (size_t i = 0; i < st->n; i++)
     if (st->sh[i].map) munmap((void *)st->sh[i].map, st->sh[i].map_len);
   free(st->sh);
   free(st);
-  ds->fmt_state = NULL;
 }
 
 static struct mg_state *mg_state_new(size_t n) {
@@ -75,20 +74,20 @@ static struct mg_state *mg_state_new(size_t n) {
 
 /* The state, made once even when shards are indexed in parallel. */
 static struct mg_state *mg_state(struct stk_dataset *ds) {
-  struct mg_state *st = __atomic_load_n((struct mg_state **)&ds->fmt_state, __ATOMIC_ACQUIRE);
+  struct mg_state *st = stk__ds_state(ds);
   if (st) return st;
-  struct mg_state *mine = mg_state_new(ds->nshards), *none = NULL;
+  struct mg_state *mine = mg_state_new(stk__ds_nshards(ds));
   if (!mine) return NULL;
-  if (__atomic_compare_exchange_n((struct mg_state **)&ds->fmt_state, &none, mine, 0,
-                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-    return mine;
-  free(mine->sh);
-  free(mine);
-  return none;
+  st = stk__ds_state_set(ds, mine);
+  if (st != mine) {
+    free(mine->sh);
+    free(mine);
+  }
+  return st;
 }
 
 const struct stk__megatron_shard *stk__megatron_shard(const struct stk_dataset *ds, size_t si) {
-  const struct mg_state *st = ds->fmt_state;
+  const struct mg_state *st = stk__ds_state(ds);
   if (!st || si >= st->n || !st->sh[si].map) return NULL;
   return &st->sh[si];
 }
@@ -176,7 +175,7 @@ static int list_dir(struct stk_dataset *ds, const char *root, char *err) {
 /* The dataset named by a prefix (corpus for corpus.bin + corpus.idx), its
  * .bin or its .idx, or a folder of such pairs. */
 static int mg_list(struct stk_dataset *ds, const char *root) {
-  char *err = ds->err;
+  char *err = stk__ds_err(ds);
   struct stat st;
   int rc;
   if (stat(root, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -196,8 +195,14 @@ static int mg_list(struct stk_dataset *ds, const char *root) {
     free(bin);
     free(idx);
   }
-  if (!rc && !(ds->fmt_state = mg_state_new(ds->nshards)))
-    rc = stk__errf(err, STK_ENOMEM, "out of memory");
+  if (!rc) {
+    struct mg_state *ms = mg_state_new(stk__ds_nshards(ds));
+    if (!ms || stk__ds_state_set(ds, ms) != ms) { /* a dataset's list runs once */
+      if (ms) free(ms->sh);
+      free(ms);
+      rc = stk__errf(err, STK_ENOMEM, "out of memory");
+    }
+  }
   return rc;
 }
 
@@ -326,7 +331,7 @@ static int index_mapped(struct mg_state *st, size_t si,
 static int mg_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
   struct mg_state *st = mg_state(ds);
   if (!st) return stk__errf(err, STK_ENOMEM, "out of memory");
-  size_t si = (size_t)(sh - ds->shards);
+  size_t si = stk__ds_shard_no(ds, sh);
   if (si >= st->n) return stk__errf(err, STK_EINVAL, "%s: not a shard of this dataset", sh->path);
   uint64_t bin_size;
   int rc = stk__fd_size(fd, &bin_size);
@@ -407,7 +412,7 @@ static int index_mapped(struct mg_state *st, size_t si,
 static int mg_index_side(struct stk_dataset *ds, struct stk_shard *sh, uint64_t bin_size,
                          void *side, uint64_t side_len, char *err) {
   struct mg_state *st = mg_state(ds);
-  size_t si = (size_t)(sh - ds->shards);
+  size_t si = stk__ds_shard_no(ds, sh);
   char *ip = pair_name(sh->path, ".idx");
   int rc;
   if (!st || !ip)
@@ -425,7 +430,7 @@ static int mg_parse(const struct stk_dataset *ds, const struct stk_shard *sh, co
                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
   (void)verify;
   stk__sample_reset(out, sh);
-  const struct stk__megatron_shard *m = stk__megatron_shard(ds, (size_t)(sh - ds->shards));
+  const struct stk__megatron_shard *m = stk__megatron_shard(ds, stk__ds_shard_no(ds, sh));
   unsigned size = m ? m->dtype->size : 1;
   if (len % size)
     return stk__errf(err, STK_EFORMAT, "%s: offset %llu: %llu bytes is not a whole number of %s tokens",
@@ -448,7 +453,7 @@ static int mg_parse(const struct stk_dataset *ds, const struct stk_shard *sh, co
  * over the shards. */
 static int mg_property(const struct stk_dataset *ds, int i, const char **name, char *buf,
                        size_t n) {
-  const struct mg_state *st = ds->fmt_state;
+  const struct mg_state *st = stk__ds_state(ds);
   if (!st || !st->code) return STK_ENOENT;
   const struct stk__megatron_dtype *dt = stk__megatron_dtype_by_code((unsigned)st->code);
   uint64_t tok = 0, seq = 0, doc = 0;

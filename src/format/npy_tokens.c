@@ -35,22 +35,17 @@ struct nt_state {
   size_t from;
 };
 
-static void nt_free_state(struct stk_dataset *ds) {
-  free(ds->fmt_state);
-  ds->fmt_state = NULL;
-}
+static void nt_free_state(struct stk_dataset *ds) { free(stk__ds_state(ds)); }
 
 /* The state, made once even when files are indexed in parallel. */
 static struct nt_state *nt_state(struct stk_dataset *ds) {
-  struct nt_state *st = __atomic_load_n((struct nt_state **)&ds->fmt_state, __ATOMIC_ACQUIRE);
+  struct nt_state *st = stk__ds_state(ds);
   if (st) return st;
-  struct nt_state *mine = calloc(1, sizeof *mine), *none = NULL;
+  struct nt_state *mine = calloc(1, sizeof *mine);
   if (!mine) return NULL;
-  if (__atomic_compare_exchange_n((struct nt_state **)&ds->fmt_state, &none, mine, 0,
-                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-    return mine;
-  free(mine);
-  return none;
+  st = stk__ds_state_set(ds, mine);
+  if (st != mine) free(mine);
+  return st;
 }
 
 /* The descr for messages: printable characters only. */
@@ -164,7 +159,7 @@ static int nt_parse(const struct stk_dataset *ds, const struct stk_shard *sh, co
                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
   (void)verify;
   stk__sample_reset(out, sh);
-  const struct nt_state *st = ds->fmt_state;
+  const struct nt_state *st = stk__ds_state(ds);
   int t = st ? __atomic_load_n(&st->type, __ATOMIC_ACQUIRE) : 0;
   unsigned size = stk_elem_type_size(t);
   if (!size)
@@ -190,12 +185,12 @@ static int nt_parse(const struct stk_dataset *ds, const struct stk_shard *sh, co
  * tokens and documents over the files indexed so far. */
 static int nt_property(const struct stk_dataset *ds, int i, const char **name, char *buf,
                        size_t n) {
-  const struct nt_state *st = ds->fmt_state;
+  const struct nt_state *st = stk__ds_state(ds);
   int t = st ? __atomic_load_n(&st->type, __ATOMIC_ACQUIRE) : 0;
   if (!t) return STK_ENOENT;
   uint64_t tok = 0, docs = 0;
-  for (size_t k = 0; k < ds->nshards && i >= 2; k++) {
-    const struct stk_shard *sh = &ds->shards[k];
+  for (size_t k = 0; k < stk__ds_nshards(ds) && i >= 2; k++) {
+    const struct stk_shard *sh = stk__ds_shard(ds, k);
     if (__atomic_load_n(&sh->pending, __ATOMIC_ACQUIRE) || !sh->idx) continue;
     tok += sh->idx[0].len / stk_elem_type_size(t);
     docs++;

@@ -143,8 +143,8 @@ int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
   la->reader_taken = reader_taken;
   la->budget = stk__dataset_prefetch_budget(ds);
   la->win = calloc(MAX_VISITS, sizeof *la->win);
-  la->inwin = calloc(ds->nshards, sizeof *la->inwin);
-  la->inbytes = calloc(ds->nshards, sizeof *la->inbytes);
+  la->inwin = calloc(stk_dataset_num_shards(ds), sizeof *la->inwin);
+  la->inbytes = calloc(stk_dataset_num_shards(ds), sizeof *la->inbytes);
   la->lag = (uint64_t)(o->prefetch_max + 2) * o->batch_size;
   int rc = la->win && la->inwin && la->inbytes ? 0 : STK_ENOMEM;
   atomic_init(&la->stop, 0);

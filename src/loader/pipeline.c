@@ -34,27 +34,6 @@ static long ncores(void) {
  * batches must live there) or asked for O_DIRECT. */
 #define AUTO_MMAP_BYTES READ_CHUNK
 
-/* Mean stored bytes of a sample, from the indexes (or the cache's shard
- * sizes); 0 when unknown without opening files (plain files). */
-static uint64_t mean_sample_bytes(struct stk_dataset *ds) {
-  uint64_t bytes = 0, n = 0;
-  for (size_t i = 0; i < ds->nshards; i++) {
-    const struct stk_shard *sh = &ds->shards[i];
-    if (!stk__dataset_all_counted(ds) && i >= ds->counted) continue; /* not counted yet */
-    if (sh->idx) {
-      for (uint64_t k = 0; k < sh->count; k++) bytes += sh->idx[k].len;
-    } else if (stk__dataset_staged(ds)) {
-      uint64_t b = stk__shard_size(ds, i);
-      if (b == UINT64_MAX) continue;
-      bytes += b;
-    } else {
-      continue;
-    }
-    n += sh->count;
-  }
-  return n ? bytes / n : 0;
-}
-
 static int validate(struct stk_loader *l, char *err) {
   struct stk_loader_opts *o = &l->o;
   if (!o->batch_size) o->batch_size = 32;
@@ -63,11 +42,12 @@ static int validate(struct stk_loader *l, char *err) {
   /* A streamed dataset has counted nothing yet: its first shard, which the
    * first batch needs anyway, tells the sample size the engine and the
    * budgets follow. */
-  if (l->ds->streamed) {
+  if (stk__dataset_streamed(l->ds)) {
     int rc = stk__dataset_count_through(l->ds, 1, 0, NULL, err);
     if (rc) return rc;
   }
-  l->mean_sample = l->tok ? stk__tokens_batch_bytes(l->tok, 1) : mean_sample_bytes(l->ds);
+  l->mean_sample =
+      l->tok ? stk__tokens_batch_bytes(l->tok, 1) : stk__dataset_mean_sample_bytes(l->ds);
   if (!o->io_depth) o->io_depth = 64;
   if (!o->prefetch) o->prefetch = 2;
   if (!o->prefetch_max) o->prefetch_max = 16;
@@ -145,14 +125,14 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
   pthread_cond_init(&l->cv_task, NULL);
   for (int i = 0; i < FD_CACHE; i++) l->rd.fds[i].fd = -1;
   int rc = validate(l, err);
-  if (!rc && !ds->streamed && ds->nsamples == 0)
-    rc = stk__errf(err, STK_EEMPTY, "%s: the dataset has no samples", ds->root);
+  if (!rc && !stk__dataset_streamed(ds) && stk_dataset_samples_counted(ds, NULL) == 0)
+    rc = stk__errf(err, STK_EEMPTY, "%s: the dataset has no samples", stk_dataset_location(ds));
   /* A streamed dataset counts its shards as they arrive; a global shuffle
    * needs every count first. */
-  if (!rc && ds->streamed && l->o.sampler.shuffle == STK_SHUFFLE_GLOBAL &&
+  if (!rc && stk__dataset_streamed(ds) && l->o.sampler.shuffle == STK_SHUFFLE_GLOBAL &&
       !stk__dataset_all_counted(ds)) {
     stk_log(STK_LOG_INFO, "%s: staging every shard to count its samples (--shuffle global)",
-            ds->root);
+            stk_dataset_location(ds));
     rc = stk_dataset_count(ds, NULL, err);
   }
   if (!rc && (l->o.on_error < STK_ON_ERROR_DEFAULT || l->o.on_error > STK_ON_ERROR_FAIL))
@@ -184,9 +164,10 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
   l->dec = stk__loader_decoders[l->o.decode.kind];
   if (!rc && l->o.decode.kind == STK_DECODE_JPEG) rc = l->dec->out_size(&l->o.decode, NULL, &l->fixed_out, err);
   if (!rc) {
-    l->rd.file_size = malloc(ds->nshards * sizeof *l->rd.file_size);
+    size_t ns = stk_dataset_num_shards(ds);
+    l->rd.file_size = malloc(ns * sizeof *l->rd.file_size);
     if (!l->rd.file_size) rc = stk__errf(err, STK_ENOMEM, "out of memory");
-    for (size_t i = 0; !rc && i < ds->nshards; i++) l->rd.file_size[i] = UINT64_MAX;
+    for (size_t i = 0; !rc && i < ns; i++) l->rd.file_size[i] = UINT64_MAX;
   }
   if (!rc) {
     struct stk_io_opts io = {.depth = l->o.io_depth, .threads = (uint32_t)STK__MAX(2, ncores())};
@@ -250,7 +231,7 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
     loader_free(l);
     return stk__errf(errmsg, STK_ESYS, "cannot start loader threads");
   }
-  l->pub = stk__publish_open(ds->root);
+  l->pub = stk__publish_open(stk_dataset_location(ds));
   *out = l;
   return 0;
 }
@@ -370,7 +351,7 @@ int stk_loader_epoch_batches(struct stk_loader *l, uint64_t *out, char *errmsg) 
   int rc = l->tok ? 0 : stk_dataset_count(l->ds, NULL, err); /* a streamed dataset's total */
   if (rc) return stk__errf(errmsg, rc, "%s", err);
   uint32_t world = l->o.sampler.world ? l->o.sampler.world : 1;
-  uint64_t n = l->tok ? stk_tokens_num_windows(l->tok) : l->ds->nsamples;
+  uint64_t n = l->tok ? stk_tokens_num_windows(l->tok) : stk_dataset_samples_counted(l->ds, NULL);
   uint64_t share = stk__share_len(n, 0, l->o.sampler.rank, world, l->o.shares);
   if (l->o.epoch_samples && share > l->o.epoch_samples) share = l->o.epoch_samples;
   uint64_t b = l->o.batch_size;

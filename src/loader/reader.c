@@ -85,28 +85,24 @@ static int locate(struct stk_loader *l, uint64_t id, struct slot *s, char *err) 
     return 0;
   }
   size_t sh = stk__dataset_shard_of(ds, id);
-  struct stk_shard *shard = &ds->shards[sh];
   s->id = id;
   s->shard = (uint32_t)sh;
-  s->label = shard->label;
+  s->label = stk__shard_label(ds, sh);
   s->err = 0;
   s->verified = 0;
-  if (stk__shard_pending(ds, sh) || (stk__dataset_staged(ds) && !shard->idx)) {
+  if (stk__shard_pending(ds, sh) || (stk__dataset_staged(ds) && !stk__shard_indexed(ds, sh))) {
     /* Behind a cache: staging the shard builds its index (and tells its size). */
     if (!fd_get(l, (uint32_t)sh, err)) return STK_EIO;
-    if (!shard->idx) l->rd.file_size[sh] = stk__shard_size(ds, sh);
+    if (!stk__shard_indexed(ds, sh)) l->rd.file_size[sh] = stk__shard_size(ds, sh);
   }
-  if (shard->idx) {
-    s->off = shard->idx[id - shard->first].off;
-    s->len = shard->idx[id - shard->first].len;
-    return 0;
-  }
+  if (stk__sample_range(ds, sh, id, &s->off, &s->len)) return 0;
   /* A plain file: its size is learned from the descriptor opened anyway. */
   if (l->rd.file_size[sh] == UINT64_MAX) {
     struct fdent *e = fd_get(l, (uint32_t)sh, err);
     if (!e) return STK_EIO;
     struct stat st;
-    if (fstat(e->fd, &st) != 0) return stk__errf(err, STK_EIO, "%s: fstat failed", shard->path);
+    if (fstat(e->fd, &st) != 0)
+      return stk__errf(err, STK_EIO, "%s: fstat failed", stk__shard_path(ds, sh));
     l->rd.file_size[sh] = (uint64_t)st.st_size;
   }
   s->off = 0;
@@ -126,10 +122,9 @@ static void verify_read(struct stk_io_req *r) {
   for (uint32_t q = j->req_lo[i]; q < j->req_hi[i]; q++) {
     struct slot *s = j->order[q];
     if (s->verified) continue; /* checked as it was copied (copy_read) */
-    const struct stk_shard *sh = &l->ds->shards[s->shard];
     smp.nfields = 0;
     smp.index = s->id;
-    int rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, 1, &smp, err);
+    int rc = stk__sample_parse(l->ds, s->shard, j->raw + s->raw_pos, s->len, s->off, 1, &smp, err);
     if (rc)
       stk__slot_fail(l, j, s, rc, err);
     else
@@ -144,7 +139,7 @@ static void verify_read(struct stk_io_req *r) {
 static void copy_read(struct stk_io_req *r, const uint8_t *src, uint64_t n) {
   struct job *j = r->ctx;
   uint32_t i = (uint32_t)(r - j->reqs);
-  int (*check)(uint8_t *, const uint8_t *, uint64_t) = j->loader->ds->fmt->copy_check;
+  stk__copy_check_fn check = stk__sample_copy_check(j->loader->ds);
   uint64_t done = 0; /* bytes of the read copied */
   for (uint32_t q = j->req_lo[i]; check && q < j->req_hi[i]; q++) {
     struct slot *s = j->order[q];
@@ -424,7 +419,7 @@ static void read_failed(struct stk_loader *l, struct job *j, struct stk_io_req *
     if (!s->err && b < q->buf + q->len && b + s->len > q->buf) {
       char msg[STK_ERRMSG_MAX];
       snprintf(msg, sizeof msg, "%s: offset %llu: read of %llu bytes failed: %s",
-               l->ds->shards[s->shard].path, (unsigned long long)s->off,
+               stk__shard_path(l->ds, s->shard), (unsigned long long)s->off,
                (unsigned long long)s->len,
                q->res == STK_ETRUNC ? "file is shorter than its index says" : stk_strerror(q->res));
       stk__slot_fail(l, j, s, q->res, msg);

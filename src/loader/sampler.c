@@ -65,7 +65,7 @@ static int need(struct stk_sampler *s, uint64_t upto) {
   if (s->n != UINT64_MAX) return 0;
   struct stk_dataset *ds = (struct stk_dataset *)s->ds; /* counting fills in its table */
   int rc = stk__dataset_count_through(ds, 0, upto, s->cancel, s->err);
-  if (!rc && stk__dataset_all_counted(ds)) s->n = __atomic_load_n(&ds->nsamples, __ATOMIC_ACQUIRE);
+  if (!rc && stk__dataset_all_counted(ds)) s->n = stk_dataset_samples_counted(ds, NULL);
   return rc;
 }
 
@@ -105,9 +105,9 @@ static uint64_t epoch_key(const struct stk_sampler *s, uint64_t salt) {
 
 static void block_epoch_setup(struct stk_sampler *s) {
   if (s->ident) return; /* stream positions are sample numbers */
-  for (size_t i = 0; s->ds->streamed && i < s->nshards; i++) { /* counted by now */
-    s->shard_counts[i] = s->ds->shards[i].count;
-    s->first[i] = s->ds->shards[i].first;
+  for (size_t i = 0; stk__dataset_streamed(s->ds) && i < s->nshards; i++) { /* counted by now */
+    s->shard_counts[i] = stk__shard_count(s->ds, i);
+    s->first[i] = stk__shard_first(s->ds, i);
   }
   struct stk_rng r;
   stk_rng_seed(&r, epoch_key(s, 0x5a4d));
@@ -165,18 +165,19 @@ int stk_sampler_open(struct stk_sampler **out, const struct stk_dataset *ds,
   if (!o) o = &def;
   uint32_t world = o->world ? o->world : 1;
   if (o->rank >= world) return STK_EINVAL;
-  if (ds->nsamples == 0 && !ds->streamed) return STK_EEMPTY;
+  if (stk_dataset_samples_counted(ds, NULL) == 0 && !stk__dataset_streamed(ds)) return STK_EEMPTY;
   struct stk_sampler *s = calloc(1, sizeof *s);
   if (!s) return STK_ENOMEM;
   s->mode = o->shuffle;
   if (s->mode == STK_SHUFFLE_AUTO)
-    s->mode = (ds->fmt->caps & STK_FMT_RANDOM_ACCESS) ? STK_SHUFFLE_GLOBAL : STK_SHUFFLE_BLOCK;
+    s->mode =
+        (stk_dataset_caps(ds) & STK_FMT_RANDOM_ACCESS) ? STK_SHUFFLE_GLOBAL : STK_SHUFFLE_BLOCK;
   s->seed = o->seed;
   s->window = o->shuffle_window ? o->shuffle_window : 4096;
   s->rank = o->rank;
   s->world = world;
-  s->n = stk__dataset_all_counted(ds) ? ds->nsamples : UINT64_MAX;
-  s->nshards = ds->nshards;
+  s->n = stk__dataset_all_counted(ds) ? stk_dataset_samples_counted(ds, NULL) : UINT64_MAX;
+  s->nshards = stk_dataset_num_shards(ds);
   s->ds = ds;
   if (s->mode == STK_SHUFFLE_BLOCK) {
     s->shard_counts = malloc(s->nshards * sizeof *s->shard_counts);
@@ -188,8 +189,8 @@ int stk_sampler_open(struct stk_sampler **out, const struct stk_dataset *ds,
       return STK_ENOMEM;
     }
     for (size_t i = 0; i < s->nshards; i++) {
-      s->shard_counts[i] = ds->shards[i].count;
-      s->first[i] = ds->shards[i].first;
+      s->shard_counts[i] = stk__shard_count(ds, i);
+      s->first[i] = stk__shard_first(ds, i);
     }
   }
   stk_sampler_set_epoch(s, 0);
@@ -230,8 +231,9 @@ void stk_sampler_set_epoch(struct stk_sampler *s, uint64_t e) {
   s->position = 0;
   /* A streamed dataset's first epoch in dataset order (BLOCK, NONE); any
    * other order of it needs every count. */
-  s->ident = s->ds && s->ds->streamed && e == 0 && s->mode != STK_SHUFFLE_GLOBAL;
-  if (s->ds && s->ds->streamed && !s->ident && !s->fail) s->fail = need(s, UINT64_MAX);
+  int streamed = s->ds && stk__dataset_streamed(s->ds);
+  s->ident = streamed && e == 0 && s->mode != STK_SHUFFLE_GLOBAL;
+  if (streamed && !s->ident && !s->fail) s->fail = need(s, UINT64_MAX);
   if (s->fail) return;
   if (s->mode == STK_SHUFFLE_BLOCK) block_epoch_setup(s);
   if (s->mode == STK_SHUFFLE_GLOBAL) perm_init(&s->gperm, s->n, epoch_key(s, 0x61));
@@ -304,46 +306,35 @@ static uint64_t fnv_u64(uint64_t h, uint64_t v) {
   return fnv(h, b, 8);
 }
 
-/* A shard's size as opening the dataset learned it, never by asking the
- * file system again (a stat per file is 1.28 million calls for ImageNet as
- * class folders): the cache's size of a staged shard, the size a dataset
- * index records (MDS), else where its last indexed sample ends; 0 for a
- * plain file, whose name and count stand for it. */
-static uint64_t shard_size(const struct stk_dataset *ds, size_t i) {
-  if (stk__dataset_staged(ds)) {
-    uint64_t b = stk__shard_size((struct stk_dataset *)ds, i);
-    return b == UINT64_MAX ? 0 : b;
-  }
-  const struct stk_shard *sh = &ds->shards[i];
-  if (sh->file_bytes != UINT64_MAX && sh->file_bytes) return sh->file_bytes;
-  if (sh->idx && sh->count) return sh->idx[sh->count - 1].off + sh->idx[sh->count - 1].len;
-  return 0;
-}
-
 uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds) {
   uint64_t h = 0xcbf29ce484222325ull;
-  const char *fmt = ds->fmt && ds->fmt->name ? ds->fmt->name : "";
+  const char *fmt = stk_dataset_format(ds);
   h = fnv(h, fmt, strlen(fmt) + 1);
   /* A streamed dataset's counts are learned as it is read: its shards'
    * names and sizes stand for it (and it never matches the same files
-   * opened with counts, whose first epoch is ordered otherwise). */
-  h = fnv_u64(fnv_u64(h, ds->nshards), ds->streamed ? UINT64_MAX : ds->nsamples);
-  size_t rl = ds->root ? strlen(ds->root) : 0;
-  for (size_t i = 0; i < ds->nshards; i++) {
-    const struct stk_shard *sh = &ds->shards[i];
-    const char *name = sh->path ? sh->path : "";
+   * opened with counts, whose first epoch is ordered otherwise). Each
+   * shard's size is what is known without opening it
+   * (stk__shard_known_bytes). */
+  int streamed = stk__dataset_streamed(ds);
+  size_t ns = stk_dataset_num_shards(ds);
+  h = fnv_u64(fnv_u64(h, ns), streamed ? UINT64_MAX : stk_dataset_samples_counted(ds, NULL));
+  const char *root = stk_dataset_location(ds);
+  size_t rl = root ? strlen(root) : 0;
+  for (size_t i = 0; i < ns; i++) {
+    const char *name = stk__shard_path(ds, i);
+    if (!name) name = "";
     /* The name below the root, so the same files reached by another path
      * (relative, absolute, a copy elsewhere) match. */
-    if (rl && !strncmp(name, ds->root, rl) && name[rl] == '/') name += rl + 1;
+    if (rl && !strncmp(name, root, rl) && name[rl] == '/') name += rl + 1;
     h = fnv(h, name, strlen(name) + 1);
-    h = fnv_u64(fnv_u64(h, ds->streamed ? 0 : sh->count), shard_size(ds, i));
+    h = fnv_u64(fnv_u64(h, streamed ? 0 : stk__shard_count(ds, i)), stk__shard_known_bytes(ds, i));
   }
   return h ? h : 1; /* 0 means "not recorded" in a state */
 }
 
 int stk_sampler_restore(struct stk_sampler *s, const struct stk_sampler_state *st) {
   if (st->seed != s->seed) return STK_EINVAL;
-  if (s->ds && s->ds->streamed) { /* the counts the saved position needs */
+  if (s->ds && stk__dataset_streamed(s->ds)) { /* the counts the saved position needs */
     int whole = s->mode == STK_SHUFFLE_GLOBAL || s->shares != STK_SHARES_UNEVEN || st->epoch;
     int rc = need(s, whole ? UINT64_MAX : st->position);
     if (rc) return rc;

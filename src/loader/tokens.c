@@ -143,7 +143,7 @@ static int src_open(struct src *s, const char *path, const struct stk_tokens_opt
                      "windows need one (stoker pack converts)",
                      path, stk_dataset_format(s->ds));
   if ((rc = stk_dataset_count(s->ds, NULL, e2))) return stk__errf(err, rc, "%s", e2);
-  size_t n = s->nshards = s->ds->nshards;
+  size_t n = s->nshards = stk_dataset_num_shards(s->ds);
   s->fd = malloc(n * sizeof *s->fd);
   s->bin = calloc(n, sizeof *s->bin);
   s->bin_len = calloc(n, sizeof *s->bin_len);
@@ -163,7 +163,7 @@ static int src_open(struct src *s, const char *path, const struct stk_tokens_opt
       if (!s->m[i]) return stk__errf(err, STK_EFORMAT, "%s: shard %zu has no .idx", path, i);
       if (s->m[i]->dtype->is_float)
         return stk__errf(err, STK_EFORMAT, "%s: %s tokens: token windows need integer tokens",
-                         s->ds->shards[i].path, s->m[i]->dtype->name);
+                         stk__shard_path(s->ds, i), s->m[i]->dtype->name);
       s->dt = s->m[i]->dtype;
       s->bin_len[i] = (size_t)stk__shard_size(s->ds, i);
       s->first[i + 1] = s->first[i] + s->m[i]->sequences;
@@ -175,17 +175,17 @@ static int src_open(struct src *s, const char *path, const struct stk_tokens_opt
     if (!s->m[i]) return stk__errf(err, STK_EFORMAT, "%s: shard %zu has no .idx", path, i);
     if (s->m[i]->dtype->is_float)
       return stk__errf(err, STK_EFORMAT, "%s: %s tokens: token windows need integer tokens",
-                       s->ds->shards[i].path, s->m[i]->dtype->name);
+                       stk__shard_path(s->ds, i), s->m[i]->dtype->name);
     s->dt = s->m[i]->dtype;
     struct stat st;
     if (fstat(s->fd[i], &st) != 0)
-      return stk__errf(err, stk__from_errno(errno), "%s: fstat: %s", s->ds->shards[i].path,
+      return stk__errf(err, stk__from_errno(errno), "%s: fstat: %s", stk__shard_path(s->ds, i),
                        strerror(errno));
     if (st.st_size > 0) {
       void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, s->fd[i], 0);
       if (p == MAP_FAILED)
-        return stk__errf(err, stk__from_errno(errno), "%s: cannot map: %s", s->ds->shards[i].path,
-                         strerror(errno));
+        return stk__errf(err, stk__from_errno(errno), "%s: cannot map: %s",
+                         stk__shard_path(s->ds, i), strerror(errno));
       s->bin[i] = p;
       s->bin_len[i] = (size_t)st.st_size;
     }
@@ -217,7 +217,7 @@ static char *index_dir(const struct src *s, const struct stk_tokens_opts *o) {
             s->path);
     return NULL;
   }
-  char *d = strdup(s->ds->shards[0].path), *sl = d ? strrchr(d, '/') : NULL;
+  char *d = strdup(stk__shard_path(s->ds, 0)), *sl = d ? strrchr(d, '/') : NULL;
   if (!d) return NULL;
   if (sl)
     *sl = 0;
@@ -236,7 +236,7 @@ static char *index_dir(const struct src *s, const struct stk_tokens_opts *o) {
 
 /* The file name's start: the first .bin's name without .bin (+N for more). */
 static void corpus_name(const struct src *s, char *buf, size_t n) {
-  const char *p = s->ds->shards[0].path, *b = strrchr(p, '/');
+  const char *p = stk__shard_path(s->ds, 0), *b = strrchr(p, '/');
   b = b ? b + 1 : p;
   size_t l = strlen(b);
   if (l > 4 && !strcmp(b + l - 4, ".bin")) l -= 4;

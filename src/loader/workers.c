@@ -52,13 +52,13 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tl
     s->out_len = l->fixed_out;
     return;
   }
-  const struct stk_shard *sh = &l->ds->shards[s->shard];
   struct stk_sample smp;
   memset(&smp, 0, sizeof smp);
   smp.label = -1;
   smp.index = s->id; /* files of several samples (DLIO's npz) pick theirs by it */
   int verify = !l->o.skip_verify && !s->verified;
-  int rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, verify, &smp, err);
+  int rc =
+      stk__sample_parse(l->ds, s->shard, j->raw + s->raw_pos, s->len, s->off, verify, &smp, err);
   if (rc) return stk__slot_fail(l, j, s, rc, err);
   if (smp.label >= 0) s->label = smp.label;
   if (l->o.decode.kind == STK_DECODE_FIELDS) { /* packed in the copy phase */
@@ -66,8 +66,9 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tl
     rc = stk__fields_size(&x, &smp, &s->out_len, err);
     if (rc) {
       char msg[STK_ERRMSG_MAX + 64];
-      snprintf(msg, sizeof msg, "%s: offset %llu: sample %llu: %s", sh->path,
-               (unsigned long long)s->off, (unsigned long long)s->id, err);
+      snprintf(msg, sizeof msg, "%s: offset %llu: sample %llu: %s",
+               stk__shard_path(l->ds, s->shard), (unsigned long long)s->off,
+               (unsigned long long)s->id, err);
       return stk__slot_fail(l, j, s, rc, msg);
     }
     atomic_store_explicit(&j->copy, 1, memory_order_relaxed);
@@ -75,9 +76,9 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tl
   }
   const struct stk_field *f = pick_field(l, &smp);
   if (!f) {
-    stk__errf(err, STK_EFORMAT, "%s: offset %llu: sample %llu has no field '%s'", sh->path,
-              (unsigned long long)s->off, (unsigned long long)s->id,
-              l->o.decode.field ? l->o.decode.field : "(any)");
+    stk__errf(err, STK_EFORMAT, "%s: offset %llu: sample %llu has no field '%s'",
+              stk__shard_path(l->ds, s->shard), (unsigned long long)s->off,
+              (unsigned long long)s->id, l->o.decode.field ? l->o.decode.field : "(any)");
     return stk__slot_fail(l, j, s, STK_EFORMAT, err);
   }
   s->field = *f;
@@ -88,7 +89,8 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tl
     rc = l->dec->decode(&l->o.decode, &tls[l->o.decode.kind], f, dst, l->fixed_out, &s->out_len, &rng, err);
     if (rc) {
       char msg[STK_ERRMSG_MAX + 64];
-      snprintf(msg, sizeof msg, "%s: offset %llu: %s", sh->path, (unsigned long long)s->off, err);
+      snprintf(msg, sizeof msg, "%s: offset %llu: %s", stk__shard_path(l->ds, s->shard),
+               (unsigned long long)s->off, err);
       return stk__slot_fail(l, j, s, rc, msg);
     }
     s->out_off = (uint64_t)i * l->fixed_out;
@@ -100,7 +102,8 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tl
     rc = stk__errf(err, STK_EFORMAT, "decoded size larger than the field");
   if (rc) {
     char msg[STK_ERRMSG_MAX + 64];
-    snprintf(msg, sizeof msg, "%s: offset %llu: %s", sh->path, (unsigned long long)s->off, err);
+    snprintf(msg, sizeof msg, "%s: offset %llu: %s", stk__shard_path(l->ds, s->shard),
+             (unsigned long long)s->off, err);
     return stk__slot_fail(l, j, s, rc, msg);
   }
   s->out_len = size;
@@ -117,7 +120,6 @@ static void copy_sample(struct stk_loader *l, struct job *j, uint32_t i, void **
   uint64_t got = 0;
   int rc;
   if (l->o.decode.kind == STK_DECODE_FIELDS) { /* parse again: the fields point into raw */
-    const struct stk_shard *sh = &l->ds->shards[s->shard];
     struct stk_sample smp;
     memset(&smp, 0, sizeof smp);
     smp.label = -1;
@@ -125,12 +127,13 @@ static void copy_sample(struct stk_loader *l, struct job *j, uint32_t i, void **
     struct stk_rng rng;
     stk_rng_seed(&rng, stk_mix64(stk_mix64(l->o.sampler.seed, j->epoch), s->id));
     struct stk__fields_ctx x = {&l->o.decode, l->o.image_fields, &tls[STK_DECODE_JPEG], &rng};
-    rc = l->ds->fmt->parse(l->ds, sh, j->raw + s->raw_pos, s->len, s->off, 0, &smp, err);
+    rc = stk__sample_parse(l->ds, s->shard, j->raw + s->raw_pos, s->len, s->off, 0, &smp, err);
     if (!rc) rc = stk__fields_pack(&x, &smp, j->out + s->out_off, s->out_len, &got, err);
     if (rc) {
       char msg[STK_ERRMSG_MAX + 64];
-      snprintf(msg, sizeof msg, "%s: offset %llu: sample %llu: %s", sh->path,
-               (unsigned long long)s->off, (unsigned long long)s->id, err);
+      snprintf(msg, sizeof msg, "%s: offset %llu: sample %llu: %s",
+               stk__shard_path(l->ds, s->shard), (unsigned long long)s->off,
+               (unsigned long long)s->id, err);
       return stk__slot_fail(l, j, s, rc, msg);
     }
     s->out_len = got;
