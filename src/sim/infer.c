@@ -10,12 +10,16 @@
  * within the next interval, x (1 + headroom), over what one replica
  * sustains within the TBT target; replicas beyond that stop taking requests, finish what
  * they hold and lend their GPUs to training from the next interval; a
- * replica taken back serves start_s later (its weights loaded again). */
+ * replica taken back serves start_s later (its weights loaded again).
+ * The run is a client of the event engine (engine.h) on a clock of exact
+ * doubles: the events only wake the service at the next arrival, end of
+ * an iteration, replica start or controller tick, and each instant then
+ * runs everything due at it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim_impl.h"
+#include "engine.h"
 #include "stoker/infer.h"
 
 enum { R_OFF, R_START, R_SERVE, R_DRAIN };
@@ -151,6 +155,100 @@ static void control(const struct stk_infer_opts *o, struct rep *rp, double rate,
   }
 }
 
+/* ---- the run as the engine's client ------------------------------------ */
+
+enum { EV_DONE, EV_READY, EV_ARRIVE, EV_TICK }; /* wake-ups; arg: replica, request, tick */
+
+struct irun {
+  struct stk__sim_engine e;
+  const struct stk_infer_perf *p;
+  const struct stk_infer_opts *o;
+  struct stk_infer_result *res;
+  struct rq *q;
+  struct rep *rp;
+  size_t n, nticks, narrived, qhead, tick, window;
+  double idle_j;
+  int stop;
+};
+
+/* A replica's start that was called off (or moved) wakes nothing. */
+static int infer_live(void *ctx, const struct stk__sim_event *e) {
+  const struct irun *I = ctx;
+  double at = stk__sim_time_of(e->time);
+  if (e->kind == EV_READY) return I->rp[e->arg].state == R_START && I->rp[e->arg].ready_at == at;
+  if (e->kind == EV_DONE) return I->rp[e->arg].busy && I->rp[e->arg].busy_until == at;
+  return 1;
+}
+
+/* Serving replicas' time and idle power up to the instant. */
+static int infer_advance(void *ctx, int64_t from, int64_t to) {
+  struct irun *I = ctx;
+  double now = stk__sim_time_of(from), next = stk__sim_time_of(to);
+  for (unsigned i = 0; i < I->o->replicas; i++)
+    if (I->rp[i].state != R_OFF) {
+      I->rp[i].serve_s += next - now;
+      I->idle_j += (next - now) * I->o->tp * I->o->idle_w;
+    }
+  return 0;
+}
+
+static int infer_event(void *ctx, const struct stk__sim_event *e) {
+  (void)ctx, (void)e; /* a wake-up: the instant does the work */
+  return 0;
+}
+
+/* Everything due at now: iterations ended, replicas ready, arrivals, the
+ * controller's tick; then every replica's next iteration, each wake-up
+ * that brings pushed. */
+static int infer_instant(void *ctx, int64_t key) {
+  struct irun *I = ctx;
+  const struct stk_infer_opts *o = I->o;
+  struct rep *rp = I->rp;
+  double now = stk__sim_time_of(key);
+  double tick_at = (double)(I->tick + 1) * o->interval;
+  int more = I->tick < I->nticks, rc = 0;
+  for (unsigned i = 0; i < o->replicas; i++) {
+    if (rp[i].busy && rp[i].busy_until <= now) finish_iteration(&rp[i], I->q, now);
+    if (rp[i].state == R_START && rp[i].ready_at <= now) rp[i].state = R_SERVE;
+  }
+  size_t seen = I->narrived;
+  while (I->narrived < I->n && I->q[I->narrived].arrive <= now) I->narrived++, I->window++;
+  if (I->narrived != seen && I->narrived < I->n)
+    rc = stk__sim_engine_at(&I->e, stk__sim_key_of(I->q[I->narrived].arrive), EV_ARRIVE,
+                            (uint32_t)I->narrived);
+  if (!rc && more && tick_at <= now) {
+    I->tick++;
+    if (o->lend) {
+      control(o, rp, (double)I->window / o->interval, I->res->rate_cap, I->narrived - I->qhead,
+              now);
+      for (unsigned i = 0; i < o->replicas && !rc; i++)
+        if (rp[i].state == R_START)
+          rc = stk__sim_engine_at(&I->e, stk__sim_key_of(rp[i].ready_at), EV_READY, i);
+    }
+    I->window = 0;
+    unsigned off = 0;
+    for (unsigned i = 0; i < o->replicas; i++) off += rp[i].state == R_OFF;
+    if (I->tick < I->nticks + 1) I->res->lent[I->tick] = off * o->tp;
+    if (!rc && I->tick < I->nticks)
+      rc = stk__sim_engine_at(&I->e, stk__sim_key_of((double)(I->tick + 1) * o->interval),
+                              EV_TICK, (uint32_t)I->tick);
+  }
+  for (unsigned i = 0; i < o->replicas && !rc; i++) {
+    int was = rp[i].busy;
+    iterate(I->p, o, &rp[i], I->q, &I->qhead, I->narrived, now);
+    if (!was && rp[i].busy)
+      rc = stk__sim_engine_at(&I->e, stk__sim_key_of(rp[i].busy_until), EV_DONE, i);
+  }
+  if (I->narrived == I->n && I->qhead == I->n && !more) {
+    int busy = 0;
+    for (unsigned i = 0; i < o->replicas; i++) busy |= rp[i].busy || rp[i].nact;
+    if (!busy) I->stop = 1;
+  }
+  return rc;
+}
+
+static int infer_done(void *ctx) { return ((const struct irun *)ctx)->stop; }
+
 int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *t,
                   const struct stk_infer_opts *oin, struct stk_infer_result *res, char *errmsg) {
   memset(res, 0, sizeof *res);
@@ -209,47 +307,20 @@ int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *
     if (!(rp[i].act = malloc(sizeof(size_t) * o.max_batch))) goto nomem;
   }
   res->rate_cap = replica_cap(p, t, o.max_batch, o.tbt_slo_s);
-  size_t narrived = 0, qhead = 0, tick = 0, window = 0;
-  double now = 0, idle_j = 0, serve_s = 0;
-  for (;;) {
-    /* the next event */
-    double next = INFINITY;
-    if (narrived < n) next = q[narrived].arrive;
-    for (unsigned i = 0; i < o.replicas; i++) {
-      if (rp[i].busy && rp[i].busy_until < next) next = rp[i].busy_until;
-      if (rp[i].state == R_START && rp[i].ready_at < next) next = rp[i].ready_at;
-    }
-    double tick_at = (double)(tick + 1) * o.interval;
-    int more = tick < nticks;
-    if (more && tick_at <= next) next = tick_at;
-    if (!isfinite(next)) break;
-    /* serving replicas' time, idle power */
-    for (unsigned i = 0; i < o.replicas; i++)
-      if (rp[i].state != R_OFF) {
-        rp[i].serve_s += next - now;
-        idle_j += (next - now) * o.tp * o.idle_w;
-      }
-    now = next;
-    for (unsigned i = 0; i < o.replicas; i++) {
-      if (rp[i].busy && rp[i].busy_until <= now) finish_iteration(&rp[i], q, now);
-      if (rp[i].state == R_START && rp[i].ready_at <= now) rp[i].state = R_SERVE;
-    }
-    while (narrived < n && q[narrived].arrive <= now) narrived++, window++;
-    if (more && tick_at <= now) {
-      tick++;
-      if (o.lend) control(&o, rp, (double)window / o.interval, res->rate_cap, narrived - qhead, now);
-      window = 0;
-      unsigned off = 0;
-      for (unsigned i = 0; i < o.replicas; i++) off += rp[i].state == R_OFF;
-      if (tick < nticks + 1) res->lent[tick] = off * o.tp;
-    }
-    for (unsigned i = 0; i < o.replicas; i++) iterate(p, &o, &rp[i], q, &qhead, narrived, now);
-    if (narrived == n && qhead == n && !more) {
-      int busy = 0;
-      for (unsigned i = 0; i < o.replicas; i++) busy |= rp[i].busy || rp[i].nact;
-      if (!busy) break;
-    }
-  }
+  struct irun I = {.p = p, .o = &o, .res = res, .q = q, .rp = rp, .n = n, .nticks = nticks};
+  stk__sim_engine_init(&I.e, stk__sim_key_of(0));
+  int rc = 0;
+  if (n) rc = stk__sim_engine_at(&I.e, stk__sim_key_of(q[0].arrive), EV_ARRIVE, 0);
+  if (!rc && nticks) rc = stk__sim_engine_at(&I.e, stk__sim_key_of(o.interval), EV_TICK, 0);
+  static const struct stk__sim_hooks hooks = {.live = infer_live,
+                                              .advance = infer_advance,
+                                              .event = infer_event,
+                                              .instant = infer_instant,
+                                              .done = infer_done};
+  if (!rc) rc = stk__sim_engine_run(&I.e, &hooks, &I);
+  stk__sim_engine_free(&I.e);
+  if (rc) goto nomem;
+  double idle_j = I.idle_j, serve_s = 0;
   res->nlent = nticks + 1;
   /* results */
   double *ttft = malloc(sizeof(double) * (n + 1)), *tbt = malloc(sizeof(double) * (n + 1));
