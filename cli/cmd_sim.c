@@ -127,10 +127,14 @@ const char cmd_sim_usage[] =
     "                      --headroom H (0.25), --start S (60: a replica taken\n"
     "                      back serves S later), --interval S (60),\n"
     "                      --min-replicas N (1: never fewer serving)\n"
+    "  --mig P             lend on MIG instances too: the last replica needed may\n"
+    "                      serve on profile P (e.g. 4g) of each GPU and lend the\n"
+    "                      rest; --mig-delay S instance creation (5)\n"
     "  --jobs FILE         training on the same cluster (--cluster NxG, 16x4;\n"
     "                      --job-policy P, pollux; --traces DIR)\n"
-    "  --study             keep-all, then lending at headroom 0..200%: the most\n"
-    "                      GPU-hours lent at >= 99% SLO attainment\n";
+    "  --study             keep-all, then lending at headroom 0..200% (with --mig,\n"
+    "                      whole replicas then MIG): the most GPU-hours lent at\n"
+    "                      >= 99% SLO attainment\n";
 
 enum {
   O_NODES = 256,
