@@ -44,7 +44,10 @@ static int parse(struct iargs *a, int argc, char **argv) {
     else if (!strcmp(s, "--job-policy")) a->policy = v;
     else if (!strcmp(s, "--traces")) a->traces = v;
     else if (!strcmp(s, "--mig")) a->mig = v;
-    else if (!strcmp(s, "--mig-delay")) rc = cli_double("sim", s, v, 0, 1e5, &a->o.mig_delay_s);
+    else if (!strcmp(s, "--mig-delay")) {
+      rc = cli_double("sim", s, v, 0, 1e5, &a->o.mig_delay_s);
+      if (!rc && a->o.mig_delay_s == 0) a->o.mig_delay_s = -1; /* the library's "none" */
+    }
     else if (!strcmp(s, "--tp")) {
       if (!(rc = cli_u64("sim", s, v, 1, 64, &u))) a->o.tp = (unsigned)u;
     } else if (!strcmp(s, "--replicas")) {
