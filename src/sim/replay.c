@@ -61,41 +61,26 @@ static int grow(struct trace *t, char *errmsg) {
   return 0;
 }
 
-/* A duration trace (Philly's: a submit time, num_gpus, a duration), read
- * as the job engine reads it, as pods of whole GPUs asking no CPU or
- * memory: each job one pod on one node, as the placement model has it. */
+/* A duration trace (Philly's), read as the job engine reads it, as pods
+ * of whole GPUs: each job one pod on one node, as the placement model has
+ * it. */
 static int load_jobs(const struct stk_sim_cluster *c, const char *path, double compress,
                      struct trace *t, struct stk_sim_workload **wout, char *errmsg) {
   struct stk_sim_jobs *J;
   int rc = stk_sim_jobs_load(&J, NULL, path, errmsg);
   if (rc) return rc;
-  struct stk_sim_workload *w = calloc(1, sizeof *w);
-  struct stk__sim_builder *b = NULL;
-  if (!w || stk__sim_builder_new(&b, w, c)) {
-    rc = stk__errf(errmsg, STK_ENOMEM, "out of memory");
-    goto out;
-  }
-  for (size_t i = 0; i < J->n && !rc; i++) {
+  uint32_t *kinds = malloc(sizeof *kinds * (J->n ? J->n : 1));
+  if (!kinds) rc = stk__errf(errmsg, STK_ENOMEM, "out of memory");
+  if (!rc) rc = stk__sim_workload_jobs(wout, c, J, path, kinds, errmsg);
+  for (size_t i = 0; !rc && i < J->n; i++) {
     const struct stk__jspec *s = &J->job[i];
-    char where[300];
-    snprintf(where, sizeof where, "%s: job %s", path, s->name);
-    if (s->replicas > 255) {
-      rc = stk__errf(errmsg, STK_EFORMAT, "%s asks for %d GPUs; a pod has at most 255", where,
-                     s->replicas);
-      break;
-    }
-    int k = stk__sim_builder_add(b, 0, 0, s->replicas, STK__SIM_MILLI, "", 1, errmsg, where);
-    if (k < 0) {
-      rc = k;
-      break;
-    }
     if ((rc = grow(t, errmsg))) break;
     struct rec *x = &t->r[t->n];
     memset(x, 0, sizeof *x);
     int64_t ct = llround(s->submit);
     x->create = compress > 1 ? (int64_t)((double)ct / compress) : ct;
     x->dur = llround(s->duration);
-    x->kind = (uint32_t)k;
+    x->kind = kinds[i];
     x->order = t->n;
     if ((rc = add_name(t, s->name, &x->name))) {
       stk__errf(errmsg, rc, "out of memory");
@@ -103,35 +88,20 @@ static int load_jobs(const struct stk_sim_cluster *c, const char *path, double c
     }
     t->n++;
   }
-  if (!rc && t->n == 0) rc = stk__errf(errmsg, STK_EEMPTY, "%s: no jobs after the header", path);
-  if (!rc && (rc = stk__sim_workload_finish(w, c))) stk__errf(errmsg, rc, "out of memory");
-  if (!rc) {
-    qsort(t->r, t->n, sizeof *t->r, by_creation);
-    *wout = w;
-    w = NULL;
+  if (!rc) qsort(t->r, t->n, sizeof *t->r, by_creation);
+  if (rc && *wout) {
+    stk_sim_workload_free(*wout);
+    *wout = NULL;
   }
-out:
-  stk__sim_builder_free(b);
-  stk_sim_workload_free(w);
+  free(kinds);
   stk_sim_jobs_free(J);
   return rc;
-}
-
-/* A file (not stdin) with a duration column and no cpu_milli: a trace of
- * jobs, not a pod list. */
-static int is_job_trace(const char *path) {
-  if (!strcmp(path, "-")) return 0;
-  struct stk__sim_csv r;
-  if (stk__sim_csv_open(&r, path, NULL)) return 0;
-  int jobs = stk__sim_csv_col(&r, "cpu_milli") < 0 && stk__sim_csv_col(&r, "duration") >= 0;
-  stk__sim_csv_close(&r);
-  return jobs;
 }
 
 /* Read the pod list into compact records and a workload of its kinds. */
 static int load(const struct stk_sim_cluster *c, const char *path, double compress, struct trace *t,
                 struct stk_sim_workload **wout, char *errmsg) {
-  if (is_job_trace(path)) return load_jobs(c, path, compress, t, wout, errmsg);
+  if (stk__sim_is_job_trace(path)) return load_jobs(c, path, compress, t, wout, errmsg);
   struct stk__sim_pods p;
   int rc = stk__sim_pods_open(&p, c, path, errmsg);
   if (rc) return rc;
