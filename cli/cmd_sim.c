@@ -41,6 +41,9 @@ const char cmd_sim_usage[] =
     "                      gpu_spec[,creation_time,deletion_time] (\"-\" = stdin)\n"
     "                      Without both, the openb traces in ../shared/data/openb\n"
     "                      (gpu_node list, default pods) are used when present.\n"
+    "                      --pods may also be a duration trace (submit time,\n"
+    "                      num_gpus, duration: Philly's): each job a pod of\n"
+    "                      whole GPUs on one node, asking no CPU or memory\n"
     "modes:\n"
     "  --policy NAME       placement policy (default FGD); --list-policies names them\n"
     "  --seed S            seed of the arrival order and ties (default 42)\n"
@@ -127,10 +130,14 @@ const char cmd_sim_usage[] =
     "                      --headroom H (0.25), --start S (60: a replica taken\n"
     "                      back serves S later), --interval S (60),\n"
     "                      --min-replicas N (1: never fewer serving)\n"
+    "  --mig P             lend on MIG instances too: the last replica needed may\n"
+    "                      serve on profile P (e.g. 4g) of each GPU and lend the\n"
+    "                      rest; --mig-delay S instance creation (5)\n"
     "  --jobs FILE         training on the same cluster (--cluster NxG, 16x4;\n"
     "                      --job-policy P, pollux; --traces DIR)\n"
-    "  --study             keep-all, then lending at headroom 0..200%: the most\n"
-    "                      GPU-hours lent at >= 99% SLO attainment\n";
+    "  --study             keep-all, then lending at headroom 0..200% (with --mig,\n"
+    "                      whole replicas then MIG): the most GPU-hours lent at\n"
+    "                      >= 99% SLO attainment\n";
 
 enum {
   O_NODES = 256,

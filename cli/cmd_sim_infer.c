@@ -12,10 +12,11 @@
 #include "cli.h"
 #include "cmd_sim_infer.h"
 #include "stoker/infer.h"
+#include "stoker/mig.h"
 #include "stoker/sim.h"
 
 struct iargs {
-  const char *trace, *perf, *model, *hw, *jobs, *policy, *traces;
+  const char *trace, *perf, *model, *hw, *jobs, *policy, *traces, *mig;
   unsigned nodes, gpn;
   int study;
   struct stk_infer_opts o;
@@ -42,6 +43,11 @@ static int parse(struct iargs *a, int argc, char **argv) {
     else if (!strcmp(s, "--jobs")) a->jobs = v;
     else if (!strcmp(s, "--job-policy")) a->policy = v;
     else if (!strcmp(s, "--traces")) a->traces = v;
+    else if (!strcmp(s, "--mig")) a->mig = v;
+    else if (!strcmp(s, "--mig-delay")) {
+      rc = cli_double("sim", s, v, 0, 1e5, &a->o.mig_delay_s);
+      if (!rc && a->o.mig_delay_s == 0) a->o.mig_delay_s = -1; /* the library's "none" */
+    }
     else if (!strcmp(s, "--tp")) {
       if (!(rc = cli_u64("sim", s, v, 1, 64, &u))) a->o.tp = (unsigned)u;
     } else if (!strcmp(s, "--replicas")) {
@@ -82,6 +88,43 @@ static void print_service(const struct stk_infer_result *r, const char *label) {
   printf("%-10s %8.3f%% %7.2f %7.2f %7.3f %7.3f %6.1f%% %9.1f %9.1f\n", label, 100 * r->attain,
          r->ttft_p50, r->ttft_p99, r->tbt_p50, r->tbt_p99, 100 * r->util, r->energy_kwh,
          r->lent_gpu_h);
+}
+
+/* --mig PROFILE: the hardware's MIG geometry and the serving profile,
+ * which must hold the replica's share of the model's fp16 weights. */
+static int setup_mig(struct iargs *a) {
+  char hw[64];
+  snprintf(hw, sizeof hw, "%s", a->hw);
+  char *pcap = strstr(hw, "-pcap"); /* a power-capped GPU has the same geometry */
+  if (pcap) *pcap = 0;
+  const struct stk_mig_geometry *g = stk_mig_geometry_find(hw);
+  if (!g) {
+    cli_error("sim", "--mig: %s has no MIG geometry (a100-40gb, a100-80gb, h100-80gb have)", a->hw);
+    return -1;
+  }
+  int pi = stk_mig_profile_find(g, a->mig);
+  if (pi < 0) {
+    cli_error("sim", "--mig: no profile '%s' on %s (`stoker sim mig --gpu %s` lists them)", a->mig,
+              g->name, g->name);
+    return -1;
+  }
+  static const struct {
+    const char *model;
+    double weights_gb; /* fp16 */
+  } sizes[] = {{"llama2-70b", 140}, {"bloom-176b", 352}};
+  double mem_gb = (double)g->memory_gb * g->profiles[pi].memory / STK_MIG_MEMORY_SLICES;
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+    if (!strcmp(sizes[i].model, a->model) && sizes[i].weights_gb / a->o.tp > mem_gb) {
+      cli_error("sim",
+                "--mig %s: %s's weights take %.0f GB per GPU at TP %u (%.0f GB in fp16); the "
+                "instance holds %.0f GB",
+                g->profiles[pi].name, a->model, sizes[i].weights_gb / a->o.tp, a->o.tp,
+                sizes[i].weights_gb, mem_gb);
+      return -1;
+    }
+  a->o.mig = g;
+  a->o.mig_serve = pi;
+  return 0;
 }
 
 /* Training on the cluster with the GPUs the service leaves it, round by
@@ -137,6 +180,7 @@ int cmd_sim_infer(int argc, char **argv) {
   a.o.interval = 60;
   a.o.headroom = 0.25;
   if (parse(&a, argc, argv)) return CLI_USAGE;
+  if (a.mig && setup_mig(&a)) return CLI_USAGE;
   char tbuf[PATH_MAX], pbuf[PATH_MAX];
   const char *tpath = a.trace;
   if (!strcmp(a.trace, "code") || !strcmp(a.trace, "conv")) {
@@ -188,19 +232,21 @@ int cmd_sim_infer(int argc, char **argv) {
          tpath, a.o.rate_scale ? a.o.rate_scale : 1,
          (size_t)(tr->n * 3600 / (tr->span > 0 ? tr->span : 3600)), tr->mean_prompt, tr->mean_gen);
   double headrooms[] = {0, 0.1, 0.25, 0.5, 1, 2};
-  int nrun = a.study ? 7 : 1;
-  double best_h = -1, best_lent = 0;
+  /* a study with --mig: each headroom lending whole replicas, then on MIG */
+  int nrun = a.study ? (a.mig ? 13 : 7) : 1;
+  double best_h = -1, best_lent = 0, best_mh = -1, best_mlent = 0;
   for (int k = 0; k < nrun; k++) {
     struct stk_infer_opts o = a.o;
     char label[32];
     if (a.study) {
       o.lend = k > 0;
-      if (k > 0) o.headroom = headrooms[k - 1];
+      if (k > 0) o.headroom = headrooms[(k - 1) % 6];
+      if (k <= 6) o.mig = NULL;
     }
     if (!o.lend)
       snprintf(label, sizeof label, "keep all");
     else
-      snprintf(label, sizeof label, "lend +%.0f%%", 100 * o.headroom);
+      snprintf(label, sizeof label, "%s +%.0f%%", o.mig ? "mig" : "lend", 100 * o.headroom);
     struct stk_infer_result r;
     if (stk_infer_run(perf, tr, &o, &r, err)) {
       cli_error("sim", "%s", err);
@@ -216,10 +262,20 @@ int cmd_sim_infer(int argc, char **argv) {
              "TBT50", "TBT99", "util", "kWh", "lent GPUh");
     }
     print_service(&r, label);
-    if (o.lend && r.attain >= 0.99 && r.lent_gpu_h > best_lent) {
-      best_lent = r.lent_gpu_h;
-      best_h = o.headroom;
+    if (o.mig && o.lend)
+      printf("%-10s on MIG: %.1f of the GPU-hours lent as %u-slice instances beside %s, "
+             "one such replica sustains %.2f requests/s, %llu GPU reconfigurations\n",
+             label, r.lent_mig_gpu_h, STK_MIG_COMPUTE_SLICES - o.mig->profiles[o.mig_serve].compute,
+             o.mig->profiles[o.mig_serve].name, r.rate_cap_mig, (unsigned long long)r.reconfigs);
+    double *bl = o.mig ? &best_mlent : &best_lent, *bh = o.mig ? &best_mh : &best_h;
+    if (o.lend && r.attain >= 0.99 && r.lent_gpu_h > *bl) {
+      *bl = r.lent_gpu_h;
+      *bh = o.headroom;
     }
+    if (jobs && o.mig && o.lend)
+      printf("%-10s training gets the whole GPUs lent only: the job engine places whole GPUs, "
+             "not MIG instances\n",
+             label);
     if (jobs && run_training(&a, &r, jobs, svc_gpus, label)) {
       stk_infer_result_free(&r);
       goto out;
@@ -232,6 +288,10 @@ int cmd_sim_infer(int argc, char **argv) {
              100 * best_h);
     else
       printf("no lending run kept 99%% SLO attainment\n");
+    if (a.mig && best_mh >= 0)
+      printf("on MIG (%s): %.1f GPU-hours (headroom %.0f%%)\n", a.mig, best_mlent, 100 * best_mh);
+    else if (a.mig)
+      printf("on MIG (%s): no lending run kept 99%% SLO attainment\n", a.mig);
   }
   ret = CLI_OK;
 out:

@@ -6,7 +6,9 @@
  * generated tokens), and a policy that lends whole replicas' GPUs to
  * training off-peak and takes them back at peaks; the training side is
  * the job engine (stoker/sim.h) with the GPUs left to it each round
- * (stk_sim_jobs_opts.usable_series).
+ * (stk_sim_jobs_opts.usable_series). On MIG GPUs (stoker/mig.h) the
+ * policy may also shrink a replica onto a smaller instance of each of its
+ * GPUs and lend the rest of every GPU as instances.
  *
  * Every call that can fail returns 0 or a negative STK_E* code with one
  * sentence in errmsg (STK_ERRMSG_MAX bytes, may be NULL). */
@@ -22,6 +24,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+struct stk_mig_geometry;
 
 /* ---- performance model ---------------------------------------------- */
 
@@ -91,6 +95,19 @@ struct stk_infer_opts {
   double start_s;      /* lend: a reclaimed replica serves after this; 0 = 60 */
   unsigned min_replicas; /* lend: never fewer serving; 0 = 1 */
   double tdp_w, idle_w; /* per GPU; 0 = 400 W and 50 W (A100, as stoker sim --gpu-model) */
+  /* lend on MIG instances too (NULL: whole replicas only). Each GPU of a
+   * replica holds one of three layouts: a whole-GPU instance serving, a
+   * mig_serve instance serving beside instances lent (the rest of the GPU,
+   * largest profiles first), or a whole-GPU instance lent. The controller
+   * keeps the last replica it needs on mig_serve when that covers the
+   * rate; a layout changes only once the replica has drained (and the
+   * lent instances are taken back), and new instances serve mig_delay_s
+   * later, then start_s more. On mig_serve a prefill takes 7/compute and a
+   * decode step 8/memory slices times as long as on the whole GPU, and it
+   * draws compute/7 of the GPU's power (stated assumptions). */
+  const struct stk_mig_geometry *mig;
+  int mig_serve;       /* profile index in mig; fewer than 7 compute slices */
+  double mig_delay_s;  /* instance creation; 0 = STK_MIG_RECONFIG_DELAY_S, < 0 = none */
 };
 
 struct stk_infer_result {
@@ -108,6 +125,9 @@ struct stk_infer_result {
   size_t nlent;
   /* per request served, in arrival order: end-to-end seconds */
   double *e2e;
+  double lent_mig_gpu_h;     /* of lent_gpu_h: lent as MIG instances beside serving ones */
+  uint64_t reconfigs;        /* GPUs whose MIG layout changed */
+  double rate_cap_mig;       /* requests/s one replica sustains on mig_serve */
 };
 STK_EXPORT int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *t,
                              const struct stk_infer_opts *o, struct stk_infer_result *res,

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sim_impl.h"
+#include "engine.h"
 
 #define EV_ARRIVE 1
 
@@ -110,6 +110,59 @@ static int class_of(const struct stk__sim_spec *s) {
   return s->num == 1 ? 2 : 3;
 }
 
+/* The run as the engine's client: one pod arrives per tick, is placed or
+ * fails, and the allocation at its percentage of the cluster is noted;
+ * the generator's next pod arrives one tick later. */
+struct xrun {
+  struct stk__sim_engine e;
+  const struct stk_sim_workload *w;
+  struct stk__sim_state *st;
+  struct gen *g;
+  struct stk_sim_result *res;
+  double gpus, *sa, *sf, *sr;
+  uint64_t *cnt, *cntr;
+  uint32_t nb;
+  int64_t arrived;
+};
+
+static int xrun_event(void *ctx, const struct stk__sim_event *ev) {
+  struct xrun *X = ctx;
+  const struct stk_sim_workload *w = X->w;
+  struct stk__sim_state *st = X->st;
+  struct stk_sim_result *res = X->res;
+  uint32_t k = ev->arg;
+  const struct stk__sim_spec *sp = &w->spec[w->kind[k].spec];
+  X->arrived += (int64_t)sp->num * sp->milli;
+  res->pods++;
+  struct stk__sim_bind b;
+  if (stk__sim_schedule(st, k, &b) == 0) {
+    stk__sim_bind(st, k, &b);
+    res->placed++;
+  } else {
+    res->failed++;
+    res->failed_by_class[class_of(sp)]++;
+    res->failed_never_fit += w->kind[k].never_fit;
+  }
+  double pct = (double)X->arrived / X->gpus / 10.0;
+  double alloc = (double)st->used_milli / X->gpus / 10.0;
+  double frag = st->frag_sum > 0 ? st->frag_sum : 0;
+  uint32_t bkt = (uint32_t)stk__sim_round(pct);
+  if (bkt < X->nb) {
+    X->cnt[bkt]++;
+    X->sa[bkt] += alloc;
+    X->sf[bkt] += frag / 1000.0;
+    if (st->idle_milli > 0) {
+      X->cntr[bkt]++;
+      X->sr[bkt] += 100.0 * frag / (double)st->idle_milli;
+    }
+  }
+  res->final_alloc = alloc;
+  res->final_frag = frag / 1000.0;
+  res->final_frag_ratio = st->idle_milli > 0 ? 100.0 * frag / (double)st->idle_milli : 0;
+  int64_t next = gen_next(X->g);
+  return next >= 0 ? stk__sim_engine_at(&X->e, ev->time + 1, EV_ARRIVE, (uint32_t)next) : 0;
+}
+
 int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *w,
                 const struct stk_sim_run_opts *opts, struct stk_sim_result *res, char *errmsg) {
   memset(res, 0, sizeof *res);
@@ -138,8 +191,9 @@ int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *
   uint64_t *cnt = calloc(nb, sizeof *cnt), *cntr = calloc(nb, sizeof *cntr);
   struct stk__sim_state st;
   struct gen g;
-  struct stk__sim_heap h;
-  stk__sim_heap_init(&h);
+  struct xrun X;
+  memset(&X, 0, sizeof X);
+  stk__sim_engine_init(&X.e, 0);
   int rc = 0, have_state = 0;
   memset(&g, 0, sizeof g);
   if (!sa || !sf || !sr || !cnt || !cntr ||
@@ -152,45 +206,14 @@ int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *
 
   uint64_t t0 = stk_now_ns(), c0 = stk__sim_thread_ns();
   const double gpus = (double)c->gpus;
+  X.w = w, X.st = &st, X.g = &g, X.res = res, X.gpus = gpus;
+  X.sa = sa, X.sf = sf, X.sr = sr, X.cnt = cnt, X.cntr = cntr, X.nb = nb;
   int64_t next = gen_next(&g);
-  if (next >= 0 && (rc = stk__sim_heap_push(&h, 0, EV_ARRIVE, (uint32_t)next))) goto out;
-  struct stk__sim_event ev;
-  int64_t arrived = 0;
-  while (stk__sim_heap_pop(&h, &ev) == 0) {
-    res->events++;
-    uint32_t k = ev.arg;
-    const struct stk__sim_spec *sp = &w->spec[w->kind[k].spec];
-    arrived += (int64_t)sp->num * sp->milli;
-    res->pods++;
-    struct stk__sim_bind b;
-    if (stk__sim_schedule(&st, k, &b) == 0) {
-      stk__sim_bind(&st, k, &b);
-      res->placed++;
-    } else {
-      res->failed++;
-      res->failed_by_class[class_of(sp)]++;
-      res->failed_never_fit += w->kind[k].never_fit;
-    }
-    double pct = (double)arrived / gpus / 10.0;
-    double alloc = (double)st.used_milli / gpus / 10.0;
-    double frag = st.frag_sum > 0 ? st.frag_sum : 0;
-    uint32_t bkt = (uint32_t)stk__sim_round(pct);
-    if (bkt < nb) {
-      cnt[bkt]++;
-      sa[bkt] += alloc;
-      sf[bkt] += frag / 1000.0;
-      if (st.idle_milli > 0) {
-        cntr[bkt]++;
-        sr[bkt] += 100.0 * frag / (double)st.idle_milli;
-      }
-    }
-    res->final_alloc = alloc;
-    res->final_frag = frag / 1000.0;
-    res->final_frag_ratio = st.idle_milli > 0 ? 100.0 * frag / (double)st.idle_milli : 0;
-    next = gen_next(&g);
-    if (next >= 0 && (rc = stk__sim_heap_push(&h, ev.time + 1, EV_ARRIVE, (uint32_t)next)))
-      goto out;
-  }
+  if (next >= 0 && (rc = stk__sim_engine_at(&X.e, 0, EV_ARRIVE, (uint32_t)next))) goto out;
+  static const struct stk__sim_hooks hooks = {.event = xrun_event};
+  if ((rc = stk__sim_engine_run(&X.e, &hooks, &X))) goto out;
+  res->events = X.e.events;
+  int64_t arrived = X.arrived;
   res->wall_s = (double)(stk_now_ns() - t0) / 1e9;
   res->cpu_s = (double)(stk__sim_thread_ns() - c0) / 1e9;
   res->arrived_gpu_milli = (uint64_t)arrived;
@@ -228,7 +251,7 @@ out:
   }
   if (have_state) stk__sim_state_free(&st);
   gen_free(&g);
-  stk__sim_heap_free(&h);
+  stk__sim_engine_free(&X.e);
   free(sa);
   free(sf);
   free(sr);

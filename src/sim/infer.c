@@ -10,27 +10,17 @@
  * within the next interval, x (1 + headroom), over what one replica
  * sustains within the TBT target; replicas beyond that stop taking requests, finish what
  * they hold and lend their GPUs to training from the next interval; a
- * replica taken back serves start_s later (its weights loaded again). */
+ * replica taken back serves start_s later (its weights loaded again).
+ * The run is a client of the event engine (engine.h) on a clock of exact
+ * doubles: the events only wake the service at the next arrival, end of
+ * an iteration, replica start or controller tick, and each instant then
+ * runs everything due at it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim_impl.h"
-#include "stoker/infer.h"
-
-enum { R_OFF, R_START, R_SERVE, R_DRAIN };
-
-struct rq {
-  double arrive, first, finish;
-  uint32_t prompt, gen, left;
-};
-
-struct rep {
-  int state, busy, prefill;
-  double ready_at, busy_until, busy_s, serve_s, energy_j;
-  size_t *act; /* requests held (prefilling or decoding) */
-  int nact, npre;
-};
+#include "engine.h"
+#include "infer_impl.h"
 
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -45,14 +35,15 @@ static double pct(const double *sorted, size_t n, double q) {
 
 /* Requests a replica sustains within the TBT target: at the largest batch
  * whose decode step meets it, one mean prefill alone plus the mean tokens
- * at that step shared by the batch. */
+ * at that step shared by the batch; prefills and decode steps pf and dec
+ * times as long as the perf model's (1 on whole GPUs). */
 static double replica_cap(const struct stk_infer_perf *p, const struct stk_infer_trace *t,
-                          unsigned max_batch, double tbt_slo) {
+                          unsigned max_batch, double tbt_slo, double pf, double dec) {
   unsigned b = 1;
   for (unsigned k = 1; k <= max_batch; k++)
-    if (stk_infer_tbt_s(p, t->mean_prompt, k) <= tbt_slo) b = k;
-  double per = stk_infer_prefill_s(p, t->mean_prompt, 1) +
-               t->mean_gen * stk_infer_tbt_s(p, t->mean_prompt, b) / b;
+    if (stk_infer_tbt_s(p, t->mean_prompt, k) * dec <= tbt_slo) b = k;
+  double per = stk_infer_prefill_s(p, t->mean_prompt, 1) * pf +
+               t->mean_gen * (stk_infer_tbt_s(p, t->mean_prompt, b) * dec) / b;
   return 1 / per;
 }
 
@@ -72,20 +63,21 @@ static void iterate(const struct stk_infer_perf *p, const struct stk_infer_opts 
     }
     r->npre = k;
     r->prefill = 1;
-    dur = stk_infer_prefill_s(p, sum / k, (unsigned)k);
+    dur = stk_infer_prefill_s(p, sum / k, (unsigned)k) * r->pf;
   } else if (r->nact > 0) {
     for (int k = 0; k < r->nact; k++) sum += q[r->act[k]].prompt;
     r->prefill = 0;
-    dur = stk_infer_tbt_s(p, sum / r->nact, (unsigned)r->nact);
+    dur = stk_infer_tbt_s(p, sum / r->nact, (unsigned)r->nact) * r->dec;
   } else {
-    if (r->state == R_DRAIN) r->state = R_OFF;
+    if (r->state == R_DRAIN && !o->mig) r->state = R_OFF; /* on MIG the instant relayouts it */
     return;
   }
   unsigned in_batch = (unsigned)(r->nact + (r->prefill ? r->npre : 0));
   r->busy = 1;
   r->busy_until = now + dur;
   r->busy_s += dur;
-  r->energy_j += dur * o->tp * (o->tdp_w * stk_infer_power_frac(p, in_batch) - o->idle_w);
+  r->energy_j +=
+      dur * o->tp * (o->tdp_w * stk_infer_power_frac(p, in_batch) - o->idle_w) * r->share;
 }
 
 static void finish_iteration(struct rep *r, struct rq *q, double now) {
@@ -151,6 +143,124 @@ static void control(const struct stk_infer_opts *o, struct rep *rp, double rate,
   }
 }
 
+/* ---- the run as the engine's client ------------------------------------ */
+
+enum { EV_DONE, EV_READY, EV_ARRIVE, EV_TICK }; /* wake-ups; arg: replica, request, tick */
+
+struct irun {
+  struct stk__sim_engine e;
+  const struct stk_infer_perf *p;
+  const struct stk_infer_opts *o;
+  struct stk_infer_result *res;
+  struct rq *q;
+  struct rep *rp;
+  size_t n, nticks, narrived, qhead, tick, window;
+  double idle_j;
+  int stop;
+  struct stk__infer_mig mig; /* with o->mig */
+  double *lent_mig;          /* per interval: GPUs lent as instances */
+  char *errmsg;
+};
+
+/* A wake-up for every replica starting whose start has none yet. */
+static int arm(struct irun *I) {
+  for (unsigned i = 0; i < I->o->replicas; i++) {
+    struct rep *r = &I->rp[i];
+    if (r->state != R_START || r->armed == r->ready_at) continue;
+    r->armed = r->ready_at;
+    int rc = stk__sim_engine_at(&I->e, stk__sim_key_of(r->ready_at), EV_READY, i);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* A replica's start that was called off (or moved) wakes nothing. */
+static int infer_live(void *ctx, const struct stk__sim_event *e) {
+  const struct irun *I = ctx;
+  double at = stk__sim_time_of(e->time);
+  if (e->kind == EV_READY) return I->rp[e->arg].state == R_START && I->rp[e->arg].ready_at == at;
+  if (e->kind == EV_DONE) return I->rp[e->arg].busy && I->rp[e->arg].busy_until == at;
+  return 1;
+}
+
+/* Serving replicas' time and idle power up to the instant. */
+static int infer_advance(void *ctx, int64_t from, int64_t to) {
+  struct irun *I = ctx;
+  double now = stk__sim_time_of(from), next = stk__sim_time_of(to);
+  for (unsigned i = 0; i < I->o->replicas; i++)
+    if (I->rp[i].state != R_OFF) {
+      I->rp[i].serve_s += next - now;
+      I->idle_j += (next - now) * I->o->tp * I->o->idle_w * I->rp[i].share;
+    }
+  return 0;
+}
+
+static int infer_event(void *ctx, const struct stk__sim_event *e) {
+  (void)ctx, (void)e; /* a wake-up: the instant does the work */
+  return 0;
+}
+
+/* Everything due at now: iterations ended, replicas ready, arrivals, the
+ * controller's tick; then every replica's next iteration, each wake-up
+ * that brings pushed. */
+static int infer_instant(void *ctx, int64_t key) {
+  struct irun *I = ctx;
+  const struct stk_infer_opts *o = I->o;
+  struct rep *rp = I->rp;
+  double now = stk__sim_time_of(key);
+  double tick_at = (double)(I->tick + 1) * o->interval;
+  int more = I->tick < I->nticks, rc = 0;
+  for (unsigned i = 0; i < o->replicas; i++) {
+    if (rp[i].busy && rp[i].busy_until <= now) finish_iteration(&rp[i], I->q, now);
+    if (rp[i].state == R_START && rp[i].ready_at <= now) rp[i].state = R_SERVE;
+  }
+  size_t seen = I->narrived;
+  while (I->narrived < I->n && I->q[I->narrived].arrive <= now) I->narrived++, I->window++;
+  if (I->narrived != seen && I->narrived < I->n)
+    rc = stk__sim_engine_at(&I->e, stk__sim_key_of(I->q[I->narrived].arrive), EV_ARRIVE,
+                            (uint32_t)I->narrived);
+  if (!rc && more && tick_at <= now) {
+    I->tick++;
+    double rate = (double)I->window / o->interval;
+    if (o->lend && !o->mig)
+      control(o, rp, rate, I->res->rate_cap, I->narrived - I->qhead, now);
+    if (o->lend && o->mig) /* the same demand as control()'s, in requests/s */
+      rc = stk__infer_mig_control(
+          &I->mig, o, rp, (rate + (double)(I->narrived - I->qhead) / o->interval) * (1 + o->headroom),
+          I->res->rate_cap, I->res->rate_cap_mig, now, &I->res->reconfigs, I->errmsg);
+    if (!rc) rc = arm(I);
+    I->window = 0;
+    unsigned off = 0, small = 0;
+    for (unsigned i = 0; i < o->replicas; i++) {
+      off += rp[i].state == R_OFF;
+      small += (rp[i].state == R_SERVE || rp[i].state == R_START) && rp[i].level == LV_SMALL;
+    }
+    if (I->tick < I->nticks + 1) I->res->lent[I->tick] = off * o->tp;
+    if (o->mig && I->tick < I->nticks + 1)
+      I->lent_mig[I->tick] = small * o->tp * I->mig.lent_compute / (double)STK_MIG_COMPUTE_SLICES;
+    if (!rc && I->tick < I->nticks)
+      rc = stk__sim_engine_at(&I->e, stk__sim_key_of((double)(I->tick + 1) * o->interval),
+                              EV_TICK, (uint32_t)I->tick);
+  }
+  for (unsigned i = 0; i < o->replicas && !rc; i++) {
+    int was = rp[i].busy;
+    iterate(I->p, o, &rp[i], I->q, &I->qhead, I->narrived, now);
+    if (!was && rp[i].busy)
+      rc = stk__sim_engine_at(&I->e, stk__sim_key_of(rp[i].busy_until), EV_DONE, i);
+    if (!rc && o->mig && rp[i].state == R_DRAIN && !rp[i].busy && !rp[i].nact &&
+        !(rc = stk__infer_mig_drained(&I->mig, o, &rp[i], now, &I->res->reconfigs, I->errmsg)))
+      rc = arm(I);
+  }
+  if (I->narrived == I->n && I->qhead == I->n && !more) {
+    int busy = 0;
+    for (unsigned i = 0; i < o->replicas; i++) busy |= rp[i].busy || rp[i].nact;
+    if (!busy) I->stop = 1;
+  }
+  return rc;
+}
+
+static int infer_done(void *ctx) { return ((const struct irun *)ctx)->stop; }
+
 int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *t,
                   const struct stk_infer_opts *oin, struct stk_infer_result *res, char *errmsg) {
   memset(res, 0, sizeof *res);
@@ -180,6 +290,15 @@ int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *
                      o.rate_scale, o.horizon, o.interval, o.max_batch, o.replicas, o.ttft_slo_s,
                      o.tbt_slo_s, o.tdp_w, o.idle_w);
   if (!t || !t->n) return stk__errf(errmsg, STK_EINVAL, "the request trace is empty");
+  struct stk__infer_mig mig;
+  memset(&mig, 0, sizeof mig);
+  if (o.mig) {
+    if (!isfinite(o.mig_delay_s) || o.mig_delay_s > 1e5)
+      return stk__errf(errmsg, STK_EINVAL, "MIG lending: instance creation delay %g s is out of range",
+                       o.mig_delay_s);
+    int mrc = stk__infer_mig_init(&mig, &o, errmsg);
+    if (mrc) return mrc;
+  }
   for (size_t i = 0; i < t->n; i++)
     if (!(t->r[i].t >= (i ? t->r[i - 1].t : 0)) || !isfinite(t->r[i].t))
       return stk__errf(errmsg, STK_EINVAL, "request %zu of the trace arrives out of order (%g s)",
@@ -196,7 +315,8 @@ int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *
   struct rep *rp = calloc(o.replicas, sizeof *rp);
   size_t nticks = (size_t)ceil(horizon / o.interval);
   res->lent = calloc(nticks + 1, sizeof *res->lent);
-  if (!q || !rp || !res->lent) goto nomem;
+  double *lent_mig = o.mig ? calloc(nticks + 1, sizeof *lent_mig) : NULL;
+  if (!q || !rp || !res->lent || (o.mig && !lent_mig)) goto nomem;
   for (size_t k = 0; k < passes; k++)
     for (size_t i = 0; i < t->n; i++) {
       double when = ((double)k * period + t->r[i].t) / o.rate_scale;
@@ -205,51 +325,39 @@ int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *
       q[n++] = (struct rq){when, -1, -1, t->r[i].prompt, gen, gen};
     }
   for (unsigned i = 0; i < o.replicas; i++) {
-    rp[i].state = R_SERVE;
-    if (!(rp[i].act = malloc(sizeof(size_t) * o.max_batch))) goto nomem;
+    struct rep *r = &rp[i];
+    r->state = R_SERVE;
+    r->level = r->next = LV_FULL;
+    r->lay = mig.lay[LV_FULL];
+    r->pf = r->dec = r->share = 1;
+    r->armed = -1;
+    if (!(r->act = malloc(sizeof(size_t) * o.max_batch))) goto nomem;
   }
-  res->rate_cap = replica_cap(p, t, o.max_batch, o.tbt_slo_s);
-  size_t narrived = 0, qhead = 0, tick = 0, window = 0;
-  double now = 0, idle_j = 0, serve_s = 0;
-  for (;;) {
-    /* the next event */
-    double next = INFINITY;
-    if (narrived < n) next = q[narrived].arrive;
-    for (unsigned i = 0; i < o.replicas; i++) {
-      if (rp[i].busy && rp[i].busy_until < next) next = rp[i].busy_until;
-      if (rp[i].state == R_START && rp[i].ready_at < next) next = rp[i].ready_at;
-    }
-    double tick_at = (double)(tick + 1) * o.interval;
-    int more = tick < nticks;
-    if (more && tick_at <= next) next = tick_at;
-    if (!isfinite(next)) break;
-    /* serving replicas' time, idle power */
-    for (unsigned i = 0; i < o.replicas; i++)
-      if (rp[i].state != R_OFF) {
-        rp[i].serve_s += next - now;
-        idle_j += (next - now) * o.tp * o.idle_w;
-      }
-    now = next;
-    for (unsigned i = 0; i < o.replicas; i++) {
-      if (rp[i].busy && rp[i].busy_until <= now) finish_iteration(&rp[i], q, now);
-      if (rp[i].state == R_START && rp[i].ready_at <= now) rp[i].state = R_SERVE;
-    }
-    while (narrived < n && q[narrived].arrive <= now) narrived++, window++;
-    if (more && tick_at <= now) {
-      tick++;
-      if (o.lend) control(&o, rp, (double)window / o.interval, res->rate_cap, narrived - qhead, now);
-      window = 0;
-      unsigned off = 0;
-      for (unsigned i = 0; i < o.replicas; i++) off += rp[i].state == R_OFF;
-      if (tick < nticks + 1) res->lent[tick] = off * o.tp;
-    }
-    for (unsigned i = 0; i < o.replicas; i++) iterate(p, &o, &rp[i], q, &qhead, narrived, now);
-    if (narrived == n && qhead == n && !more) {
-      int busy = 0;
-      for (unsigned i = 0; i < o.replicas; i++) busy |= rp[i].busy || rp[i].nact;
-      if (!busy) break;
-    }
+  res->rate_cap = replica_cap(p, t, o.max_batch, o.tbt_slo_s, 1, 1);
+  if (o.mig) res->rate_cap_mig = replica_cap(p, t, o.max_batch, o.tbt_slo_s, mig.pf, mig.dec);
+  struct irun I = {.p = p, .o = &o, .res = res, .q = q, .rp = rp, .n = n, .nticks = nticks,
+                   .mig = mig, .lent_mig = lent_mig, .errmsg = errmsg};
+  stk__sim_engine_init(&I.e, stk__sim_key_of(0));
+  int rc = 0;
+  if (n) rc = stk__sim_engine_at(&I.e, stk__sim_key_of(q[0].arrive), EV_ARRIVE, 0);
+  if (!rc && nticks) rc = stk__sim_engine_at(&I.e, stk__sim_key_of(o.interval), EV_TICK, 0);
+  static const struct stk__sim_hooks hooks = {.live = infer_live,
+                                              .advance = infer_advance,
+                                              .event = infer_event,
+                                              .instant = infer_instant,
+                                              .done = infer_done};
+  if (!rc) rc = stk__sim_engine_run(&I.e, &hooks, &I);
+  stk__sim_engine_free(&I.e);
+  if (rc == STK_ENOMEM) goto nomem;
+  if (rc) { /* errmsg says what */
+    for (unsigned i = 0; i < o.replicas; i++) free(rp[i].act);
+    free(rp);
+    free(q);
+    free(lent_mig);
+    stk_infer_result_free(res);
+    return rc;
   }
+  double idle_j = I.idle_j, serve_s = 0;
   res->nlent = nticks + 1;
   /* results */
   double *ttft = malloc(sizeof(double) * (n + 1)), *tbt = malloc(sizeof(double) * (n + 1));
@@ -293,10 +401,16 @@ int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *
   res->energy_kwh = energy_j / 3.6e6;
   for (size_t k = 0; k < res->nlent; k++)
     res->lent_gpu_h += res->lent[k] * fmin(o.interval, fmax(horizon - (double)k * o.interval, 0)) / 3600;
+  for (size_t k = 0; lent_mig && k < res->nlent; k++)
+    res->lent_mig_gpu_h +=
+        lent_mig[k] * fmin(o.interval, fmax(horizon - (double)k * o.interval, 0)) / 3600;
+  res->lent_gpu_h += res->lent_mig_gpu_h;
+  free(lent_mig);
   free(rp);
   free(q);
   return 0;
 nomem:
+  free(lent_mig);
   if (rp)
     for (unsigned i = 0; i < o.replicas; i++) free(rp[i].act);
   free(rp);

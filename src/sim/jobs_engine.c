@@ -5,12 +5,15 @@
  * restart delay again. Time advances in whole intervals as in the Pollux
  * artifact, and completions fall on whole seconds inside an interval, so
  * JCTs are the artifact's to the second. Energy, cost and carbon are
- * integrated per interval from the allocated GPUs. */
+ * integrated per interval from the allocated GPUs. The run is a client of
+ * the event engine (engine.h): one round per interval, on a clock that
+ * counts rounds. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "engine.h"
 #include "jobs_impl.h"
 
 static const struct stk__jpolicy *const policies[] = {
@@ -361,6 +364,135 @@ double stk__jcarbon_at(const struct stk_sim_jobs_opts *o, double t) {
   return o->carbon_g_kwh;
 }
 
+/* ---- the rounds ------------------------------------------------------- */
+
+struct jloop {
+  struct stk__sim_engine e;
+  struct stk__jrun *rn;
+  const struct stk_sim_jobs_opts *o;
+  const struct stk__jpolicy *pol;
+  struct stk_sim_jobs_result *res;
+  size_t *active, na, next; /* active jobs; the next to arrive */
+  size_t ndone, nlive, cap_samples;
+  double util_sum, last_done, energy_j, carbon_g;
+  uint64_t rounds;
+  char *errmsg;
+};
+
+/* Stop when every job that can run is done, or at the horizon. */
+static int jloop_done(void *ctx) {
+  struct jloop *L = ctx;
+  return L->ndone >= L->nlive || L->rn->now >= L->o->horizon;
+}
+
+/* One round: jobs advance an interval, then the policy allocates. */
+static int jloop_round(void *ctx, uint64_t round, int64_t at) {
+  struct jloop *L = ctx;
+  struct stk__jrun *rn = L->rn;
+  const struct stk_sim_jobs_opts *o = L->o;
+  char *errmsg = L->errmsg;
+  const struct stk__jpolicy *pol = L->pol;
+  struct stk_sim_jobs_result *res = L->res;
+  int rc = 0;
+  (void)round, (void)at; /* the clock counts rounds; rn->now is the time */
+  if (o->cancel && __atomic_load_n(o->cancel, __ATOMIC_RELAXED)) {
+    rc = stk__errf(errmsg, STK_ECANCELED, "canceled at %.0f s simulated", rn->now);
+    return rc;
+  }
+  double busy_s = 0; /* GPU-seconds worked in this interval */
+  for (size_t k = 0; k < L->na; k++) {
+    struct stk__jstate *j = &rn->js[L->active[k]];
+    if (!j->nplace) continue;
+    double before = j->attained;
+    job_step(rn, j, o->interval);
+    busy_s += j->attained - before;
+    if (j->done) {
+      L->ndone++;
+      if (j->done_at > L->last_done) L->last_done = j->done_at;
+    }
+  }
+  /* energy of the interval just run */
+  double ej = busy_s * o->busy_w + (rn->gpus * o->interval - busy_s) * o->idle_w;
+  L->energy_j += ej;
+  L->carbon_g += ej / 3.6e6 * stk__jcarbon_at(o, rn->now);
+  rn->now += o->interval;
+  L->rounds++;
+  /* the active jobs: those still running or waiting, then arrivals,
+   * in job order */
+  size_t m = 0;
+  for (size_t k = 0; k < L->na; k++) {
+    struct stk__jstate *j = &rn->js[L->active[k]];
+    if (j->done) {
+      free(j->alloc);
+      j->alloc = NULL;
+      rn->new_alloc[L->active[k]] = NULL;
+    } else {
+      L->active[m++] = L->active[k];
+    }
+  }
+  L->na = m;
+  while (L->next < rn->n && rn->js[L->next].spec->submit <= rn->now) {
+    struct stk__jstate *j = &rn->js[L->next];
+    if (!j->too_large) {
+      j->alloc = malloc((size_t)rn->gpus * 2);
+      if (!j->alloc) {
+        rc = STK_ENOMEM;
+        return rc;
+      }
+      rn->new_alloc[L->next] = j->alloc + rn->gpus;
+      L->active[L->na++] = L->next;
+    }
+    L->next++;
+  }
+  if (o->usable_series && (rc = lend_round(rn, L->active, L->na))) return rc;
+  if (L->na) {
+    for (size_t k = 0; k < L->na; k++) {
+      struct stk__jstate *j = &rn->js[L->active[k]];
+      rn->new_n[L->active[k]] = j->nalloc;
+      memcpy(rn->new_alloc[L->active[k]], j->alloc, (size_t)j->nalloc);
+    }
+    if ((rc = pol->schedule(rn, L->active, L->na))) return rc;
+    if (o->usable_series) lend_trim(rn, L->active, L->na);
+    for (size_t k = 0; k < L->na; k++) {
+      size_t i = L->active[k];
+      struct stk__jstate *j = &rn->js[i];
+      rn->new_n[i] = stk__jhet_repair(rn, rn->new_alloc[i], rn->new_n[i]);
+      if (rn->new_n[i] != j->nalloc || memcmp(rn->new_alloc[i], j->alloc, (size_t)j->nalloc))
+        reallocate(rn, j, rn->new_alloc[i], rn->new_n[i]);
+    }
+  }
+  int alloc = 0, running = 0, queued = 0;
+  for (size_t k = 0; k < L->na; k++) {
+    struct stk__jstate *j = &rn->js[L->active[k]];
+    if (j->nalloc) {
+      alloc += j->nalloc;
+      running++;
+    } else {
+      queued++;
+    }
+  }
+  if (L->ndone < L->nlive) L->util_sum += (double)alloc / rn->gpus;
+  if (o->keep_samples) {
+    if (res->nsamples == L->cap_samples) {
+      L->cap_samples = L->cap_samples ? 2 * L->cap_samples : 1024;
+      struct stk_sim_jobs_sample *ns = realloc(res->samples, sizeof *ns * L->cap_samples);
+      if (!ns) {
+        rc = STK_ENOMEM;
+        return rc;
+      }
+      res->samples = ns;
+    }
+    struct stk_sim_jobs_sample *s = &res->samples[res->nsamples++];
+    s->time = rn->now;
+    s->gpus_alloc = (uint32_t)alloc;
+    s->running = (uint32_t)running;
+    s->queued = (uint32_t)queued;
+    s->power_w = alloc * o->busy_w + (rn->gpus - alloc) * o->idle_w;
+  }
+  if (o->progress && L->rounds % 2000 == 0) o->progress(o->ctx, rn->now, L->ndone, L->nlive);
+  return 0;
+}
+
 int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_opts *opts,
                      struct stk_sim_jobs_result *res, char *errmsg) {
   memset(res, 0, sizeof *res);
@@ -465,111 +597,23 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
     }
   }
   if (pol->init && (rc = pol->init(&rn))) goto out;
-  size_t ndone = 0, nlive = rn.n - res->too_large, cap_samples = 0;
-  double util_sum = 0, last_done = 0;
-  uint64_t rounds = 0;
-  double energy_j = 0, carbon_g = 0;
+  struct jloop L;
+  memset(&L, 0, sizeof L);
+  L.rn = &rn, L.o = &o, L.pol = pol, L.res = res, L.active = active, L.errmsg = errmsg;
+  L.nlive = rn.n - res->too_large;
   rn.usable_base = rn.usable;
   rn.now = 0;
-  size_t na = 0, next = 0;
-  while (ndone < nlive) {
-    if (rn.now >= o.horizon) break;
-    if (o.cancel && __atomic_load_n(o.cancel, __ATOMIC_RELAXED)) {
-      rc = stk__errf(errmsg, STK_ECANCELED, "canceled at %.0f s simulated", rn.now);
-      goto out;
-    }
-    double busy_s = 0; /* GPU-seconds worked in this interval */
-    for (size_t k = 0; k < na; k++) {
-      struct stk__jstate *j = &rn.js[active[k]];
-      if (!j->nplace) continue;
-      double before = j->attained;
-      job_step(&rn, j, o.interval);
-      busy_s += j->attained - before;
-      if (j->done) {
-        ndone++;
-        if (j->done_at > last_done) last_done = j->done_at;
-      }
-    }
-    /* energy of the interval just run */
-    double ej = busy_s * o.busy_w + (rn.gpus * o.interval - busy_s) * o.idle_w;
-    energy_j += ej;
-    carbon_g += ej / 3.6e6 * stk__jcarbon_at(&o, rn.now);
-    rn.now += o.interval;
-    rounds++;
-    /* the active jobs: those still running or waiting, then arrivals,
-     * in job order */
-    size_t m = 0;
-    for (size_t k = 0; k < na; k++) {
-      struct stk__jstate *j = &rn.js[active[k]];
-      if (j->done) {
-        free(j->alloc);
-        j->alloc = NULL;
-        rn.new_alloc[active[k]] = NULL;
-      } else {
-        active[m++] = active[k];
-      }
-    }
-    na = m;
-    while (next < rn.n && rn.js[next].spec->submit <= rn.now) {
-      struct stk__jstate *j = &rn.js[next];
-      if (!j->too_large) {
-        j->alloc = malloc((size_t)rn.gpus * 2);
-        if (!j->alloc) {
-          rc = STK_ENOMEM;
-          goto out;
-        }
-        rn.new_alloc[next] = j->alloc + rn.gpus;
-        active[na++] = next;
-      }
-      next++;
-    }
-    if (o.usable_series && (rc = lend_round(&rn, active, na))) goto out;
-    if (na) {
-      for (size_t k = 0; k < na; k++) {
-        struct stk__jstate *j = &rn.js[active[k]];
-        rn.new_n[active[k]] = j->nalloc;
-        memcpy(rn.new_alloc[active[k]], j->alloc, (size_t)j->nalloc);
-      }
-      if ((rc = pol->schedule(&rn, active, na))) goto out;
-      if (o.usable_series) lend_trim(&rn, active, na);
-      for (size_t k = 0; k < na; k++) {
-        size_t i = active[k];
-        struct stk__jstate *j = &rn.js[i];
-        rn.new_n[i] = stk__jhet_repair(&rn, rn.new_alloc[i], rn.new_n[i]);
-        if (rn.new_n[i] != j->nalloc || memcmp(rn.new_alloc[i], j->alloc, (size_t)j->nalloc))
-          reallocate(&rn, j, rn.new_alloc[i], rn.new_n[i]);
-      }
-    }
-    int alloc = 0, running = 0, queued = 0;
-    for (size_t k = 0; k < na; k++) {
-      struct stk__jstate *j = &rn.js[active[k]];
-      if (j->nalloc) {
-        alloc += j->nalloc;
-        running++;
-      } else {
-        queued++;
-      }
-    }
-    if (ndone < nlive) util_sum += (double)alloc / rn.gpus;
-    if (o.keep_samples) {
-      if (res->nsamples == cap_samples) {
-        cap_samples = cap_samples ? 2 * cap_samples : 1024;
-        struct stk_sim_jobs_sample *ns = realloc(res->samples, sizeof *ns * cap_samples);
-        if (!ns) {
-          rc = STK_ENOMEM;
-          goto out;
-        }
-        res->samples = ns;
-      }
-      struct stk_sim_jobs_sample *s = &res->samples[res->nsamples++];
-      s->time = rn.now;
-      s->gpus_alloc = (uint32_t)alloc;
-      s->running = (uint32_t)running;
-      s->queued = (uint32_t)queued;
-      s->power_w = alloc * o.busy_w + (rn.gpus - alloc) * o.idle_w;
-    }
-    if (o.progress && rounds % 2000 == 0) o.progress(o.ctx, rn.now, ndone, nlive);
+  if (!jloop_done(&L)) {
+    stk__sim_engine_init(&L.e, 0);
+    static const struct stk__sim_hooks hooks = {.round = jloop_round, .done = jloop_done};
+    rc = stk__sim_engine_rounds(&L.e, 0, 1);
+    if (!rc) rc = stk__sim_engine_run(&L.e, &hooks, &L);
+    stk__sim_engine_free(&L.e);
+    if (rc) goto out;
   }
+  double util_sum = L.util_sum, last_done = L.last_done;
+  uint64_t rounds = L.rounds;
+  double energy_j = L.energy_j, carbon_g = L.carbon_g;
   /* results */
   snprintf(res->policy, sizeof res->policy, "%s", pol->name);
   res->jobs = rn.n;

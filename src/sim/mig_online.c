@@ -1,14 +1,14 @@
 /* Online MIG scheduling: requests for MIG instances replayed over time on
  * a cluster of MIG GPUs under FIFO (first fit, instances never removed),
  * MIG-aware placement with reconfiguration, or a multi-objective policy
- * (include/stoker/mig_online.h; docs/sim.md). Events are departures before
- * arrivals at one instant (millisecond clock); after each instant the
- * policy starts what it can. */
+ * (include/stoker/mig_online.h; docs/sim.md). A client of the event engine
+ * (engine.h) on a millisecond clock: departures before arrivals at one
+ * instant; after each instant the policy starts what it can. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim_impl.h"
+#include "engine.h"
 #include "stoker/mig_online.h"
 
 #define EV_DEPART 0
@@ -53,6 +53,8 @@ struct run {
   double acc_back, time_back; /* while some request waits */
   int blocked; /* arrival order: the head did not fit, and nothing has left since */
   struct stk_mig_online_result *r;
+  struct stk__sim_engine e;
+  char *errmsg;
 };
 
 static unsigned slices(const struct stk_mig_profile *p, unsigned start) {
@@ -300,7 +302,7 @@ static int apply_one(struct run *rn, const struct cand *c, int32_t req, int *cre
   return 0;
 }
 
-static int start(struct run *rn, struct stk__sim_heap *h, size_t req, const struct cand *c,
+static int start(struct run *rn, size_t req, const struct cand *c,
                  char *errmsg) {
   const struct stk_mig_req *q = &rn->t->req[req];
   if (rn->pooln + q->count > rn->poolcap) {
@@ -323,7 +325,7 @@ static int start(struct run *rn, struct stk__sim_heap *h, size_t req, const stru
   rn->r->started++;
   if (rn->o->starts) rn->o->starts[req] = (struct stk_mig_start){rn->now, (int32_t)c[0].gpu, c[0].slot};
   double end = rn->now + (created ? rn->delay : 0) + q->duration;
-  return stk__sim_heap_push(h, llround(end * 1000), EV_DEPART, (uint32_t)req) ? STK_ENOMEM : 0;
+  return stk__sim_engine_at(&rn->e, llround(end * 1000), EV_DEPART, (uint32_t)req) ? STK_ENOMEM : 0;
 }
 
 static void depart(struct run *rn, size_t req) {
@@ -352,7 +354,7 @@ static void drop(struct run *rn, size_t j) {
 /* Start what the policy starts at rn->now: under arrival order the head
  * if it fits (one search), under MULTI the best of the window, pass after
  * pass, each profile's places searched once a pass. */
-static int schedule(struct run *rn, struct stk__sim_heap *h, char *errmsg) {
+static int schedule(struct run *rn, char *errmsg) {
   int multi = rn->o->policy == STK_MIG_MULTI;
   size_t window = multi ? rn->o->window : 1;
   struct cand c[64], *big = NULL;
@@ -400,7 +402,7 @@ static int schedule(struct run *rn, struct stk__sim_heap *h, char *errmsg) {
     size_t req = rn->q[pick];
     const struct stk_mig_req *q = &rn->t->req[req];
     const struct cand *use = multi ? lists[q->profile].c : q->count > 64 ? big : c;
-    rc = start(rn, h, req, use, errmsg);
+    rc = start(rn, req, use, errmsg);
     drop(rn, pick);
   }
   for (unsigned p = 0; p < 16; p++) free(lists[p].c);
@@ -425,6 +427,38 @@ static void advance(struct run *rn, double t) {
     }
   }
   rn->now = t;
+}
+
+/* The engine's hooks: time moves (integrals), a departure frees its
+ * instances, an arrival joins the queue, and after the instant the
+ * policy starts what it can. */
+static int mig_advance(void *ctx, int64_t from, int64_t to) {
+  (void)from;
+  advance(ctx, (double)to / 1000.0);
+  return 0;
+}
+
+static int mig_event(void *ctx, const struct stk__sim_event *e) {
+  struct run *rn = ctx;
+  if (e->kind == EV_DEPART) {
+    depart(rn, e->arg);
+    rn->blocked = 0;
+    rn->r->end = rn->now;
+  } else {
+    rn->q[rn->qn++] = e->arg;
+  }
+  return 0;
+}
+
+/* Departures scheduled at an instant end later than it, or at it (a
+ * request of zero length and delay), when they run in an instant of their
+ * own at the same time, before any later event. Under arrival order a
+ * blocked head stays blocked until something leaves: arrivals only join
+ * the queue behind it. */
+static int mig_instant(void *ctx, int64_t now) {
+  struct run *rn = ctx;
+  (void)now;
+  return rn->blocked ? 0 : schedule(rn, rn->errmsg);
 }
 
 const char *stk_mig_policy_name(enum stk_mig_policy p) {
@@ -488,38 +522,19 @@ int stk_mig_online_run(const struct stk_mig_trace *t, const struct stk_mig_onlin
   rn.gpu = calloc(o.gpus, sizeof *rn.gpu);
   rn.q = rn.qbase = malloc(sizeof *rn.q * t->n);
   rn.off = malloc(sizeof *rn.off * t->n);
-  struct stk__sim_heap h;
-  stk__sim_heap_init(&h);
+  stk__sim_engine_init(&rn.e, 0);
+  rn.errmsg = errmsg;
   int rc = rn.gpu && rn.q && rn.off ? 0 : STK_ENOMEM;
   r->requests = t->n;
   r->first = t->req[0].arrival;
   r->last = t->req[t->n - 1].arrival;
   rn.now = r->first;
   for (size_t i = 0; i < t->n && !rc; i++)
-    if (stk__sim_heap_push(&h, llround(t->req[i].arrival * 1000), EV_ARRIVE, (uint32_t)i))
+    if (stk__sim_engine_at(&rn.e, llround(t->req[i].arrival * 1000), EV_ARRIVE, (uint32_t)i))
       rc = STK_ENOMEM;
-  struct stk__sim_event e;
-  while (!rc && stk__sim_heap_pop(&h, &e) == 0) {
-    int64_t at = e.time;
-    advance(&rn, (double)at / 1000.0);
-    for (;;) {
-      if (e.kind == EV_DEPART) {
-        depart(&rn, e.arg);
-        rn.blocked = 0;
-        r->end = rn.now;
-      } else {
-        rn.q[rn.qn++] = e.arg;
-      }
-      if (!h.n || h.ev[0].time != at) break;
-      stk__sim_heap_pop(&h, &e);
-    }
-    /* departures scheduled now end later than now (a request's duration
-     * and delay are >= 0; a zero-length one departs at this instant and is
-     * popped next, before any later event) */
-    /* under arrival order a blocked head stays blocked until something
-     * leaves: arrivals only join the queue behind it */
-    if (!rn.blocked) rc = schedule(&rn, &h, errmsg);
-  }
+  static const struct stk__sim_hooks hooks = {
+      .advance = mig_advance, .event = mig_event, .instant = mig_instant};
+  if (!rc) rc = stk__sim_engine_run(&rn.e, &hooks, &rn);
   if (!rc) {
     r->waiting = rn.qn;
     if (r->end < r->last) r->end = r->last;
@@ -537,7 +552,7 @@ int stk_mig_online_run(const struct stk_mig_trace *t, const struct stk_mig_onlin
     if (all > 0) r->backlog_time = rn.time_back / all;
     r->mean_wait = r->started ? rn.wait_sum / (double)r->started : 0;
   }
-  stk__sim_heap_free(&h);
+  stk__sim_engine_free(&rn.e);
   free(rn.gpu);
   free(rn.qbase);
   free(rn.off);

@@ -154,6 +154,12 @@ int stk_mig_trace_load(struct stk_mig_trace **out, const struct stk_mig_geometry
   }
   int openb = stk__sim_csv_col(&r, "gpu_milli") >= 0;
   if (openb) rc = load_openb(t, g, &r, errmsg);
+  /* elastic jobs (Pollux workloads) have no fixed size to map to MIG */
+  if (!openb && stk__sim_csv_col(&r, "application") >= 0)
+    rc = stk__errf(errmsg, STK_EINVAL,
+                   "%s: jobs of measured applications (an application column) size themselves; "
+                   "MIG scheduling takes openb pods or a duration trace",
+                   path);
   stk__sim_csv_close(&r);
   if (!openb && !rc) rc = load_jobs(t, g, path, one_gpu_profile, errmsg);
   if (!rc && t->n == 0) rc = stk__errf(errmsg, STK_EEMPTY, "%s: no GPU requests", path);

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim_impl.h"
+#include "engine.h"
+#include "jobs_impl.h"
 
 enum { EV_DEPART = 0, EV_ARRIVE = 1 }; /* at one instant, departures first */
 
@@ -50,9 +51,57 @@ static int by_creation(const void *a, const void *b) {
   return x->order < y->order ? -1 : x->order > y->order;
 }
 
+static int grow(struct trace *t, char *errmsg) {
+  if (t->n < t->cap) return 0;
+  size_t cap = t->cap ? t->cap * 2 : 4096;
+  struct rec *grown = realloc(t->r, cap * sizeof *grown);
+  if (!grown) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
+  t->r = grown;
+  t->cap = cap;
+  return 0;
+}
+
+/* A duration trace (Philly's), read as the job engine reads it, as pods
+ * of whole GPUs: each job one pod on one node, as the placement model has
+ * it. */
+static int load_jobs(const struct stk_sim_cluster *c, const char *path, double compress,
+                     struct trace *t, struct stk_sim_workload **wout, char *errmsg) {
+  struct stk_sim_jobs *J;
+  int rc = stk_sim_jobs_load(&J, NULL, path, errmsg);
+  if (rc) return rc;
+  uint32_t *kinds = malloc(sizeof *kinds * (J->n ? J->n : 1));
+  if (!kinds) rc = stk__errf(errmsg, STK_ENOMEM, "out of memory");
+  if (!rc) rc = stk__sim_workload_jobs(wout, c, J, path, kinds, errmsg);
+  for (size_t i = 0; !rc && i < J->n; i++) {
+    const struct stk__jspec *s = &J->job[i];
+    if ((rc = grow(t, errmsg))) break;
+    struct rec *x = &t->r[t->n];
+    memset(x, 0, sizeof *x);
+    int64_t ct = llround(s->submit);
+    x->create = compress > 1 ? (int64_t)((double)ct / compress) : ct;
+    x->dur = llround(s->duration);
+    x->kind = kinds[i];
+    x->order = t->n;
+    if ((rc = add_name(t, s->name, &x->name))) {
+      stk__errf(errmsg, rc, "out of memory");
+      break;
+    }
+    t->n++;
+  }
+  if (!rc) qsort(t->r, t->n, sizeof *t->r, by_creation);
+  if (rc && *wout) {
+    stk_sim_workload_free(*wout);
+    *wout = NULL;
+  }
+  free(kinds);
+  stk_sim_jobs_free(J);
+  return rc;
+}
+
 /* Read the pod list into compact records and a workload of its kinds. */
 static int load(const struct stk_sim_cluster *c, const char *path, double compress, struct trace *t,
                 struct stk_sim_workload **wout, char *errmsg) {
+  if (stk__sim_is_job_trace(path)) return load_jobs(c, path, compress, t, wout, errmsg);
   struct stk__sim_pods p;
   int rc = stk__sim_pods_open(&p, c, path, errmsg);
   if (rc) return rc;
@@ -79,16 +128,7 @@ static int load(const struct stk_sim_cluster *c, const char *path, double compre
       rc = k;
       goto out;
     }
-    if (t->n == t->cap) {
-      size_t cap = t->cap ? t->cap * 2 : 4096;
-      struct rec *grown = realloc(t->r, cap * sizeof *grown);
-      if (!grown) {
-        rc = stk__errf(errmsg, STK_ENOMEM, "out of memory");
-        goto out;
-      }
-      t->r = grown;
-      t->cap = cap;
-    }
+    if ((rc = grow(t, errmsg))) goto out;
     struct rec *x = &t->r[t->n];
     memset(x, 0, sizeof *x);
     x->create = compress > 1 ? (int64_t)((double)ct / compress) : ct;
@@ -138,13 +178,15 @@ struct run {
   struct stk_sim_replay_result *res;
   struct trace t;
   struct stk__sim_state st;
-  struct stk__sim_heap h;
+  struct stk__sim_engine e;
+  struct stk_sim_workload *w;
   uint32_t *queue;
   size_t nq;
   int64_t *waits; /* delays > 0 of placed pods */
   size_t nwaits, capwaits;
   double sum_delay;
   uint64_t running;
+  double alloc_int, frag_int; /* time integrals of allocation and fragmentation */
 };
 
 static void report_pod(struct run *R, const struct rec *x, int64_t start, const char *outcome) {
@@ -177,7 +219,7 @@ static int start_pod(struct run *R, uint32_t i, int64_t now) {
     R->sum_delay += (double)delay;
   }
   report_pod(R, x, now, "placed");
-  if (x->dur >= 0) return stk__sim_heap_push(&R->h, now + x->dur, EV_DEPART, i);
+  if (x->dur >= 0) return stk__sim_engine_at(&R->e, now + x->dur, EV_DEPART, i);
   return 0;
 }
 
@@ -195,6 +237,64 @@ static void sample(struct run *R, int64_t now) {
   if (R->o->on_sample) R->o->on_sample(R->o->ctx, &s);
 }
 
+/* The engine's hooks: time moving samples the instant left and adds it
+ * to the integrals; an arrival starts its pod or queues it and brings the
+ * next arrival in; a departure retries the queue. */
+static int replay_advance(void *ctx, int64_t from, int64_t to) {
+  struct run *R = ctx;
+  if (to == from) return 0;
+  sample(R, from);
+  double dt = (double)(to - from);
+  const struct stk__sim_state *st = &R->st;
+  R->alloc_int += dt * (double)st->used_milli / (double)(st->total_milli ? st->total_milli : 1);
+  R->frag_int +=
+      dt *
+      (st->idle_milli > 0 ? (st->frag_sum > 0 ? st->frag_sum : 0) / (double)st->idle_milli : 0);
+  return 0;
+}
+
+static int replay_event(void *ctx, const struct stk__sim_event *ev) {
+  struct run *R = ctx;
+  struct stk_sim_replay_result *res = R->res;
+  const struct stk_sim_workload *w = R->w;
+  int64_t now = ev->time;
+  uint32_t i = ev->arg;
+  struct rec *x = &R->t.r[i];
+  int rc = 0;
+  if (ev->kind == EV_ARRIVE) {
+    if (i + 1 < R->t.n && (rc = stk__sim_engine_at(&R->e, R->t.r[i + 1].create, EV_ARRIVE, i + 1)))
+      return rc;
+    if (w->kind[x->kind].never_fit) {
+      res->never_fit++;
+      report_pod(R, x, -1, "never_fits");
+    } else if (stk__sim_schedule(&R->st, x->kind, &x->b) == 0) {
+      rc = start_pod(R, i, now);
+    } else {
+      R->queue[R->nq++] = i;
+      if (R->nq > res->max_queue) res->max_queue = R->nq;
+    }
+    return rc;
+  }
+  /* A departure frees room on one node only, and every queued pod fit
+   * nowhere before it, so only pods that fit that node can start now. */
+  stk__sim_unbind(&R->st, x->kind, &x->b);
+  R->running--;
+  const struct stk__sim_hot *freed = &R->st.hot[x->b.node];
+  size_t keep = 0;
+  for (size_t q = 0; q < R->nq; q++) {
+    uint32_t j = R->queue[q];
+    const struct stk__sim_kind *k = &w->kind[R->t.r[j].kind];
+    if (!rc && stk__sim_fits(freed, &w->spec[k->spec], k->mem) &&
+        stk__sim_schedule(&R->st, R->t.r[j].kind, &R->t.r[j].b) == 0) {
+      rc = start_pod(R, j, now);
+      continue;
+    }
+    R->queue[keep++] = j;
+  }
+  R->nq = keep;
+  return rc;
+}
+
 int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
                    const struct stk_sim_replay_opts *opts, struct stk_sim_replay_result *res,
                    char *errmsg) {
@@ -207,7 +307,7 @@ int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
   struct run R;
   memset(&R, 0, sizeof R);
   R.c = c, R.o = o, R.res = res;
-  stk__sim_heap_init(&R.h);
+  stk__sim_engine_init(&R.e, 0);
   struct stk_sim_workload *w = NULL;
   if (o->compress < 0 || o->compress > 1e9)
     return stk__errf(errmsg, STK_EINVAL, "compress %g is out of range", o->compress);
@@ -226,56 +326,15 @@ int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
     goto out_state;
   }
   uint64_t t0 = stk_now_ns(), c0 = stk__sim_thread_ns();
-  rc = stk__sim_heap_push(&R.h, R.t.r[0].create, EV_ARRIVE, 0);
+  R.w = w;
   res->t_first = R.t.r[0].create;
-  int64_t now = res->t_first;
-  double alloc_int = 0, frag_int = 0;
-  struct stk__sim_event ev;
-  while (!rc && stk__sim_heap_pop(&R.h, &ev) == 0) {
-    if (ev.time != now) {
-      sample(&R, now);
-      double dt = (double)(ev.time - now);
-      alloc_int += dt * (double)R.st.used_milli / (double)(R.st.total_milli ? R.st.total_milli : 1);
-      frag_int += dt * (R.st.idle_milli > 0
-                            ? (R.st.frag_sum > 0 ? R.st.frag_sum : 0) / (double)R.st.idle_milli
-                            : 0);
-      now = ev.time;
-    }
-    res->events++;
-    uint32_t i = ev.arg;
-    struct rec *x = &R.t.r[i];
-    if (ev.kind == EV_ARRIVE) {
-      if (i + 1 < R.t.n && (rc = stk__sim_heap_push(&R.h, R.t.r[i + 1].create, EV_ARRIVE, i + 1)))
-        break;
-      if (w->kind[x->kind].never_fit) {
-        res->never_fit++;
-        report_pod(&R, x, -1, "never_fits");
-      } else if (stk__sim_schedule(&R.st, x->kind, &x->b) == 0) {
-        rc = start_pod(&R, i, now);
-      } else {
-        R.queue[R.nq++] = i;
-        if (R.nq > res->max_queue) res->max_queue = R.nq;
-      }
-      continue;
-    }
-    /* A departure frees room on one node only, and every queued pod fit
-     * nowhere before it, so only pods that fit that node can start now. */
-    stk__sim_unbind(&R.st, x->kind, &x->b);
-    R.running--;
-    const struct stk__sim_hot *freed = &R.st.hot[x->b.node];
-    size_t keep = 0;
-    for (size_t q = 0; q < R.nq; q++) {
-      uint32_t j = R.queue[q];
-      const struct stk__sim_kind *k = &w->kind[R.t.r[j].kind];
-      if (!rc && stk__sim_fits(freed, &w->spec[k->spec], k->mem) &&
-          stk__sim_schedule(&R.st, R.t.r[j].kind, &R.t.r[j].b) == 0) {
-        rc = start_pod(&R, j, now);
-        continue;
-      }
-      R.queue[keep++] = j;
-    }
-    R.nq = keep;
-  }
+  R.e.now = res->t_first;
+  rc = stk__sim_engine_at(&R.e, R.t.r[0].create, EV_ARRIVE, 0);
+  static const struct stk__sim_hooks hooks = {.advance = replay_advance, .event = replay_event};
+  if (!rc) rc = stk__sim_engine_run(&R.e, &hooks, &R);
+  int64_t now = R.e.now;
+  res->events = R.e.events;
+  double alloc_int = R.alloc_int, frag_int = R.frag_int;
   if (rc) {
     stk__errf(errmsg, rc, "out of memory");
     goto out_state;
@@ -307,7 +366,7 @@ out_state:
 out_w:
   stk_sim_workload_free(w);
 out_trace:
-  stk__sim_heap_free(&R.h);
+  stk__sim_engine_free(&R.e);
   free(R.queue);
   free(R.waits);
   free(R.t.r);

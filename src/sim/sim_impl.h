@@ -177,6 +177,16 @@ int stk__sim_pods_open(struct stk__sim_pods *p, const struct stk_sim_cluster *c,
                        char *errmsg);
 int stk__sim_pods_add_row(struct stk__sim_pods *p, char *errmsg);
 void stk__sim_pods_close(struct stk__sim_pods *p);
+/* A duration trace (Philly's: a submit time, num_gpus, a duration; not
+ * stdin) rather than a pod list: it has a duration column and no
+ * cpu_milli. */
+int stk__sim_is_job_trace(const char *path);
+/* Its jobs as pods of num_gpus whole GPUs asking no CPU or memory, one
+ * pod each; kinds (NULL, or one per job) gets each job's pod kind. */
+struct stk_sim_jobs;
+int stk__sim_workload_jobs(struct stk_sim_workload **out, const struct stk_sim_cluster *c,
+                           const struct stk_sim_jobs *J, const char *path, uint32_t *kinds,
+                           char *errmsg);
 int stk__sim_pod_parse(const struct stk__sim_csv *r, const struct stk__sim_podcols *pc,
                        int32_t *cpu, int64_t *mem, int *num, int *milli, char *errmsg);
 

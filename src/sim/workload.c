@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs_impl.h"
 #include "sim_impl.h"
 
 #define TYPICAL_COVER 95.0 /* percent of pods the typical specs must cover */
@@ -458,9 +459,62 @@ void stk__sim_pods_close(struct stk__sim_pods *p) {
   memset(p, 0, sizeof *p);
 }
 
+int stk__sim_is_job_trace(const char *path) {
+  if (!strcmp(path, "-")) return 0;
+  struct stk__sim_csv r;
+  if (stk__sim_csv_open(&r, path, NULL)) return 0;
+  int jobs = stk__sim_csv_col(&r, "cpu_milli") < 0 && stk__sim_csv_col(&r, "duration") >= 0;
+  stk__sim_csv_close(&r);
+  return jobs;
+}
+
+int stk__sim_workload_jobs(struct stk_sim_workload **out, const struct stk_sim_cluster *c,
+                           const struct stk_sim_jobs *J, const char *path, uint32_t *kinds,
+                           char *errmsg) {
+  *out = NULL;
+  struct stk_sim_workload *w = calloc(1, sizeof *w);
+  struct stk__sim_builder *b = NULL;
+  int rc = 0;
+  if (!w || stk__sim_builder_new(&b, w, c)) {
+    rc = stk__errf(errmsg, STK_ENOMEM, "out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < J->n && !rc; i++) {
+    const struct stk__jspec *s = &J->job[i];
+    char where[300];
+    snprintf(where, sizeof where, "%s: job %s", path, s->name);
+    if (s->replicas > 255) {
+      rc = stk__errf(errmsg, STK_EFORMAT, "%s asks for %d GPUs; a pod has at most 255", where,
+                     s->replicas);
+      break;
+    }
+    int k = stk__sim_builder_add(b, 0, 0, s->replicas, STK__SIM_MILLI, "", 1, errmsg, where);
+    if (k < 0) rc = k;
+    if (kinds && k >= 0) kinds[i] = (uint32_t)k;
+  }
+  if (!rc && J->n == 0) rc = stk__errf(errmsg, STK_EEMPTY, "%s: no jobs after the header", path);
+  if (!rc && (rc = stk__sim_workload_finish(w, c))) stk__errf(errmsg, rc, "out of memory");
+  if (!rc) {
+    *out = w;
+    w = NULL;
+  }
+out:
+  stk__sim_builder_free(b);
+  stk_sim_workload_free(w);
+  return rc;
+}
+
 int stk_sim_workload_load(struct stk_sim_workload **out, const struct stk_sim_cluster *c,
                           const char *path, char *errmsg) {
   *out = NULL;
+  if (stk__sim_is_job_trace(path)) {
+    struct stk_sim_jobs *J;
+    int rc = stk_sim_jobs_load(&J, NULL, path, errmsg);
+    if (rc) return rc;
+    rc = stk__sim_workload_jobs(out, c, J, path, NULL, errmsg);
+    stk_sim_jobs_free(J);
+    return rc;
+  }
   struct stk__sim_pods p;
   int rc = stk__sim_pods_open(&p, c, path, errmsg);
   if (rc) return rc;

@@ -1,8 +1,9 @@
 /* Fuzz target for inference's inputs: the input is split at "@@\n" into a
  * Splitwise perf_model.csv and an Azure LLM trace (a missing part takes a
  * fixed default). What loads is served for one pass of the trace, with and
- * without lending. Malformed rows must give an error naming file and line,
- * never a crash, a read past a buffer or an endless run. */
+ * without lending, and lending on MIG instances (a100-80gb, 4g). Malformed
+ * rows must give an error naming file and line, never a crash, a read past
+ * a buffer or an endless run. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "stoker/infer.h"
+#include "stoker/mig.h"
 
 static char dir[64];
 
@@ -66,17 +68,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct stk_infer_trace *t = NULL;
   if (stk_infer_perf_load(&perf, p1, "m", "h", 1, err) == 0 &&
       stk_infer_trace_load(&t, p2, err) == 0 && t->n <= 2000 && t->span <= 1e6) {
-    for (int lend = 0; lend < 2; lend++) {
+    for (int lend = 0; lend < 3; lend++) {
       struct stk_infer_opts o;
       memset(&o, 0, sizeof o);
       o.replicas = 3;
       o.max_batch = 4;
-      o.lend = lend;
+      o.lend = lend > 0;
+      if (lend == 2) {
+        o.tp = 2;
+        o.mig = stk_mig_geometry_find("a100-80gb");
+        o.mig_serve = stk_mig_profile_find(o.mig, "4g");
+      }
       struct stk_infer_result r;
       if (stk_infer_run(perf, t, &o, &r, err) == 0) {
         if (r.requests > t->n + 1 || !(r.attain >= 0 && r.attain <= 1)) abort();
         for (size_t i = 0; i < r.requests; i++)
           if (!(r.e2e[i] >= 0) || !isfinite(r.e2e[i])) abort();
+        if (!(r.lent_mig_gpu_h >= 0 && r.lent_mig_gpu_h <= r.lent_gpu_h + 1e-9) ||
+            (!o.mig && r.reconfigs))
+          abort();
         stk_infer_result_free(&r);
       }
     }
