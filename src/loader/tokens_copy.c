@@ -20,6 +20,27 @@
 /* Megatron's dtype codes (format/megatron.c). */
 enum { U8 = 1, I8 = 2, I16 = 3, I32 = 4, I64 = 5, U16 = 8 };
 
+/* This thread's plan: the next window's pieces (stk__tok_ahead_add),
+ * whose lines the copy of the current window asks for one per 64 bytes it
+ * reads (issue 18, T3). Asked for in one burst before the copy, they
+ * were no better: the load queue fills and the copy waits behind it. */
+struct ahead {
+  const uint8_t *p[STK__TOK_AHEAD_PIECES];
+  uint32_t len[STK__TOK_AHEAD_PIECES];
+  int n, i;     /* pieces planned; the one being asked for */
+  uint32_t off; /* bytes of it asked for */
+};
+static _Thread_local struct ahead ahead_plan;
+
+/* Ask for the plan's next line. A prefetch never faults, so a plan left
+ * from a corpus since closed does no harm. */
+static inline __attribute__((always_inline)) void ahead_step(struct ahead *a) {
+  if (a->i >= a->n) return;
+  __builtin_prefetch(a->p[a->i] + a->off);
+  a->off += 64;
+  if (a->off >= a->len[a->i]) a->i++, a->off = 0;
+}
+
 #ifdef TOK_SSE2
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -83,7 +104,8 @@ ALWAYS_INLINE void put16(size_t es, uint8_t *d, const uint8_t *p, int code) {
 }
 
 /* Tokens 32 at a time from p to d, the next lines of the piece asked for
- * ahead (one prefetch per 64 bytes read for 2-byte tokens). Inlined with
+ * ahead (one prefetch per 64 bytes read for 2-byte tokens), and as many
+ * lines of the next window's plan. Inlined with
  * constant code, ts and es by put_vec, so each pair of dtypes gets its own
  * loop without a branch on either (issue 18, T3: the loop that branched on
  * both per 16 tokens took 2.6 instructions per token). Plain stores:
@@ -93,8 +115,11 @@ ALWAYS_INLINE void put16(size_t es, uint8_t *d, const uint8_t *p, int code) {
 ALWAYS_INLINE uint64_t put_sse2(uint8_t *d, size_t es, const uint8_t *p, int code, size_t ts,
                                 uint64_t n) {
   uint64_t i = 0;
+  struct ahead *a = &ahead_plan;
   for (; i + 32 <= n; i += 32) {
     const uint8_t *q = p + i * ts;
+    ahead_step(a);
+    if (ts > 2) ahead_step(a);
     __builtin_prefetch(q + 512);
     if (ts > 2) __builtin_prefetch(q + 576);
     put16(es, d + i * es, q, code);
@@ -183,4 +208,18 @@ void stk__tok_put(void *dst, size_t es, uint32_t at, const uint8_t *p, int code,
   (void)ts;
 #endif
   put_plain(dst, es, at, p, code, n);
+}
+
+void stk__tok_ahead_add(const uint8_t *p, uint64_t bytes) {
+  struct ahead *a = &ahead_plan;
+  if (a->n == STK__TOK_AHEAD_PIECES || bytes == 0) return;
+  uint64_t skew = (uint64_t)(uintptr_t)p & 63; /* from the line p lies in */
+  a->p[a->n] = p - skew;
+  a->len[a->n++] = (uint32_t)STK__MIN(bytes + skew, (uint64_t)1 << 24);
+}
+
+void stk__tok_ahead_begin(void) {
+  struct ahead *a = &ahead_plan;
+  while (a->i < a->n) ahead_step(a); /* what the last copy left (a memcpy asks for none) */
+  a->n = a->i = 0, a->off = 0;
 }
