@@ -5,13 +5,17 @@
  * baseline: no cpuid check), a dtype that already matches is a memcpy,
  * and the tail and other machines take the plain loops below, which give
  * the same values. The tokens are little-endian, as Megatron writes them
- * and as this host reads them (the plain loops load them natively too). */
+ * and as this host reads them (the plain loops load them natively too).
+ * AVX2 (one widening load and one 32-byte store per 8 tokens) was tried
+ * with a run-time CPU check and not kept: no faster here, as the copy
+ * waits on memory, not on instructions (docs/internals/tokens.md). */
 #include <string.h>
 
 #include "../base/base.h"
 #include "tokens_impl.h"
 
-/* -DSTK_NO_SSE2 leaves the token copy in plain C, to test that path here. */
+/* -DSTK_NO_SSE2 leaves the token copy in plain C; stk__tok_level(0) does
+ * the same at run time (the tests take both paths). */
 #if defined(__SSE2__) && !defined(STK_NO_SSE2)
 #include <emmintrin.h>
 #define TOK_SSE2 1
@@ -149,6 +153,22 @@ static uint64_t put_vec(uint8_t *d, size_t es, const uint8_t *p, int code, uint6
 }
 #endif
 
+/* The path taken: 1 SSE2 where built, 0 plain C (stk__tok_level). */
+#ifdef TOK_SSE2
+static int tok_level = 1;
+#else
+static int tok_level = 0;
+#endif
+
+int stk__tok_level(int level) {
+#ifdef TOK_SSE2
+  if (level >= 0) tok_level = STK__MIN(level, 1);
+#else
+  (void)level;
+#endif
+  return tok_level;
+}
+
 /* n tokens the plain way (the reference for the SSE2 path); the tokens
  * may sit at any address, so they are loaded bytewise-safe. */
 static void put_plain(void *dst, size_t es, uint32_t at, const uint8_t *p, int code, uint64_t n) {
@@ -202,11 +222,12 @@ static void put_plain(void *dst, size_t es, uint32_t at, const uint8_t *p, int c
 void stk__tok_put(void *dst, size_t es, uint32_t at, const uint8_t *p, int code, size_t ts,
                   uint64_t n) {
 #ifdef TOK_SSE2
-  uint64_t i = put_vec((uint8_t *)dst + (size_t)at * es, es, p, code, n);
-  at += (uint32_t)i, p += i * ts, n -= i;
-#else
-  (void)ts;
+  if (tok_level) {
+    uint64_t i = put_vec((uint8_t *)dst + (size_t)at * es, es, p, code, n);
+    at += (uint32_t)i, p += i * ts, n -= i;
+  }
 #endif
+  (void)ts;
   put_plain(dst, es, at, p, code, n);
 }
 

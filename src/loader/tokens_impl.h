@@ -114,6 +114,11 @@ void stk__tok_blend_free(struct stk__tok_blend *b);
 void stk__tok_put(void *dst, size_t es, uint32_t at, const uint8_t *p, int code, size_t ts,
                   uint64_t n);
 
+/* The copy path stk__tok_put takes: 1 SSE2 (where built), 0 plain C. A
+ * level >= 0 sets it (for the tests; at most what the build has), -1
+ * leaves it. Returns it. Not thread-safe: set it before copying. */
+int stk__tok_level(int level);
+
 /* The next window's plan (this thread's): stk__tok_ahead_begin asks for
  * what is left of the last plan and starts a new one; stk__tok_ahead_add
  * puts a piece of bytes at p on it (up to STK__TOK_AHEAD_PIECES pieces);
