@@ -426,8 +426,7 @@ int stk_tokens_blend_index(const struct stk_tokens *t, int *built, const char **
 
 /* Where tokens [from, to) of document d of s lie: the shard and the byte
  * offset in its .bin; 0, or -1 when past the .bin's end. */
-static int doc_place(const struct src *s, int32_t d, int64_t from, int64_t to, size_t *shard,
-                     uint64_t *at) {
+static size_t doc_shard(const struct src *s, int32_t d) {
   size_t lo = 0, hi = s->nshards; /* last shard whose first sequence <= d */
   while (hi - lo > 1) {
     size_t mid = (lo + hi) / 2;
@@ -436,6 +435,12 @@ static int doc_place(const struct src *s, int32_t d, int64_t from, int64_t to, s
     else
       hi = mid;
   }
+  return lo;
+}
+
+static int doc_place(const struct src *s, int32_t d, int64_t from, int64_t to, size_t *shard,
+                     uint64_t *at) {
+  size_t lo = doc_shard(s, d);
   uint64_t q = (uint64_t)d - s->first[lo];
   uint64_t ptr = stk__ld64(s->m[lo]->pointers + 8 * q) + (uint64_t)from * s->dt->size;
   *shard = lo;
@@ -549,13 +554,14 @@ static int place_window(struct stk_tokens *t, uint64_t k, struct place *w, char 
   return 0;
 }
 
-/* The pieces lie at random places in the corpus and its index: find the
- * start of each (up to 16) and ask for their lengths, then for all the
- * starts at once. The prefetch of a page not in the TLB waits for the
- * page walk, and one after another, the walks did not overlap (issue 18,
- * T3: this took a quarter of a window's time). With plan, each piece is
- * also put on this thread's plan, which the copy of the window before it
- * asks for line by line (tokens_copy.c). */
+/* The pieces lie at random places in the corpus and its index: ask for
+ * the lengths and `.idx` pointers of all of them (up to 16) at once, then
+ * find the start of each, then ask for all the starts at once. The
+ * prefetch of a page not in the TLB waits for the page walk, and one
+ * piece after another the misses and walks did not overlap (issue 18, T3:
+ * this took a quarter of a window's time, the `.idx` pointer a tenth).
+ * With plan, each piece is also put on this thread's plan, which the copy
+ * of the window before it asks for line by line (tokens_copy.c). */
 static void prefetch_pieces(const struct place *w, uint32_t S, int plan) {
   const struct src *s = w->s;
   const struct stk__gpt_index *ix = &s->index.ix;
@@ -566,10 +572,15 @@ static void prefetch_pieces(const struct place *w, uint32_t S, int plan) {
   if (last >= (int64_t)ix->n_doc) last = (int64_t)ix->n_doc - 1;
   const uint8_t *q[16];
   int n = 0;
+  for (int64_t p = w->pb; p <= last; p++) { /* the lengths and .idx pointers, all at once */
+    int32_t d = ix->doc_index[p];
+    size_t sh = doc_shard(s, d);
+    __builtin_prefetch(&s->lengths[d]);
+    __builtin_prefetch(s->m[sh]->pointers + 8 * ((uint64_t)d - s->first[sh]));
+  }
   for (int64_t p = w->pb; p <= last; p++) {
     int32_t d = ix->doc_index[p];
     int64_t from = p == w->pb ? w->ob : 0;
-    __builtin_prefetch(&s->lengths[d]);
     if (!(q[n] = doc_tokens(s, d, from, from))) continue;
     if (plan) { /* the piece's end as fill_row finds it */
       int64_t to = doc ? STK__MIN(from + (int64_t)S, (int64_t)s->lengths[d])
