@@ -6,13 +6,23 @@
  *   tokens t3 PREFIX SEQ_LEN int32|int64 ROUNDS SECONDS THREADS BATCH
  *       steady state: per round, the copy ceiling (THREADS threads each
  *       memcpy'ing 128 MiB buffers, as `stoker doctor` measures it: bytes
- *       copied per second) and then a loader over the windows for SECONDS,
- *       the consumer taking and releasing batches; the medians of the
+ *       copied per second, each read once and written once) and then a
+ *       loader over the windows for SECONDS, the consumer taking and
+ *       releasing batches; the medians of the
  *       rounds and their ratio, with the disk reads during the loader runs.
+ *       The ratio counts the token bytes the loader writes (4 or 8 per
+ *       token, whatever the corpus's dtype: a uint16 corpus is read at 2).
  *       Also per second of CPU time (ratio_cpu): the memcpy threads' own
  *       CPU time, and the whole process's while the loader runs (workers,
  *       reader, consumer), which a machine shared with other work moves
  *       far less than the wall-clock rates.
+ *   tokens copy PREFIX SEQ_LEN int32|int64 ROUNDS
+ *       the window copy alone, on one thread: per round, 2000 windows in
+ *       order, each after asking for the next (stk__tokens_prefetch, as a
+ *       loader worker does), into a ring of 4 batches of 8 rows, against
+ *       one memcpy of 128 MiB on the same thread; the medians of the
+ *       rounds per second of this thread's CPU time (no pipeline, no
+ *       other threads: where T3's time goes that is not the copy).
  *   tokens t4 PREFIX SEQ_LEN SAMPLES ROUNDS
  *       resume: stk_tokens_open over a built index (timed), then per round
  *       a state at a large position -> stk_loader_open_tokens(resume) ->
@@ -35,6 +45,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../src/loader/tokens_impl.h"
 #include "stoker/stoker.h"
 
 static double clock_s(clockid_t c) {
@@ -234,6 +245,50 @@ static int t3(int argc, char **argv) {
   return 0;
 }
 
+/* ---- copy: the window copy alone, on one thread ------------------------ */
+
+static int copy(int argc, char **argv) {
+  if (argc < 6) die("copy", "PREFIX SEQ_LEN TYPE ROUNDS");
+  int type = tok_type(argv[4]), rounds = atoi(argv[5]);
+  if (rounds < 1 || rounds > 64) die("copy", "ROUNDS must be 1..64");
+  struct stk_tokens *t = open_tokens(argv[2], (uint32_t)atoi(argv[3]), type, 0, NULL);
+  size_t es = type == STK_TOKENS_INT64 ? 8 : 4, mb = (size_t)128 << 20;
+  size_t bb = (stk__tokens_batch_bytes(t, 8) + 4095) & ~(size_t)4095;
+  uint64_t nwin = stk_tokens_num_windows(t), k = 0;
+  uint32_t S = stk_tokens_row_len(t);
+  uint8_t *ring[4], *a = aligned_alloc(4096, mb), *b = aligned_alloc(4096, mb);
+  if (!a || !b) die("copy", "out of memory");
+  memset(a, 1, mb), memset(b, 2, mb);
+  for (int i = 0; i < 4; i++) {
+    if (!(ring[i] = aligned_alloc(4096, bb))) die("copy", "out of memory");
+    memset(ring[i], 0, bb);
+  }
+  double ns[64], mc[64];
+  char err[STK_ERRMSG_MAX] = "";
+  for (int r = 0; r < rounds; r++) {
+    double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    memcpy(r % 2 ? a : b, r % 2 ? b : a, mb);
+    mc[r] = (double)mb / (clock_s(CLOCK_THREAD_CPUTIME_ID) - c0);
+    c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    for (int n = 0; n < 2000; n++, k++) {
+      uint32_t i = (uint32_t)(k % 8);
+      if (i + 1 < 8) stk__tokens_prefetch(t, (k + 1) % nwin);
+      if (stk__tokens_fill(t, k % nwin, ring[k / 8 % 4], 8, i, err)) die("copy", err);
+    }
+    ns[r] = (clock_s(CLOCK_THREAD_CPUTIME_ID) - c0) / 2000 * 1e9;
+  }
+  double w = median(ns, rounds), m = median(mc, rounds);
+  printf("{\"test\": \"copy\", \"type\": \"%s\", \"row_tokens\": %u, \"rounds\": %d, "
+         "\"cpu_ns_per_window\": %.0f, \"token_bytes_per_cpu_s\": %.0f, "
+         "\"memcpy_bytes_per_cpu_s\": %.0f, \"ratio_cpu\": %.3f}\n",
+         argv[4], S, rounds, w, (double)S * (double)es / w * 1e9, m,
+         (double)S * (double)es / w * 1e9 / m);
+  for (int i = 0; i < 4; i++) free(ring[i]);
+  free(a), free(b);
+  stk_tokens_close(t);
+  return 0;
+}
+
 /* ---- t4: resume at a large position ----------------------------------- */
 
 static int t4(int argc, char **argv) {
@@ -333,11 +388,12 @@ static int digest(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) die("usage", "tokens t2|t3|t4|digest ... (see bench/tokens.c)");
+  if (argc < 2) die("usage", "tokens t2|t3|t4|copy|digest ... (see bench/tokens.c)");
   if (!strcmp(argv[1], "t3")) return t3(argc, argv);
   if (!strcmp(argv[1], "t4")) return t4(argc, argv);
+  if (!strcmp(argv[1], "copy")) return copy(argc, argv);
   if (!strcmp(argv[1], "t2")) return t2(argc, argv);
   if (!strcmp(argv[1], "digest")) return digest(argc, argv);
-  die(argv[1], "not t2, t3, t4 or digest");
+  die(argv[1], "not t2, t3, t4, copy or digest");
   return 1;
 }

@@ -6,7 +6,8 @@
 # build/bench/tokens (bench/tokens.c):
 #   T3 steady state: tokens/s a loader delivers at seq_len 8192 (uint16
 #      corpus, int32 and int64 batches of 8 windows, 2 workers) against a
-#      memcpy ceiling measured in the same run (`stoker doctor`'s method);
+#      memcpy ceiling measured in the same run (`stoker doctor`'s method),
+#      and the window copy alone on one thread (`tokens copy`);
 #   T4 resume: a state at a position in the last tenth of 10^8 windows
 #      (seq_len 4096) to the first batch;
 #   T2 start-up: N processes launched at once, each opening a corpus and
@@ -57,6 +58,8 @@ LOAD_BEFORE=$(load)
 D0=$(pgpgin)
 "$TOK" t3 "$C" 8192 int32 "$ROUNDS" 1.0 2 8 >"$OUT/t3_int32.json"
 "$TOK" t3 "$C" 8192 int64 "$ROUNDS" 1.0 2 8 >"$OUT/t3_int64.json"
+"$TOK" copy "$C" 8192 int32 "$ROUNDS" >"$OUT/copy_int32.json"
+"$TOK" copy "$C" 8192 int64 "$ROUNDS" >"$OUT/copy_int64.json"
 D1=$(pgpgin)
 "$TOK" t4 "$L" 4096 100000000 "$ROUNDS" >"$OUT/t4.json"
 D2=$(pgpgin)
@@ -92,9 +95,17 @@ for ty in ("int32", "int64"):
     print("  %-6s %12.0f %12.2f %12.2f %7.2f %9.2f %9.2f" % (ty, r["tokens_per_s"] / 1e6,
           r["token_bytes_per_s"] / 1e9, r["memcpy_bytes_per_s"] / 1e9, r["ratio"],
           r["ratio_with_mask"], r["ratio_cpu"]))
+for ty in ("int32", "int64"):
+    r = rd("copy_%s.json" % ty)
+    res["T3_copy_" + ty] = r
+    print("  %-6s the window copy alone, one thread: %.0f ns of CPU a window, %.2f of memcpy"
+          " per CPU-second" % (ty, r["cpu_ns_per_window"], r["ratio_cpu"]))
 res["T3_disk_read_bytes"] = d1 - d0
 print("  ratio: bytes of tokens written to the batches per second / bytes memcpy copies per")
-print("  second (2 threads, 128 MiB each); w/ mask adds the loss mask's byte per token;")
+print("  second (2 threads, 128 MiB each); w/ mask adds the loss mask's byte per token.")
+print("  Units: memcpy reads and writes each byte once; the loader reads the uint16 corpus at")
+print("  2 bytes a token and writes 4 (int32) or 8 (int64), and the ratio counts the bytes")
+print("  written: an int32 row is compared at twice the bytes it reads, an int64 row at 4x;")
 print("  per CPU: the same per second of CPU time (the loader process's, the memcpy threads'),")
 print("  which other work on the machine moves far less than the wall-clock ratio.")
 print("  disk reads during T3 (system-wide pgpgin): %.1f MB" % ((d1 - d0) / 1e6))

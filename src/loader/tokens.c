@@ -426,8 +426,7 @@ int stk_tokens_blend_index(const struct stk_tokens *t, int *built, const char **
 
 /* Where tokens [from, to) of document d of s lie: the shard and the byte
  * offset in its .bin; 0, or -1 when past the .bin's end. */
-static int doc_place(const struct src *s, int32_t d, int64_t from, int64_t to, size_t *shard,
-                     uint64_t *at) {
+static size_t doc_shard(const struct src *s, int32_t d) {
   size_t lo = 0, hi = s->nshards; /* last shard whose first sequence <= d */
   while (hi - lo > 1) {
     size_t mid = (lo + hi) / 2;
@@ -436,6 +435,12 @@ static int doc_place(const struct src *s, int32_t d, int64_t from, int64_t to, s
     else
       hi = mid;
   }
+  return lo;
+}
+
+static int doc_place(const struct src *s, int32_t d, int64_t from, int64_t to, size_t *shard,
+                     uint64_t *at) {
+  size_t lo = doc_shard(s, d);
   uint64_t q = (uint64_t)d - s->first[lo];
   uint64_t ptr = stk__ld64(s->m[lo]->pointers + 8 * q) + (uint64_t)from * s->dt->size;
   *shard = lo;
@@ -550,30 +555,48 @@ static int place_window(struct stk_tokens *t, uint64_t k, struct place *w, char 
 }
 
 /* The pieces lie at random places in the corpus and its index: ask for
- * the start of each (up to 16; 256 bytes) and its length before copying
- * the first, so their cache and TLB misses overlap. */
-static void prefetch_pieces(const struct place *w) {
+ * the lengths and `.idx` pointers of all of them (up to 16) at once, then
+ * find the start of each, then ask for all the starts at once. The
+ * prefetch of a page not in the TLB waits for the page walk, and one
+ * piece after another the misses and walks did not overlap (issue 18, T3:
+ * this took a quarter of a window's time, the `.idx` pointer a tenth).
+ * With plan, each piece is also put on this thread's plan, which the copy
+ * of the window before it asks for line by line (tokens_copy.c). */
+static void prefetch_pieces(const struct place *w, uint32_t S, int plan) {
   const struct src *s = w->s;
   const struct stk__gpt_index *ix = &s->index.ix;
-  int64_t last = s->index.mode == STK_WINDOWS_DOCUMENT ? w->pb : w->pe;
-  for (int64_t p = w->pb; p <= last && p < w->pb + 16 && (uint64_t)p < ix->n_doc; p++) {
+  int doc = s->index.mode == STK_WINDOWS_DOCUMENT;
+  int64_t last = doc ? w->pb : w->pe;
+  int64_t endx = s->index.mode == STK_WINDOWS_MEGATRON ? ix->extra : 0;
+  if (last > w->pb + 15) last = w->pb + 15;
+  if (last >= (int64_t)ix->n_doc) last = (int64_t)ix->n_doc - 1;
+  const uint8_t *q[16];
+  int n = 0;
+  for (int64_t p = w->pb; p <= last; p++) { /* the lengths and .idx pointers, all at once */
+    int32_t d = ix->doc_index[p];
+    size_t sh = doc_shard(s, d);
+    __builtin_prefetch(&s->lengths[d]);
+    __builtin_prefetch(s->m[sh]->pointers + 8 * ((uint64_t)d - s->first[sh]));
+  }
+  for (int64_t p = w->pb; p <= last; p++) {
     int32_t d = ix->doc_index[p];
     int64_t from = p == w->pb ? w->ob : 0;
-    __builtin_prefetch(&s->lengths[d]);
-    const uint8_t *q = doc_tokens(s, d, from, from);
-    if (q) {
-      __builtin_prefetch(q);
-      __builtin_prefetch(q + 64);
-      __builtin_prefetch(q + 128);
-      __builtin_prefetch(q + 192);
+    if (!(q[n] = doc_tokens(s, d, from, from))) continue;
+    if (plan) { /* the piece's end as fill_row finds it */
+      int64_t to = doc ? STK__MIN(from + (int64_t)S, (int64_t)s->lengths[d])
+                       : p == w->pe ? w->oe + endx : s->lengths[d];
+      if (to > from) stk__tok_ahead_add(q[n], (uint64_t)(to - from) * s->dt->size);
     }
+    n++;
   }
+  for (int i = 0; i < n; i++) __builtin_prefetch(q[i]);
 }
 
 void stk__tokens_prefetch(struct stk_tokens *t, uint64_t k) {
   struct place w;
   char err[STK_ERRMSG_MAX];
-  if (place_window(t, k, &w, err) == 0) prefetch_pieces(&w);
+  stk__tok_ahead_begin();
+  if (place_window(t, k, &w, err) == 0) prefetch_pieces(&w, t->S, 1);
 }
 
 static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char *err) {
@@ -583,7 +606,7 @@ static int fill_row(struct stk_tokens *t, uint64_t k, const struct row *r, char 
   struct src *s = w.s;
   const struct stk__gpt_index *ix = &s->index.ix;
   int64_t pb = w.pb, ob = w.ob, pe = w.pe, oe = w.oe;
-  if (r->tok) prefetch_pieces(&w);
+  if (r->tok) prefetch_pieces(&w, t->S, 0);
   uint32_t at = 0, nc = 0;
   if (r->cu) r->cu[nc++] = 0;
   if (s->index.mode == STK_WINDOWS_DOCUMENT) {

@@ -5,13 +5,17 @@
  * baseline: no cpuid check), a dtype that already matches is a memcpy,
  * and the tail and other machines take the plain loops below, which give
  * the same values. The tokens are little-endian, as Megatron writes them
- * and as this host reads them (the plain loops load them natively too). */
+ * and as this host reads them (the plain loops load them natively too).
+ * AVX2 (one widening load and one 32-byte store per 8 tokens) was tried
+ * with a run-time CPU check and not kept: no faster here, as the copy
+ * waits on memory, not on instructions (docs/internals/tokens.md). */
 #include <string.h>
 
 #include "../base/base.h"
 #include "tokens_impl.h"
 
-/* -DSTK_NO_SSE2 leaves the token copy in plain C, to test that path here. */
+/* -DSTK_NO_SSE2 leaves the token copy in plain C; stk__tok_level(0) does
+ * the same at run time (the tests take both paths). */
 #if defined(__SSE2__) && !defined(STK_NO_SSE2)
 #include <emmintrin.h>
 #define TOK_SSE2 1
@@ -19,6 +23,27 @@
 
 /* Megatron's dtype codes (format/megatron.c). */
 enum { U8 = 1, I8 = 2, I16 = 3, I32 = 4, I64 = 5, U16 = 8 };
+
+/* This thread's plan: the next window's pieces (stk__tok_ahead_add),
+ * whose lines the copy of the current window asks for one per 64 bytes it
+ * reads (issue 18, T3). Asked for in one burst before the copy, they
+ * were no better: the load queue fills and the copy waits behind it. */
+struct ahead {
+  const uint8_t *p[STK__TOK_AHEAD_PIECES];
+  uint32_t len[STK__TOK_AHEAD_PIECES];
+  int n, i;     /* pieces planned; the one being asked for */
+  uint32_t off; /* bytes of it asked for */
+};
+static _Thread_local struct ahead ahead_plan;
+
+/* Ask for the plan's next line. A prefetch never faults, so a plan left
+ * from a corpus since closed does no harm. */
+static inline __attribute__((always_inline)) void ahead_step(struct ahead *a) {
+  if (a->i >= a->n) return;
+  __builtin_prefetch(a->p[a->i] + a->off);
+  a->off += 64;
+  if (a->off >= a->len[a->i]) a->i++, a->off = 0;
+}
 
 #ifdef TOK_SSE2
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -83,7 +108,8 @@ ALWAYS_INLINE void put16(size_t es, uint8_t *d, const uint8_t *p, int code) {
 }
 
 /* Tokens 32 at a time from p to d, the next lines of the piece asked for
- * ahead (one prefetch per 64 bytes read for 2-byte tokens). Inlined with
+ * ahead (one prefetch per 64 bytes read for 2-byte tokens), and as many
+ * lines of the next window's plan. Inlined with
  * constant code, ts and es by put_vec, so each pair of dtypes gets its own
  * loop without a branch on either (issue 18, T3: the loop that branched on
  * both per 16 tokens took 2.6 instructions per token). Plain stores:
@@ -93,8 +119,11 @@ ALWAYS_INLINE void put16(size_t es, uint8_t *d, const uint8_t *p, int code) {
 ALWAYS_INLINE uint64_t put_sse2(uint8_t *d, size_t es, const uint8_t *p, int code, size_t ts,
                                 uint64_t n) {
   uint64_t i = 0;
+  struct ahead *a = &ahead_plan;
   for (; i + 32 <= n; i += 32) {
     const uint8_t *q = p + i * ts;
+    ahead_step(a);
+    if (ts > 2) ahead_step(a);
     __builtin_prefetch(q + 512);
     if (ts > 2) __builtin_prefetch(q + 576);
     put16(es, d + i * es, q, code);
@@ -123,6 +152,22 @@ static uint64_t put_vec(uint8_t *d, size_t es, const uint8_t *p, int code, uint6
   }
 }
 #endif
+
+/* The path taken: 1 SSE2 where built, 0 plain C (stk__tok_level). */
+#ifdef TOK_SSE2
+static int tok_level = 1;
+#else
+static int tok_level = 0;
+#endif
+
+int stk__tok_level(int level) {
+#ifdef TOK_SSE2
+  if (level >= 0) tok_level = STK__MIN(level, 1);
+#else
+  (void)level;
+#endif
+  return tok_level;
+}
 
 /* n tokens the plain way (the reference for the SSE2 path); the tokens
  * may sit at any address, so they are loaded bytewise-safe. */
@@ -177,10 +222,25 @@ static void put_plain(void *dst, size_t es, uint32_t at, const uint8_t *p, int c
 void stk__tok_put(void *dst, size_t es, uint32_t at, const uint8_t *p, int code, size_t ts,
                   uint64_t n) {
 #ifdef TOK_SSE2
-  uint64_t i = put_vec((uint8_t *)dst + (size_t)at * es, es, p, code, n);
-  at += (uint32_t)i, p += i * ts, n -= i;
-#else
-  (void)ts;
+  if (tok_level) {
+    uint64_t i = put_vec((uint8_t *)dst + (size_t)at * es, es, p, code, n);
+    at += (uint32_t)i, p += i * ts, n -= i;
+  }
 #endif
+  (void)ts;
   put_plain(dst, es, at, p, code, n);
+}
+
+void stk__tok_ahead_add(const uint8_t *p, uint64_t bytes) {
+  struct ahead *a = &ahead_plan;
+  if (a->n == STK__TOK_AHEAD_PIECES || bytes == 0) return;
+  uint64_t skew = (uint64_t)(uintptr_t)p & 63; /* from the line p lies in */
+  a->p[a->n] = p - skew;
+  a->len[a->n++] = (uint32_t)STK__MIN(bytes + skew, (uint64_t)1 << 24);
+}
+
+void stk__tok_ahead_begin(void) {
+  struct ahead *a = &ahead_plan;
+  while (a->i < a->n) ahead_step(a); /* what the last copy left (a memcpy asks for none) */
+  a->n = a->i = 0, a->off = 0;
 }

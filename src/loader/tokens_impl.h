@@ -114,6 +114,19 @@ void stk__tok_blend_free(struct stk__tok_blend *b);
 void stk__tok_put(void *dst, size_t es, uint32_t at, const uint8_t *p, int code, size_t ts,
                   uint64_t n);
 
+/* The copy path stk__tok_put takes: 1 SSE2 (where built), 0 plain C. A
+ * level >= 0 sets it (for the tests; at most what the build has), -1
+ * leaves it. Returns it. Not thread-safe: set it before copying. */
+int stk__tok_level(int level);
+
+/* The next window's plan (this thread's): stk__tok_ahead_begin asks for
+ * what is left of the last plan and starts a new one; stk__tok_ahead_add
+ * puts a piece of bytes at p on it (up to STK__TOK_AHEAD_PIECES pieces);
+ * the vector loops of stk__tok_put then ask for its lines as they copy. */
+enum { STK__TOK_AHEAD_PIECES = 32 };
+void stk__tok_ahead_begin(void);
+void stk__tok_ahead_add(const uint8_t *p, uint64_t bytes);
+
 /* ---- what the pipeline asks (tokens.c) --------------------------------- */
 
 /* Bytes of a batch buffer of cap rows: tokens, loss mask, boundary counts
@@ -125,7 +138,8 @@ size_t stk__tokens_row_bytes(const struct stk_tokens *t);
 int stk__tokens_fill(struct stk_tokens *t, uint64_t k, uint8_t *base, uint32_t cap, uint32_t i,
                      char *err);
 /* Ask for the cache lines window k's first pieces begin at (and their
- * lengths), copying nothing; nothing when k is out of range. */
+ * lengths), and plan the rest of those pieces (stk__tok_ahead_add) for
+ * this thread's next copy; nothing when k is out of range. */
 void stk__tokens_prefetch(struct stk_tokens *t, uint64_t k);
 /* The arrays of a batch of n rows in a buffer of cap rows. */
 void stk__tokens_view(const struct stk_tokens *t, uint8_t *base, uint32_t cap, uint32_t n,

@@ -16,7 +16,10 @@ const struct stk_decode_ops *const stk__loader_decoders[NDECODERS] = {&stk__dec_
                                                                    &stk__dec_npy, &stk__dec_raw};
 
 void stk__push_tasks(struct stk_loader *l, struct job *j) {
-  uint32_t chunks = STK__MIN(j->n, l->nworkers * 2);
+  /* Two tasks per worker balance decodes of uneven cost; token windows
+   * cost the same, and a task of more windows lets each worker plan
+   * more of its next windows ahead (do_sample). */
+  uint32_t chunks = STK__MIN(j->n, l->nworkers * (l->tok ? 1 : 2));
   if (chunks == 0) chunks = 1;
   atomic_store(&j->tasks_pending, chunks);
   pthread_mutex_lock(&l->mu);
@@ -39,13 +42,15 @@ static const struct stk_field *pick_field(const struct stk_loader *l, const stru
 
 /* Phase 1 for one sample: parse (checksums) and decode, or find the bytes
  * in place. */
-static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, void **tls, char *err) {
+static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, uint32_t end, void **tls,
+                      char *err) {
   struct slot *s = &j->slots[i];
   if (s->err) return;
   if (l->tok) {
     /* The next window's pieces are asked for while this one is copied
-     * (issue 18, T3), whichever worker copies it. */
-    if (i + 1 < j->n && !j->slots[i + 1].err) stk__tokens_prefetch(l->tok, j->slots[i + 1].id);
+     * (issue 18, T3): the next of this task, which this thread copies
+     * (its plan and TLB entries are this thread's). */
+    if (i + 1 < end && !j->slots[i + 1].err) stk__tokens_prefetch(l->tok, j->slots[i + 1].id);
     int rc = stk__tokens_fill(l->tok, s->id, j->out, l->o.batch_size, i, err);
     if (rc) return stk__slot_fail(l, j, s, rc, err);
     s->out_off = (uint64_t)i * l->fixed_out;
@@ -200,7 +205,7 @@ void *stk__worker_main(void *arg) {
       if (phase == 2)
         copy_sample(l, j, i, tls, err);
       else
-        do_sample(l, j, i, tls, err);
+        do_sample(l, j, i, t.end, tls, err);
       bytes += j->slots[i].out_len;
     }
     /* The fields decoder's image fields are decoded in the copy phase:
