@@ -152,7 +152,8 @@ int stk__ckpt_origin_latest(struct stk_ckpt *c, uint64_t *step, char *err);
 int stk__ckpt_origin_manifest(struct stk_origin *org, const char *name, struct ckpt_manifest *m,
                               char *err);
 /* Every object of checkpoint name (manifest m) from the origin into fds[i]
- * at its offset 0, in parallel ranged gets of 16 MiB, each object's
+ * at its offset 0, in parallel gets (a piece of about total/threads
+ * bytes each, 16..256 MiB; an object within one piece whole), each object's
  * CRC32C checked (an empty one: that it exists); STK_ECRC naming the
  * object (restage.c). */
 int stk__ckpt_fetch(struct stk_origin *org, const char *name, const struct ckpt_manifest *m,
