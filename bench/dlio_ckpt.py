@@ -9,6 +9,14 @@ checkpoint: the files DLIO left in one checkpoint folder, and stoker's
 `checkpoints.bytes`. Bandwidth: DLIO's "Checkpoint save/load I/O
 Throughput" (its GB is 2^30 bytes) and stoker's save_gib_s / load_gib_s.
 fsync is off in the configs: DLIO's writer never fsyncs (docs/bench.md).
+Both write through the page cache (stoker without --direct) and load the
+checkpoints they wrote moments before; each round prints the memory
+available before the run and the share of the run's checkpoint files
+resident in the page cache after it (fincore), so the cache's part in the
+load figures is on record. Where they differ: DLIO's figures time
+torch.save (pickling, the zip writer's CRC32 per record) and torch.load
+(new tensors allocated and filled), stoker's the writes and reads of its
+buffers alone.
 
 DLIO runs from a separate venv (DLIO_VENV, default /tmp/dlio-venv), never
 from this repository. Making it (PyPI's dlio-benchmark 2.0.0 predates the
@@ -63,8 +71,33 @@ def dir_bytes(d):
     return sum(os.path.getsize(os.path.join(p, f)) for p, _, fs in os.walk(d) for f in fs)
 
 
+def mem_available():
+    for line in open("/proc/meminfo"):
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) << 10
+    return None
+
+
+def resident(d):
+    """The share of the bytes of the files under d in the page cache."""
+    files = [os.path.join(p, f) for p, _, fs in os.walk(d) for f in fs]
+    if not files:
+        return None
+    try:
+        out = subprocess.run(["fincore", "-b", "-n", "-r", "-o", "RES,SIZE"] + files,
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    res = size = 0
+    for line in out.splitlines():
+        r, z = line.split()
+        res, size = res + int(r), size + int(z)
+    return round(res / size, 3) if size else None
+
+
 def dlio_run(venv, work, name, rnd):
     shutil.rmtree(os.path.join(work, "ck"), ignore_errors=True)
+    avail = mem_available()
     out = os.path.join(work, "dlio-out-%s-%d" % (name, rnd))
     log = sh([os.path.join(venv, "bin", "dlio_benchmark"), "--config-dir", os.path.join(work, "cfg"),
               "workload=" + name, "++hydra.run.dir=" + out, "++workload.output.folder=" + out],
@@ -77,7 +110,9 @@ def dlio_run(venv, work, name, rnd):
         each = re.findall(r"Finished %s checkpoint .* Throughput: ([0-9.]+) GB/s" % verb, log)
         return statistics.median(float(v) for v in each) if each else None
     first = sorted(os.listdir(os.path.join(work, "ck")))[0]
-    r = {"bytes": dir_bytes(os.path.join(work, "ck", first)), "save": m("save")}
+    r = {"bytes": dir_bytes(os.path.join(work, "ck", first)), "save": m("save"),
+         "mem_avail_gib": round(avail / 2**30, 1) if avail else None,
+         "cached_after": resident(os.path.join(work, "ck"))}
     if m("load") is not None:
         r["load"] = m("load")
     au = re.search(r"Training Accelerator Utilization \[AU\] \(%\): ([0-9.]+)", log)
@@ -88,16 +123,21 @@ def dlio_run(venv, work, name, rnd):
 
 def stoker_run(work, name, rnd):
     shutil.rmtree(os.path.join(work, "ck"), ignore_errors=True)
+    avail = mem_available()
     js = os.path.join(work, "stoker-%s-%d.json" % (name, rnd))
     cfg = os.path.join(work, "cfg", "workload", name + ".yaml")
     data = []  # stoker reads DLIO's generated files (its train/ folder)
     if name.startswith("unet3d"):
         data = ["--data", os.path.join(work, "unet3d_data", "train")]
-    sh([os.path.join(ROOT, "build", "stoker"), "bench", "--config", cfg, "-q", "--json", js] + data,
-       js + ".log", work)
+    # --keep-checkpoints: its files stay until the next run, as DLIO's do,
+    # so that their page-cache residency can be read after the run
+    sh([os.path.join(ROOT, "build", "stoker"), "bench", "--config", cfg, "-q", "--json", js,
+        "--keep-checkpoints"] + data, js + ".log", work)
     rep = json.load(open(js))
     c = rep["checkpoints"]
-    r = {"bytes": c["bytes"], "save": c["save_gib_s"]}
+    r = {"bytes": c["bytes"], "save": c["save_gib_s"], "fsync": c["fsync"],
+         "direct": c["direct"], "mem_avail_gib": round(avail / 2**30, 1) if avail else None,
+         "cached_after": resident(os.path.join(work, "ck"))}
     if not c["only"]:
         r["au"] = rep["au"]
     if c["loads"]:

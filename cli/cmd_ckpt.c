@@ -130,7 +130,7 @@ static int do_ls(struct args *a) {
   } else {
     printf("%s:\n", a->o.dir);
   }
-  if (stk_ckpt_list(a->o.dir, list_one, &L, err)) {
+  if (stk_ckpt_list_opts(a->o.dir, &a->o, list_one, &L, err)) {
     fflush(stdout);
     cli_error("ckpt", "%s", err);
     return CLI_FAIL;
@@ -149,6 +149,7 @@ static int do_ls(struct args *a) {
 
 struct verifier {
   const char *dir;
+  const struct stk_ckpt_opts *o;
   int checked, bad, partial;
 };
 
@@ -160,7 +161,7 @@ static int verify_one(void *arg, const struct stk_ckpt_info *in) {
   }
   char err[STK_ERRMSG_MAX];
   v->checked++;
-  if (stk_ckpt_verify(v->dir, in->name, err)) {
+  if (stk_ckpt_verify_opts(v->dir, in->name, v->o, err)) {
     v->bad++;
     cli_error("ckpt", "%s", err);
   }
@@ -169,8 +170,8 @@ static int verify_one(void *arg, const struct stk_ckpt_info *in) {
 
 static int do_verify(struct args *a) {
   char err[STK_ERRMSG_MAX];
-  struct verifier v = {.dir = a->o.dir};
-  if (stk_ckpt_list(a->o.dir, verify_one, &v, err)) {
+  struct verifier v = {.dir = a->o.dir, .o = &a->o};
+  if (stk_ckpt_list_opts(a->o.dir, &a->o, verify_one, &v, err)) {
     cli_error("ckpt", "%s", err);
     return CLI_FAIL;
   }
@@ -437,7 +438,7 @@ int cmd_ckpt_run(int argc, char **argv) {
   if (!strcmp(act, "gc")) {
     char err[STK_ERRMSG_MAX];
     uint32_t removed;
-    if (url ? stk_ckpt_gc_origin(a.o.dir, a.o.keep_last, &removed, err)
+    if (url ? stk_ckpt_gc_origin_opts(a.o.dir, &a.o, a.o.keep_last, &removed, err)
             : stk_ckpt_gc(a.o.dir, &removed, err)) {
       cli_error("ckpt", "%s", err);
       return CLI_FAIL;

@@ -192,6 +192,16 @@ STK_EXPORT int stk_ckpt_gc(const char *dir, uint32_t *removed, char *errmsg);
  * restore reads the checkpoints it removes. *removed counts them. */
 STK_EXPORT int stk_ckpt_gc_origin(const char *url, uint32_t keep_last, uint32_t *removed,
                                   char *errmsg);
+/* The three above with o's S3 settings (s3_endpoint, s3_region,
+ * s3_profile; the rest of o is not read) for an s3:// dir or url; o NULL
+ * = as the cache finds them (the environment, then AWS's own). */
+STK_EXPORT int stk_ckpt_list_opts(const char *dir, const struct stk_ckpt_opts *o,
+                                  int (*cb)(void *arg, const struct stk_ckpt_info *info),
+                                  void *arg, char *errmsg);
+STK_EXPORT int stk_ckpt_verify_opts(const char *dir, const char *name,
+                                    const struct stk_ckpt_opts *o, char *errmsg);
+STK_EXPORT int stk_ckpt_gc_origin_opts(const char *url, const struct stk_ckpt_opts *o,
+                                       uint32_t keep_last, uint32_t *removed, char *errmsg);
 
 #ifdef __cplusplus
 }

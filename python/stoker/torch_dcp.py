@@ -38,6 +38,7 @@ import dataclasses
 import io
 import operator
 import pickle
+import threading
 
 import torch
 from torch.distributed._shard._utils import narrow_tensor_by_index
@@ -46,6 +47,11 @@ from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, W
 from torch.futures import Future
 
 from stoker import _stoker
+
+try:  # torch >= 2.8: DCP's staging engine, which can keep its host buffers
+    from torch.distributed.checkpoint._state_dict_stager import StateDictStager as _Stager
+except ImportError:  # older torch: stage() stages as DCP's default does
+    _Stager = None
 
 __all__ = ["CheckpointWriter", "CheckpointReader"]
 
@@ -108,7 +114,17 @@ class CheckpointWriter(StorageWriter):
     None = none). threads, direct, fsync, keep_last, max_bytes: as
     stk_ckpt_opts (docs/ckpt.md). keep_last should be 2 or more under several
     ranks: a step is whole only when rank 0 committed it. The handle stays
-    open across saves (drains run behind training); close() waits for them."""
+    open across saves (drains run behind training); close() waits for them.
+
+    Under dcp.async_save the writer is also DCP's stager (stage()): the
+    state is copied into host buffers the writer keeps from one save to the
+    next (pinned where CUDA is available), so a save after the first blocks
+    for one copy into memory already mapped, where DCP's default stager
+    allocates and faults in a new copy of the whole state each time. A
+    buffer is reused only once the save that wrote it has returned; while
+    one is still being written the next save stages into a second set."""
+
+    _synchronize_after_execute = False   # stage() returns the staged copy
 
     def __init__(self, local_dir, origin=None, *, threads=0, direct=True, fsync=True,
                  keep_last=0, max_bytes=0):
@@ -122,6 +138,9 @@ class CheckpointWriter(StorageWriter):
         self._step = None       # given by checkpoint_id, else chosen per save
         self._coordinator = False
         self._pending = None    # the coordinator's share, saved in finish()
+        self._stage_lock = threading.Lock()
+        self._stagers_free = []   # host buffer sets no save is reading
+        self._stagers_busy = []   # staged, oldest first, save not yet returned
 
     # -- the tier's handle --------------------------------------------------
     def _handle(self, rank, world):
@@ -147,6 +166,47 @@ class CheckpointWriter(StorageWriter):
         """The tier's counters for this rank (saves, bytes, drains, ...)."""
         return self._ckpt.stats() if self._ckpt is not None else {}
 
+    # -- AsyncStager (dcp.async_save) ---------------------------------------
+    def stage(self, state_dict):
+        """A copy of state_dict in host memory that training may not change:
+        DCP calls it from dcp.async_save before the save runs behind."""
+        if _Stager is None:
+            from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+            stager = DefaultStager(StagingOptions(False, False, False, False))
+            try:
+                return stager.stage(state_dict)
+            finally:
+                stager.close()
+        with self._stage_lock:
+            if self._stagers_free:
+                stager = self._stagers_free.pop()
+            else:
+                stager = _Stager(pin_memory=torch.cuda.is_available())
+            # A set still busy after two newer ones (its save died before
+            # write_data) is forgotten here, never reused: the memory goes
+            # when DCP drops that save's state.
+            self._stagers_busy = self._stagers_busy[-1:] + [stager]
+        try:
+            return stager.stage(state_dict)
+        except BaseException:
+            self._staged_done()
+            raise
+
+    @property
+    def should_synchronize_after_execute(self):
+        return False
+
+    def synchronize_staging(self):
+        """Nothing to wait for: stage() returns once the copy is made."""
+
+    def _staged_done(self):
+        """A save ended (or failed) on this writer: saves on one writer run one
+        at a time in staging order, so the oldest busy set is no longer read."""
+        with self._stage_lock:
+            if self._stagers_busy:
+                self._stagers_free.append(self._stagers_busy.pop(0))
+                del self._stagers_free[:-2]
+
     # -- StorageWriter --------------------------------------------------------
     def reset(self, checkpoint_id=None):
         self._step = _step_of(checkpoint_id)
@@ -169,6 +229,13 @@ class CheckpointWriter(StorageWriter):
         return [dataclasses.replace(p, storage_data=step) for p in plans]
 
     def write_data(self, plan, planner):
+        try:
+            return self._write_data(plan, planner)
+        except BaseException:
+            self._staged_done()
+            raise
+
+    def _write_data(self, plan, planner):
         step = plan.storage_data
         rank = self._rank_world[0]
         objs, results = [], []
@@ -188,6 +255,7 @@ class CheckpointWriter(StorageWriter):
             self._pending = (step, objs)   # saved with the metadata, last
         else:
             self._ckpt.save(step, objs)
+            self._staged_done()
         fut = Future()
         fut.set_result(results)
         return fut
@@ -199,8 +267,11 @@ class CheckpointWriter(StorageWriter):
                                "(finish runs on the coordinator after write_data)")
         step, objs = self._pending
         self._pending = None
-        objs.append((_METADATA, pickle.dumps(metadata, protocol=pickle.HIGHEST_PROTOCOL)))
-        self._ckpt.save(step, objs)
+        try:
+            objs.append((_METADATA, pickle.dumps(metadata, protocol=pickle.HIGHEST_PROTOCOL)))
+            self._ckpt.save(step, objs)
+        finally:
+            self._staged_done()
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):

@@ -29,7 +29,8 @@
 
 static int is_file_url(const char *url) { return !strncasecmp(url, "file://", 7); }
 
-int stk__ckpt_verify_origin(const char *url, const char *name, char *err) {
+int stk__ckpt_verify_origin(const char *url, const char *name, const struct stk_ckpt_opts *opts,
+                            char *err) {
   if (is_file_url(url)) {
     char *path = NULL;
     int rc = stk__file_url_path(url, &path, err);
@@ -38,7 +39,7 @@ int stk__ckpt_verify_origin(const char *url, const char *name, char *err) {
     return rc;
   }
   struct stk_origin *o = NULL;
-  int rc = stk__origin_open(&o, url, NULL, err);
+  int rc = stk__ckpt_url_open(&o, url, opts, err);
   if (rc) return rc;
   struct ckpt_manifest m;
   rc = stk__ckpt_origin_manifest(o, name, &m, err);
@@ -152,18 +153,23 @@ static int remove_local(const char *root, const char *name, char *err) {
 }
 
 int stk_ckpt_gc_origin(const char *url, uint32_t keep_last, uint32_t *removed, char *err) {
+  return stk_ckpt_gc_origin_opts(url, NULL, keep_last, removed, err);
+}
+
+int stk_ckpt_gc_origin_opts(const char *url, const struct stk_ckpt_opts *opts, uint32_t keep_last,
+                            uint32_t *removed, char *err) {
   if (removed) *removed = 0;
   if (!strstr(url, "://"))
     return stk__errf(err, STK_EINVAL, "%s: not an origin's URL (s3://, http(s)://, file://)", url);
   struct infos I = {0};
-  int rc = stk_ckpt_list(url, add_info, &I, err);
+  int rc = stk_ckpt_list_opts(url, opts, add_info, &I, err);
   if (rc == STK_ENOMEM) rc = stk__errf(err, rc, "out of memory");
   char *path = NULL;
   struct stk_origin *o = NULL;
   int s3 = !strncasecmp(url, "s3://", 5);
   if (!rc) {
     rc = is_file_url(url) ? stk__file_url_path(url, &path, err)
-                          : stk__origin_open(&o, url, NULL, err);
+                          : stk__ckpt_url_open(&o, url, opts, err);
   }
   struct names N = {0};
   if (!rc && o) {

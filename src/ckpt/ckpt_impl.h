@@ -126,9 +126,14 @@ int stk__ckpt_s3_put_mem(struct stk_origin *o, const char *name, const char *tex
                          char *err);
 /* Drain one checkpoint directory of c->dir (drain.c); *bytes put. */
 int stk__ckpt_drain_one(struct stk_ckpt *c, const char *name, uint64_t *bytes, char *err);
-/* stk_ckpt_list of an origin's URL (remote.c). */
-int stk__ckpt_list_origin(const char *url, int (*cb)(void *arg, const struct stk_ckpt_info *info),
-                          void *arg, char *err);
+/* stk_ckpt_list of an origin's URL (remote.c); o: its S3 settings or NULL. */
+int stk__ckpt_list_origin(const char *url, const struct stk_ckpt_opts *o,
+                          int (*cb)(void *arg, const struct stk_ckpt_info *info), void *arg,
+                          char *err);
+/* Open the origin at url (s3://, http(s)://, a directory) with o's S3
+ * settings where url is s3:// and o has them (drain.c). */
+int stk__ckpt_url_open(struct stk_origin **org, const char *url, const struct stk_ckpt_opts *o,
+                       char *err);
 /* This rank's complete local steps, newest first (load.c). */
 int stk__ckpt_local_steps(struct stk_ckpt *c, uint64_t **steps, size_t *n, char *err);
 /* Drain (drain.c): queue a step, start the thread if needed; resume
@@ -147,12 +152,14 @@ int stk__ckpt_origin_latest(struct stk_ckpt *c, uint64_t *step, char *err);
 int stk__ckpt_origin_manifest(struct stk_origin *org, const char *name, struct ckpt_manifest *m,
                               char *err);
 /* Every object of checkpoint name (manifest m) from the origin into fds[i]
- * at its offset 0, in parallel ranged gets of 16 MiB, each object's
+ * at its offset 0, in parallel gets (a piece of about total/threads
+ * bytes each, 16..256 MiB; an object within one piece whole), each object's
  * CRC32C checked (an empty one: that it exists); STK_ECRC naming the
  * object (restage.c). */
 int stk__ckpt_fetch(struct stk_origin *org, const char *name, const struct ckpt_manifest *m,
                     const int *fds, uint32_t threads, char *err);
 /* stk_ckpt_verify and stk_ckpt_gc_origin of an origin's URL (admin.c). */
-int stk__ckpt_verify_origin(const char *url, const char *name, char *err);
+int stk__ckpt_verify_origin(const char *url, const char *name, const struct stk_ckpt_opts *o,
+                            char *err);
 
 #endif

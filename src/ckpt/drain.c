@@ -10,6 +10,7 @@
  * the progress file lists; until the manifest lands the origin's copy is
  * partial, and readers of the origin ignore it as they do a local one. */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,15 +26,23 @@
 
 static int is_s3(const char *url) { return !strncasecmp(url, "s3://", 5); }
 
-int stk__ckpt_origin_open(struct stk_ckpt *c, const struct stk_ckpt_opts *o, char *err) {
-  if (is_s3(c->origin)) {
+int stk__ckpt_url_open(struct stk_origin **org, const char *url, const struct stk_ckpt_opts *o,
+                       char *err) {
+  /* o's S3 fields only where the caller's struct has them. */
+  size_t have = o && o->struct_size ? o->struct_size : sizeof *o;
+  if (o && is_s3(url) && have >= offsetof(struct stk_ckpt_opts, s3_profile) + sizeof o->s3_profile) {
     struct stk_origin_opts oo = {.s3_endpoint = o->s3_endpoint,
                                  .s3_region = o->s3_region,
                                  .s3_profile = o->s3_profile};
-    return stk__origin_open(&c->org, c->origin, &oo, err);
+    return stk__origin_open(org, url, &oo, err);
   }
-  if (!strncasecmp(c->origin, "http://", 7) || !strncasecmp(c->origin, "https://", 8))
-    return stk__origin_open(&c->org, c->origin, NULL, err);
+  return stk__origin_open(org, url, NULL, err);
+}
+
+int stk__ckpt_origin_open(struct stk_ckpt *c, const struct stk_ckpt_opts *o, char *err) {
+  if (is_s3(c->origin) || !strncasecmp(c->origin, "http://", 7) ||
+      !strncasecmp(c->origin, "https://", 8))
+    return stk__ckpt_url_open(&c->org, c->origin, o, err);
   if (stk__origin_is_url(c->origin) && strncasecmp(c->origin, "file://", 7))
     return stk__errf(err, STK_ENOTSUP,
                      "%s: checkpoints drain to a directory, http(s):// (PUT) or "

@@ -360,7 +360,13 @@ static int info_cmp(const void *a, const void *b) {
 
 int stk_ckpt_list(const char *dir, int (*cb)(void *arg, const struct stk_ckpt_info *info),
                   void *arg, char *err) {
-  if (strstr(dir, "://")) return stk__ckpt_list_origin(dir, cb, arg, err);
+  return stk_ckpt_list_opts(dir, NULL, cb, arg, err);
+}
+
+int stk_ckpt_list_opts(const char *dir, const struct stk_ckpt_opts *o,
+                       int (*cb)(void *arg, const struct stk_ckpt_info *info), void *arg,
+                       char *err) {
+  if (strstr(dir, "://")) return stk__ckpt_list_origin(dir, o, cb, arg, err);
   DIR *d = opendir(dir);
   if (!d) return stk__errf(err, stk__from_errno(errno), "%s: %s", dir, strerror(errno));
   struct stk_ckpt_info *v = NULL;
@@ -408,7 +414,12 @@ int stk_ckpt_list(const char *dir, int (*cb)(void *arg, const struct stk_ckpt_in
 }
 
 int stk_ckpt_verify(const char *dir, const char *name, char *err) {
-  if (strstr(dir, "://")) return stk__ckpt_verify_origin(dir, name, err);
+  return stk_ckpt_verify_opts(dir, name, NULL, err);
+}
+
+int stk_ckpt_verify_opts(const char *dir, const char *name, const struct stk_ckpt_opts *o,
+                         char *err) {
+  if (strstr(dir, "://")) return stk__ckpt_verify_origin(dir, name, o, err);
   char path[4096];
   stk__ckpt_join(path, sizeof path, dir, name);
   struct ckpt_manifest m;

@@ -58,10 +58,11 @@ static int by_step(const void *a, const void *b) {
   return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
-int stk__ckpt_list_origin(const char *url, int (*cb)(void *arg, const struct stk_ckpt_info *info),
-                          void *arg, char *err) {
+int stk__ckpt_list_origin(const char *url, const struct stk_ckpt_opts *opts,
+                          int (*cb)(void *arg, const struct stk_ckpt_info *info), void *arg,
+                          char *err) {
   struct stk_origin *o = NULL;
-  int rc = stk__origin_open(&o, url, NULL, err);
+  int rc = stk__ckpt_url_open(&o, url, opts, err);
   if (rc) return rc;
   struct remote_list L = {0};
   rc = stk__origin_list(o, remote_item, &L, err);

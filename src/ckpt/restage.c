@@ -1,6 +1,6 @@
 /* The way back from the origin: the newest checkpoint the origin holds
  * whole (its manifest present), and re-staging one into the local
- * directory (parallel ranged gets of 16 MiB, each object's CRC32C checked
+ * directory (parallel gets, see piece_bytes, each object's CRC32C checked
  * against the manifest, the local manifest written last), so that a node
  * that lost its disk restores without a person. Reads go through the cache's origins
  * (src/cache/origin.h), so every origin that can be read can be restored
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,12 +51,27 @@ int stk__ckpt_origin_latest(struct stk_ckpt *c, uint64_t *step, char *err) {
   return 0;
 }
 
-#define RANGE_BYTES (16u << 20) /* one ranged get: big objects arrive in parallel */
+/* How the objects are cut into gets: into pieces of about total/threads
+ * bytes, so that every thread has one, but no smaller than RANGE_MIN (the
+ * cost of a request) and no larger than RANGE_MAX (what a failed get
+ * fetches again). An object no bigger than a piece is one get of the whole
+ * object, with no Range header: fewer requests, and a server that builds
+ * each ranged reply from the whole object (moto does) reads it once. */
+#define RANGE_MIN (16ull << 20)
+#define RANGE_MAX (256ull << 20)
+
+static uint64_t piece_bytes(const struct ckpt_manifest *m, uint32_t threads) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < m->n; i++) total += m->obj[i].size;
+  uint64_t p = total / (threads ? threads : 1) + 1;
+  return p < RANGE_MIN ? RANGE_MIN : p > RANGE_MAX ? RANGE_MAX : p;
+}
 
 struct range {
   size_t obj;
   uint64_t off, len;
   uint32_t crc;
+  int whole; /* the whole object: a plain get */
 };
 
 struct fetch {
@@ -77,8 +93,11 @@ static int get_range(void *arg, size_t i, char *err) {
   stk__ckpt_join(on, sizeof on, r->name, f);
   int fd = r->fds[g->obj];
   struct stk_obj_info info = {0};
-  int rc = g->len ? stk__origin_get(r->org, on, g->off, g->len, fd, g->off, &info, NULL, err)
+  uint64_t want = g->whole ? UINT64_MAX : g->len;
+  int rc = g->len ? stk__origin_get(r->org, on, g->off, want, fd, g->off, &info, NULL, err)
                   : stk__origin_stat(r->org, on, &info, err); /* an empty object: there? */
+  if (!rc && g->whole && !info.has_crc) /* unchecked bytes past the manifest's size */
+    rc = stk__errf(err, STK_EFORMAT, "%s/%s: whole get without a CRC", stk__origin_url(r->org), on);
   if (rc || info.has_crc || !g->len) {
     g->crc = info.has_crc ? info.crc32c : 0;
     return rc;
@@ -101,17 +120,25 @@ static int get_range(void *arg, size_t i, char *err) {
 
 int stk__ckpt_fetch(struct stk_origin *org, const char *name, const struct ckpt_manifest *m,
                     const int *fds, uint32_t threads, char *err) {
+  uint64_t piece = piece_bytes(m, threads);
+  /* Whole gets over HTTP(S) and S3, whose engine computes the CRC32C of
+   * every byte received (an object grown past its manifest's size fails
+   * it); a directory origin copies in the kernel and is read by ranges. */
+  const char *url = stk__origin_url(org);
+  int plain = strstr(url, "://") && strncasecmp(url, "file://", 7);
   size_t nr = 0;
   for (size_t i = 0; i < m->n; i++)
-    nr += m->obj[i].size ? (size_t)((m->obj[i].size + RANGE_BYTES - 1) / RANGE_BYTES) : 1;
+    nr += m->obj[i].size ? (size_t)((m->obj[i].size + piece - 1) / piece) : 1;
   struct fetch r = {.org = org, .name = name, .m = m, .fds = fds};
   if (!(r.rg = calloc(nr ? nr : 1, sizeof *r.rg))) return stk__errf(err, STK_ENOMEM, "out of memory");
   for (size_t i = 0, k = 0; i < m->n; i++) {
-    uint64_t off = 0;
+    /* k pieces of near-equal size, each a multiple of 1 MiB but the last */
+    uint64_t size = m->obj[i].size, n = size ? (size + piece - 1) / piece : 1;
+    uint64_t len = ((size + n - 1) / n + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1), off = 0;
     do {
-      r.rg[k++] = (struct range){i, off, STK__MIN(RANGE_BYTES, m->obj[i].size - off), 0};
-      off += RANGE_BYTES;
-    } while (off < m->obj[i].size);
+      r.rg[k++] = (struct range){i, off, STK__MIN(len, size - off), 0, plain && size && n == 1};
+      off += len;
+    } while (off < size);
   }
   int rc = stk__ckpt_pfor(threads, nr, get_range, &r, err);
   for (size_t i = 0, k = 0; !rc && i < m->n; i++) {
