@@ -4,8 +4,9 @@
  * whatever lies in the caller's memory there); a size larger than this
  * library's (a program built against a newer header) is refused with a
  * message naming the struct. Covers the writer, gen, dataset, cache,
- * watch and doctor options (the loader, tokens and checkpoint options
- * have their own tests). */
+ * watch and doctor options, and the sampler and decode options the
+ * loader's point at (the loader's older struct, the tokens and
+ * checkpoint options have their own tests). */
 #include <stddef.h>
 #include <sys/stat.h>
 
@@ -155,4 +156,111 @@ TEST(opts_size_watch_and_doctor_newer_refused) {
   struct stk_doctor_result r;
   CHECK_EQ(stk_doctor_run(&k, &r, err), STK_EINVAL);
   CHECK_CONTAINS(err, "stk_doctor_opts: struct_size");
+}
+
+/* Batches a loader over `dir` delivers to the end (-1 when it cannot open). */
+static int64_t batches_of(const char *dir, const struct stk_loader_opts *o, char *err) {
+  struct stk_dataset *ds;
+  CHECK_OK(stk_dataset_open(&ds, dir, NULL, err));
+  struct stk_loader *l;
+  if (stk_loader_open(&l, ds, o, err)) {
+    stk_dataset_close(ds);
+    return -1;
+  }
+  struct stk_batch *b;
+  int64_t n = 0;
+  int rc;
+  while ((rc = stk_loader_next(l, &b)) == 0) {
+    n++;
+    stk_batch_release(l, b);
+  }
+  CHECK_EQ(rc, STK_EOF);
+  stk_loader_close(l);
+  stk_dataset_close(ds);
+  return n;
+}
+
+static void gen_tfrecords(const char *dir, uint64_t samples) {
+  struct stk_gen_opts g;
+  stk_gen_opts_init(&g);
+  g.dir = dir;
+  g.format = "tfrecord";
+  g.samples = samples;
+  g.size_mean = 64;
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&g, NULL, NULL, err));
+}
+
+/* The sampler's options are their own sized struct, which the loader's
+ * options point at: one from before rank and world existed leaves them
+ * their defaults (rank 3 of 2 past its end would be refused), and one
+ * larger than this library's is refused, by the loader and by
+ * stk_sampler_open alike. */
+TEST(opts_size_sampler_older_struct_and_newer_refused) {
+  gen_tfrecords("s", 10);
+  struct stk_sampler_opts so;
+  memset(&so, 0xab, sizeof so);
+  stk_sampler_opts_init(&so);
+  CHECK_EQ(so.struct_size, sizeof so);
+  CHECK(so.seed == 0 && so.world == 0);
+  so.rank = 3;
+  so.world = 2;
+  so.struct_size = offsetof(struct stk_sampler_opts, rank);
+  struct stk_loader_opts o;
+  stk_loader_opts_init(&o);
+  o.batch_size = 5;
+  o.sampler = &so;
+  char err[STK_ERRMSG_MAX];
+  CHECK_EQ(batches_of("s", &o, err), 2); /* all 10 samples: rank 0 of 1 */
+  so.struct_size = sizeof so; /* now rank 3 of 2 is read */
+  CHECK_EQ(batches_of("s", &o, err), -1);
+  so.struct_size = sizeof so + 8;
+  CHECK_EQ(batches_of("s", &o, err), -1);
+  CHECK_CONTAINS(err, "stk_sampler_opts: struct_size");
+  CHECK_CONTAINS(err, "larger than this libstoker's");
+  struct stk_dataset *ds;
+  CHECK_OK(stk_dataset_open(&ds, "s", NULL, err));
+  struct stk_sampler *s;
+  CHECK_EQ(stk_sampler_open(&s, ds, &so), STK_EINVAL);
+  so.struct_size = offsetof(struct stk_sampler_opts, rank);
+  CHECK_OK(stk_sampler_open(&s, ds, &so));
+  CHECK_EQ(stk_sampler_epoch_len(s), 10);
+  stk_sampler_close(s);
+  stk_dataset_close(ds);
+}
+
+/* The decode options likewise: one that ends before `field` decodes the
+ * first field (not the "nope" past its end, which no sample has: every
+ * sample would fail); a larger one is refused naming it. */
+TEST(opts_size_decode_older_struct_and_newer_refused) {
+  gen_tfrecords("d", 10);
+  struct stk_decode_cfg dc;
+  memset(&dc, 0xab, sizeof dc);
+  stk_decode_cfg_init(&dc);
+  CHECK_EQ(dc.struct_size, sizeof dc);
+  CHECK(dc.kind == STK_DECODE_RAW && dc.field == NULL && dc.out_h == 0);
+  dc.field = "nope";
+  dc.struct_size = offsetof(struct stk_decode_cfg, field);
+  struct stk_loader_opts o;
+  stk_loader_opts_init(&o);
+  o.batch_size = 5;
+  o.on_error = STK_ON_ERROR_FAIL;
+  o.decode = &dc;
+  char err[STK_ERRMSG_MAX];
+  CHECK_EQ(batches_of("d", &o, err), 2);
+  dc.struct_size = sizeof dc + 4;
+  CHECK_EQ(batches_of("d", &o, err), -1);
+  CHECK_CONTAINS(err, "stk_decode_cfg: struct_size");
+  CHECK_CONTAINS(err, "larger than this libstoker's");
+  dc.struct_size = 2;
+  CHECK_EQ(batches_of("d", &o, err), -1);
+  CHECK_CONTAINS(err, "stk_decode_cfg: struct_size 2 is smaller");
+  /* No decode options at all: raw, as a zeroed struct gives. */
+  o.decode = NULL;
+  o.sampler = NULL;
+  CHECK_EQ(batches_of("d", &o, err), 2);
+  /* The loader's own options, larger than this library's: refused. */
+  o.struct_size = sizeof o + 8;
+  CHECK_EQ(batches_of("d", &o, err), -1);
+  CHECK_CONTAINS(err, "stk_loader_opts: struct_size");
 }

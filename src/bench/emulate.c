@@ -452,15 +452,19 @@ steps:
                      (unsigned long long)n, (unsigned long long)total_acc,
                      (unsigned long long)run->steps, o->w.batch);
   }
-  struct stk_loader_opts lo = {0};
+  struct stk_loader_opts lo;
+  stk_loader_opts_init(&lo);
+  struct stk_sampler_opts so;
+  stk_sampler_opts_init(&so);
+  so.seed = o->seed;
+  so.rank = o->rank;
+  so.world = world;
+  lo.sampler = &so;
   lo.batch_size = o->w.batch;
   lo.threads = o->read_threads ? o->read_threads : (o->w.read_threads ? o->w.read_threads : 0);
   lo.epochs = o->w.epochs;
   lo.drop_last = 1;
   lo.epoch_samples = run->steps * run->nacc * o->w.batch;
-  lo.sampler.seed = o->seed;
-  lo.sampler.rank = o->rank;
-  lo.sampler.world = world;
   lo.io_engine = o->io_engine;
   lo.direct = o->direct;
   lo.skip_verify = o->skip_verify;
