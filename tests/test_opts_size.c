@@ -10,6 +10,10 @@
 #include <stddef.h>
 #include <sys/stat.h>
 
+#include "stoker/bench.h"
+#include "stoker/infer.h"
+#include "stoker/mig_online.h"
+#include "stoker/sim.h"
 #include "stoker/stoker.h"
 #include "test.h"
 
@@ -263,4 +267,92 @@ TEST(opts_size_decode_older_struct_and_newer_refused) {
   o.struct_size = sizeof o + 8;
   CHECK_EQ(batches_of("d", &o, err), -1);
   CHECK_CONTAINS(err, "stk_loader_opts: struct_size");
+}
+
+/* The simulators' and the benchmark's options: each init records its size,
+ * and a struct larger than this library's is refused naming it before any
+ * input is looked at (so none is given here). */
+TEST(opts_size_sim_and_bench_newer_refused) {
+  char err[STK_ERRMSG_MAX];
+  struct stk_sim_run_opts ro;
+  stk_sim_run_opts_init(&ro);
+  CHECK_EQ(ro.struct_size, sizeof ro);
+  ro.struct_size += 8;
+  struct stk_sim_result sr;
+  CHECK_EQ(stk_sim_run(NULL, NULL, &ro, &sr, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_sim_run_opts: struct_size");
+  struct stk_sim_experiment_opts eo;
+  stk_sim_experiment_opts_init(&eo);
+  CHECK_EQ(eo.struct_size, sizeof eo);
+  eo.struct_size += 8;
+  struct stk_sim_result *res;
+  size_t nres;
+  CHECK_EQ(stk_sim_experiment(NULL, NULL, &eo, &res, &nres, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_sim_experiment_opts: struct_size");
+  struct stk_sim_replay_opts po;
+  stk_sim_replay_opts_init(&po);
+  CHECK_EQ(po.struct_size, sizeof po);
+  po.struct_size += 8;
+  struct stk_sim_replay_result pr;
+  CHECK_EQ(stk_sim_replay(NULL, "none.csv", &po, &pr, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_sim_replay_opts: struct_size");
+  struct stk_sim_jobs_opts jo;
+  stk_sim_jobs_opts_init(&jo);
+  CHECK_EQ(jo.struct_size, sizeof jo);
+  jo.struct_size += 8;
+  struct stk_sim_jobs_result jr;
+  CHECK_EQ(stk_sim_jobs_run(NULL, &jo, &jr, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_sim_jobs_opts: struct_size");
+  struct stk_infer_opts io;
+  stk_infer_opts_init(&io);
+  CHECK_EQ(io.struct_size, sizeof io);
+  io.struct_size += 8;
+  struct stk_infer_result ir;
+  CHECK_EQ(stk_infer_run(NULL, NULL, &io, &ir, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_infer_opts: struct_size");
+  struct stk_mig_online_opts mo;
+  stk_mig_online_opts_init(&mo);
+  CHECK_EQ(mo.struct_size, sizeof mo);
+  mo.struct_size += 8;
+  struct stk_mig_online_result mr;
+  CHECK_EQ(stk_mig_online_run(NULL, &mo, &mr, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_mig_online_opts: struct_size");
+  struct stk_bench_opts bo;
+  stk_bench_opts_init(&bo);
+  CHECK_EQ(bo.struct_size, sizeof bo);
+  bo.struct_size += 8;
+  struct stk_bench_result br;
+  CHECK_EQ(stk_bench_run(&bo, &br, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_bench_opts: struct_size");
+  CHECK_EQ(stk_bench_ckpt_run(&bo, &br, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_bench_opts: struct_size");
+}
+
+/* A simulation run's options from before inflate existed: the 500 past
+ * the struct's end (out of range, refused when read) is not read. */
+TEST(opts_size_sim_run_older_struct) {
+  FILE *f = fopen("nodes.csv", "w");
+  fprintf(f, "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,4,V100\nn1,32000,131072,2,T4\n");
+  fclose(f);
+  f = fopen("pods.csv", "w");
+  fprintf(f, "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,creation_time,deletion_time\n");
+  for (int i = 0; i < 20; i++) fprintf(f, "p%d,1000,1024,1,500,,%d,%d\n", i, i, i + 100);
+  fclose(f);
+  char err[STK_ERRMSG_MAX];
+  struct stk_sim_cluster *c;
+  struct stk_sim_workload *w;
+  CHECK_OK(stk_sim_cluster_load(&c, "nodes.csv", err));
+  CHECK_OK(stk_sim_workload_load(&w, c, "pods.csv", err));
+  struct stk_sim_run_opts o;
+  stk_sim_run_opts_init(&o);
+  o.inflate = 500;
+  struct stk_sim_result r;
+  CHECK_EQ(stk_sim_run(c, w, &o, &r, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "inflate 500");
+  o.struct_size = offsetof(struct stk_sim_run_opts, inflate);
+  CHECK_OK(stk_sim_run(c, w, &o, &r, err));
+  CHECK(r.inflate > 1.29 && r.inflate < 1.31); /* the default */
+  stk_sim_result_free(&r);
+  stk_sim_workload_free(w);
+  stk_sim_cluster_free(c);
 }

@@ -508,8 +508,16 @@ static void leave_job(struct run *run, int rc) {
   o->global_barrier(o->global_ctx, rc ? rc : STK_ECANCELED);
 }
 
-int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, char *err) {
+void stk_bench_opts_init_sized(struct stk_bench_opts *o, size_t size) {
+  stk__opts_init(o, sizeof *o, size);
+}
+
+int stk_bench_run(const struct stk_bench_opts *oin, struct stk_bench_result *r, char *err) {
   memset(r, 0, sizeof *r);
+  struct stk_bench_opts own; /* an older caller's struct is read only to its end */
+  int trc = stk__opts_take(&own, sizeof own, oin, "stk_bench_opts", err);
+  if (trc) return trc;
+  const struct stk_bench_opts *o = &own;
   struct run run;
   memset(&run, 0, sizeof run);
   run.o = o;
@@ -596,8 +604,12 @@ static int ckpt_compute(struct run *run, double secs, double *compute) {
   return cancelled(run) ? -1 : global_barrier(run);
 }
 
-int stk_bench_ckpt_run(const struct stk_bench_opts *o, struct stk_bench_result *r, char *err) {
+int stk_bench_ckpt_run(const struct stk_bench_opts *oin, struct stk_bench_result *r, char *err) {
   memset(r, 0, sizeof *r);
+  struct stk_bench_opts own;
+  int trc = stk__opts_take(&own, sizeof own, oin, "stk_bench_opts", err);
+  if (trc) return trc;
+  const struct stk_bench_opts *o = &own;
   struct run run;
   memset(&run, 0, sizeof run);
   run.o = o;

@@ -40,7 +40,19 @@ static uint64_t first_accelerator(const struct stk_bench_opts *o,
   return r->processes > 1 ? 0 : (uint64_t)o->rank * r->accelerators;
 }
 
-void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_result *r, FILE *f) {
+/* The caller's options as far as its struct goes (a larger one: logged,
+ * nothing written). */
+static int take(struct stk_bench_opts *own, const struct stk_bench_opts *o) {
+  char err[STK_ERRMSG_MAX];
+  int rc = stk__opts_take(own, sizeof *own, o, "stk_bench_opts", err);
+  if (rc) stk_log(STK_LOG_ERROR, "%s", err);
+  return rc;
+}
+
+void stk_bench_json(const struct stk_bench_opts *oin, const struct stk_bench_result *r, FILE *f) {
+  struct stk_bench_opts own;
+  if (take(&own, oin)) return;
+  const struct stk_bench_opts *o = &own;
   struct stk_json j;
   stk_json_init(&j, f, 2);
   stk_json_obj_begin(&j);
@@ -191,7 +203,10 @@ static void spread(struct bin *b, double *field0, double t0, double t1, double a
   }
 }
 
-void stk_bench_svg(const struct stk_bench_opts *o, const struct stk_bench_result *r, FILE *f) {
+void stk_bench_svg(const struct stk_bench_opts *oin, const struct stk_bench_result *r, FILE *f) {
+  struct stk_bench_opts own;
+  if (take(&own, oin)) return;
+  const struct stk_bench_opts *o = &own;
   struct bin b[BINS];
   memset(b, 0, sizeof b);
   double tmax = r->wall_s > 0 ? r->wall_s : 1, dt = tmax / BINS;
