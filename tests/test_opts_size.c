@@ -356,3 +356,44 @@ TEST(opts_size_sim_run_older_struct) {
   stk_sim_workload_free(w);
   stk_sim_cluster_free(c);
 }
+
+/* A workload is filled by the library (presets, DLIO configs) and read by
+ * it: filled no further than the caller's struct_size, whose bytes past
+ * it stay as they were; read no further; refused where read when larger. */
+TEST(opts_size_workload_written_and_read_to_its_size) {
+  union {
+    struct stk_workload w;
+    unsigned char bytes[sizeof(struct stk_workload)];
+  } u;
+  memset(u.bytes, 0xab, sizeof u.bytes);
+  stk_workload_init_sized(&u.w, offsetof(struct stk_workload, seq_len));
+  CHECK_OK(stk_workload_preset("gpt8b", "h100", &u.w));
+  CHECK_STR(u.w.name, "gpt8b");
+  CHECK_EQ(u.w.struct_size, offsetof(struct stk_workload, seq_len)); /* as the caller set it */
+  CHECK_EQ(u.w.seq_len, 0xababababu); /* past the caller's struct: not written */
+  struct stk_workload full;
+  stk_workload_init(&full);
+  CHECK_OK(stk_workload_preset("gpt8b", "h100", &full));
+  CHECK_EQ(full.seq_len, 8192);
+  /* Read: checkpoint sizes of an older struct, and of a larger one. */
+  char err[STK_ERRMSG_MAX];
+  uint64_t bytes, files;
+  uint32_t writers;
+  CHECK_OK(stk_workload_preset("unet3d", "h100", &full));
+  CHECK_OK(stk_ckpt_size(&full, 8, &bytes, &files, &writers, err));
+  CHECK(bytes > 0 && writers > 0);
+  full.struct_size = sizeof full + 8;
+  CHECK_EQ(stk_ckpt_size(&full, 8, &bytes, &files, &writers, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_workload: struct_size");
+  /* The benchmark's options point at a workload: a larger one refused,
+   * none at all named. */
+  struct stk_bench_opts bo;
+  stk_bench_opts_init(&bo);
+  bo.w = &full;
+  struct stk_bench_result br;
+  CHECK_EQ(stk_bench_run(&bo, &br, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_workload: struct_size");
+  bo.w = NULL;
+  CHECK_EQ(stk_bench_run(&bo, &br, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_bench_opts: no workload");
+}

@@ -79,7 +79,10 @@ enum stk_compute_dist { STK_COMPUTE_CONSTANT = 0, STK_COMPUTE_NORMAL, STK_COMPUT
  * it (docs/internals/api.md). */
 struct stk_bench_opts {
   size_t struct_size; /* set by stk_bench_opts_init(); 0 = this header's */
-  struct stk_workload w;
+  /* The workload, its own sized struct (never embedded: a field added to
+   * it would move every option after it); read by the run and the
+   * reports, so it must live until they return. */
+  const struct stk_workload *w;
   const char *data;          /* dataset directory (must exist), or a URL */
   const struct stk_cache_opts *cache; /* cache tiers for a URL; NULL = defaults */
   uint32_t accelerators;     /* emulated in this process; 0 = 1 */

@@ -20,6 +20,7 @@
 
 #include "../base/base.h"
 #include "../gen/synth.h"
+#include "bench_impl.h"
 #include "cuda.h"
 #include "doctor_impl.h"
 #include "stoker/doctor.h"
@@ -492,6 +493,7 @@ int stk_doctor_run(const struct stk_doctor_opts *user, struct stk_doctor_result 
   r->seconds = secs(stk_now_ns() - t0);
   if (rc) return stk__errf(errmsg, rc, "%s", x.err);
   struct stk_workload w;
+  stk_workload_init(&w);
   for (int i = 0; stk_workload_preset_at(i, &w) == 0 && r->nfeed < STK_DOCTOR_MAX_FEED - 1; i++) {
     stk_doctor_feed(r, &w, 0, &r->feed[r->nfeed++]);
     if (!strcmp(w.name, "resnet50")) stk_doctor_feed(r, &w, 1, &r->feed[r->nfeed++]);
@@ -503,11 +505,19 @@ static double ratio(const struct stk_doctor_figure *f, double per) {
   return f->valid && per > 0 ? f->value / per : NAN;
 }
 
-void stk_doctor_feed(const struct stk_doctor_result *r, const struct stk_workload *w, int jpeg,
+void stk_doctor_feed(const struct stk_doctor_result *r, const struct stk_workload *win, int jpeg,
                      struct stk_doctor_feed *out) {
   memset(out, 0, sizeof *out);
-  snprintf(out->workload, sizeof out->workload, "%s", w->name);
-  snprintf(out->accel, sizeof out->accel, "%s", w->accel);
+  struct stk_workload own; /* a larger struct than this library's: logged, left empty */
+  char err[STK_ERRMSG_MAX];
+  if (stk__workload_take(&own, win, err)) {
+    stk_log(STK_LOG_ERROR, "%s", err);
+    return;
+  }
+  const struct stk_workload *w = &own;
+  /* (bounded: the caller's copy need not be terminated) */
+  snprintf(out->workload, sizeof out->workload, "%.*s", (int)sizeof w->name - 1, w->name);
+  snprintf(out->accel, sizeof out->accel, "%.*s", (int)sizeof w->accel - 1, w->accel);
   out->jpeg = jpeg;
   out->samples_per_s = w->compute_s > 0 ? w->batch / w->compute_s : NAN;
   /* A token window reads seq_len tokens of the corpus (record_bytes is a
