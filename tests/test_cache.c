@@ -65,7 +65,7 @@ static void same_samples(struct stk_dataset *a, struct stk_dataset *b) {
 }
 
 static struct stk_cache_stats stats_of(struct stk_dataset *ds) {
-  struct stk_cache_stats st;
+  struct stk_cache_stats st = {0};
   CHECK_OK(stk_dataset_cache_stats(ds, &st));
   return st;
 }
@@ -97,7 +97,7 @@ TEST(cache_disk_tier_same_bytes_and_warm_hits) {
   stk_dataset_close(ds);
   stk_dataset_close(local);
   /* The directory's counters sum both lifetimes. */
-  struct stk_cache_stats t;
+  struct stk_cache_stats t = {0};
   char err[STK_ERRMSG_MAX];
   CHECK_OK(stk_cache_dir_scan("cache", NULL, NULL, &t, err));
   CHECK_EQ(t.disk.entries, 8);
@@ -242,7 +242,7 @@ TEST(cache_lru_eviction_keeps_budget) {
   struct stk_cache_stats st = stats_of(ds);
   CHECK(st.disk.evictions >= 6);
   stk_dataset_close(ds);
-  struct stk_cache_stats t;
+  struct stk_cache_stats t = {0};
   CHECK_OK(stk_cache_dir_scan("cache", NULL, NULL, &t, err));
   CHECK(t.disk.bytes <= co.disk_bytes);
   CHECK(t.disk.entries >= 3);
@@ -279,7 +279,7 @@ TEST(cache_processes_share_one_download) {
     CHECK(waitpid(kids[p], &status, 0) == kids[p]);
     CHECK_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : 99, 0);
   }
-  struct stk_cache_stats t;
+  struct stk_cache_stats t = {0};
   char err[STK_ERRMSG_MAX];
   CHECK_OK(stk_cache_dir_scan("cache", NULL, NULL, &t, err));
   CHECK_EQ(t.fetches, 16);          /* one download per shard */

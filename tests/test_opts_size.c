@@ -397,3 +397,57 @@ TEST(opts_size_workload_written_and_read_to_its_size) {
   CHECK_EQ(stk_bench_run(&bo, &br, err), STK_EINVAL);
   CHECK_CONTAINS(err, "stk_bench_opts: no workload");
 }
+
+/* Results the library fills stop at the caller's struct_size: a cache's
+ * stats and a scan's totals from before origin_checked, and doctor's result from
+ * before its curve, keep the bytes past their ends; the print and JSON
+ * functions read no further either. */
+TEST(opts_size_results_written_to_their_size) {
+  char err[STK_ERRMSG_MAX];
+  gen_tfrecords("src", 10);
+  struct stk_cache_opts co;
+  stk_cache_opts_init(&co);
+  co.dir = "cache";
+  struct stk_dataset_opts dso;
+  stk_dataset_opts_init(&dso);
+  dso.cache = &co;
+  union {
+    struct stk_cache_stats st;
+    unsigned char bytes[sizeof(struct stk_cache_stats)];
+  } u;
+  memset(u.bytes, 0xab, sizeof u.bytes);
+  stk_cache_stats_init_sized(&u.st, offsetof(struct stk_cache_stats, origin_checked));
+  CHECK_EQ(u.st.fetches, 0); /* init cleared what the caller's struct has */
+  struct stk_dataset *ds;
+  CHECK_OK(stk_dataset_open(&ds, "src", &dso, err));
+  u.st.fetches = 12345;
+  CHECK_OK(stk_dataset_cache_stats(ds, &u.st));
+  stk_dataset_close(ds);
+  CHECK_EQ(u.st.struct_size, offsetof(struct stk_cache_stats, origin_checked));
+  CHECK(u.st.fetches != 12345); /* written */
+  CHECK_EQ(u.st.origin_checked, 0xababababababababull); /* past its end: not written */
+  memset(u.bytes, 0xab, sizeof u.bytes);
+  stk_cache_stats_init_sized(&u.st, offsetof(struct stk_cache_stats, origin_checked));
+  CHECK_OK(stk_cache_dir_scan("cache", NULL, NULL, &u.st, err));
+  CHECK_EQ(u.st.origin_checked, 0xababababababababull);
+  struct stk_doctor_opts k;
+  stk_doctor_opts_init(&k);
+  k.dir = ".";
+  k.quick = 1;
+  k.size = 8u << 20;
+  k.only = STK_DOCTOR_BIT(STK_DOCTOR_MEMCPY);
+  struct stk_doctor_result *r = malloc(sizeof *r);
+  memset(r, 0xab, sizeof *r);
+  stk_doctor_result_init_sized(r, offsetof(struct stk_doctor_result, curve));
+  CHECK_OK(stk_doctor_run(&k, r, err));
+  CHECK(r->cores >= 1 && r->nfeed > 0);
+  CHECK_EQ(r->ncurve, (int)0xabababab); /* past its end: not written */
+  FILE *f = fopen("doctor.json", "w");
+  CHECK_OK(stk_doctor_write_json(r, f)); /* the curve is not read: none */
+  fclose(f);
+  memset(r, 0xab, sizeof *r);
+  stk_doctor_result_init(r);
+  CHECK_OK(stk_doctor_run(&k, r, err));
+  CHECK_EQ(r->ncurve, 0); /* written: no curve without the O_DIRECT figures */
+  free(r);
+}

@@ -34,6 +34,10 @@ int stk__opts_take(void *dst, size_t have, const void *src, const char *what, ch
  * newer caller's larger struct gets what this library knows; the rest is
  * left as it was). */
 void stk__result_give(void *out, const void *full, size_t have);
+/* A result the caller hands back (to print it, say): copied into dst
+ * (have bytes) no further than src's struct_size, zeros past it; a larger
+ * src gives what this library knows. */
+void stk__result_take(void *dst, size_t have, const void *src);
 
 /* Map an errno value to the closest STK_E* code. */
 int stk__from_errno(int errnum);

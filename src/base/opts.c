@@ -26,6 +26,15 @@ void stk__result_give(void *out, const void *full, size_t have) {
   memcpy((char *)out + sizeof n, (const char *)full + sizeof n, n - sizeof n);
 }
 
+void stk__result_take(void *dst, size_t have, const void *src) {
+  size_t n;
+  memcpy(&n, src, sizeof n);
+  if (n == 0 || n > have) n = have;
+  memset(dst, 0, have);
+  if (n > sizeof n) memcpy(dst, src, n);
+  memcpy(dst, &have, sizeof have);
+}
+
 int stk__opts_take(void *dst, size_t have, const void *src, const char *what, char *err) {
   size_t n = 0;
   memset(dst, 0, have);
