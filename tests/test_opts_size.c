@@ -451,3 +451,41 @@ TEST(opts_size_results_written_to_their_size) {
   CHECK_EQ(r->ncurve, 0); /* written: no curve without the O_DIRECT figures */
   free(r);
 }
+
+/* gen's stats and a checkpoint store's stats from before their last
+ * fields: written no further than the caller's struct_size. */
+TEST(opts_size_gen_and_ckpt_stats_written_to_their_size) {
+  union {
+    struct stk_gen_stats st;
+    unsigned char bytes[sizeof(struct stk_gen_stats)];
+  } g;
+  memset(g.bytes, 0xab, sizeof g.bytes);
+  stk_gen_stats_init_sized(&g.st, offsetof(struct stk_gen_stats, wall_ns));
+  struct stk_gen_opts o;
+  stk_gen_opts_init(&o);
+  o.dir = "s";
+  o.format = "tfrecord";
+  o.samples = 3;
+  o.size_mean = 16;
+  o.stats = &g.st;
+  char err[STK_ERRMSG_MAX];
+  CHECK_OK(stk_gen(&o, NULL, NULL, err));
+  CHECK_EQ(g.st.samples, 3);
+  CHECK_EQ(g.st.wall_ns, 0xababababababababull); /* past its end: not written */
+  union {
+    struct stk_ckpt_stats st;
+    unsigned char bytes[sizeof(struct stk_ckpt_stats)];
+  } k;
+  memset(k.bytes, 0xab, sizeof k.bytes);
+  stk_ckpt_stats_init_sized(&k.st, offsetof(struct stk_ckpt_stats, busy_skips));
+  struct stk_ckpt_opts co;
+  stk_ckpt_opts_init(&co);
+  co.dir = "ck";
+  struct stk_ckpt *c;
+  CHECK_OK(stk_ckpt_open(&c, &co, err));
+  k.st.saves = 7;
+  stk_ckpt_stats(c, &k.st);
+  CHECK_EQ(k.st.saves, 0); /* written */
+  CHECK_EQ(k.st.busy_skips, 0xababababababababull); /* past its end: not written */
+  stk_ckpt_close(c);
+}
