@@ -4,9 +4,12 @@
  * whatever lies in the caller's memory there); a size larger than this
  * library's (a program built against a newer header) is refused with a
  * message naming the struct. Covers the writer, gen, dataset, cache,
- * watch and doctor options, and the sampler and decode options the
- * loader's point at (the loader's older struct, the tokens and
- * checkpoint options have their own tests). */
+ * watch and doctor options, the sampler and decode options the loader's
+ * point at, the sim, infer, mig-online and bench options and the workload
+ * (the loader's older struct, the tokens and checkpoint options have their
+ * own tests). Results with a size the caller sets (cache, gen, checkpoint
+ * stats, doctor's result, the workload) are written no further than it.
+ * The rule: docs/internals/api.md. */
 #include <stddef.h>
 #include <sys/stat.h>
 
