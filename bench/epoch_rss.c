@@ -32,8 +32,10 @@ int main(int argc, char **argv) {
   struct stk_loader_opts o = {.batch_size = (uint32_t)atoi(argv[3]), .threads = (uint32_t)atoi(argv[4]),
                               .epochs = (uint32_t)atoi(argv[2])};
   if (argc > 5 && strcmp(argv[5], "jpeg") == 0) {
-    o.decode.kind = STK_DECODE_JPEG;
-    o.decode.train = 1;
+    struct stk_decode_cfg dc = {0};
+    o.decode = &dc;
+    dc.kind = STK_DECODE_JPEG;
+    dc.train = 1;
   }
   struct stk_loader *l;
   if (stk_loader_open(&l, ds, &o, err)) {

@@ -192,7 +192,7 @@ static int parse_option(struct bench_args *a, int c, const char *v) {
 /* The workload: preset (or the built-in default), then the config file,
  * then command-line overrides. */
 static int build_workload(struct bench_args *a) {
-  struct stk_workload *w = &a->o.w;
+  struct stk_workload *w = &a->w;
   const char *name = a->workload ? a->workload : "resnet50";
   if (stk_workload_preset(name, a->accel, w) != 0) {
     cli_error("bench", "no workload '%s' for accelerator '%s' (unet3d: a100, h100, b200; resnet50 "
@@ -269,15 +269,15 @@ static void progress(void *ctx, uint64_t epoch, uint64_t step, uint64_t steps, d
   const struct bench_args *a = ctx;
   if (isfinite(au))
     fprintf(stderr, "\r  epoch %" PRIu64 "/%u  step %" PRIu64 "/%" PRIu64 "  AU %.3f   ", epoch + 1,
-            a->o.w.epochs, step, steps, au);
+            a->w.epochs, step, steps, au);
   else
     fprintf(stderr, "\r  epoch %" PRIu64 "/%u  step %" PRIu64 "/%" PRIu64 "   ", epoch + 1,
-            a->o.w.epochs, step, steps);
+            a->w.epochs, step, steps);
 }
 
 /* Where checkpoint figures come from, said before the run as for reads. */
 static void ckpt_cache_warning(const struct bench_args *a) {
-  const struct stk_ckpt_spec *c = &a->o.w.ckpt;
+  const struct stk_ckpt_spec *c = &a->w.ckpt;
   if (!c->enabled || a->o.direct || a->quiet) return;
   fprintf(stderr, "stoker bench: warning: checkpoint %s the page cache%s; use --direct for "
           "storage figures\n", c->fsync ? "loads may read" : "saves without fsync land in, and loads read,",
@@ -308,7 +308,7 @@ static void ckpt_summary(const struct stk_bench_result *r) {
 
 /* A checkpoint-only workload (the llama configs): saves and loads. */
 static void ckpt_only_summary(const struct bench_args *a, const struct stk_bench_result *r) {
-  const struct stk_workload *w = &a->o.w;
+  const struct stk_workload *w = &a->w;
   if (r->processes > 1)
     printf("stoker bench: across %u processes on %u host(s) (MPI)\n", r->processes, r->hosts);
   printf("stoker bench: %s (checkpoint only), %u ranks, %u saves and %u loads, %g s of compute "
@@ -323,7 +323,7 @@ static void ckpt_only_summary(const struct bench_args *a, const struct stk_bench
 }
 
 static void summary(const struct bench_args *a, const struct stk_bench_result *r) {
-  const struct stk_workload *w = &a->o.w;
+  const struct stk_workload *w = &a->w;
   if (r->processes > 1)
     printf("stoker bench: across %u processes on %u host(s) (MPI)\n", r->processes, r->hosts);
   printf("stoker bench: %s (%s), %u accelerators, %u epochs x %" PRIu64 " steps, batch %u, compute %g s%s\n",
@@ -410,10 +410,10 @@ static void find_max_json(const struct bench_args *a, const struct trial *t, siz
   struct stk_json j;
   stk_json_init(&j, f, 2);
   stk_json_obj_begin(&j);
-  stk_json_kstr(&j, "workload", a->o.w.name);
-  stk_json_kstr(&j, "accelerator", a->o.w.accel);
+  stk_json_kstr(&j, "workload", a->w.name);
+  stk_json_kstr(&j, "accelerator", a->w.accel);
   stk_json_kstr(&j, "data", a->o.data);
-  stk_json_kdbl(&j, "au_threshold", a->o.w.au_min);
+  stk_json_kdbl(&j, "au_threshold", a->w.au_min);
   stk_json_ku64(&j, "largest_passing", largest);
   stk_json_key(&j, "trials");
   stk_json_arr_begin(&j);
@@ -445,7 +445,7 @@ static int find_max(struct bench_args *a) {
   uint32_t lo = 0, hi = 0, n = 1;
   struct trial t[64]; /* doubling and bisecting 1..4096 takes at most 25 */
   size_t nt = 0;
-  printf("stoker bench --find-max: %s (%s), AU threshold %.2f\n", a->o.w.name, a->o.w.accel, a->o.w.au_min);
+  printf("stoker bench --find-max: %s (%s), AU threshold %.2f\n", a->w.name, a->w.accel, a->w.au_min);
   printf("  %12s %8s %6s %14s %9s  %s\n", "accelerators", "AU", "", "samples/s", "warm-up", "verdict");
   for (;;) {
     if (cli_stop_requested()) return CLI_INTERRUPTED;
@@ -485,9 +485,9 @@ static int find_max(struct bench_args *a) {
       break;
   }
   if (lo)
-    printf("largest accelerator count meeting AU >= %.2f: %u\n", a->o.w.au_min, lo);
+    printf("largest accelerator count meeting AU >= %.2f: %u\n", a->w.au_min, lo);
   else
-    printf("no accelerator count meets AU >= %.2f (1 accelerator fails)\n", a->o.w.au_min);
+    printf("no accelerator count meets AU >= %.2f (1 accelerator fails)\n", a->w.au_min);
   if (a->json) {
     struct stk_outfile *f;
     if (cli_out_open("bench", "--json", a->json, &f)) return CLI_FAIL;
@@ -509,7 +509,7 @@ static int wants_mpi(int argc, char **argv) {
 /* What every rank must agree on, or they would run different numbers of
  * steps (and barriers). */
 static uint64_t workload_fingerprint(const struct bench_args *a) {
-  const struct stk_workload *w = &a->o.w;
+  const struct stk_workload *w = &a->w;
   const uint64_t f[] = {w->batch, w->files, w->samples_per_file, w->epochs, a->o.accelerators,
                         w->seq_len};
   uint64_t h = 1469598103934665603ull; /* FNV-1a over the values */
@@ -588,7 +588,7 @@ static int parse_args(struct bench_args *a, int argc, char **argv) {
     cli_error("bench", "--svg: --find-max draws no chart (--json FILE records every trial)");
     return CLI_USAGE;
   }
-  if (a->find_max && a->o.w.compute_s == 0 && a->o.w.compute_stdev == 0) {
+  if (a->find_max && a->w.compute_s == 0 && a->w.compute_stdev == 0) {
     cli_error("bench", "--find-max needs a compute time: with --compute-s 0, AU is undefined");
     return CLI_USAGE;
   }
@@ -641,7 +641,7 @@ static int bench_main(struct bench_args *a, int argc, char **argv) {
   if ((rc = job_check(a, rc, workload_fingerprint(a)))) return rc;
   cli_catch_signals();
   a->o.cancel = &cli_interrupted;
-  if (a->o.w.ckpt.no_train) return ckpt_main(a);
+  if (a->w.ckpt.no_train) return ckpt_main(a);
   ckpt_cache_warning(a);
   if ((rc = setup_data(a))) return rc;
   if (a->find_max) return find_max(a);
@@ -661,6 +661,9 @@ static int bench_main(struct bench_args *a, int argc, char **argv) {
 int cmd_bench_run(int argc, char **argv) {
   struct bench_args a;
   memset(&a, 0, sizeof a);
+  stk_bench_opts_init(&a.o);
+  stk_workload_init(&a.w);
+  a.o.w = &a.w;
   a.accelerators = a.files = a.spf = a.batch = a.epochs = a.read_threads = -1;
   a.record = a.record_sd = a.compute = a.compute_sd = a.au = a.ckpt_interval = NAN;
   a.ckpt_writes = a.ckpt_reads = -1;

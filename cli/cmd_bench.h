@@ -8,7 +8,8 @@
 #include "stoker/bench.h"
 
 struct bench_args {
-  struct stk_bench_opts o;
+  struct stk_bench_opts o; /* o.w points at w */
+  struct stk_workload w;
   struct stk_bench_mpi *mpi; /* NULL: one process */
   char who[48];              /* "bench", or "bench: rank R of N" under MPI */
   const char *config, *workload, *accel, *json, *svg, *network;

@@ -61,7 +61,7 @@ static int check_free_space(const struct bench_args *a) {
     else
       *slash = 0;
   }
-  double need = dataset_bytes(&a->o.w), headroom = need * 0.05 + 1073741824.0;
+  double need = dataset_bytes(&a->w), headroom = need * 0.05 + 1073741824.0;
   double avail = (double)v.f_bavail * (double)v.f_frsize;
   if (need + headroom <= avail) return 0;
   char b1[32], b2[32], b3[32];
@@ -76,7 +76,7 @@ static int check_free_space(const struct bench_args *a) {
  * missing or empty (and this process may: under MPI, rank 0, then the first
  * rank of a host that still lacks it). */
 int bench_prepare_data(struct bench_args *a, int may_generate) {
-  const struct stk_workload *w = &a->o.w;
+  const struct stk_workload *w = &a->w;
   if (!a->data_given) {
     const char *tmp = getenv("TMPDIR");
     snprintf(a->data, sizeof a->data, "%s/stoker-bench-%u/%s-%s-%" PRIu64 "x%" PRIu64 "-%.0f",

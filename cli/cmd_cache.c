@@ -77,7 +77,7 @@ static int list_entry(void *arg, const struct stk_cache_dir_entry *e) {
 
 static int do_stats(struct args *a) {
   char err[STK_ERRMSG_MAX];
-  struct stk_cache_stats t;
+  struct stk_cache_stats t = {0};
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   struct lister L = {NULL, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec};
@@ -152,7 +152,7 @@ static int do_warm(struct args *a) {
   int show = !a->quiet && cli_progress_enabled();
   rc = stk_dataset_warm(ds, (const int *)&cli_interrupted, show ? warm_progress : NULL, &last, err);
   if (show) fputs("\r\033[K", stderr);
-  struct stk_cache_stats st;
+  struct stk_cache_stats st = {0};
   stk_dataset_cache_stats(ds, &st);
   double s = (double)(stk_now_ns() - t0) / 1e9;
   int result = CLI_OK;

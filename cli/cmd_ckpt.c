@@ -194,7 +194,7 @@ static int open_ckpt(struct args *a, struct stk_ckpt **c) {
 static int finish_drain(struct stk_ckpt *c, struct args *a) {
   char err[STK_ERRMSG_MAX];
   int rc = stk_ckpt_drain_wait(c, err);
-  struct stk_ckpt_stats st;
+  struct stk_ckpt_stats st = {0};
   stk_ckpt_stats(c, &st);
   stk_ckpt_close(c);
   if (rc) {
@@ -247,7 +247,7 @@ static int do_save(struct args *a) {
   for (int i = 0; objs && i < a->nfiles; i++) free((void *)objs[i].data);
   free(objs);
   if (rc == CLI_OK) {
-    struct stk_ckpt_stats st;
+    struct stk_ckpt_stats st = {0};
     stk_ckpt_stats(c, &st);
     char b[32];
     double s = (double)st.save_ns / 1e9;
@@ -294,7 +294,7 @@ static int do_restore(struct args *a) {
     return CLI_FAIL;
   }
   double s = (double)(stk_now_ns() - t0) / 1e9;
-  struct stk_ckpt_stats st;
+  struct stk_ckpt_stats st = {0};
   stk_ckpt_stats(c, &st);
   int rc = CLI_OK;
   if (a->to && mkdir(a->to, 0755) != 0 && errno != EEXIST) {

@@ -147,6 +147,7 @@ int cmd_doctor_run(int argc, char **argv) {
     cli_error("doctor", "out of memory");
     return CLI_FAIL;
   }
+  stk_doctor_result_init(r);
   char err[STK_ERRMSG_MAX];
   int rc = stk_doctor_run(&o.d, r, err);
   if (progress) fputs("\r\033[K", stderr);

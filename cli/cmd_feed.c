@@ -85,7 +85,9 @@ const char cmd_feed_usage[] =
 
 struct feed_args {
   const char *path, *format, *resume, *save_state;
-  struct stk_loader_opts lo;
+  struct stk_loader_opts lo; /* lo.sampler and lo.decode point at so and dc */
+  struct stk_sampler_opts so;
+  struct stk_decode_cfg dc;
   struct stk_cache_opts cache;
   double consumer_ms;
   uint64_t limit;
@@ -160,27 +162,27 @@ static int parse_option(struct feed_args *a, int c, const char *v) {
     case O_LIMIT: return cli_u64("feed", "--limit", v, 1, UINT64_MAX, &a->limit);
     case O_SHUFFLE:
       if ((k = pick("--shuffle", v, shuffles)) < 0) return -1;
-      o->sampler.shuffle = (enum stk_shuffle)k;
+      a->so.shuffle = (enum stk_shuffle)k;
       return 0;
     case O_SEED:
       a->seed_set = 1;
-      return cli_u64("feed", "--seed", v, 0, UINT64_MAX, &o->sampler.seed);
-    case O_WINDOW: return cli_u64("feed", "--window", v, 1, UINT64_MAX, &o->sampler.shuffle_window);
-    case O_RANK: return parse_u32("--rank", v, 0, 1u << 20, &o->sampler.rank);
+      return cli_u64("feed", "--seed", v, 0, UINT64_MAX, &a->so.seed);
+    case O_WINDOW: return cli_u64("feed", "--window", v, 1, UINT64_MAX, &a->so.shuffle_window);
+    case O_RANK: return parse_u32("--rank", v, 0, 1u << 20, &a->so.rank);
     case O_SHARES: {
       static const char *const shares[] = {"uneven", "pad", "drop", NULL};
       if ((k = pick("--shares", v, shares)) < 0) return -1;
       o->shares = k;
       return 0;
     }
-    case O_WORLD: return parse_u32("--world", v, 1, 1u << 20, &o->sampler.world);
+    case O_WORLD: return parse_u32("--world", v, 1, 1u << 20, &a->so.world);
     case O_RESUME: a->resume = v; return 0;
     case O_SAVE: a->save_state = v; return 0;
     case O_DECODE:
       if ((k = pick("--decode", v, decodes)) < 0) return -1;
-      o->decode.kind = k;
+      a->dc.kind = k;
       return 0;
-    case O_FIELD: o->decode.field = v; return 0;
+    case O_FIELD: a->dc.field = v; return 0;
     case O_SIZE: {
       int h, w;
       char tail;
@@ -188,19 +190,19 @@ static int parse_option(struct feed_args *a, int c, const char *v) {
         cli_error("feed", "--size: '%s' is not HxW (example: 224x224)", v);
         return -1;
       }
-      o->decode.out_h = h;
-      o->decode.out_w = w;
+      a->dc.out_h = h;
+      a->dc.out_w = w;
       return 0;
     }
     case O_DTYPE:
       if ((k = pick("--dtype", v, dtypes)) < 0) return -1;
-      o->decode.dtype = k;
+      a->dc.dtype = k;
       return 0;
     case O_LAYOUT:
       if ((k = pick("--layout", v, layouts)) < 0) return -1;
-      o->decode.layout = k;
+      a->dc.layout = k;
       return 0;
-    case O_EVAL: o->decode.train = 0; return 0;
+    case O_EVAL: a->dc.train = 0; return 0;
     case O_ENGINE: o->io_engine = v; return 0;
     case O_DIRECT: o->direct = 1; return 0;
     case O_NOVERIFY: o->skip_verify = 1; return 0;
@@ -459,7 +461,7 @@ static int run(struct feed_args *a) {
   cli_catch_signals();
   a->cache.cancel = (const int *)&cli_interrupted;
   if (cli_tokens_wanted(&a->tk)) { /* token windows: the loader over them */
-    if (a->seed_set) a->tk.o.seed = (uint32_t)a->lo.sampler.seed;
+    if (a->seed_set) a->tk.o.seed = (uint32_t)a->so.seed;
     a->tk.o.epochs = a->lo.epochs;
     a->lo.epochs = 1;
     int r = cli_tokens_open("feed", a->path, &a->tk, &dopts, &tk);
@@ -531,9 +533,14 @@ static int run(struct feed_args *a) {
 int cmd_feed_run(int argc, char **argv) {
   struct feed_args a;
   memset(&a, 0, sizeof a);
+  stk_loader_opts_init(&a.lo);
+  stk_sampler_opts_init(&a.so);
+  stk_decode_cfg_init(&a.dc);
+  a.lo.sampler = &a.so;
+  a.lo.decode = &a.dc;
   a.lo.batch_size = 64;
-  a.lo.decode.train = 1;
-  a.lo.decode.kind = -1;
+  a.dc.train = 1;
+  a.dc.kind = -1;
   cli_tokens_init(&a.tk);
   int c;
   optind = 1;
@@ -556,11 +563,11 @@ int cmd_feed_run(int argc, char **argv) {
     if (default_dataset(defpath, sizeof defpath, a.quiet || a.json)) return CLI_FAIL;
     a.path = defpath;
     a.default_dataset = 1;
-    if (a.lo.decode.kind < 0) a.lo.decode.kind = STK_DECODE_JPEG;
+    if (a.dc.kind < 0) a.dc.kind = STK_DECODE_JPEG;
   }
-  if (a.lo.decode.kind < 0) a.lo.decode.kind = STK_DECODE_RAW;
-  if (a.lo.sampler.world && a.lo.sampler.rank >= a.lo.sampler.world) {
-    cli_error("feed", "--rank %u must be below --world %u", a.lo.sampler.rank, a.lo.sampler.world);
+  if (a.dc.kind < 0) a.dc.kind = STK_DECODE_RAW;
+  if (a.so.world && a.so.rank >= a.so.world) {
+    cli_error("feed", "--rank %u must be below --world %u", a.so.rank, a.so.world);
     return CLI_USAGE;
   }
   return run(&a);

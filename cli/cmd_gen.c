@@ -356,7 +356,7 @@ static int on_progress(void *ctx, uint64_t done, uint64_t total, uint64_t bytes)
 
 int cmd_gen_run(int argc, char **argv) {
   struct stk_gen_opts g;
-  struct stk_gen_stats st;
+  struct stk_gen_stats st = {0};
   memset(&g, 0, sizeof g);
   int quiet = 0, c;
   optind = 1;

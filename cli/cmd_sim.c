@@ -425,7 +425,7 @@ static int write_files(const struct sim_args *a, const struct stk_sim_result *r,
 
 static int run_single(const struct sim_args *a, const struct stk_sim_cluster *c,
                       const struct stk_sim_workload *w) {
-  struct stk_sim_run_opts ro = {a->policy ? a->policy : "FGD", a->seed, a->inflate};
+  struct stk_sim_run_opts ro = {0, a->policy ? a->policy : "FGD", a->seed, a->inflate};
   struct stk_sim_result r;
   char err[STK_ERRMSG_MAX];
   if (stk_sim_run(c, w, &ro, &r, err)) {
@@ -555,7 +555,7 @@ static int run_replay(const struct sim_args *a, const struct stk_sim_cluster *c)
     fprintf(out.podlog, "name,outcome,node,creation_time,start_time,queue_delay\n");
   }
   struct stk_sim_replay_opts ro = {
-      a->policy ? a->policy : "FGD", a->seed, a->compress, on_sample, on_pod, &out};
+      0, a->policy ? a->policy : "FGD", a->seed, a->compress, on_sample, on_pod, &out};
   struct stk_sim_replay_result r;
   char err[STK_ERRMSG_MAX];
   int rc = stk_sim_replay(c, a->pods, &ro, &r, err);

@@ -128,7 +128,7 @@ int cmd_sim_mig_online(int argc, char **argv) {
          "(queue not empty)", "", "s", "s");
   int rc = CLI_OK;
   for (size_t k = 0; k < npol; k++) {
-    struct stk_mig_online_opts o = {g, (unsigned)gpus, pol[k], delay, wf, ww, wr,
+    struct stk_mig_online_opts o = {0, g, (unsigned)gpus, pol[k], delay, wf, ww, wr,
                                     (unsigned)window, NULL};
     struct stk_mig_online_result r;
     if (stk_mig_online_run(t, &o, &r, err)) {

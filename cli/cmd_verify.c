@@ -88,7 +88,7 @@ int cmd_verify_run(int argc, char **argv) {
     printf("ok: %llu samples in %zu shards, all well-formed (%s stores no checksums)\n",
            (unsigned long long)n, stk_dataset_num_shards(ds), stk_dataset_format(ds));
   }
-  struct stk_cache_stats cs; /* a remote dataset: what was fetched and what rechecked */
+  struct stk_cache_stats cs = {0}; /* a remote dataset: what was fetched and what rechecked */
   if (out == CLI_OK && stk_dataset_cache_stats(ds, &cs) == 0) cli_cache_report(stdout, &cs);
   free(buf);
   stk_dataset_close(ds);

@@ -11,6 +11,7 @@
 
 TEST(bench_presets_match_dlio) {
   struct stk_workload w;
+  stk_workload_init(&w);
   CHECK_OK(stk_workload_preset("unet3d", "h100", &w));
   CHECK_STR(w.format, "npz");
   CHECK(w.record_bytes == 146600628 && w.record_stdev == 68341808);
@@ -355,6 +356,9 @@ TEST(bench_host_figures_from_proc) {
 /* A small seeded TFRecord dataset in "d" (files x per_file samples of
  * size bytes, one shard per file) and resnet50/h100 options that read it
  * with the given batch and compute time; each test sets the rest. */
+/* The workload small_run's options point at (one run at a time). */
+static struct stk_workload bw;
+
 static void small_run(struct stk_bench_opts *o, uint64_t files, uint64_t per_file, uint64_t size,
                       uint64_t seed, uint32_t batch, double compute_s) {
   struct stk_gen_opts g = {.dir = "d", .format = "tfrecord", .samples = files * per_file,
@@ -362,11 +366,13 @@ static void small_run(struct stk_bench_opts *o, uint64_t files, uint64_t per_fil
   char err[STK_ERRMSG_MAX];
   CHECK_MSG(stk_gen(&g, NULL, NULL, err) == 0, "%s", err);
   memset(o, 0, sizeof *o);
-  CHECK_OK(stk_workload_preset("resnet50", "h100", &o->w));
-  o->w.files = files;
-  o->w.samples_per_file = per_file;
-  o->w.batch = batch;
-  o->w.compute_s = compute_s;
+  memset(&bw, 0, sizeof bw);
+  CHECK_OK(stk_workload_preset("resnet50", "h100", &bw));
+  o->w = &bw;
+  bw.files = files;
+  bw.samples_per_file = per_file;
+  bw.batch = batch;
+  bw.compute_s = compute_s;
   o->data = "d";
 }
 
@@ -375,8 +381,8 @@ TEST(bench_run_au_definition) {
   char err[STK_ERRMSG_MAX];
   struct stk_bench_opts o;
   small_run(&o, 4, 50, 512, 3, 8, 0.004);
-  o.w.epochs = 2;
-  o.w.read_threads = 2;
+  bw.epochs = 2;
+  bw.read_threads = 2;
   o.accelerators = 3;
   struct stk_bench_result r;
   int rc = stk_bench_run(&o, &r, err);
@@ -430,12 +436,12 @@ TEST(bench_ckpt_in_training_shows_in_split) {
   char err[STK_ERRMSG_MAX];
   struct stk_bench_opts o;
   small_run(&o, 4, 50, 512, 3, 8, 0.002);
-  o.w.epochs = 3;
+  bw.epochs = 3;
   o.accelerators = 2;
-  o.w.ckpt.enabled = 1;
-  o.w.ckpt.model_size = 3 * 65536 + 100;
-  o.w.ckpt.after_epoch = 2;
-  o.w.ckpt.fsync = 1;
+  bw.ckpt.enabled = 1;
+  bw.ckpt.model_size = 3 * 65536 + 100;
+  bw.ckpt.after_epoch = 2;
+  bw.ckpt.fsync = 1;
   o.ckpt_dir = "ck/nested";
   struct stk_bench_result r;
   CHECK_MSG(stk_bench_run(&o, &r, err) == 0, "%s", err);
@@ -464,8 +470,8 @@ TEST(bench_ckpt_in_training_shows_in_split) {
   /* Kept, by step: every 3 steps of 8 (16 steps a step of batch 8 on 2
    * accelerators: 200 / 8 / 2 = 12 steps, so 4 saves an epoch). */
   o.keep_checkpoints = 1;
-  o.w.ckpt.steps_between = 3;
-  o.w.epochs = 1;
+  bw.ckpt.steps_between = 3;
+  bw.epochs = 1;
   CHECK_MSG(stk_bench_run(&o, &r, err) == 0, "%s", err);
   CHECK_EQ(r.ckpt.saves, 4);
   CHECK(stat("ck/nested/global_epoch1_step12/model_states-0.pt", &st) == 0);
@@ -480,8 +486,10 @@ TEST(bench_ckpt_only_ranks_write_their_share) {
   char err[STK_ERRMSG_MAX];
   struct stk_bench_opts o;
   memset(&o, 0, sizeof o);
-  struct stk_ckpt_spec *c = &o.w.ckpt;
-  snprintf(o.w.name, sizeof o.w.name, "tiny");
+  memset(&bw, 0, sizeof bw);
+  o.w = &bw;
+  struct stk_ckpt_spec *c = &bw.ckpt;
+  snprintf(bw.name, sizeof bw.name, "tiny");
   snprintf(c->model_type, sizeof c->model_type, "transformer");
   c->enabled = c->no_train = 1;
   c->num_layers = 5;
@@ -495,7 +503,7 @@ TEST(bench_ckpt_only_ranks_write_their_share) {
   c->num_write = 3;
   c->num_read = 2;
   c->time_between_s = 0.01;
-  o.accelerators = stk_ckpt_model_parallel(&o.w);
+  o.accelerators = stk_ckpt_model_parallel(&bw);
   CHECK_EQ(o.accelerators, 4);
   o.ckpt_dir = "ck";
   o.ckpt_scale = 0.5;
@@ -507,7 +515,7 @@ TEST(bench_ckpt_only_ranks_write_their_share) {
   for (uint32_t rank = 0; rank < 4; rank++) {
     struct stk_ckpt_file f[16];
     size_t n;
-    CHECK_OK(stk_ckpt_rank_files(&o.w, 4, rank, f, 16, &n, err));
+    CHECK_OK(stk_ckpt_rank_files(&bw, 4, rank, f, 16, &n, err));
     CHECK(n >= 2);
     for (size_t i = 0; i < n; i++) {
       char path[2048];
@@ -556,18 +564,18 @@ TEST(bench_bad_values) {
   CHECK_EQ(stk_bench_run(&o, &r, err), STK_EINVAL);
   CHECK_CONTAINS(err, "at least 2 are needed");
   o.accelerators = 1;
-  o.w.files = 2; /* asks for 80 samples, the data has 40 */
+  bw.files = 2; /* asks for 80 samples, the data has 40 */
   CHECK_EQ(stk_bench_run(&o, &r, err), STK_EINVAL);
   CHECK_CONTAINS(err, "has 40 samples but the workload asks for 80");
-  o.w.files = 1;
-  snprintf(o.w.format, sizeof o.w.format, "npz");
+  bw.files = 1;
+  snprintf(bw.format, sizeof bw.format, "npz");
   CHECK_EQ(stk_bench_run(&o, &r, err), STK_EINVAL);
   CHECK_CONTAINS(err, "holds tfrecord data but the workload's dataset.format is npz");
-  snprintf(o.w.format, sizeof o.w.format, "tfrecord");
-  o.w.batch = 0;
+  snprintf(bw.format, sizeof bw.format, "tfrecord");
+  bw.batch = 0;
   CHECK_EQ(stk_bench_run(&o, &r, err), STK_EINVAL);
-  o.w.batch = 4;
-  o.w.compute_s = -1;
+  bw.batch = 4;
+  bw.compute_s = -1;
   CHECK_EQ(stk_bench_run(&o, &r, err), STK_EINVAL);
   CHECK_CONTAINS(err, "compute time");
 }
@@ -587,13 +595,15 @@ TEST(bench_concurrent_failed_peer_no_hang) {
   fclose(f);
   struct stk_bench_opts o;
   memset(&o, 0, sizeof o);
-  CHECK_OK(stk_workload_preset("resnet50", "h100", &o.w));
-  o.w.files = 4;
-  o.w.samples_per_file = 100;
-  o.w.batch = 5;
-  o.w.epochs = 1;
-  o.w.compute_s = 0.001;
-  o.w.read_threads = 2;
+  memset(&bw, 0, sizeof bw);
+  CHECK_OK(stk_workload_preset("resnet50", "h100", &bw));
+  o.w = &bw;
+  bw.files = 4;
+  bw.samples_per_file = 100;
+  bw.batch = 5;
+  bw.epochs = 1;
+  bw.compute_s = 0.001;
+  bw.read_threads = 2;
   o.data = "d";
   o.accelerators = 4;
   struct stk_bench_result r;
@@ -609,8 +619,8 @@ TEST(bench_run_warmup_outside_au) {
   char err[STK_ERRMSG_MAX];
   struct stk_bench_opts o;
   small_run(&o, 4, 60, 512, 4, 10, 0.002);
-  o.w.epochs = 2;
-  o.w.read_threads = 2;
+  bw.epochs = 2;
+  bw.read_threads = 2;
   o.accelerators = 3; /* 240 / 10 / 3 = 8 steps; 48 batches in all */
   struct stk_bench_result r;
   int rc = stk_bench_run(&o, &r, err);
@@ -639,7 +649,7 @@ TEST(bench_run_compute_zero) {
   char err[STK_ERRMSG_MAX];
   struct stk_bench_opts o;
   small_run(&o, 3, 40, 256, 5, 10, 0);
-  o.w.epochs = 1;
+  bw.epochs = 1;
   o.accelerators = 2;
   struct stk_bench_result r;
   int rc = stk_bench_run(&o, &r, err);
@@ -665,6 +675,7 @@ TEST(bench_run_compute_zero) {
  * take, and AU is computed as for any workload. */
 TEST(bench_gpt_windows_feed_accelerators) {
   struct stk_workload w;
+  stk_workload_init(&w);
   CHECK_OK(stk_workload_preset("gpt8b", "h100", &w));
   CHECK_STR(w.format, "megatron");
   CHECK(w.seq_len == 8192 && w.batch == 1 && w.compute_s == 8192.0 / 12273.0);
@@ -683,10 +694,11 @@ TEST(bench_gpt_windows_feed_accelerators) {
   stk_tokens_close(t);
   struct stk_bench_opts o;
   memset(&o, 0, sizeof o);
-  o.w = w;
-  o.w.seq_len = 64;
-  o.w.batch = 2;
-  o.w.compute_s = 0.002;
+  bw = w;
+  o.w = &bw;
+  bw.seq_len = 64;
+  bw.batch = 2;
+  bw.compute_s = 0.002;
   o.accelerators = 2;
   o.data = "g";
   struct stk_bench_result r;

@@ -65,7 +65,7 @@ static void same_samples(struct stk_dataset *a, struct stk_dataset *b) {
 }
 
 static struct stk_cache_stats stats_of(struct stk_dataset *ds) {
-  struct stk_cache_stats st;
+  struct stk_cache_stats st = {0};
   CHECK_OK(stk_dataset_cache_stats(ds, &st));
   return st;
 }
@@ -97,7 +97,7 @@ TEST(cache_disk_tier_same_bytes_and_warm_hits) {
   stk_dataset_close(ds);
   stk_dataset_close(local);
   /* The directory's counters sum both lifetimes. */
-  struct stk_cache_stats t;
+  struct stk_cache_stats t = {0};
   char err[STK_ERRMSG_MAX];
   CHECK_OK(stk_cache_dir_scan("cache", NULL, NULL, &t, err));
   CHECK_EQ(t.disk.entries, 8);
@@ -242,7 +242,7 @@ TEST(cache_lru_eviction_keeps_budget) {
   struct stk_cache_stats st = stats_of(ds);
   CHECK(st.disk.evictions >= 6);
   stk_dataset_close(ds);
-  struct stk_cache_stats t;
+  struct stk_cache_stats t = {0};
   CHECK_OK(stk_cache_dir_scan("cache", NULL, NULL, &t, err));
   CHECK(t.disk.bytes <= co.disk_bytes);
   CHECK(t.disk.entries >= 3);
@@ -279,7 +279,7 @@ TEST(cache_processes_share_one_download) {
     CHECK(waitpid(kids[p], &status, 0) == kids[p]);
     CHECK_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : 99, 0);
   }
-  struct stk_cache_stats t;
+  struct stk_cache_stats t = {0};
   char err[STK_ERRMSG_MAX];
   CHECK_OK(stk_cache_dir_scan("cache", NULL, NULL, &t, err));
   CHECK_EQ(t.fetches, 16);          /* one download per shard */
@@ -373,8 +373,10 @@ TEST(cache_streamed_counts_as_shards_arrive) {
   CHECK(!complete);
   CHECK_EQ(stats_of(ds).fetches, 0);
   struct stk_loader_opts lo = {.batch_size = 16, .threads = 2, .epochs = 2};
-  lo.sampler.seed = 5;
-  lo.sampler.shuffle_window = 64;
+  struct stk_sampler_opts so = {0};
+  lo.sampler = &so;
+  so.seed = 5;
+  so.shuffle_window = 64;
   struct stk_loader *l;
   char err[STK_ERRMSG_MAX];
   CHECK_MSG(stk_loader_open(&l, ds, &lo, err) == 0, "loader: %s", err);
@@ -420,8 +422,10 @@ TEST(cache_streamed_resume_mid_first_epoch) {
   make_dataset("src", 500, 40, 0);
   struct stk_cache_opts co = {.dir = "cache", .prefetch_bytes = 200000};
   struct stk_loader_opts lo = {.batch_size = 10, .threads = 2, .epochs = 2};
-  lo.sampler.seed = 11;
-  lo.sampler.shuffle_window = 32;
+  struct stk_sampler_opts so = {0};
+  lo.sampler = &so;
+  so.seed = 11;
+  so.shuffle_window = 32;
   struct stk_loader *l;
   uint64_t *all[2] = {calloc(500, 8), calloc(500, 8)}, na[2] = {0, 0};
   struct stk_dataset *ds = open_cached("src", &co);
@@ -464,7 +468,9 @@ TEST(cache_streamed_missing_shard_is_an_error) {
   struct stk_dataset *ds = open_cached("src", &co);
   CHECK_OK(unlink("src/shard-00004.tfrecord"));
   struct stk_loader_opts lo = {.batch_size = 10, .threads = 2};
-  lo.sampler.shuffle_window = 16;
+  struct stk_sampler_opts so = {0};
+  lo.sampler = &so;
+  so.shuffle_window = 16;
   struct stk_loader *l;
   CHECK_OK(stk_loader_open(&l, ds, &lo, NULL));
   struct stk_batch *b;
@@ -483,7 +489,7 @@ TEST(cache_streamed_missing_shard_is_an_error) {
   struct stk_cache_opts co2 = {.dir = "cache2", .prefetch_bytes = 100000};
   ds = open_cached("src2", &co2);
   CHECK_OK(unlink("src2/shard-00004.tfrecord"));
-  lo.sampler.shuffle = STK_SHUFFLE_GLOBAL;
+  so.shuffle = STK_SHUFFLE_GLOBAL;
   char err[STK_ERRMSG_MAX];
   CHECK(stk_loader_open(&l, ds, &lo, err) != 0);
   CHECK_CONTAINS(err, "shard-00004.tfrecord");

@@ -58,7 +58,7 @@ TEST(ckpt_save_load) {
   CHECK_CONTAINS(out, "\"optim \\\"state\\\"\"");
   CHECK_CONTAINS(out, "\"world\": 1");
   free(out);
-  struct stk_ckpt_stats st;
+  struct stk_ckpt_stats st = {0};
   stk_ckpt_stats(c, &st);
   CHECK_EQ(st.saves, 2);
   CHECK_EQ(st.restores, 2);
@@ -216,7 +216,7 @@ TEST(ckpt_drain_to_dir) {
   save_step(c, 2, 500000);
   save_step(c, 3, 500000);
   CHECK_MSG(stk_ckpt_drain_wait(c, err) == 0, "%s", err);
-  struct stk_ckpt_stats st;
+  struct stk_ckpt_stats st = {0};
   stk_ckpt_stats(c, &st);
   CHECK_EQ(st.drains, 3);
   stk_ckpt_close(c);
@@ -388,7 +388,7 @@ TEST(ckpt_async_save) {
    * for it to end before starting. */
   CHECK_OK(stk_ckpt_save_async(c, 2, objs, NOBJ, STK_CKPT_WAIT, err));
   CHECK_MSG(stk_ckpt_save_wait(c, err) == 0, "%s", err);
-  struct stk_ckpt_stats st;
+  struct stk_ckpt_stats st = {0};
   stk_ckpt_stats(c, &st);
   CHECK_EQ(st.async_saves, 2);
   CHECK_EQ(st.busy_skips, 1);

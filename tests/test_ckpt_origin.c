@@ -262,7 +262,7 @@ static void load_unstaged(const char *origin) {
   CHECK_MSG(stk_ckpt_load(c, UINT64_MAX, &d, err) == 0, "%s", err);
   check_data(d, 2, 20u << 20);
   stk_ckpt_data_free(d);
-  struct stk_ckpt_stats st;
+  struct stk_ckpt_stats st = {0};
   stk_ckpt_stats(c, &st);
   CHECK_EQ(st.restaged, 1);
   stk_ckpt_close(c);

@@ -164,6 +164,7 @@ TEST(doctor_feed_math) {
   r.fig[STK_DOCTOR_RAND_IOPS] = (struct stk_doctor_figure){.value = 50000, .valid = 1};
   r.fig[STK_DOCTOR_JPEG_PER_CORE] = (struct stk_doctor_figure){.value = 1000, .valid = 1};
   struct stk_workload w;
+  stk_workload_init(&w);
   struct stk_doctor_feed d;
   CHECK_OK(stk_workload_preset("resnet50", "h100", &w));
 
@@ -217,6 +218,7 @@ TEST(doctor_json_keys) {
   r->fig[STK_DOCTOR_CUDA_H2D] = (struct stk_doctor_figure){.value = NAN, .valid = 0};
   snprintf(r->fig[STK_DOCTOR_CUDA_H2D].reason, sizeof r->fig[0].reason, "libcudart not found");
   struct stk_workload w;
+  stk_workload_init(&w);
   CHECK_OK(stk_workload_preset("resnet50", "a100", &w));
   stk_doctor_feed(r, &w, 1, &r->feed[r->nfeed++]);
   FILE *f = fopen("d.json", "w");

@@ -276,7 +276,9 @@ TEST(format_npz_dlio_labels_range_and_fortran_npy) {
   ds = open_ds("fort", NULL);
   for (int kind = STK_DECODE_RAW; kind <= STK_DECODE_NPY; kind += STK_DECODE_NPY - STK_DECODE_RAW) {
     struct stk_loader_opts o = {.batch_size = 3, .threads = 1};
-    o.decode.kind = kind;
+    struct stk_decode_cfg dc = {0};
+    o.decode = &dc;
+    dc.kind = kind;
     struct stk_loader *l = NULL;
     CHECK_OK(stk_loader_open(&l, ds, &o, err));
     struct stk_batch *b;

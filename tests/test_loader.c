@@ -76,8 +76,10 @@ static void every_sample_once(const char *engine, enum stk_shuffle mode, uint32_
   uint8_t *seen[3];
   for (int e = 0; e < 3; e++) seen[e] = calloc(300, 1);
   struct stk_loader_opts o = {.batch_size = 16, .threads = threads, .epochs = 3, .io_engine = engine};
-  o.sampler.shuffle = mode;
-  o.sampler.seed = 3;
+  struct stk_sampler_opts so = {0};
+  o.sampler = &so;
+  so.shuffle = mode;
+  so.seed = 3;
   uint64_t batches = run_all(ds, &o, seen, NULL);
   CHECK_EQ(batches, 3 * 19); /* 18 full + 1 of 12 per epoch */
   for (int e = 0; e < 3; e++) {
@@ -103,7 +105,9 @@ TEST(loader_engines_same_order) {
   struct stk_dataset *ds = open_ds("ds");
   uint64_t a[120], b[120];
   struct stk_loader_opts o = {.batch_size = 7, .threads = 2, .io_engine = "pread"};
-  o.sampler.seed = 42;
+  struct stk_sampler_opts so = {0};
+  o.sampler = &so;
+  so.seed = 42;
   run_all(ds, &o, NULL, a);
   o.io_engine = "io_uring";
   run_all(ds, &o, NULL, b);
@@ -244,7 +248,9 @@ TEST(loader_default_skips_until_all_fail) {
   /* Every sample bad: a field no sample has. */
   write_tfrecords("ds2", 4, 30);
   ds = open_ds("ds2");
-  o.decode.field = "nope";
+  struct stk_decode_cfg dc = {0};
+  o.decode = &dc;
+  dc.field = "nope";
   o.epochs = 3;
   CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
   while ((rc = stk_loader_next(l, &b)) == 0) stk_batch_release(l, b);
@@ -285,7 +291,9 @@ TEST(loader_resume_continues_exactly) {
   write_tfrecords("ds", 4, 25);
   struct stk_dataset *ds = open_ds("ds");
   struct stk_loader_opts o = {.batch_size = 8, .threads = 2, .epochs = 2};
-  o.sampler.seed = 5;
+  struct stk_sampler_opts so = {0};
+  o.sampler = &so;
+  so.seed = 5;
   uint64_t full[200];
   run_all(ds, &o, NULL, full);
   /* Stop after 15 batches (one epoch is 13), save, resume. */
@@ -365,8 +373,10 @@ TEST(loader_bad_options) {
   CHECK_EQ(stk_loader_open(&l, ds, &o, err), STK_EINVAL);
   CHECK_CONTAINS(err, "floppy");
   o.io_engine = NULL;
-  o.sampler.rank = 3;
-  o.sampler.world = 2;
+  struct stk_sampler_opts so = {0};
+  o.sampler = &so;
+  so.rank = 3;
+  so.world = 2;
   CHECK(stk_loader_open(&l, ds, &o, err) != 0);
   stk_dataset_close(ds);
 }
@@ -445,7 +455,9 @@ TEST(loader_epoch_samples_limit) {
   write_tfrecords("ds", 2, 50);
   struct stk_dataset *ds = open_ds("ds");
   struct stk_loader_opts o = {.batch_size = 8, .threads = 2, .epochs = 3, .epoch_samples = 32};
-  o.sampler.seed = 4;
+  struct stk_sampler_opts so = {0};
+  o.sampler = &so;
+  so.seed = 4;
   uint8_t *seen[3];
   for (int e = 0; e < 3; e++) seen[e] = calloc(100, 1);
   CHECK_EQ(run_all(ds, &o, seen, NULL), 12);
@@ -483,8 +495,10 @@ TEST(loader_npz_dlio_layout_numpy) {
   CHECK_EQ(stk_dataset_num_samples(ds), 20);
   for (uint32_t batch = 1; batch <= 8; batch += 7) {
     struct stk_loader_opts o = {.batch_size = batch, .threads = 2};
-    o.sampler.shuffle = STK_SHUFFLE_GLOBAL;
-    o.sampler.seed = 5;
+    struct stk_sampler_opts so = {0};
+    o.sampler = &so;
+    so.shuffle = STK_SHUFFLE_GLOBAL;
+    so.seed = 5;
     struct stk_loader *l;
     CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
     struct stk_batch *b;
@@ -599,7 +613,9 @@ TEST(loader_dlio_cosmoflow_layout) {
   struct stk_dataset *ds = open_ds("ds");
   CHECK_EQ(stk_dataset_num_samples(ds), n);
   struct stk_loader_opts o = {.batch_size = 1, .threads = 2};
-  o.decode.field = "image";
+  struct stk_decode_cfg dc = {0};
+  o.decode = &dc;
+  dc.field = "image";
   struct stk_loader *l;
   CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
   struct stk_batch *b;

@@ -74,10 +74,14 @@ static int run(struct stk_dataset *ds, const char *list, int *seen, char *msg, i
   stk_loader_opts_init(&o);
   o.batch_size = 8;
   o.threads = 2;
-  o.decode.kind = STK_DECODE_FIELDS;
-  o.decode.field = list;
-  o.sampler.shuffle = STK_SHUFFLE_GLOBAL;
-  o.sampler.seed = 5;
+  struct stk_decode_cfg dc = {0};
+  o.decode = &dc;
+  dc.kind = STK_DECODE_FIELDS;
+  dc.field = list;
+  struct stk_sampler_opts so = {0};
+  o.sampler = &so;
+  so.shuffle = STK_SHUFFLE_GLOBAL;
+  so.seed = 5;
   struct stk_loader *l;
   CHECK_OK(stk_loader_open(&l, ds, &o, msg));
   struct stk_batch *b;

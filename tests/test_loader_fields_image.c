@@ -140,14 +140,23 @@ static void check_pixels(const struct stk_field *f, const uint8_t *want, int W, 
       }
 }
 
+/* The sampler and decode options open_fields points o at (one loader's
+ * options at a time). */
+static struct stk_sampler_opts fso;
+static struct stk_decode_cfg fdc;
+
 static void open_fields(struct stk_loader_opts *o, const char *images, int layout) {
   stk_loader_opts_init(o);
+  stk_sampler_opts_init(&fso);
+  stk_decode_cfg_init(&fdc);
+  o->sampler = &fso;
+  o->decode = &fdc;
   o->batch_size = 4;
   o->threads = 2;
-  o->decode.kind = STK_DECODE_FIELDS;
-  o->decode.layout = layout;
-  o->sampler.shuffle = STK_SHUFFLE_GLOBAL;
-  o->sampler.seed = 9;
+  fdc.kind = STK_DECODE_FIELDS;
+  fdc.layout = layout;
+  fso.shuffle = STK_SHUFFLE_GLOBAL;
+  fso.seed = 9;
   o->on_error = STK_ON_ERROR_FAIL;
   o->image_fields = images;
 }
@@ -229,9 +238,9 @@ TEST(loader_fields_image_sized_as_the_image_decode) {
   static uint8_t want[N][24 * 16 * 3];
   struct stk_loader_opts o;
   open_fields(&o, NULL, STK_LAYOUT_CHW);
-  o.decode.kind = STK_DECODE_JPEG;
-  o.decode.field = "webp";
-  o.decode.out_h = 16, o.decode.out_w = 24, o.decode.train = 1;
+  fdc.kind = STK_DECODE_JPEG;
+  fdc.field = "webp";
+  fdc.out_h = 16, fdc.out_w = 24, fdc.train = 1;
   struct stk_loader *l;
   struct stk_batch *b;
   CHECK_OK(stk_loader_open(&l, ds, &o, err));
@@ -240,8 +249,8 @@ TEST(loader_fields_image_sized_as_the_image_decode) {
     stk_batch_release(l, b);
   }
   stk_loader_close(l);
-  o.decode.kind = STK_DECODE_FIELDS;
-  o.decode.field = "webp,cls";
+  fdc.kind = STK_DECODE_FIELDS;
+  fdc.field = "webp,cls";
   o.image_fields = "*";
   CHECK_OK(stk_loader_open(&l, ds, &o, err));
   int seen = 0;

@@ -50,7 +50,9 @@ static int run(const char *engine, char *msg, size_t n) {
   struct stk_loader *l;
   struct stk_loader_opts o = {
       .batch_size = 5, .threads = 2, .io_engine = engine, .on_error = STK_ON_ERROR_FAIL};
-  o.sampler.seed = 9;
+  struct stk_sampler_opts so = {0};
+  so.seed = 9;
+  o.sampler = &so;
   CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
   CHECK_STR(stk_loader_engine(l), engine);
   struct stk_batch *b;

@@ -191,7 +191,9 @@ TEST(loader_mmap_shard_cut_short) {
   struct stk_loader *l;
   struct stk_loader_opts o = {
       .batch_size = 1, .threads = 2, .io_engine = "mmap", .on_error = STK_ON_ERROR_FAIL};
-  o.sampler.shuffle = STK_SHUFFLE_NONE;
+  struct stk_sampler_opts so = {0};
+  o.sampler = &so;
+  so.shuffle = STK_SHUFFLE_NONE;
   CHECK_OK(stk_loader_open(&l, ds, &o, NULL));
   struct stk_batch *b;
   int rc;
@@ -319,7 +321,9 @@ TEST(loader_concurrent_ring_grows_only_for_idle_reader) {
   struct stk_loader_stats st;
   o.epochs = 1;
   for (int e = 0; e < 3; e++) {
-    o.sampler.seed = (uint64_t)e;
+    struct stk_sampler_opts so = {0};
+    o.sampler = &so;
+    so.seed = (uint64_t)e;
     read_big(ds, &o, base, 1, &st);
     CHECK_MSG(st.ring_depth_max <= o.prefetch + 3, "ring grew to %u with a reader that never idled",
               st.ring_depth_max);

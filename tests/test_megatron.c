@@ -552,7 +552,7 @@ TEST(megatron_gen_inspect_verify_feed) {
 }
 
 TEST(megatron_gen_tokens_and_lengths) {
-  struct stk_gen_stats st;
+  struct stk_gen_stats st = {0};
   struct stk_gen_opts o = {.dir = "g", .format = "megatron", .samples = 2000, .seed = 9,
                            .doc_len_mean = 100, .doc_len_stdev = 30, .vocab = 70000,
                            .stats = &st};

@@ -81,7 +81,7 @@ static long same_windows(struct stk_tokens *a, struct stk_tokens *b, char *err) 
 }
 
 static struct stk_cache_stats stats_of(struct stk_tokens *t) {
-  struct stk_cache_stats st;
+  struct stk_cache_stats st = {0};
   CHECK_OK(stk_dataset_cache_stats(stk__tokens_dataset(t), &st));
   return st;
 }

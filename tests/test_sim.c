@@ -287,7 +287,7 @@ TEST(sim_run_deterministic) {
   CHECK_OK(stk_sim_cluster_load(&c, "rnodes.csv", err));
   CHECK_OK(stk_sim_workload_load(&w, c, "rpods.csv", err));
   for (size_t p = 0; p < stk_sim_policy_count(); p++) {
-    struct stk_sim_run_opts o = {stk_sim_policy_name(p), 7, 1.3};
+    struct stk_sim_run_opts o = {0, stk_sim_policy_name(p), 7, 1.3};
     struct stk_sim_result r1, r2, r3;
     CHECK_OK(stk_sim_run(c, w, &o, &r1, err));
     CHECK_OK(stk_sim_run(c, w, &o, &r2, err));
@@ -320,13 +320,13 @@ TEST(sim_experiment_threads) {
   CHECK_OK(stk_sim_cluster_load(&c, "rnodes.csv", err));
   CHECK_OK(stk_sim_workload_load(&w, c, "rpods.csv", err));
   const char *pols[] = {"FGD", "Random", "BestFit"};
-  struct stk_sim_experiment_opts eo = {pols, 3, 42, 3, 1.3, 2, NULL, NULL, NULL};
+  struct stk_sim_experiment_opts eo = {0, pols, 3, 42, 3, 1.3, 2, NULL, NULL, NULL};
   struct stk_sim_result *r;
   size_t n;
   CHECK_OK(stk_sim_experiment(c, w, &eo, &r, &n, err));
   CHECK_EQ(n, 9);
   for (size_t i = 0; i < n; i++) {
-    struct stk_sim_run_opts o = {pols[i / 3], 42 + i % 3, 1.3};
+    struct stk_sim_run_opts o = {0, pols[i / 3], 42 + i % 3, 1.3};
     struct stk_sim_result one;
     CHECK_OK(stk_sim_run(c, w, &o, &one, err));
     CHECK_STR(r[i].policy, one.policy);
@@ -366,7 +366,7 @@ TEST(sim_never_fit_and_no_demand) {
                                          "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
                                          "big,1000,0,8,1000\n"
                                          "ok,1000,0,1,1000\n");
-  struct stk_sim_run_opts o = {"FGD", 1, 1.3};
+  struct stk_sim_run_opts o = {0, "FGD", 1, 1.3};
   struct stk_sim_result r;
   char err[STK_ERRMSG_MAX];
   CHECK_OK(stk_sim_run(c, w, &o, &r, err));
@@ -426,7 +426,7 @@ TEST(sim_replay_fifo_queue) {
       "e,1000,10,1,1000,300,400\n";
   test_write_file("pods.csv", pods, strlen(pods));
   struct pod_log l = {0};
-  struct stk_sim_replay_opts o = {"FGD", 1, 0, NULL, log_pod, &l};
+  struct stk_sim_replay_opts o = {0, "FGD", 1, 0, NULL, log_pod, &l};
   struct stk_sim_replay_result r;
   char err[STK_ERRMSG_MAX];
   CHECK_OK(stk_sim_replay(c, "pods.csv", &o, &r, err));
@@ -490,7 +490,7 @@ TEST(sim_workload_streams) {
   CHECK_EQ(wi.kinds, 4);
   pclose(f);
   /* Far more demand than 130% of 8 GPUs: a random prefix arrives. */
-  struct stk_sim_run_opts o = {"BestFit", 1, 1.3};
+  struct stk_sim_run_opts o = {0, "BestFit", 1, 1.3};
   struct stk_sim_result r;
   CHECK_OK(stk_sim_run(c, w, &o, &r, err));
   CHECK(r.pods < 100);
@@ -530,7 +530,7 @@ TEST(sim_reproduces_fgd_paper) {
   CHECK_MSG(stk_sim_cluster_load(&c, nodes, err) == 0, "%s", err);
   CHECK_MSG(stk_sim_workload_load(&w, c, pods, err) == 0, "%s", err);
   CHECK_EQ(c->gpus, 6212);
-  struct stk_sim_experiment_opts eo = {NULL, 0, 42, 3, 1.3, 2, NULL, NULL, NULL};
+  struct stk_sim_experiment_opts eo = {0, NULL, 0, 42, 3, 1.3, 2, NULL, NULL, NULL};
   struct stk_sim_result *r;
   size_t n;
   CHECK_OK(stk_sim_experiment(c, w, &eo, &r, &n, err));
@@ -561,7 +561,7 @@ TEST(sim_reproduces_fgd_paper) {
     snprintf(pods, sizeof pods, "%s/openb/openb_pod_list_%s.csv", data, others[t]);
     CHECK_MSG(stk_sim_workload_load(&w, c, pods, err) == 0, "%s", err);
     const char *two[] = {"BestFit", "FGD"};
-    struct stk_sim_experiment_opts o2 = {two, 2, 42, 2, 1.3, 2, NULL, NULL, NULL};
+    struct stk_sim_experiment_opts o2 = {0, two, 2, 42, 2, 1.3, 2, NULL, NULL, NULL};
     CHECK_OK(stk_sim_experiment(c, w, &o2, &r, &n, err));
     double bf = (stk_sim_result_at(&r[0], 130) + stk_sim_result_at(&r[1], 130)) / 2;
     double fgd = (stk_sim_result_at(&r[2], 130) + stk_sim_result_at(&r[3], 130)) / 2;

@@ -44,7 +44,7 @@ static struct stk_mig_trace *trace(const char *rows) {
 static struct stk_mig_online_result run(const struct stk_mig_trace *t, unsigned gpus,
                                         enum stk_mig_policy p, double delay,
                                         struct stk_mig_start *starts) {
-  struct stk_mig_online_opts o = {a100(), gpus, p, delay, 0, 0, 0, 0, starts};
+  struct stk_mig_online_opts o = {0, a100(), gpus, p, delay, 0, 0, 0, 0, starts};
   struct stk_mig_online_result r;
   char err[STK_ERRMSG_MAX] = "";
   CHECK_MSG(stk_mig_online_run(t, &o, &r, err) == 0, "%s", err);
@@ -203,7 +203,7 @@ TEST(mig_online_bad_inputs) {
   CHECK_EQ(t->n, 2);
   CHECK_STR(pname(t->req[0].profile), "2g.20gb");
   CHECK(t->req[1].count == 4 && !strcmp(pname(t->req[1].profile), "7g.80gb"));
-  struct stk_mig_online_opts o = {a100(), 0, STK_MIG_FIFO, 0, 0, 0, 0, 0, NULL};
+  struct stk_mig_online_opts o = {0, a100(), 0, STK_MIG_FIFO, 0, 0, 0, 0, 0, NULL};
   struct stk_mig_online_result r;
   CHECK_EQ(stk_mig_online_run(t, &o, &r, err), STK_EINVAL);
   o.gpus = 1;

@@ -109,8 +109,10 @@ static struct stk_loader *loader(struct stk_tokens *t, uint32_t batch, uint32_t 
   stk_loader_opts_init(&lo);
   lo.batch_size = batch;
   lo.threads = 2;
-  lo.sampler.rank = rank;
-  lo.sampler.world = world;
+  struct stk_sampler_opts so = {0};
+  lo.sampler = &so;
+  so.rank = rank;
+  so.world = world;
   lo.resume = resume;
   struct stk_loader *l = NULL;
   char err[STK_ERRMSG_MAX] = "";

@@ -74,8 +74,15 @@ STK_EXPORT double stk_allreduce_seconds(const struct stk_network *n, uint32_t p,
 
 enum stk_compute_dist { STK_COMPUTE_CONSTANT = 0, STK_COMPUTE_NORMAL, STK_COMPUTE_UNIFORM };
 
+/* Set with stk_bench_opts_init(): the library reads only struct_size bytes
+ * (later fields take their defaults) and refuses a larger struct, naming
+ * it (docs/internals/api.md). */
 struct stk_bench_opts {
-  struct stk_workload w;
+  size_t struct_size; /* set by stk_bench_opts_init(); 0 = this header's */
+  /* The workload, its own sized struct (never embedded: a field added to
+   * it would move every option after it); read by the run and the
+   * reports, so it must live until they return. */
+  const struct stk_workload *w;
   const char *data;          /* dataset directory (must exist), or a URL */
   const struct stk_cache_opts *cache; /* cache tiers for a URL; NULL = defaults */
   uint32_t accelerators;     /* emulated in this process; 0 = 1 */
@@ -113,6 +120,8 @@ struct stk_bench_opts {
   void (*progress)(void *ctx, uint64_t epoch, uint64_t step, uint64_t steps, double au_so_far);
   void *progress_ctx;
 };
+#define stk_bench_opts_init(o) stk_bench_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_bench_opts_init_sized(struct stk_bench_opts *o, size_t size);
 
 /* One accelerator's epoch. */
 struct stk_bench_epoch {

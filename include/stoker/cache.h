@@ -71,7 +71,13 @@ struct stk_cache_tier_stats {
   uint64_t evictions;       /* entries evicted by this process */
 };
 
+/* Filled by the library (stk_dataset_cache_stats, stk_cache_dir_scan's
+ * totals, stk_loader_stats): set struct_size first (stk_cache_stats_init,
+ * or zero the struct: 0 = this header's), and the library writes no
+ * further than it (a newer program's larger struct gets what this library
+ * knows; the rest is left as it was). */
 struct stk_cache_stats {
+  size_t struct_size;       /* set by stk_cache_stats_init(); 0 = this header's */
   struct stk_cache_tier_stats ram, disk;
   uint64_t fetches;         /* shards fetched from the origin */
   uint64_t fetch_bytes;     /* bytes fetched from the origin (attempts included) */
@@ -91,7 +97,10 @@ struct stk_cache_stats {
                                mode) and whose body matched it */
 };
 
-/* Write the stats as a JSON object. */
+#define stk_cache_stats_init(st) stk_cache_stats_init_sized((st), sizeof *(st))
+STK_EXPORT void stk_cache_stats_init_sized(struct stk_cache_stats *st, size_t size);
+
+/* Write the stats as a JSON object (read no further than st's struct_size). */
 STK_EXPORT void stk_cache_stats_json(const struct stk_cache_stats *st, struct stk_json *j);
 
 /* ---- managing a cache directory (stoker cache) ---------------------- */

@@ -85,7 +85,11 @@ struct stk_ckpt_info {
   int busy;            /* a process is writing or draining it now */
 };
 
+/* Filled by stk_ckpt_stats: set struct_size first (stk_ckpt_stats_init,
+ * or zero the struct: 0 = this header's); the library writes no further
+ * (docs/internals/api.md). */
 struct stk_ckpt_stats {
+  size_t struct_size;                    /* set by stk_ckpt_stats_init(); 0 = this header's */
   uint64_t saves, save_bytes, save_ns;   /* completed saves, their bytes and time */
   uint64_t direct_writes;                /* chunks written with O_DIRECT */
   uint64_t drains, drain_bytes, drain_ns; /* completed drains */
@@ -99,6 +103,8 @@ struct stk_ckpt_stats {
   uint64_t async_saves, async_block_ns;
   uint64_t busy_waits, busy_wait_ns, busy_skips;
 };
+#define stk_ckpt_stats_init(st) stk_ckpt_stats_init_sized((st), sizeof *(st))
+STK_EXPORT void stk_ckpt_stats_init_sized(struct stk_ckpt_stats *st, size_t size);
 
 struct stk_ckpt;
 

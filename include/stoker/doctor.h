@@ -99,7 +99,13 @@ struct stk_doctor_feed {
 #define STK_DOCTOR_MAX_FEED 32
 #define STK_DOCTOR_MAX_CURVE 32
 
+/* Filled by stk_doctor_run: set struct_size first (stk_doctor_result_init,
+ * or zero the struct: 0 = this header's), and the library writes no
+ * further than it (a newer program's larger struct gets what this library
+ * knows; the rest is left as it was); the print, JSON and feed functions
+ * read no further than it. */
 struct stk_doctor_result {
+  size_t struct_size; /* set by stk_doctor_result_init(); 0 = this header's */
   struct stk_doctor_figure fig[STK_DOCTOR_NFIG];
   char dir[1024];                   /* where the scratch file was */
   char fs_type[16];                 /* "ext4", "tmpfs", ... or a hex magic */
@@ -124,6 +130,8 @@ struct stk_doctor_result {
   } curve[STK_DOCTOR_MAX_CURVE];
   int ncurve;
 };
+#define stk_doctor_result_init(r) stk_doctor_result_init_sized((r), sizeof *(r))
+STK_EXPORT void stk_doctor_result_init_sized(struct stk_doctor_result *r, size_t size);
 
 /* Measure every figure (or those in o->only) and fill the feed table for
  * every built-in workload preset. o may be NULL for defaults. Writes one

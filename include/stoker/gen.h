@@ -13,13 +13,18 @@
 extern "C" {
 #endif
 
-/* What stk_gen wrote. */
+/* What stk_gen wrote, into the struct stk_gen_opts.stats points at: set
+ * its struct_size first (stk_gen_stats_init, or zero it: 0 = this
+ * header's); the library writes no further (docs/internals/api.md). */
 struct stk_gen_stats {
+  size_t struct_size; /* set by stk_gen_stats_init(); 0 = this header's */
   uint64_t samples;
   uint64_t shards;  /* files holding samples */
   uint64_t bytes;   /* bytes written, indexes included */
   uint64_t wall_ns;
 };
+#define stk_gen_stats_init(st) stk_gen_stats_init_sized((st), sizeof *(st))
+STK_EXPORT void stk_gen_stats_init_sized(struct stk_gen_stats *st, size_t size);
 
 /* Set with stk_gen_opts_init(): it records struct_size, and the library reads
  * only that many bytes (options added later take their defaults); a

@@ -79,7 +79,11 @@ STK_EXPORT void stk_infer_trace_free(struct stk_infer_trace *t);
 
 /* ---- the service ------------------------------------------------------ */
 
+/* Set with stk_infer_opts_init(): the library reads only struct_size bytes
+ * (later fields take their defaults) and refuses a larger struct, naming
+ * it (docs/internals/api.md). */
 struct stk_infer_opts {
+  size_t struct_size; /* set by stk_infer_opts_init(); 0 = this header's */
   double rate_scale;   /* arrivals this many times faster; 0 = 1 */
   double horizon;      /* s; the trace repeats to fill it; 0 = one pass */
   unsigned replicas;   /* the service's replicas (each tp GPUs); 0 = 1 */
@@ -109,6 +113,8 @@ struct stk_infer_opts {
   int mig_serve;       /* profile index in mig; fewer than 7 compute slices */
   double mig_delay_s;  /* instance creation; 0 = STK_MIG_RECONFIG_DELAY_S, < 0 = none */
 };
+#define stk_infer_opts_init(o) stk_infer_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_infer_opts_init_sized(struct stk_infer_opts *o, size_t size);
 
 struct stk_infer_result {
   size_t requests, met;     /* served, and within both targets */

@@ -51,15 +51,25 @@ struct stk_sampler_state {
 
 struct stk_sampler;
 
+/* Set with stk_sampler_opts_init(): it records struct_size, and the library
+ * reads only that many bytes (fields added later take their defaults); a
+ * struct_size larger than the library's is refused. A struct left zeroed
+ * (struct_size 0) is taken to be this header's. */
 struct stk_sampler_opts {
+  size_t struct_size; /* set by stk_sampler_opts_init(); 0 = this header's */
   enum stk_shuffle shuffle;
   uint64_t seed;
   uint64_t shuffle_window; /* BLOCK mode window; 0 = 4096 */
   uint32_t rank, world;    /* this rank of world ranks; world 0 = 1 */
 };
 
+#define stk_sampler_opts_init(o) stk_sampler_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_sampler_opts_init_sized(struct stk_sampler_opts *o, size_t size);
+
 /* The sampler is usable on its own (tests, other loaders). It reads only
- * shard sample counts from ds. */
+ * shard sample counts from ds. opts NULL: every option its default.
+ * STK_EINVAL (logged, naming stk_sampler_opts) for a struct_size larger
+ * than this library's or a rank not below world. */
 STK_EXPORT int stk_sampler_open(struct stk_sampler **out, const struct stk_dataset *ds,
                      const struct stk_sampler_opts *opts);
 STK_EXPORT void stk_sampler_close(struct stk_sampler *s);
@@ -87,7 +97,7 @@ STK_EXPORT uint64_t stk_sampler_fingerprint(const struct stk_dataset *ds);
 
 /* ---- decode ---------------------------------------------------------- */
 
-/* FIELDS: each sample as all its fields (or those decode.field lists,
+/* FIELDS: each sample as all its fields (or those decode->field lists,
  * comma-separated), with their names, element types and shapes, its key
  * and label: read them with stk_batch_sample(). Deflated fields come
  * inflated, strided ones gathered, the rest as stored. */
@@ -95,7 +105,9 @@ enum stk_decode_kind { STK_DECODE_RAW = 0, STK_DECODE_JPEG, STK_DECODE_NPY, STK_
 enum stk_dtype { STK_DTYPE_U8 = 0, STK_DTYPE_F32 };
 enum stk_layout { STK_LAYOUT_HWC = 0, STK_LAYOUT_CHW };
 
+/* Set with stk_decode_cfg_init(), sized as stk_sampler_opts is. */
 struct stk_decode_cfg {
+  size_t struct_size; /* set by stk_decode_cfg_init(); 0 = this header's */
   int kind;          /* enum stk_decode_kind */
   const char *field; /* field to decode (e.g. "jpg"); NULL = the first */
   /* JPEG: the ResNet-50 training transform. */
@@ -109,6 +121,9 @@ struct stk_decode_cfg {
                             ImageNet's mean when mean is all zeros too; a std
                             given with a zero mean is mean 0 */
 };
+
+#define stk_decode_cfg_init(o) stk_decode_cfg_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_decode_cfg_init_sized(struct stk_decode_cfg *o, size_t size);
 
 /* ---- loader ---------------------------------------------------------- */
 
@@ -142,8 +157,14 @@ enum stk_on_error { STK_ON_ERROR_DEFAULT = 0, STK_ON_ERROR_SKIP = 1, STK_ON_ERRO
 /* Programs built against this header and linked with a newer libstoker
  * keep working: set the options with stk_loader_opts_init(), which records
  * the size of the caller's struct in struct_size, and the library reads only
- * that many bytes (fields added later take their defaults). A struct left
- * zeroed (struct_size 0) is taken to be this header's. See docs/python.md. */
+ * that many bytes (fields added later take their defaults); a struct_size
+ * larger than the library's is refused, naming the struct. A struct left
+ * zeroed (struct_size 0) is taken to be this header's. The sampler and
+ * decode options are separate structs, each sized on its own, that these
+ * options point at (never embedded by value: a field added to one of them
+ * would move every loader option after it). stk_loader_open copies all
+ * three; they need to live only until it returns (the strings they point
+ * at, for the loader's life). See docs/internals/api.md. */
 struct stk_loader_opts {
   size_t struct_size;     /* set by stk_loader_opts_init(); 0 = this header's */
   uint32_t batch_size;    /* samples per batch; 0 = 32 */
@@ -152,12 +173,12 @@ struct stk_loader_opts {
   int drop_last;          /* drop a final partial batch of an epoch */
   uint64_t epoch_samples; /* use only this many of this rank's samples per
                              epoch (the first of the epoch's order); 0 = all */
-  struct stk_sampler_opts sampler;
-  struct stk_decode_cfg decode;
+  const struct stk_sampler_opts *sampler; /* NULL = every sampler option its default */
+  const struct stk_decode_cfg *decode;    /* NULL = raw (every decode option its default) */
   const char *io_engine;  /* "auto", "io_uring", "pread", "mmap", "mapcopy";
                              NULL = auto (mmap for samples of 8 MiB or more,
-                             else mapcopy, pread or io_uring by size and file
-                             count; docs/internals/loader.md). With
+                             else pread or io_uring by size; mapcopy only by
+                             name; docs/internals/loader.md). With
                              mmap, in-place batches are the page cache's pages:
                              a file truncated while its batch is held makes
                              the next touch of those bytes raise SIGBUS, and
@@ -184,7 +205,7 @@ struct stk_loader_opts {
    * their first bytes) instead of passed as stored, comma-separated: a
    * name, "*" for every field named *.jpg, *.jpeg, *.png or *.webp, "-name"
    * to leave one out ("*,-mask.png"). NULL or "" = none. Such a field
-   * comes typed: with decode.out_h and out_w 0, the whole image at its own
+   * comes typed: with decode->out_h and out_w 0, the whole image at its own
    * size as uint8 RGB, as PIL's convert("RGB") and torchvision's
    * decode_image make it (images of a batch may differ in size), shape
    * (H, W, 3), or (3, H, W) with layout CHW; with either set, the image

@@ -95,7 +95,11 @@ struct stk_mig_start {
   int16_t slot;
 };
 
+/* Set with stk_mig_online_opts_init(): the library reads only struct_size bytes
+ * (later fields take their defaults) and refuses a larger struct, naming
+ * it (docs/internals/api.md). */
 struct stk_mig_online_opts {
+  size_t struct_size; /* set by stk_mig_online_opts_init(); 0 = this header's */
   const struct stk_mig_geometry *g;
   unsigned gpus;
   enum stk_mig_policy policy;
@@ -104,6 +108,8 @@ struct stk_mig_online_opts {
   unsigned window;       /* MULTI: 0 = 32 */
   struct stk_mig_start *starts; /* NULL, or one per request, filled by the run */
 };
+#define stk_mig_online_opts_init(o) stk_mig_online_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_mig_online_opts_init_sized(struct stk_mig_online_opts *o, size_t size);
 
 struct stk_mig_online_result {
   size_t requests, started, rejected, waiting; /* waiting: never started */

@@ -84,11 +84,17 @@ STK_EXPORT int stk_sim_policy_find(const char *name);
 
 /* ---- experiment mode ------------------------------------------------- */
 
+/* Set with stk_sim_run_opts_init(): the library reads only struct_size bytes
+ * (later fields take their defaults) and refuses a larger struct, naming
+ * it (docs/internals/api.md). */
 struct stk_sim_run_opts {
+  size_t struct_size; /* set by stk_sim_run_opts_init(); 0 = this header's */
   const char *policy; /* NULL = "FGD" */
   uint64_t seed;
   double inflate; /* arrived GPU demand to reach, as a share of capacity; 0 = 1.3 */
 };
+#define stk_sim_run_opts_init(o) stk_sim_run_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_sim_run_opts_init_sized(struct stk_sim_run_opts *o, size_t size);
 
 /* One arrival-only run. Curves are indexed by arrived GPU demand in whole
  * percent of capacity, 0..npct-1; a percentage no arrival fell on holds
@@ -121,7 +127,11 @@ STK_EXPORT double stk_sim_result_at(const struct stk_sim_result *r, double pct);
  * array of npolicies * seeds results, policy-major, which the caller frees
  * with stk_sim_results_free(). progress, if set, is called from the
  * calling thread after each finished run. */
+/* Set with stk_sim_experiment_opts_init(): the library reads only struct_size bytes
+ * (later fields take their defaults) and refuses a larger struct, naming
+ * it (docs/internals/api.md). */
 struct stk_sim_experiment_opts {
+  size_t struct_size; /* set by stk_sim_experiment_opts_init(); 0 = this header's */
   const char *const *policies; /* NULL = all */
   size_t npolicies;
   uint64_t seed;    /* first seed (the paper's artifact used 42..51) */
@@ -132,6 +142,8 @@ struct stk_sim_experiment_opts {
   void *ctx;
   volatile int *cancel; /* set non-zero to stop after the runs in flight */
 };
+#define stk_sim_experiment_opts_init(o) stk_sim_experiment_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_sim_experiment_opts_init_sized(struct stk_sim_experiment_opts *o, size_t size);
 STK_EXPORT int stk_sim_experiment(const struct stk_sim_cluster *c, const struct stk_sim_workload *w,
                        const struct stk_sim_experiment_opts *opts, struct stk_sim_result **results,
                        size_t *nresults, char *errmsg);
@@ -155,7 +167,11 @@ struct stk_sim_pod_record {
   int64_t creation, start, delay;
 };
 
+/* Set with stk_sim_replay_opts_init(): the library reads only struct_size bytes
+ * (later fields take their defaults) and refuses a larger struct, naming
+ * it (docs/internals/api.md). */
 struct stk_sim_replay_opts {
+  size_t struct_size; /* set by stk_sim_replay_opts_init(); 0 = this header's */
   const char *policy; /* NULL = "FGD" */
   uint64_t seed;
   double compress; /* arrivals this many times denser (creation times
@@ -164,6 +180,8 @@ struct stk_sim_replay_opts {
   void (*on_pod)(void *ctx, const struct stk_sim_pod_record *p);
   void *ctx;
 };
+#define stk_sim_replay_opts_init(o) stk_sim_replay_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_sim_replay_opts_init_sized(struct stk_sim_replay_opts *o, size_t size);
 
 struct stk_sim_replay_result {
   char policy[32];
@@ -259,7 +277,11 @@ struct stk_sim_jobs_sample {
   double power_w;
 };
 
+/* Set with stk_sim_jobs_opts_init(): the library reads only struct_size bytes
+ * (later fields take their defaults) and refuses a larger struct, naming
+ * it (docs/internals/api.md). */
 struct stk_sim_jobs_opts {
+  size_t struct_size; /* set by stk_sim_jobs_opts_init(); 0 = this header's */
   const char *policy;       /* NULL = "tiresias" */
   uint32_t nodes, gpus_per_node; /* 0 = 16 and 4 */
   /* A heterogeneous cluster (nodes and gpus_per_node are then ignored):
@@ -296,6 +318,8 @@ struct stk_sim_jobs_opts {
   void *ctx;
   volatile int *cancel; /* set non-zero to stop a run (STK_ECANCELED) */
 };
+#define stk_sim_jobs_opts_init(o) stk_sim_jobs_opts_init_sized((o), sizeof *(o))
+STK_EXPORT void stk_sim_jobs_opts_init_sized(struct stk_sim_jobs_opts *o, size_t size);
 
 struct stk_sim_job_record {
   const char *name, *app;

@@ -6,6 +6,7 @@
 #ifndef STOKER_WORKLOAD_H
 #define STOKER_WORKLOAD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "stoker/error.h"
@@ -38,7 +39,16 @@ struct stk_ckpt_spec {
   uint32_t tp, pp, dp, zero_stage; /* model.parallelism.tensor, pipeline, data, zero_stage */
 };
 
+/* Both filled by the library (the presets, stk_workload_load_yaml) and
+ * read by it (the benchmark, the checkpoint sizes, doctor's feed table):
+ * set it up with stk_workload_init(), which zeroes it and records
+ * struct_size. The library then writes no further than struct_size and
+ * reads no further either (fields added later take their defaults); a
+ * struct_size larger than the library's is refused where it is read,
+ * naming stk_workload. A struct left zeroed (struct_size 0) is taken to
+ * be this header's. The struct_size the caller set is never changed. */
 struct stk_workload {
+  size_t struct_size;     /* set by stk_workload_init(); 0 = this header's */
   char name[64];          /* "resnet50" */
   char accel[32];         /* "h100", or "" for a config without one */
   char format[16];        /* "tfrecord", "npz", ... */
@@ -61,6 +71,9 @@ struct stk_workload {
   uint32_t seq_len;
   uint64_t doc_tokens;
 };
+
+#define stk_workload_init(w) stk_workload_init_sized((w), sizeof *(w))
+STK_EXPORT void stk_workload_init_sized(struct stk_workload *w, size_t size);
 
 /* Fill *out with a built-in preset: name "unet3d", "resnet50" or
  * "cosmoflow"; accel "a100", "h100" (and "b200" for unet3d); "gpt8b"

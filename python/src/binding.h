@@ -24,7 +24,9 @@
 typedef struct {
   PyObject_HEAD struct stk_dataset *ds;
   struct stk_loader *l;
-  struct stk_loader_opts o;
+  struct stk_loader_opts o; /* o.sampler and o.decode point at so and dc */
+  struct stk_sampler_opts so;
+  struct stk_decode_cfg dc;
   struct stk_cache_opts cache;
   struct stk_dataset_opts dso;
   struct stk_sampler_state resume;

@@ -215,7 +215,7 @@ static PyObject *ckpt_drain_wait(CkptObject *self, PyObject *unused) {
 static PyObject *ckpt_stats(CkptObject *self, PyObject *unused) {
   (void)unused;
   if (!ckpt_usable(self)) return NULL;
-  struct stk_ckpt_stats s;
+  struct stk_ckpt_stats s = {0};
   stk_ckpt_stats(self->c, &s);
   return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}", "saves", s.saves, "save_bytes",
                        s.save_bytes, "save_ns", s.save_ns, "direct_writes", s.direct_writes,

@@ -153,7 +153,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw) {
   self->pid = getpid();
   self->closed = 0;
   self->live = 0;
-  const struct stk_decode_cfg *dc = &self->o.decode;
+  const struct stk_decode_cfg *dc = &self->dc;
   self->fixed = dc->kind == STK_DECODE_JPEG;
   if (self->fixed) {
     self->h = dc->out_h ? dc->out_h : 224;

@@ -80,14 +80,18 @@ static int opt_str(LoaderObject *self, PyObject *d, const char *k, const char **
 
 int parse_opts(LoaderObject *self, PyObject *d) {
   struct stk_loader_opts *o = &self->o;
-  struct stk_decode_cfg *dc = &o->decode;
+  struct stk_decode_cfg *dc = &self->dc;
   stk_loader_opts_init(o);
+  stk_sampler_opts_init(&self->so);
+  stk_decode_cfg_init(dc);
+  o->sampler = &self->so;
+  o->decode = dc;
   if (opt_u32(d, "batch_size", &o->batch_size) || opt_u32(d, "threads", &o->threads) ||
       opt_u32(d, "epochs", &o->epochs) || opt_int(d, "drop_last", &o->drop_last) ||
       opt_u64(d, "epoch_samples", &o->epoch_samples) ||
-      opt_int(d, "shuffle", (int *)&o->sampler.shuffle) || opt_u64(d, "seed", &o->sampler.seed) ||
-      opt_u64(d, "window", &o->sampler.shuffle_window) || opt_u32(d, "rank", &o->sampler.rank) ||
-      opt_u32(d, "world", &o->sampler.world) || opt_int(d, "decode", &dc->kind) ||
+      opt_int(d, "shuffle", (int *)&self->so.shuffle) || opt_u64(d, "seed", &self->so.seed) ||
+      opt_u64(d, "window", &self->so.shuffle_window) || opt_u32(d, "rank", &self->so.rank) ||
+      opt_u32(d, "world", &self->so.world) || opt_int(d, "decode", &dc->kind) ||
       opt_str(self, d, "field", &dc->field) || opt_int(d, "out_h", &dc->out_h) ||
       opt_int(d, "out_w", &dc->out_w) || opt_int(d, "train", &dc->train) ||
       opt_flt(d, "scale_min", &dc->scale_min) || opt_flt(d, "scale_max", &dc->scale_max) ||
@@ -111,7 +115,7 @@ int parse_opts(LoaderObject *self, PyObject *d) {
   struct {
     const char *k;
     int v, max;
-  } en[] = {{"shuffle", (int)o->sampler.shuffle, STK_SHUFFLE_BLOCK},
+  } en[] = {{"shuffle", (int)self->so.shuffle, STK_SHUFFLE_BLOCK},
             {"decode", dc->kind, STK_DECODE_FIELDS},
             {"dtype", dc->dtype, STK_DTYPE_F32},
             {"layout", dc->layout, STK_LAYOUT_CHW},
@@ -198,7 +202,7 @@ int parse_token_opts(LoaderObject *self, PyObject *d, const char *source,
   }
   t->seq_len = seq;
   t->dataset = &self->dso;
-  t->seed = (uint32_t)self->o.sampler.seed; /* Python passes Megatron's seed (1234 by default) */
+  t->seed = (uint32_t)self->so.seed; /* Python passes Megatron's seed (1234 by default) */
   if (opt_u64(d, "samples", &t->samples) || opt_str(self, d, "split", &t->split) ||
       opt_u32(d, "split_index", &t->split_index) || opt_int(d, "windows", &t->windows) ||
       opt_int(d, "tokens", &t->token_type) || opt_str(self, d, "index_dir", &t->index_dir))

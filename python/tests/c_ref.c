@@ -39,13 +39,17 @@ int main(int argc, char **argv) {
   struct stk_loader_opts o;
   stk_loader_opts_init(&o); /* records this header's struct size */
   o.batch_size = (uint32_t)atoi(argv[2]);
-  o.sampler.shuffle = (enum stk_shuffle)pick(argv[3], shuffles, 4);
-  o.sampler.seed = strtoull(argv[4], NULL, 10);
-  o.decode.kind = pick(argv[5], decodes, 3);
-  o.decode.dtype = pick(argv[6], dtypes, 2);
-  o.decode.layout = pick(argv[7], layouts, 2);
-  o.decode.out_h = o.decode.out_w = atoi(argv[8]);
-  o.decode.train = !atoi(argv[9]);
+  struct stk_sampler_opts so = {0};
+  o.sampler = &so;
+  so.shuffle = (enum stk_shuffle)pick(argv[3], shuffles, 4);
+  so.seed = strtoull(argv[4], NULL, 10);
+  struct stk_decode_cfg dc = {0};
+  o.decode = &dc;
+  dc.kind = pick(argv[5], decodes, 3);
+  dc.dtype = pick(argv[6], dtypes, 2);
+  dc.layout = pick(argv[7], layouts, 2);
+  dc.out_h = dc.out_w = atoi(argv[8]);
+  dc.train = !atoi(argv[9]);
   o.epochs = (uint32_t)atoi(argv[10]);
   if (stk_loader_open(&l, ds, &o, err)) {
     fprintf(stderr, "%s\n", err);

@@ -28,6 +28,16 @@ int stk__errf(char *buf, int code, const char *fmt, ...)
  * larger than have or too small to hold itself, naming what. */
 void stk__opts_init(void *o, size_t have, size_t size);
 int stk__opts_take(void *dst, size_t have, const void *src, const char *what, char *err);
+/* Results with a leading size_t struct_size that the caller sets (0 = this
+ * header's): copy the library's full result (have bytes) into out, no
+ * further than out's struct_size, which stays as the caller set it (a
+ * newer caller's larger struct gets what this library knows; the rest is
+ * left as it was). */
+void stk__result_give(void *out, const void *full, size_t have);
+/* A result the caller hands back (to print it, say): copied into dst
+ * (have bytes) no further than src's struct_size, zeros past it; a larger
+ * src gives what this library knows. */
+void stk__result_take(void *dst, size_t have, const void *src);
 
 /* Map an errno value to the closest STK_E* code. */
 int stk__from_errno(int errnum);

@@ -4,7 +4,9 @@
  * a field added to the end in a later release takes its default (zero)
  * for programs built before it. A struct larger than this library's comes
  * from a program built against a newer header, whose fields this library
- * cannot honour: refused, naming the struct. */
+ * cannot honour: refused, naming the struct. Results the library fills
+ * (stk__result_give) carry a struct_size too, which the caller sets: the
+ * library writes no further than it. */
 #include <string.h>
 
 #include "base.h"
@@ -14,6 +16,23 @@ void stk__opts_init(void *o, size_t have, size_t size) {
   /* A newer program's larger struct: only the fields known here are cleared. */
   memset(o, 0, size < have ? size : have);
   memcpy(o, &size, sizeof size);
+}
+
+void stk__result_give(void *out, const void *full, size_t have) {
+  size_t n;
+  memcpy(&n, out, sizeof n);
+  if (n == 0 || n > have) n = have;
+  if (n <= sizeof n) return; /* nothing past the size field, or not even that */
+  memcpy((char *)out + sizeof n, (const char *)full + sizeof n, n - sizeof n);
+}
+
+void stk__result_take(void *dst, size_t have, const void *src) {
+  size_t n;
+  memcpy(&n, src, sizeof n);
+  if (n == 0 || n > have) n = have;
+  memset(dst, 0, have);
+  if (n > sizeof n) memcpy(dst, src, n);
+  memcpy(dst, &have, sizeof have);
 }
 
 int stk__opts_take(void *dst, size_t have, const void *src, const char *what, char *err) {

@@ -53,6 +53,14 @@ void stk__ckpt_close(struct stk__ckpt *c);
 unsigned stk__ckpt_dtype_size(const char *name);
 /* stk_workload_load_yaml on a buffer (the fuzz target's entry); name is
  * used in messages. */
+/* A caller's bench options and the workload they point at, each read to
+ * its struct_size, into *own and *w (own->w = w) (emulate.c); STK_EINVAL
+ * naming the struct that is larger than this library's, or no workload. */
+int stk__bench_opts_take(struct stk_bench_opts *own, struct stk_workload *w,
+                         const struct stk_bench_opts *o, char *err);
+/* A caller's workload read to its struct_size (workload.c); STK_EINVAL
+ * naming stk_workload when it is larger than this library's. */
+int stk__workload_take(struct stk_workload *dst, const struct stk_workload *src, char *err);
 int stk__workload_parse_yaml(const char *buf, size_t len, const char *name, struct stk_workload *w,
                              char *unknown, size_t unknown_cap, char *ignored, size_t ignored_cap,
                              char *err);

@@ -208,19 +208,19 @@ int stk__ckpt_open(struct stk__ckpt **out, const struct stk_bench_opts *o, uint3
   memset(info, 0, sizeof *info);
   info->ranks = nacc * world;
   info->scale = o->ckpt_scale > 0 ? o->ckpt_scale : 1;
-  info->fsync = o->w.ckpt.fsync;
+  info->fsync = o->w->ckpt.fsync;
   info->direct = o->direct;
-  const char *dir = o->ckpt_dir ? o->ckpt_dir : o->w.ckpt.folder[0] ? o->w.ckpt.folder : "checkpoints";
+  const char *dir = o->ckpt_dir ? o->ckpt_dir : o->w->ckpt.folder[0] ? o->w->ckpt.folder : "checkpoints";
   if (strlen(dir) >= sizeof info->dir - 160)
     return stk__errf(err, STK_ERANGE, "checkpoint folder %s: path too long", dir);
   snprintf(info->dir, sizeof info->dir, "%s", dir);
   if (!(info->scale > 0 && info->scale <= 1))
     return stk__errf(err, STK_EINVAL, "checkpoint scale %g is outside (0, 1]", info->scale);
   uint32_t writers;
-  int rc = stk_ckpt_size(&o->w, info->ranks, &info->dlio_bytes, &info->files, &writers, err);
+  int rc = stk_ckpt_size(o->w, info->ranks, &info->dlio_bytes, &info->files, &writers, err);
   if (rc) return rc;
   struct stk__ckpt *c = calloc(1, sizeof *c);
-  size_t cap = (size_t)o->w.ckpt.num_layers + 8, n;
+  size_t cap = (size_t)o->w->ckpt.num_layers + 8, n;
   if (!c) return stk__errf(err, STK_ENOMEM, "out of memory");
   c->o = o;
   c->info = info;
@@ -231,7 +231,7 @@ int stk__ckpt_open(struct stk__ckpt **out, const struct stk_bench_opts *o, uint3
   if (!c->rank_start || !c->ids || !f) goto nomem;
   uint64_t largest = 0;
   for (uint32_t a = 0; a < nacc; a++) {
-    if ((rc = stk_ckpt_rank_files(&o->w, info->ranks, rank0 + a, f, cap, &n, err))) goto fail;
+    if ((rc = stk_ckpt_rank_files(o->w, info->ranks, rank0 + a, f, cap, &n, err))) goto fail;
     if (!n) continue;
     struct job *nj = realloc(c->jobs, (c->njobs + n) * sizeof *nj);
     if (!nj) goto nomem;

@@ -131,11 +131,15 @@ static void put(struct stk_ckpt_file *out, size_t cap, size_t *n, uint64_t bytes
   (*n)++;
 }
 
-int stk_ckpt_rank_files(const struct stk_workload *w, uint32_t ranks, uint32_t rank,
+int stk_ckpt_rank_files(const struct stk_workload *win, uint32_t ranks, uint32_t rank,
                         struct stk_ckpt_file *out, size_t cap, size_t *n, char *err) {
   struct shape s;
   *n = 0;
-  int rc = shape_of(w, ranks, &s, err), ovf = 0;
+  struct stk_workload own; /* the caller's struct, read to its struct_size */
+  int rc = stk__workload_take(&own, win, err), ovf = 0;
+  if (rc) return rc;
+  const struct stk_workload *w = &own;
+  rc = shape_of(w, ranks, &s, err);
   if (rc) return rc;
   uint64_t mp = s.tp * s.pp, r = rank;
   if (r >= ranks) return stk__errf(err, STK_EINVAL, "rank %u of %u", rank, ranks);
@@ -181,10 +185,14 @@ int stk_ckpt_rank_files(const struct stk_workload *w, uint32_t ranks, uint32_t r
   return 0;
 }
 
-int stk_ckpt_size(const struct stk_workload *w, uint32_t ranks, uint64_t *bytes, uint64_t *files,
+int stk_ckpt_size(const struct stk_workload *win, uint32_t ranks, uint64_t *bytes, uint64_t *files,
                   uint32_t *writers, char *err) {
   *bytes = *files = 0;
   *writers = 0;
+  struct stk_workload own;
+  int trc = stk__workload_take(&own, win, err);
+  if (trc) return trc;
+  const struct stk_workload *w = &own;
   size_t cap = (size_t)w->ckpt.num_layers + 8;
   struct stk_ckpt_file *f = malloc(cap * sizeof *f);
   if (!f) return stk__errf(err, STK_ENOMEM, "out of memory");
@@ -200,7 +208,14 @@ int stk_ckpt_size(const struct stk_workload *w, uint32_t ranks, uint64_t *bytes,
   return rc;
 }
 
-uint32_t stk_ckpt_model_parallel(const struct stk_workload *w) {
+uint32_t stk_ckpt_model_parallel(const struct stk_workload *win) {
+  struct stk_workload own; /* a larger struct than this library's: logged, 1 */
+  char err[STK_ERRMSG_MAX];
+  if (stk__workload_take(&own, win, err)) {
+    stk_log(STK_LOG_ERROR, "%s", err);
+    return 1;
+  }
+  const struct stk_workload *w = &own;
   uint64_t mp = (uint64_t)(w->ckpt.tp ? w->ckpt.tp : 1) * (w->ckpt.pp ? w->ckpt.pp : 1);
   return mp > UINT32_MAX ? UINT32_MAX : (uint32_t)mp;
 }

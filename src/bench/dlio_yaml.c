@@ -337,8 +337,14 @@ int stk_workload_load_yaml(const char *path, struct stk_workload *w, char *unkno
   else if (n > MAX_FILE)
     rc = stk__errf(err, STK_ERANGE, "%s: larger than %u MiB: not a workload config", path, MAX_FILE >> 20);
   fclose(f);
+  /* Settings the file does not give keep the caller's values: parse over
+   * a full copy of its struct, then give back what its struct holds. */
+  struct stk_workload full;
+  if (!rc) rc = stk__workload_take(&full, w, err);
   if (!rc)
-    rc = stk__workload_parse_yaml(buf, n, path, w, unknown, unknown_cap, ignored, ignored_cap, err);
+    rc = stk__workload_parse_yaml(buf, n, path, &full, unknown, unknown_cap, ignored, ignored_cap,
+                                  err);
+  if (!rc) stk__result_give(w, &full, sizeof full);
   free(buf);
   return rc;
 }

@@ -20,6 +20,7 @@
 
 #include "../base/base.h"
 #include "../gen/synth.h"
+#include "bench_impl.h"
 #include "cuda.h"
 #include "doctor_impl.h"
 #include "stoker/doctor.h"
@@ -460,13 +461,8 @@ void stk_doctor_opts_init_sized(struct stk_doctor_opts *o, size_t size) {
   stk__opts_init(o, sizeof *o, size);
 }
 
-int stk_doctor_run(const struct stk_doctor_opts *user, struct stk_doctor_result *r,
-                   char *errmsg) {
-  struct stk_doctor_opts own;
-  const struct stk_doctor_opts *o = &own;
-  memset(r, 0, sizeof *r);
-  int orc = stk__opts_take(&own, sizeof own, user, "stk_doctor_opts", errmsg);
-  if (orc) return orc;
+/* The run into a whole result of this library's size (r zeroed). */
+static int doctor_run(const struct stk_doctor_opts *o, struct stk_doctor_result *r, char *errmsg) {
   for (int i = 0; i < STK_DOCTOR_NFIG; i++) fig_bad(&r->fig[i], "not measured (--only)");
   r->page_cache_disk_bytes = UINT64_MAX;
   struct run x = {.o = o, .r = r, .use_uring = 1};
@@ -492,6 +488,7 @@ int stk_doctor_run(const struct stk_doctor_opts *user, struct stk_doctor_result 
   r->seconds = secs(stk_now_ns() - t0);
   if (rc) return stk__errf(errmsg, rc, "%s", x.err);
   struct stk_workload w;
+  stk_workload_init(&w);
   for (int i = 0; stk_workload_preset_at(i, &w) == 0 && r->nfeed < STK_DOCTOR_MAX_FEED - 1; i++) {
     stk_doctor_feed(r, &w, 0, &r->feed[r->nfeed++]);
     if (!strcmp(w.name, "resnet50")) stk_doctor_feed(r, &w, 1, &r->feed[r->nfeed++]);
@@ -499,15 +496,46 @@ int stk_doctor_run(const struct stk_doctor_opts *user, struct stk_doctor_result 
   return 0;
 }
 
+void stk_doctor_result_init_sized(struct stk_doctor_result *r, size_t size) {
+  stk__opts_init(r, sizeof *r, size);
+}
+
+int stk_doctor_run(const struct stk_doctor_opts *user, struct stk_doctor_result *rout,
+                   char *errmsg) {
+  struct stk_doctor_opts own;
+  int rc = stk__opts_take(&own, sizeof own, user, "stk_doctor_opts", errmsg);
+  if (rc) return rc;
+  /* The caller's result gets no more than its struct_size. */
+  struct stk_doctor_result *r = calloc(1, sizeof *r);
+  if (!r) return stk__errf(errmsg, STK_ENOMEM, "out of memory");
+  rc = doctor_run(&own, r, errmsg);
+  stk__result_give(rout, r, sizeof *r);
+  free(r);
+  return rc;
+}
+
 static double ratio(const struct stk_doctor_figure *f, double per) {
   return f->valid && per > 0 ? f->value / per : NAN;
 }
 
-void stk_doctor_feed(const struct stk_doctor_result *r, const struct stk_workload *w, int jpeg,
+void stk_doctor_feed(const struct stk_doctor_result *rin, const struct stk_workload *win, int jpeg,
                      struct stk_doctor_feed *out) {
   memset(out, 0, sizeof *out);
-  snprintf(out->workload, sizeof out->workload, "%s", w->name);
-  snprintf(out->accel, sizeof out->accel, "%s", w->accel);
+  /* Only fig and cores are read, which every struct_size holds (struct_size
+   * 0 = this header's; below cores: nothing to read). */
+  size_t rn = rin->struct_size ? rin->struct_size : sizeof *rin;
+  if (rn < offsetof(struct stk_doctor_result, cores) + sizeof rin->cores) return;
+  const struct stk_doctor_result *r = rin;
+  struct stk_workload own; /* a larger struct than this library's: logged, left empty */
+  char err[STK_ERRMSG_MAX];
+  if (stk__workload_take(&own, win, err)) {
+    stk_log(STK_LOG_ERROR, "%s", err);
+    return;
+  }
+  const struct stk_workload *w = &own;
+  /* (bounded: the caller's copy need not be terminated) */
+  snprintf(out->workload, sizeof out->workload, "%.*s", (int)sizeof w->name - 1, w->name);
+  snprintf(out->accel, sizeof out->accel, "%.*s", (int)sizeof w->accel - 1, w->accel);
   out->jpeg = jpeg;
   out->samples_per_s = w->compute_s > 0 ? w->batch / w->compute_s : NAN;
   /* A token window reads seq_len tokens of the corpus (record_bytes is a
@@ -555,7 +583,7 @@ static const char *fmt_n(double v, char *buf, size_t n) {
   return buf;
 }
 
-void stk_doctor_print(const struct stk_doctor_result *r, FILE *f) {
+static void print_full(const struct stk_doctor_result *r, FILE *f) {
   char a[48];
   fprintf(f, "stoker doctor: %s (%s), %s scratch file, %u threads, %u cores, %.1f s\n\n", r->dir,
           r->fs_type, stk_fmt_bytes(r->size, a, sizeof a), r->threads, r->cores, r->seconds);
@@ -610,7 +638,7 @@ void stk_doctor_print(const struct stk_doctor_result *r, FILE *f) {
   }
 }
 
-int stk_doctor_write_json(const struct stk_doctor_result *r, FILE *f) {
+static int json_full(const struct stk_doctor_result *r, FILE *f) {
   struct stk_json j;
   stk_json_init(&j, f, 2);
   stk_json_obj_begin(&j);
@@ -684,4 +712,24 @@ int stk_doctor_write_json(const struct stk_doctor_result *r, FILE *f) {
   stk_json_obj_end(&j);
   fputc('\n', f);
   return ferror(f) ? STK_EIO : 0;
+}
+
+/* The caller's result, read no further than its struct_size. */
+static struct stk_doctor_result *take_result(const struct stk_doctor_result *rin) {
+  struct stk_doctor_result *r = malloc(sizeof *r);
+  if (r) stk__result_take(r, sizeof *r, rin);
+  return r;
+}
+
+void stk_doctor_print(const struct stk_doctor_result *rin, FILE *f) {
+  struct stk_doctor_result *r = take_result(rin);
+  if (r) print_full(r, f);
+  free(r);
+}
+
+int stk_doctor_write_json(const struct stk_doctor_result *rin, FILE *f) {
+  struct stk_doctor_result *r = take_result(rin);
+  int rc = r ? json_full(r, f) : STK_ENOMEM;
+  free(r);
+  return rc;
 }

@@ -88,7 +88,7 @@ static int cancelled(const struct run *run) {
 static int stopping(const struct run *run) { return run->err || run->global_rc || cancelled(run); }
 
 static double draw_compute(const struct stk_bench_opts *o, struct stk_rng *rng) {
-  double mean = o->w.compute_s, sd = o->w.compute_stdev, t = mean;
+  double mean = o->w->compute_s, sd = o->w->compute_stdev, t = mean;
   if (o->compute_dist == STK_COMPUTE_NORMAL)
     t = mean + sd * stk_rng_normal(rng);
   else if (o->compute_dist == STK_COMPUTE_UNIFORM)
@@ -214,7 +214,7 @@ static void epoch_result(struct run *run, struct acc *a, uint32_t e, uint64_t st
     ep->ckpt_s = a[i].ckpt;
     /* An epoch cut short (Ctrl-C) still reports what it measured. */
     ep->au = steps > 1 && metric > 0 ? a[i].compute / metric : NAN;
-    ep->samples_per_s = steps > 1 && metric > 0 ? (double)(steps - 1) * run->o->w.batch / metric : NAN;
+    ep->samples_per_s = steps > 1 && metric > 0 ? (double)(steps - 1) * run->o->w->batch / metric : NAN;
   }
 }
 
@@ -279,7 +279,7 @@ static void drive(struct run *run, struct acc *a) {
       int rc = step(run, a, e, s);
       if (rc >= 0) done++;
       if (rc) break;
-      uint64_t every = o->w.ckpt.steps_between;
+      uint64_t every = o->w->ckpt.steps_between;
       if (run->ck && every && (s + 1) % every == 0) checkpoint(run, a, e + 1, s + 1);
       uint64_t now = stk_now_ns();
       if (o->progress && now - last_progress > 250000000ull) {
@@ -289,9 +289,9 @@ static void drive(struct run *run, struct acc *a) {
                     metric > 0 && s > 0 ? a[0].compute / metric : NAN);
       }
     }
-    if (run->ck && !o->w.ckpt.steps_between && e + 1 == run->next_ckpt_epoch && !stopping(run)) {
+    if (run->ck && !o->w->ckpt.steps_between && e + 1 == run->next_ckpt_epoch && !stopping(run)) {
       checkpoint(run, a, e + 1, done + 1);
-      run->next_ckpt_epoch += o->w.ckpt.epochs_between ? o->w.ckpt.epochs_between : 1;
+      run->next_ckpt_epoch += o->w->ckpt.epochs_between ? o->w->ckpt.epochs_between : 1;
     }
     double wall = (double)(stk_now_ns() - t_epoch) / 1e9;
     epoch_result(run, a, e, done, wall, o->allreduce_s * (double)done);
@@ -318,7 +318,7 @@ static void stats_since(struct stk_loader_stats *st, const struct stk_loader_sta
 }
 
 static int validate(const struct stk_bench_opts *o, char *err) {
-  const struct stk_workload *w = &o->w;
+  const struct stk_workload *w = o->w;
   if (w->batch == 0) return stk__errf(err, STK_EINVAL, "batch size must be at least 1");
   if (!(w->compute_s >= 0) || !isfinite(w->compute_s))
     return stk__errf(err, STK_EINVAL, "compute time %g s is invalid (must be 0 or more)", w->compute_s);
@@ -370,7 +370,7 @@ void stk__bench_aggregate(const struct stk_bench_opts *o, struct stk_bench_resul
   /* With no compute at all AU (compute over wall time) is 0 whatever the
    * data path does: the run measures throughput only, and neither passes
    * nor fails. */
-  r->throughput_only = !r->ckpt_only && o->w.compute_s == 0 && o->w.compute_stdev == 0;
+  r->throughput_only = !r->ckpt_only && o->w->compute_s == 0 && o->w->compute_stdev == 0;
   if (r->throughput_only) r->au = NAN;
   r->pass = n_au && r->au >= r->au_min;
   r->data_stall_frac = acc_time > 0 ? load / acc_time : NAN;
@@ -390,7 +390,7 @@ static int open_windows(struct run *run, uint64_t *n, char *err) {
   struct stk_dataset_opts dopts = {.cache = o->cache};
   struct stk_tokens_opts to;
   stk_tokens_opts_init(&to);
-  to.seq_len = o->w.seq_len;
+  to.seq_len = o->w->seq_len;
   to.dataset = &dopts;
   int rc = stk_tokens_open(&run->tk, 1, &o->data, NULL, &to, derr);
   if (rc) return stk__errf(err, rc, "%s", derr);
@@ -405,15 +405,15 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
   uint32_t world = o->world ? o->world : 1;
   uint64_t total_acc = (uint64_t)run->nacc * world, n = 0;
   int rc;
-  if (o->w.seq_len) {
+  if (o->w->seq_len) {
     if ((rc = open_windows(run, &n, err)) != 0) return rc;
     goto steps;
   }
   rc = stk_dataset_open(ds, o->data, &dopts, derr);
   if (rc) return stk__errf(err, rc, "%s", derr);
-  if (o->w.format[0] && strcmp(stk_dataset_format(*ds), o->w.format) != 0) {
+  if (o->w->format[0] && strcmp(stk_dataset_format(*ds), o->w->format) != 0) {
     rc = stk__errf(err, STK_EINVAL, "%s holds %s data but the workload's dataset.format is %s",
-                   o->data, stk_dataset_format(*ds), o->w.format);
+                   o->data, stk_dataset_format(*ds), o->w->format);
     stk_dataset_close(*ds);
     return rc;
   }
@@ -424,7 +424,7 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
     return stk__errf(err, rc, "%s", derr);
   }
   n = stk_dataset_num_samples(*ds);
-  uint64_t want = o->w.files * o->w.samples_per_file;
+  uint64_t want = o->w->files * o->w->samples_per_file;
   if (want && n < want) {
     stk_dataset_close(*ds);
     return stk__errf(err, STK_EINVAL,
@@ -432,7 +432,7 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
                      "lower --files, or give --data a new folder and bench generates the "
                      "dataset there",
                      o->data, (unsigned long long)n, (unsigned long long)want,
-                     (unsigned long long)o->w.files, (unsigned long long)o->w.samples_per_file);
+                     (unsigned long long)o->w->files, (unsigned long long)o->w->samples_per_file);
   }
   if (!want && world > 1) {
     stk_dataset_close(*ds);
@@ -442,7 +442,7 @@ static int open_loader(struct run *run, struct stk_dataset **ds, char *err) {
   }
   if (want) n = want; /* use the configured dataset size, as DLIO does */
 steps:
-  run->steps = n / o->w.batch / total_acc;
+  run->steps = n / o->w->batch / total_acc;
   if (run->steps < 2) {
     stk_dataset_close(*ds); /* (the windows are closed by the caller) */
     return stk__errf(err, STK_EINVAL,
@@ -450,17 +450,21 @@ steps:
                      "out each epoch's first step, so at least 2 are needed (fewer accelerators, a "
                      "smaller batch or more data)",
                      (unsigned long long)n, (unsigned long long)total_acc,
-                     (unsigned long long)run->steps, o->w.batch);
+                     (unsigned long long)run->steps, o->w->batch);
   }
-  struct stk_loader_opts lo = {0};
-  lo.batch_size = o->w.batch;
-  lo.threads = o->read_threads ? o->read_threads : (o->w.read_threads ? o->w.read_threads : 0);
-  lo.epochs = o->w.epochs;
+  struct stk_loader_opts lo;
+  stk_loader_opts_init(&lo);
+  struct stk_sampler_opts so;
+  stk_sampler_opts_init(&so);
+  so.seed = o->seed;
+  so.rank = o->rank;
+  so.world = world;
+  lo.sampler = &so;
+  lo.batch_size = o->w->batch;
+  lo.threads = o->read_threads ? o->read_threads : (o->w->read_threads ? o->w->read_threads : 0);
+  lo.epochs = o->w->epochs;
   lo.drop_last = 1;
-  lo.epoch_samples = run->steps * run->nacc * o->w.batch;
-  lo.sampler.seed = o->seed;
-  lo.sampler.rank = o->rank;
-  lo.sampler.world = world;
+  lo.epoch_samples = run->steps * run->nacc * o->w->batch;
   lo.io_engine = o->io_engine;
   lo.direct = o->direct;
   lo.skip_verify = o->skip_verify;
@@ -472,8 +476,8 @@ steps:
    * step ahead. */
   lo.prefetch = 2 * run->nacc;
   lo.prefetch_max = STK__MAX(16, 4 * run->nacc);
-  double batch_bytes = o->w.seq_len ? o->w.batch * (o->w.seq_len + 1.0) * 4
-                                    : o->w.batch * (o->w.record_bytes + 3 * o->w.record_stdev);
+  double batch_bytes = o->w->seq_len ? o->w->batch * (o->w->seq_len + 1.0) * 4
+                                    : o->w->batch * (o->w->record_bytes + 3 * o->w->record_stdev);
   double cap = batch_bytes * (lo.prefetch_max + 4);
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   double ram = pages > 0 && psz > 0 ? (double)pages * (double)psz : 8e9;
@@ -504,14 +508,32 @@ static void leave_job(struct run *run, int rc) {
   o->global_barrier(o->global_ctx, rc ? rc : STK_ECANCELED);
 }
 
-int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, char *err) {
+void stk_bench_opts_init_sized(struct stk_bench_opts *o, size_t size) {
+  stk__opts_init(o, sizeof *o, size);
+}
+
+int stk__bench_opts_take(struct stk_bench_opts *own, struct stk_workload *w,
+                         const struct stk_bench_opts *o, char *err) {
+  int rc = stk__opts_take(own, sizeof *own, o, "stk_bench_opts", err);
+  if (!rc && !own->w) rc = stk__errf(err, STK_EINVAL, "stk_bench_opts: no workload (w is NULL)");
+  if (!rc) rc = stk__workload_take(w, own->w, err);
+  own->w = w;
+  return rc;
+}
+
+int stk_bench_run(const struct stk_bench_opts *oin, struct stk_bench_result *r, char *err) {
   memset(r, 0, sizeof *r);
+  struct stk_bench_opts own; /* an older caller's structs are read only to their ends */
+  struct stk_workload wl;
+  int trc = stk__bench_opts_take(&own, &wl, oin, err);
+  if (trc) return trc;
+  const struct stk_bench_opts *o = &own;
   struct run run;
   memset(&run, 0, sizeof run);
   run.o = o;
   run.r = r;
   run.nacc = o->accelerators ? o->accelerators : 1;
-  run.epochs = o->w.epochs;
+  run.epochs = o->w->epochs;
   run.margin = 200000;
   struct stk_dataset *ds = NULL;
   struct acc *accs = NULL;
@@ -523,7 +545,7 @@ int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, ch
   r->processes = r->hosts = 1;
   r->epochs = run.epochs;
   r->steps_per_epoch = run.steps;
-  r->au_min = o->w.au_min;
+  r->au_min = o->w->au_min;
   r->per = calloc((size_t)run.epochs * run.nacc, sizeof *r->per);
   uint64_t tl = STK__MIN((uint64_t)TIMELINE_MAX, run.steps * run.epochs * run.nacc);
   r->timeline = calloc(tl, sizeof *r->timeline);
@@ -534,8 +556,8 @@ int stk_bench_run(const struct stk_bench_opts *o, struct stk_bench_result *r, ch
   }
   for (uint32_t i = 0; i < run.nacc; i++)
     stk_rng_seed(&accs[i].rng, stk_mix64(o->seed ^ 0xacce1, (uint64_t)o->rank * 65536 + i));
-  if (o->w.ckpt.enabled) {
-    const struct stk_ckpt_spec *c = &o->w.ckpt;
+  if (o->w->ckpt.enabled) {
+    const struct stk_ckpt_spec *c = &o->w->ckpt;
     run.next_ckpt_epoch = c->after_epoch ? c->after_epoch : 1;
     uint64_t saves = 0, every = c->epochs_between ? c->epochs_between : 1;
     if (c->steps_between)
@@ -592,8 +614,13 @@ static int ckpt_compute(struct run *run, double secs, double *compute) {
   return cancelled(run) ? -1 : global_barrier(run);
 }
 
-int stk_bench_ckpt_run(const struct stk_bench_opts *o, struct stk_bench_result *r, char *err) {
+int stk_bench_ckpt_run(const struct stk_bench_opts *oin, struct stk_bench_result *r, char *err) {
   memset(r, 0, sizeof *r);
+  struct stk_bench_opts own;
+  struct stk_workload wl;
+  int trc = stk__bench_opts_take(&own, &wl, oin, err);
+  if (trc) return trc;
+  const struct stk_bench_opts *o = &own;
   struct run run;
   memset(&run, 0, sizeof run);
   run.o = o;
@@ -601,7 +628,7 @@ int stk_bench_ckpt_run(const struct stk_bench_opts *o, struct stk_bench_result *
   run.nacc = o->accelerators ? o->accelerators : 1;
   run.epochs = 1;
   run.margin = 200000;
-  const struct stk_ckpt_spec *c = &o->w.ckpt;
+  const struct stk_ckpt_spec *c = &o->w->ckpt;
   int rc = 0;
   if (!(c->time_between_s >= 0) || !isfinite(c->time_between_s))
     return stk__errf(err, STK_EINVAL, "time between checkpoints %g s is invalid", c->time_between_s);
@@ -613,7 +640,7 @@ int stk_bench_ckpt_run(const struct stk_bench_opts *o, struct stk_bench_result *
   r->processes = r->hosts = 1;
   r->epochs = 1;
   r->steps_per_epoch = (uint64_t)c->num_write + c->num_read;
-  r->au_min = o->w.au_min;
+  r->au_min = o->w->au_min;
   r->per = calloc(run.nacc, sizeof *r->per);
   if (!r->per) return stk__errf(err, STK_ENOMEM, "out of memory for %u accelerators", run.nacc);
   if ((rc = stk__ckpt_open(&run.ck, o, run.nacc, c->num_write, &r->ckpt, err))) goto out;

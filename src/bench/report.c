@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../base/base.h"
+#include "bench_impl.h"
 #include "stoker/bench.h"
 
 static void workload_json(struct stk_json *j, const struct stk_workload *w) {
@@ -40,11 +41,24 @@ static uint64_t first_accelerator(const struct stk_bench_opts *o,
   return r->processes > 1 ? 0 : (uint64_t)o->rank * r->accelerators;
 }
 
-void stk_bench_json(const struct stk_bench_opts *o, const struct stk_bench_result *r, FILE *f) {
+/* The caller's options as far as its struct goes (a larger one: logged,
+ * nothing written). */
+static int take(struct stk_bench_opts *own, struct stk_workload *w, const struct stk_bench_opts *o) {
+  char err[STK_ERRMSG_MAX];
+  int rc = stk__bench_opts_take(own, w, o, err);
+  if (rc) stk_log(STK_LOG_ERROR, "%s", err);
+  return rc;
+}
+
+void stk_bench_json(const struct stk_bench_opts *oin, const struct stk_bench_result *r, FILE *f) {
+  struct stk_bench_opts own;
+  struct stk_workload wl;
+  if (take(&own, &wl, oin)) return;
+  const struct stk_bench_opts *o = &own;
   struct stk_json j;
   stk_json_init(&j, f, 2);
   stk_json_obj_begin(&j);
-  workload_json(&j, &o->w);
+  workload_json(&j, o->w);
   stk_json_kstr(&j, "data", o->data);
   stk_json_ku64(&j, "accelerators", job_accelerators(o, r));
   stk_json_ku64(&j, "processes", r->processes > 1 ? r->processes : (o->world ? o->world : 1));
@@ -191,14 +205,18 @@ static void spread(struct bin *b, double *field0, double t0, double t1, double a
   }
 }
 
-void stk_bench_svg(const struct stk_bench_opts *o, const struct stk_bench_result *r, FILE *f) {
+void stk_bench_svg(const struct stk_bench_opts *oin, const struct stk_bench_result *r, FILE *f) {
+  struct stk_bench_opts own;
+  struct stk_workload wl;
+  if (take(&own, &wl, oin)) return;
+  const struct stk_bench_opts *o = &own;
   struct bin b[BINS];
   memset(b, 0, sizeof b);
   double tmax = r->wall_s > 0 ? r->wall_s : 1, dt = tmax / BINS;
   for (uint64_t i = 0; i < r->ntimeline; i++) {
     const struct stk_bench_step *s = &r->timeline[i];
     double t3 = s->t_end, t2 = t3 - s->sync_s, t1 = t2 - s->compute_s, t0 = t1 - s->load_s;
-    spread(b, &b[0].samples, t0, t3, o->w.batch, dt);
+    spread(b, &b[0].samples, t0, t3, o->w->batch, dt);
     spread(b, &b[0].load, t0, t1, s->load_s, dt);
     spread(b, &b[0].compute, t1, t2, s->compute_s, dt);
     spread(b, &b[0].sync, t2, t3, s->sync_s, dt);
@@ -214,10 +232,10 @@ void stk_bench_svg(const struct stk_bench_opts *o, const struct stk_bench_result
   fprintf(f, "<g font-size=\"15\" font-weight=\"bold\">");
   if (r->throughput_only)
     svg_text(f, PLOT_X, 24, "start", "stoker bench: %s %s, %u accelerators: throughput only (compute 0)",
-             o->w.name, o->w.accel, (unsigned)job_accelerators(o, r));
+             o->w->name, o->w->accel, (unsigned)job_accelerators(o, r));
   else
     svg_text(f, PLOT_X, 24, "start", "stoker bench: %s %s, %u accelerators: AU %.3f (%s %.2f)",
-             o->w.name, o->w.accel, (unsigned)job_accelerators(o, r), r->au,
+             o->w->name, o->w->accel, (unsigned)job_accelerators(o, r), r->au,
              r->pass ? "pass, >=" : "FAIL, <", r->au_min);
   fputs("</g>\n", f);
   svg_text(f, PLOT_X, 44, "start", "%s", r->verdict);

@@ -61,11 +61,26 @@ static void fill(const struct preset *p, struct stk_workload *w) {
   }
 }
 
+/* The caller's struct gets no more than its struct_size. */
+static void give(const struct preset *p, struct stk_workload *out) {
+  struct stk_workload full;
+  fill(p, &full);
+  stk__result_give(out, &full, sizeof full);
+}
+
+void stk_workload_init_sized(struct stk_workload *w, size_t size) {
+  stk__opts_init(w, sizeof *w, size);
+}
+
+int stk__workload_take(struct stk_workload *dst, const struct stk_workload *src, char *err) {
+  return stk__opts_take(dst, sizeof *dst, src, "stk_workload", err);
+}
+
 int stk_workload_preset(const char *name, const char *accel, struct stk_workload *out) {
   if (!accel) accel = "h100";
   for (size_t i = 0; i < STK__ARRAY_LEN(presets); i++)
     if (strcmp(presets[i].name, name) == 0 && strcmp(presets[i].accel, accel) == 0) {
-      fill(&presets[i], out);
+      give(&presets[i], out);
       return 0;
     }
   return STK_ENOENT;
@@ -73,6 +88,6 @@ int stk_workload_preset(const char *name, const char *accel, struct stk_workload
 
 int stk_workload_preset_at(int i, struct stk_workload *out) {
   if (i < 0 || (size_t)i >= STK__ARRAY_LEN(presets)) return STK_ENOENT;
-  fill(&presets[i], out);
+  give(&presets[i], out);
   return 0;
 }

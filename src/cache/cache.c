@@ -451,7 +451,14 @@ void stk__cache_close(struct stk_cache *c) {
   free(c);
 }
 
-void stk_cache_stats_json(const struct stk_cache_stats *st, struct stk_json *j) {
+void stk_cache_stats_init_sized(struct stk_cache_stats *st, size_t size) {
+  stk__opts_init(st, sizeof *st, size);
+}
+
+void stk_cache_stats_json(const struct stk_cache_stats *sin, struct stk_json *j) {
+  struct stk_cache_stats own; /* the caller's, read to its struct_size */
+  stk__result_take(&own, sizeof own, sin);
+  const struct stk_cache_stats *st = &own;
   stk_json_obj_begin(j);
   const struct stk_cache_tier_stats *t[2] = {&st->ram, &st->disk};
   const char *names[2] = {"ram", "disk"};

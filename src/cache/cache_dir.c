@@ -539,13 +539,14 @@ int stk_cache_dir_scan(const char *dir, int (*cb)(void *arg, const struct stk_ca
     if ((rc = cb(arg, &e)) != 0) break;
   }
   free(v);
-  if (totals) {
-    memset(totals, 0, sizeof *totals);
-    totals->disk.entries = n;
-    totals->disk.bytes = bytes;
+  if (totals) { /* the caller's struct gets no more than its struct_size */
+    struct stk_cache_stats full = {0};
+    full.disk.entries = n;
+    full.disk.bytes = bytes;
     char *sp = stk__cache_path(dir, "", "stats", "");
-    stats_file_read(sp, totals);
+    stats_file_read(sp, &full);
     free(sp);
+    stk__result_give(totals, &full, sizeof full);
   }
   return rc;
 }

@@ -72,10 +72,16 @@ void stk_ckpt_close(struct stk_ckpt *c) {
   free(c);
 }
 
+void stk_ckpt_stats_init_sized(struct stk_ckpt_stats *st, size_t size) {
+  stk__opts_init(st, sizeof *st, size);
+}
+
 void stk_ckpt_stats(struct stk_ckpt *c, struct stk_ckpt_stats *st) {
+  struct stk_ckpt_stats full; /* the caller's struct gets no more than its struct_size */
   pthread_mutex_lock(&c->mu);
-  *st = c->st;
+  full = c->st;
   pthread_mutex_unlock(&c->mu);
+  stk__result_give(st, &full, sizeof full);
 }
 
 /* ---- save ---------------------------------------------------------------- */

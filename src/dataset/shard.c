@@ -83,7 +83,9 @@ uint64_t stk__dataset_prefetch_budget(const struct stk_dataset *ds) {
 
 int stk_dataset_cache_stats(const struct stk_dataset *ds, struct stk_cache_stats *st) {
   if (!ds->cache) return STK_ENOENT;
-  stk__cache_stats(ds->cache, st);
+  struct stk_cache_stats full; /* the caller's struct gets no more than its struct_size */
+  stk__cache_stats(ds->cache, &full);
+  stk__result_give(st, &full, sizeof full);
   return 0;
 }
 

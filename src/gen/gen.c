@@ -605,6 +605,10 @@ void stk_gen_opts_init_sized(struct stk_gen_opts *o, size_t size) {
   stk__opts_init(o, sizeof *o, size);
 }
 
+void stk_gen_stats_init_sized(struct stk_gen_stats *st, size_t size) {
+  stk__opts_init(st, sizeof *st, size);
+}
+
 int stk_gen(const struct stk_gen_opts *user, stk_gen_progress_fn progress, void *ctx,
             char *errmsg) {
   char err[STK_ERRMSG_MAX] = "";
@@ -630,11 +634,12 @@ int stk_gen(const struct stk_gen_opts *user, stk_gen_progress_fn progress, void 
   if (w && rc) stk_writer_abort(w);
   if (rc) return stk__errf(errmsg, rc, "%s", err);
   stk_writer_close(w);
-  if (o->stats) {
-    o->stats->samples = o->samples;
-    o->stats->shards = shards;
-    o->stats->bytes = bytes;
-    o->stats->wall_ns = stk_now_ns() - t0;
+  if (o->stats) { /* the caller's struct gets no more than its struct_size */
+    struct stk_gen_stats full = {.samples = o->samples,
+                                 .shards = shards,
+                                 .bytes = bytes,
+                                 .wall_ns = stk_now_ns() - t0};
+    stk__result_give(o->stats, &full, sizeof full);
   }
   return 0;
 }

@@ -153,6 +153,6 @@ int stk_batch_tokens(const struct stk_loader *l, const struct stk_batch *b,
 
 int stk_batch_sample(const struct stk_loader *l, const struct stk_batch *b, uint32_t i,
                      struct stk_sample *out) {
-  if (!l || l->tok || l->o.decode.kind != STK_DECODE_FIELDS) return STK_EINVAL;
+  if (!l || l->tok || l->decode.kind != STK_DECODE_FIELDS) return STK_EINVAL;
   return stk__fields_unpack(b, i, out);
 }

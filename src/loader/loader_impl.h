@@ -71,8 +71,13 @@ int stk__sampler_open_n(struct stk_sampler **out, uint64_t n, uint64_t fp, uint6
 /* Samples of an epoch of n that rank takes from position `from` on. */
 uint64_t stk__share_len(uint64_t n, uint64_t from, uint32_t rank, uint32_t world, int shares);
 
-/* Copy a caller's options into the library's struct (opts.c): only the
- * caller's struct_size bytes (0 = all), the rest zero (defaults). */
-void stk__loader_opts_copy(struct stk_loader_opts *dst, const struct stk_loader_opts *src);
+/* Copy a caller's options into the library's structs (opts.c): of each of
+ * the loader's, the sampler's and the decode options only the caller's
+ * struct_size bytes (0 = all), the rest zero (defaults); dst->sampler and
+ * dst->decode then point at *sampler and *decode. STK_EINVAL with err
+ * naming the struct whose struct_size is larger than this library's. */
+int stk__loader_opts_take(struct stk_loader_opts *dst, struct stk_sampler_opts *sampler,
+                          struct stk_decode_cfg *decode, const struct stk_loader_opts *src,
+                          char *err);
 
 #endif

@@ -51,7 +51,7 @@ int stk__walk_start(struct stk__walk *w, const int *stop, const struct stk_loade
   if (!resume) return 0;
   int rc = stk_sampler_restore(w->sampler, resume);
   w->epoch = resume->epoch;
-  uint32_t world = o->sampler.world ? o->sampler.world : 1;
+  uint32_t world = o->sampler->world ? o->sampler->world : 1;
   w->epoch_taken = resume->position / world;
   if (w->epoch >= w->epochs) w->eof = 1;
   return rc;
@@ -148,7 +148,7 @@ int stk__lookahead_start(struct stk__lookahead **out, struct stk_dataset *ds,
   la->lag = (uint64_t)(o->prefetch_max + 2) * o->batch_size;
   int rc = la->win && la->inwin && la->inbytes ? 0 : STK_ENOMEM;
   atomic_init(&la->stop, 0);
-  if (!rc) rc = stk_sampler_open(&la->walk.sampler, ds, &o->sampler);
+  if (!rc) rc = stk_sampler_open(&la->walk.sampler, ds, o->sampler);
   if (!rc) rc = stk__walk_start(&la->walk, (const int *)&la->stop, o, resume);
   if (!rc && pthread_create(&la->thread, NULL, la_main, la) != 0) rc = STK_ESYS;
   if (rc) {

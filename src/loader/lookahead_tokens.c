@@ -71,7 +71,7 @@ int stk__tok_lookahead_start(struct stk__tok_lookahead **out, struct stk_tokens 
   atomic_init(&la->stop, 0);
   pthread_mutex_init(&la->mu, NULL);
   int rc = stk__sampler_open_n(&la->walk.sampler, stk_tokens_num_windows(tok),
-                               stk_tokens_fingerprint(tok), stk__tokens_seed(tok), &o->sampler);
+                               stk_tokens_fingerprint(tok), stk__tokens_seed(tok), o->sampler);
   if (!rc) rc = stk__walk_start(&la->walk, (const int *)&la->stop, o, resume);
   for (; !rc && la->nth < THREADS; la->nth++)
     if (pthread_create(&la->th[la->nth], NULL, warm_main, la) != 0) break;

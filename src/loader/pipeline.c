@@ -67,17 +67,17 @@ static int validate(struct stk_loader *l, char *err) {
     /* Whole shards are staged: a bounded shuffle keeps the look-ahead
      * useful (a full permutation touches every shard at once), and staged
      * copies are read through the page cache or from memory. */
-    if (o->sampler.shuffle == STK_SHUFFLE_AUTO) o->sampler.shuffle = STK_SHUFFLE_BLOCK;
+    if (l->sampler.shuffle == STK_SHUFFLE_AUTO) l->sampler.shuffle = STK_SHUFFLE_BLOCK;
     o->direct = 0;
   }
   if (!o->alloc) o->alloc = &stk__default_allocator;
   if (o->batch_size > (1u << 20))
     return stk__errf(err, STK_EINVAL, "batch size %u is larger than 1048576", o->batch_size);
   if (o->threads > 1024) return stk__errf(err, STK_EINVAL, "%u decode threads is too many", o->threads);
-  if (o->decode.kind < 0 || o->decode.kind >= (int)NDECODERS)
-    return stk__errf(err, STK_EINVAL, "unknown decode kind %d", o->decode.kind);
-  if (o->decode.kind == STK_DECODE_JPEG) {
-    struct stk_decode_cfg *c = &o->decode;
+  if (l->decode.kind < 0 || l->decode.kind >= (int)NDECODERS)
+    return stk__errf(err, STK_EINVAL, "unknown decode kind %d", l->decode.kind);
+  if (l->decode.kind == STK_DECODE_JPEG) {
+    struct stk_decode_cfg *c = &l->decode;
     if (!c->out_h) c->out_h = 224;
     if (!c->out_w) c->out_w = 224;
     if (c->out_h < 1 || c->out_w < 1 || c->out_h > 16384 || c->out_w > 16384)
@@ -109,11 +109,12 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
   l->ds = ds;
   l->tok = tok;
   l->rd.epoch_whole = 1;
-  if (opts) stk__loader_opts_copy(&l->o, opts); /* an older caller's struct may be shorter */
+  /* An older caller's structs may be shorter; a newer one's are refused. */
+  int rc = stk__loader_opts_take(&l->o, &l->sampler, &l->decode, opts, err);
   if (tok) { /* the order is the windows' own; each is copied from mapped tokens */
-    l->o.sampler.shuffle = STK_SHUFFLE_NONE;
-    l->o.sampler.seed = stk__tokens_seed(tok);
-    l->o.decode.kind = STK_DECODE_RAW;
+    l->sampler.shuffle = STK_SHUFFLE_NONE;
+    l->sampler.seed = stk__tokens_seed(tok);
+    l->decode.kind = STK_DECODE_RAW;
     l->o.io_engine = "pread";
     l->o.direct = 0;
     l->fixed_out = stk__tokens_row_bytes(tok);
@@ -124,12 +125,12 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
   pthread_cond_init(&l->cv_ready, NULL);
   pthread_cond_init(&l->cv_task, NULL);
   for (int i = 0; i < FD_CACHE; i++) l->rd.fds[i].fd = -1;
-  int rc = validate(l, err);
+  if (!rc) rc = validate(l, err);
   if (!rc && !stk__dataset_streamed(ds) && stk_dataset_samples_counted(ds, NULL) == 0)
     rc = stk__errf(err, STK_EEMPTY, "%s: the dataset has no samples", stk_dataset_location(ds));
   /* A streamed dataset counts its shards as they arrive; a global shuffle
    * needs every count first. */
-  if (!rc && stk__dataset_streamed(ds) && l->o.sampler.shuffle == STK_SHUFFLE_GLOBAL &&
+  if (!rc && stk__dataset_streamed(ds) && l->sampler.shuffle == STK_SHUFFLE_GLOBAL &&
       !stk__dataset_all_counted(ds)) {
     stk_log(STK_LOG_INFO, "%s: staging every shard to count its samples (--shuffle global)",
             stk_dataset_location(ds));
@@ -143,8 +144,8 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
                    l->o.shares);
   if (!rc) {
     rc = tok ? stk__sampler_open_n(&l->rd.sampler, stk_tokens_num_windows(tok),
-                                   stk_tokens_fingerprint(tok), stk__tokens_seed(tok), &l->o.sampler)
-             : stk_sampler_open(&l->rd.sampler, ds, &l->o.sampler);
+                                   stk_tokens_fingerprint(tok), stk__tokens_seed(tok), &l->sampler)
+             : stk_sampler_open(&l->rd.sampler, ds, &l->sampler);
     if (rc) stk__errf(err, rc, "cannot start the sampler: %s", stk_strerror(rc));
   }
   if (!rc) stk__sampler_set_cancel(l->rd.sampler, (const int *)&l->cancel);
@@ -156,13 +157,13 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
     else if (rc)
       stk__errf(err, rc, "cannot resume: %s", stk__sampler_errmsg(l->rd.sampler));
     l->rd.epoch = l->o.resume->epoch;
-    uint32_t world = l->o.sampler.world ? l->o.sampler.world : 1;
+    uint32_t world = l->sampler.world ? l->sampler.world : 1;
     l->rd.epoch_taken = l->o.resume->position / world;
     l->rd.epoch_whole = l->o.resume->position == 0;
     if (!rc && l->rd.epoch >= l->o.epochs) l->rd.sampler_eof = 1;
   }
-  l->dec = stk__loader_decoders[l->o.decode.kind];
-  if (!rc && l->o.decode.kind == STK_DECODE_JPEG) rc = l->dec->out_size(&l->o.decode, NULL, &l->fixed_out, err);
+  if (!rc) l->dec = stk__loader_decoders[l->decode.kind];
+  if (!rc && l->decode.kind == STK_DECODE_JPEG) rc = l->dec->out_size(&l->decode, NULL, &l->fixed_out, err);
   if (!rc) {
     size_t ns = stk_dataset_num_shards(ds);
     l->rd.file_size = malloc(ns * sizeof *l->rd.file_size);
@@ -350,9 +351,9 @@ int stk_loader_epoch_batches(struct stk_loader *l, uint64_t *out, char *errmsg) 
   char err[STK_ERRMSG_MAX] = "";
   int rc = l->tok ? 0 : stk_dataset_count(l->ds, NULL, err); /* a streamed dataset's total */
   if (rc) return stk__errf(errmsg, rc, "%s", err);
-  uint32_t world = l->o.sampler.world ? l->o.sampler.world : 1;
+  uint32_t world = l->sampler.world ? l->sampler.world : 1;
   uint64_t n = l->tok ? stk_tokens_num_windows(l->tok) : stk_dataset_samples_counted(l->ds, NULL);
-  uint64_t share = stk__share_len(n, 0, l->o.sampler.rank, world, l->o.shares);
+  uint64_t share = stk__share_len(n, 0, l->sampler.rank, world, l->o.shares);
   if (l->o.epoch_samples && share > l->o.epoch_samples) share = l->o.epoch_samples;
   uint64_t b = l->o.batch_size;
   *out = l->o.drop_last ? share / b : (share + b - 1) / b;

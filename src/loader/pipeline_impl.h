@@ -117,7 +117,9 @@ struct reader {
 struct stk_loader {
   struct stk_dataset *ds;
   struct stk_tokens *tok; /* token windows (tokens.c) instead of samples, or NULL */
-  struct stk_loader_opts o;
+  struct stk_loader_opts o; /* o.sampler and o.decode point at the two below */
+  struct stk_sampler_opts sampler;
+  struct stk_decode_cfg decode;
   const struct stk_decode_ops *dec;
   uint64_t fixed_out; /* bytes per sample for fixed-size decoders, else 0 */
   uint64_t mean_sample; /* mean stored bytes of a sample; 0 = unknown */

@@ -332,7 +332,7 @@ static int fill_job(struct stk_loader *l, struct job *j) {
       if (keep) return 0;
       if (barren && !l->rd.sampler_eof) {
         stk_log(STK_LOG_WARN, "rank %u of %u gets no batch of an epoch (batch size %u%s): its "
-                 "run ends", l->o.sampler.rank, l->o.sampler.world ? l->o.sampler.world : 1,
+                 "run ends", l->sampler.rank, l->sampler.world ? l->sampler.world : 1,
                  l->o.batch_size, l->o.drop_last ? ", drop_last" : "");
         l->rd.sampler_eof = 1;
       }

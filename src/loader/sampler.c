@@ -160,9 +160,16 @@ static uint64_t order_at(const struct stk_sampler *s, uint64_t g) {
 /* ---- public ------------------------------------------------------------ */
 
 int stk_sampler_open(struct stk_sampler **out, const struct stk_dataset *ds,
-                     const struct stk_sampler_opts *o) {
-  struct stk_sampler_opts def = {0};
-  if (!o) o = &def;
+                     const struct stk_sampler_opts *opts) {
+  /* An older program's struct is read only as far as it goes; a newer
+   * one's is refused (this call has no message buffer: logged). */
+  char err[STK_ERRMSG_MAX];
+  struct stk_sampler_opts own;
+  if (stk__opts_take(&own, sizeof own, opts, "stk_sampler_opts", err)) {
+    stk_log(STK_LOG_ERROR, "%s", err);
+    return STK_EINVAL;
+  }
+  const struct stk_sampler_opts *o = &own;
   uint32_t world = o->world ? o->world : 1;
   if (o->rank >= world) return STK_EINVAL;
   if (stk_dataset_samples_counted(ds, NULL) == 0 && !stk__dataset_streamed(ds)) return STK_EEMPTY;

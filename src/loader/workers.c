@@ -34,9 +34,9 @@ void stk__push_tasks(struct stk_loader *l, struct job *j) {
 
 static const struct stk_field *pick_field(const struct stk_loader *l, const struct stk_sample *smp) {
   if (smp->nfields == 0) return NULL;
-  if (!l->o.decode.field) return &smp->fields[0];
+  if (!l->decode.field) return &smp->fields[0];
   for (int i = 0; i < smp->nfields; i++)
-    if (strcmp(smp->fields[i].name, l->o.decode.field) == 0) return &smp->fields[i];
+    if (strcmp(smp->fields[i].name, l->decode.field) == 0) return &smp->fields[i];
   return NULL;
 }
 
@@ -66,8 +66,8 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, uint32_t 
       stk__sample_parse(l->ds, s->shard, j->raw + s->raw_pos, s->len, s->off, verify, &smp, err);
   if (rc) return stk__slot_fail(l, j, s, rc, err);
   if (smp.label >= 0) s->label = smp.label;
-  if (l->o.decode.kind == STK_DECODE_FIELDS) { /* packed in the copy phase */
-    struct stk__fields_ctx x = {&l->o.decode, l->o.image_fields, &tls[STK_DECODE_JPEG], NULL};
+  if (l->decode.kind == STK_DECODE_FIELDS) { /* packed in the copy phase */
+    struct stk__fields_ctx x = {&l->decode, l->o.image_fields, &tls[STK_DECODE_JPEG], NULL};
     rc = stk__fields_size(&x, &smp, &s->out_len, err);
     if (rc) {
       char msg[STK_ERRMSG_MAX + 64];
@@ -83,15 +83,15 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, uint32_t 
   if (!f) {
     stk__errf(err, STK_EFORMAT, "%s: offset %llu: sample %llu has no field '%s'",
               stk__shard_path(l->ds, s->shard), (unsigned long long)s->off,
-              (unsigned long long)s->id, l->o.decode.field ? l->o.decode.field : "(any)");
+              (unsigned long long)s->id, l->decode.field ? l->decode.field : "(any)");
     return stk__slot_fail(l, j, s, STK_EFORMAT, err);
   }
   s->field = *f;
   if (l->fixed_out) { /* decode straight into the batch */
     uint8_t *dst = j->out + (uint64_t)i * l->fixed_out;
     struct stk_rng rng;
-    stk_rng_seed(&rng, stk_mix64(stk_mix64(l->o.sampler.seed, j->epoch), s->id));
-    rc = l->dec->decode(&l->o.decode, &tls[l->o.decode.kind], f, dst, l->fixed_out, &s->out_len, &rng, err);
+    stk_rng_seed(&rng, stk_mix64(stk_mix64(l->sampler.seed, j->epoch), s->id));
+    rc = l->dec->decode(&l->decode, &tls[l->decode.kind], f, dst, l->fixed_out, &s->out_len, &rng, err);
     if (rc) {
       char msg[STK_ERRMSG_MAX + 64];
       snprintf(msg, sizeof msg, "%s: offset %llu: %s", stk__shard_path(l->ds, s->shard),
@@ -102,7 +102,7 @@ static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, uint32_t 
     return;
   }
   uint64_t size;
-  rc = l->dec->out_size(&l->o.decode, f, &size, err);
+  rc = l->dec->out_size(&l->decode, f, &size, err);
   if (rc == 0 && size > (f->encoding == STK_ENC_NONE ? f->len : f->raw_len))
     rc = stk__errf(err, STK_EFORMAT, "decoded size larger than the field");
   if (rc) {
@@ -124,14 +124,14 @@ static void copy_sample(struct stk_loader *l, struct job *j, uint32_t i, void **
   if (s->err) return;
   uint64_t got = 0;
   int rc;
-  if (l->o.decode.kind == STK_DECODE_FIELDS) { /* parse again: the fields point into raw */
+  if (l->decode.kind == STK_DECODE_FIELDS) { /* parse again: the fields point into raw */
     struct stk_sample smp;
     memset(&smp, 0, sizeof smp);
     smp.label = -1;
     smp.index = s->id;
     struct stk_rng rng;
-    stk_rng_seed(&rng, stk_mix64(stk_mix64(l->o.sampler.seed, j->epoch), s->id));
-    struct stk__fields_ctx x = {&l->o.decode, l->o.image_fields, &tls[STK_DECODE_JPEG], &rng};
+    stk_rng_seed(&rng, stk_mix64(stk_mix64(l->sampler.seed, j->epoch), s->id));
+    struct stk__fields_ctx x = {&l->decode, l->o.image_fields, &tls[STK_DECODE_JPEG], &rng};
     rc = stk__sample_parse(l->ds, s->shard, j->raw + s->raw_pos, s->len, s->off, 0, &smp, err);
     if (!rc) rc = stk__fields_pack(&x, &smp, j->out + s->out_off, s->out_len, &got, err);
     if (rc) {
@@ -148,7 +148,7 @@ static void copy_sample(struct stk_loader *l, struct job *j, uint32_t i, void **
     memcpy(j->out + s->out_off, s->field.data + s->field.len - s->out_len, s->out_len);
     return;
   }
-  rc = l->dec->decode(&l->o.decode, &tls[l->o.decode.kind], &s->field, j->out + s->out_off, s->out_len,
+  rc = l->dec->decode(&l->decode, &tls[l->decode.kind], &s->field, j->out + s->out_off, s->out_len,
                       &got, NULL, err);
   if (rc) return stk__slot_fail(l, j, s, rc, err);
   s->out_len = got;
@@ -210,7 +210,7 @@ void *stk__worker_main(void *arg) {
     }
     /* The fields decoder's image fields are decoded in the copy phase:
      * decode time, not batching. */
-    int fields_images = l->o.decode.kind == STK_DECODE_FIELDS && l->o.image_fields &&
+    int fields_images = l->decode.kind == STK_DECODE_FIELDS && l->o.image_fields &&
                         *l->o.image_fields;
     int stage = phase == 2 && !fields_images ? STK_STAGE_BATCH : STK_STAGE_DECODE;
     ctr_add(&l->st[stage].busy_ns, stk_now_ns() - t1);

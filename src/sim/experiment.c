@@ -164,8 +164,12 @@ static int xrun_event(void *ctx, const struct stk__sim_event *ev) {
 }
 
 int stk_sim_run(const struct stk_sim_cluster *c, const struct stk_sim_workload *w,
-                const struct stk_sim_run_opts *opts, struct stk_sim_result *res, char *errmsg) {
+                const struct stk_sim_run_opts *oin, struct stk_sim_result *res, char *errmsg) {
   memset(res, 0, sizeof *res);
+  struct stk_sim_run_opts own; /* an older caller's struct is read only to its end */
+  int trc = stk__opts_take(&own, sizeof own, oin, "stk_sim_run_opts", errmsg);
+  if (trc) return trc;
+  const struct stk_sim_run_opts *opts = &own;
   const char *pname = opts && opts->policy ? opts->policy : "FGD";
   const struct stk_sim_policy_ops *pol = stk__sim_policy_get(pname);
   if (!pol) return stk__errf(errmsg, STK_EINVAL, "no policy '%s'", pname);
@@ -307,8 +311,9 @@ static void *worker(void *arg) {
     if (!stop && j < p->total) p->next++;
     pthread_mutex_unlock(&p->mu);
     if (stop || j >= p->total) break;
-    struct stk_sim_run_opts ro = {p->policies[j / p->seeds], p->o->seed + j % p->seeds,
-                                  p->o->inflate};
+    struct stk_sim_run_opts ro = {.policy = p->policies[j / p->seeds],
+                                  .seed = p->o->seed + j % p->seeds,
+                                  .inflate = p->o->inflate};
     char err[STK_ERRMSG_MAX] = "";
     int rc = stk_sim_run(p->c, p->w, &ro, &p->res[j], err);
     pthread_mutex_lock(&p->mu);
@@ -331,7 +336,9 @@ int stk_sim_experiment(const struct stk_sim_cluster *c, const struct stk_sim_wor
                        size_t *nresults, char *errmsg) {
   *results = NULL;
   *nresults = 0;
-  struct stk_sim_experiment_opts o = *opts;
+  struct stk_sim_experiment_opts o;
+  int trc = stk__opts_take(&o, sizeof o, opts, "stk_sim_experiment_opts", errmsg);
+  if (trc) return trc;
   const char *all[16];
   if (!o.policies || !o.npolicies) {
     size_t n = stk_sim_policy_count();

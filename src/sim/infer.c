@@ -264,7 +264,9 @@ static int infer_done(void *ctx) { return ((const struct irun *)ctx)->stop; }
 int stk_infer_run(const struct stk_infer_perf *p, const struct stk_infer_trace *t,
                   const struct stk_infer_opts *oin, struct stk_infer_result *res, char *errmsg) {
   memset(res, 0, sizeof *res);
-  struct stk_infer_opts o = *oin;
+  struct stk_infer_opts o;
+  int trc = stk__opts_take(&o, sizeof o, oin, "stk_infer_opts", errmsg);
+  if (trc) return trc;
   if (o.rate_scale == 0) o.rate_scale = 1;
   if (o.replicas == 0) o.replicas = 1;
   if (o.tp == 0) o.tp = 1;

@@ -496,7 +496,9 @@ static int jloop_round(void *ctx, uint64_t round, int64_t at) {
 int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_opts *opts,
                      struct stk_sim_jobs_result *res, char *errmsg) {
   memset(res, 0, sizeof *res);
-  struct stk_sim_jobs_opts o = *opts;
+  struct stk_sim_jobs_opts o;
+  int trc = stk__opts_take(&o, sizeof o, opts, "stk_sim_jobs_opts", errmsg);
+  if (trc) return trc;
   if (!o.policy) o.policy = "tiresias";
   if (!o.nodes) o.nodes = 16;
   if (!o.gpus_per_node) o.gpus_per_node = 4;

@@ -475,9 +475,13 @@ int stk_mig_policy_parse(const char *name, enum stk_mig_policy *out) {
   return STK_EINVAL;
 }
 
-int stk_mig_online_run(const struct stk_mig_trace *t, const struct stk_mig_online_opts *opts,
+int stk_mig_online_run(const struct stk_mig_trace *t, const struct stk_mig_online_opts *oin,
                        struct stk_mig_online_result *r, char *errmsg) {
   memset(r, 0, sizeof *r);
+  struct stk_mig_online_opts own; /* an older caller's struct is read only to its end */
+  int trc = oin ? stk__opts_take(&own, sizeof own, oin, "stk_mig_online_opts", errmsg) : 0;
+  if (trc) return trc;
+  const struct stk_mig_online_opts *opts = oin ? &own : NULL;
   if (!t || !opts || !opts->g || opts->gpus == 0 || opts->gpus > 1000000)
     return stk__errf(errmsg, STK_EINVAL, "mig online: a trace, a GPU geometry and 1..1000000 GPUs "
                                          "are needed");

@@ -299,8 +299,10 @@ int stk_sim_replay(const struct stk_sim_cluster *c, const char *pods_path,
                    const struct stk_sim_replay_opts *opts, struct stk_sim_replay_result *res,
                    char *errmsg) {
   memset(res, 0, sizeof *res);
-  static const struct stk_sim_replay_opts none;
-  const struct stk_sim_replay_opts *o = opts ? opts : &none;
+  struct stk_sim_replay_opts own; /* NULL: every option its default */
+  int trc = stk__opts_take(&own, sizeof own, opts, "stk_sim_replay_opts", errmsg);
+  if (trc) return trc;
+  const struct stk_sim_replay_opts *o = &own;
   const char *pname = o->policy ? o->policy : "FGD";
   const struct stk_sim_policy_ops *pol = stk__sim_policy_get(pname);
   if (!pol) return stk__errf(errmsg, STK_EINVAL, "no policy '%s'", pname);

@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (stk_mig_trace_load(&t, g, file, 3, 1 + (double)(size % 3), err)) return 0;
   if (t->n <= 2000) {
     for (int p = STK_MIG_FIFO; p <= STK_MIG_MULTI; p++) {
-      struct stk_mig_online_opts o = {g, 1 + (unsigned)(size % 4), (enum stk_mig_policy)p,
+      struct stk_mig_online_opts o = {0, g, 1 + (unsigned)(size % 4), (enum stk_mig_policy)p,
                                       (double)(size % 7), 0, 0, 0, 2, NULL};
       struct stk_mig_online_result r;
       if (stk_mig_online_run(t, &o, &r, err)) {
