@@ -122,6 +122,8 @@ TEST(decode_jpeg_roi_planes_match_whole) {
       if (t == 1) x0 = W - 1, y0 = H - 1, x1 = W, y1 = H;
       if (t == 2) x1 = W;
       if (t == 3) y1 = H;
+      if (t >= 4 && t < 8) x0 = 0, x1 = W; /* raw rows */
+      if (t == 4) y1 = H;
       struct stk__jpeg_window w = {x0, x1, y0, y1};
       CHECK_MSG(stk__jpeg_roi_decode(r, &f, w, &rb, &roi, err) == 0, "case %zu: %s", i, err);
       check_planes(&whole, &roi, &w);
@@ -145,17 +147,21 @@ static void check_crop(struct stk__jpeg_roi *r, const struct stk_field *f,
                        const struct stk__img_params *p, struct stk__img_buf *rb) {
   char err[STK_ERRMSG_MAX];
   int hs = whole->np == 3 ? whole->hs : 1, vs = whole->np == 3 ? whole->vs : 1;
-  struct stk__jpeg_window w;
-  stk__jpeg_roi_window(c, whole->w, whole->h, hs, vs, &w);
-  struct stk__img roi;
-  CHECK_OK(stk__jpeg_roi_decode(r, f, w, rb, &roi, err));
+  struct stk__jpeg_window w[2];
+  stk__jpeg_roi_window(c, whole->w, whole->h, hs, vs, &w[0]);
+  w[1] = w[0];
+  stk__jpeg_roi_plan(&w[1], whole->w, whole->h, vs); /* maybe raw rows */
   size_t n = (size_t)p->oh * p->ow * 3;
   uint8_t *a = malloc(n), *b = malloc(n);
   struct stk__img_out *oa = NULL, *ob = NULL;
   CHECK_OK(stk__img_out_run(&oa, p, c, flip, whole, a, err));
-  CHECK_OK(stk__img_out_run(&ob, p, c, flip, &roi, b, err));
-  CHECK_MSG(memcmp(a, b, n) == 0, "crop %g,%g %gx%g flip %d (window %d,%d %dx%d) differs", c.x,
-            c.y, c.w, c.h, flip, roi.x0, roi.y0, roi.w, roi.h);
+  for (int k = 0; k < 2; k++) {
+    struct stk__img roi;
+    CHECK_OK(stk__jpeg_roi_decode(r, f, w[k], rb, &roi, err));
+    CHECK_OK(stk__img_out_run(&ob, p, c, flip, &roi, b, err));
+    CHECK_MSG(memcmp(a, b, n) == 0, "crop %g,%g %gx%g flip %d (window %d,%d %dx%d) differs", c.x,
+              c.y, c.w, c.h, flip, roi.x0, roi.y0, roi.w, roi.h);
+  }
   stk__img_out_free(oa), stk__img_out_free(ob);
   free(a), free(b);
 }
@@ -201,7 +207,7 @@ TEST(decode_jpeg_roi_op_matches_whole_path) {
   char err[STK_ERRMSG_MAX];
   const struct jcase photo[] = {{TJSAMP_420, 500, 375, 0}, {TJSAMP_GRAY, 333, 500, 0},
                                 {TJSAMP_444, 420, 300, 1}};
-  int took[2] = {0, 0};
+  int took[3] = {0, 0, 0}; /* whole, scanline window, raw rows */
   for (size_t i = 0; i < sizeof photo / sizeof photo[0]; i++) {
     size_t len;
     uint8_t *jpg = case_jpeg(&photo[i], 300 + i, &len);
@@ -232,7 +238,8 @@ TEST(decode_jpeg_roi_op_matches_whole_path) {
       int hs = whole.np == 3 ? whole.hs : 1, vs = whole.np == 3 ? whole.vs : 1;
       struct stk__jpeg_window w;
       stk__jpeg_roi_window(c, W, H, hs, vs, &w);
-      took[stk__jpeg_roi_worth(&w, W, H)]++;
+      int planned = stk__jpeg_roi_plan(&w, W, H, vs);
+      took[planned ? 1 + (w.x1 - w.x0 == W) : 0]++;
       stk__img_out_free(o);
       free(ref), free(out);
     }
@@ -240,7 +247,8 @@ TEST(decode_jpeg_roi_op_matches_whole_path) {
     stk__img_jpeg.free(state);
     free(wb.p), free(jpg);
   }
-  CHECK_MSG(took[0] > 0 && took[1] > 0, "whole %d, window %d", took[0], took[1]);
+  CHECK_MSG(took[0] > 0 && took[1] > 0 && took[2] > 0, "whole %d, window %d, raw rows %d",
+            took[0], took[1], took[2]);
 }
 
 /* A file cut short ends without EOI, so it is decoded whole and refused

@@ -160,7 +160,7 @@ static int jpeg_decode(void *state, const struct stk_field *in, struct stk__img_
     int hs = gray ? 1 : tjMCUWidth[t->ss] / 8, vs = gray ? 1 : tjMCUHeight[t->ss] / 8;
     struct stk__jpeg_window w;
     stk__jpeg_roi_window(c, t->W, t->H, hs, vs, &w);
-    if (stk__jpeg_roi_worth(&w, t->W, t->H)) {
+    if (stk__jpeg_roi_plan(&w, t->W, t->H, vs)) {
       int rc = t->roi ? 0 : stk__jpeg_roi_new(&t->roi, err);
       return rc ? rc : stk__jpeg_roi_decode(t->roi, in, w, buf, img, err);
     }

@@ -14,10 +14,12 @@
  * test_decode_roi.c checks the output of both). The window's offset goes
  * with the image (stk__img x0, y0) so image_out.c builds the same weights.
  *
- * It pays where the window is well inside the image: splitting the rows
- * costs more per pixel than a planar decode's IDCT, so jpeg_roi_worth
- * weighs one against the other and a crop that spans the whole image is
- * decoded whole (decode_jpeg.c). */
+ * Splitting the rows costs more per pixel than a planar decode's IDCT,
+ * so stk__jpeg_roi_plan weighs the two: a window well inside the image
+ * is decoded so; a wide one as libjpeg's raw planes (jpeg_read_raw_data,
+ * the planes turbojpeg's planar decode gives) from the top down to the
+ * window's last iMCU row, then abandoned; a crop that reaches the bottom
+ * of the image is decoded whole (decode_jpeg.c). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -112,14 +114,21 @@ void stk__jpeg_roi_window(struct stk__img_rect c, int W, int H, int hs, int vs,
   w->x0 -= w->x0 % (8 * hs);
 }
 
-int stk__jpeg_roi_worth(const struct stk__jpeg_window *w, int W, int H) {
+int stk__jpeg_roi_plan(struct stk__jpeg_window *w, int W, int H, int vs) {
   /* Relative costs per pixel, measured on P1's photos (docs/internals/
-   * loader.md): entropy decoding 22, a planar IDCT 18, the window's IDCT,
-   * upsampling, interleaving and splitting 32. Entropy decoding runs down
-   * to the window's last row either way. */
-  double whole = (22.0 + 18.0) * W * H;
-  double roi = 22.0 * W * w->y1 + 32.0 * (double)(w->x1 - w->x0) * (w->y1 - w->y0);
-  return roi < 0.9 * whole;
+   * loader.md): entropy decoding 22 and a planar IDCT 18 in turbojpeg's
+   * whole decode; libjpeg's raw planes down to the window's last iMCU row
+   * 43 (they came out slower than turbojpeg's, row for row); the scanline
+   * window's IDCT, upsampling, interleaving and splitting 32. Entropy
+   * decoding runs down to the window's last row on every path. */
+  int mh = 8 * vs, y1 = (w->y1 + mh - 1) / mh * mh;
+  y1 = y1 > H ? H : y1;
+  double whole = 40.0 * W * H, raw = 43.0 * W * y1;
+  double scan = 22.0 * W * w->y1 + 32.0 * (double)(w->x1 - w->x0) * (w->y1 - w->y0);
+  if (scan < 0.9 * raw && scan < 0.9 * whole) return 1;
+  if (raw > 0.9 * whole) return 0;
+  w->x0 = 0, w->x1 = W, w->y0 = 0;
+  return 1;
 }
 
 /* Split one interleaved row of n pixels into Y, and (on chroma rows) Cb,
@@ -134,20 +143,58 @@ static void split_row(const uint8_t *s, int n, int hs, uint8_t *y, uint8_t *cb, 
   }
 }
 
-/* The decode proper, after setjmp: w is widened as libjpeg widens it. */
-static int roi_run(struct stk__jpeg_roi *r, const struct stk_field *in, struct stk__jpeg_window *w,
-                   struct stk__img_buf *buf, struct stk__img *img, char *err) {
+/* Room for a w x h window's planes in buf (chroma cw x ch), 64 bytes of
+ * slack past the last. */
+static int planes_room(struct stk__img_buf *buf, size_t ysz, size_t csz, int w, int h, char *err) {
+  if (ysz + 2 * csz > STK__IMG_MAX_BYTES)
+    return stk__errf(err, STK_EDECODE, "jpeg: %dx%d region too large", w, h);
+  return stk__img_grow(buf, ysz + 2 * csz + 64, err);
+}
+
+/* A full-width window: libjpeg's raw planes (what turbojpeg's planar
+ * decode returns), iMCU row by iMCU row down to the window's last. */
+static int raw_rows(struct stk__jpeg_roi *r, struct stk__jpeg_window *w, int np,
+                    struct stk__img_buf *buf, struct stk__img *img, char *err) {
   struct jpeg_decompress_struct *ci = &r->ci;
-  jpeg_mem_src(ci, in->data, (unsigned long)in->len);
-  jpeg_read_header(ci, TRUE);
-  int grey = ci->jpeg_color_space == JCS_GRAYSCALE;
-  if (!grey && (ci->jpeg_color_space != JCS_YCbCr || ci->num_components != 3))
-    return stk__errf(err, STK_EDECODE, "jpeg: region decode of colour space %d",
-                     (int)ci->jpeg_color_space);
-  ci->out_color_space = grey ? JCS_GRAYSCALE : JCS_YCbCr;
-  ci->do_fancy_upsampling = FALSE;
-  ci->dct_method = JDCT_ISLOW;
-  jpeg_start_decompress(ci);
+  int mh = 8 * ci->max_v_samp_factor, n = (w->y1 + mh - 1) / mh;
+  size_t stride[3], rows[3], off[4] = {0};
+  for (int k = 0; k < np; k++) {
+    stride[k] = (size_t)ci->comp_info[k].width_in_blocks * 8;
+    rows[k] = (size_t)n * ci->comp_info[k].v_samp_factor * 8;
+    off[k + 1] = off[k] + stride[k] * rows[k];
+  }
+  int rc = planes_room(buf, off[1], off[np] - off[1], (int)stride[0], (int)rows[0], err);
+  if (rc) return rc;
+  JSAMPROW ptr[3][4 * 8];
+  JSAMPARRAY planes[3] = {ptr[0], ptr[1], ptr[2]};
+  for (int i = 0; i < n; i++) {
+    for (int k = 0; k < np; k++) {
+      int per = ci->comp_info[k].v_samp_factor * 8;
+      for (int y = 0; y < per; y++)
+        ptr[k][y] = buf->p + off[k] + ((size_t)i * per + (size_t)y) * stride[k];
+    }
+    if (jpeg_read_raw_data(ci, planes, (JDIMENSION)mh) == 0)
+      return stk__errf(err, STK_EDECODE, "jpeg: no iMCU row %d", i);
+  }
+  int h = n * mh > (int)ci->image_height ? (int)ci->image_height : n * mh;
+  memset(img, 0, sizeof *img);
+  img->np = np;
+  img->col = np == 1 ? STK__IMG_GRAY : STK__IMG_YCC;
+  img->d = 1, img->w = (int)ci->image_width, img->h = h;
+  for (int k = 0; k < np; k++) img->base[k] = buf->p + off[k], img->stride[k] = stride[k];
+  if (np == 3) {
+    img->hs = ci->max_h_samp_factor / ci->comp_info[1].h_samp_factor;
+    img->vs = ci->max_v_samp_factor / ci->comp_info[1].v_samp_factor;
+    img->cw = (img->w + img->hs - 1) / img->hs, img->ch = (h + img->vs - 1) / img->vs;
+  }
+  return 0;
+}
+
+/* Any other window: the scanlines of its columns (jpeg_crop_scanline),
+ * from its top (jpeg_skip_scanlines), split back to planes. */
+static int scan_rows(struct stk__jpeg_roi *r, struct stk__jpeg_window *w, int grey,
+                     struct stk__img_buf *buf, struct stk__img *img, char *err) {
+  struct jpeg_decompress_struct *ci = &r->ci;
   int hs = grey ? 1 : ci->max_h_samp_factor / ci->comp_info[1].h_samp_factor;
   int vs = grey ? 1 : ci->max_v_samp_factor / ci->comp_info[1].v_samp_factor;
   /* Rows from the top of an iMCU row: chroma rows line up with the
@@ -159,9 +206,7 @@ static int roi_run(struct stk__jpeg_roi *r, const struct stk_field *in, struct s
   if (w->y0 > 0) jpeg_skip_scanlines(ci, (JDIMENSION)w->y0);
   int rw = (int)width, rh = w->y1 - w->y0, cw = (rw + hs - 1) / hs, ch = (rh + vs - 1) / vs;
   size_t ysz = (size_t)rw * rh, csz = grey ? 0 : (size_t)cw * ch;
-  if (ysz + 2 * csz > STK__IMG_MAX_BYTES)
-    return stk__errf(err, STK_EDECODE, "jpeg: %dx%d region too large", rw, rh);
-  int rc = stk__img_grow(buf, ysz + 2 * csz + 64, err);
+  int rc = planes_room(buf, ysz, csz, rw, rh, err);
   if (!rc && !grey && r->row_cap < (size_t)rw * 3) {
     free(r->row);
     r->row_cap = 0;
@@ -192,6 +237,28 @@ static int roi_run(struct stk__jpeg_roi *r, const struct stk_field *in, struct s
     img->hs = hs, img->vs = vs, img->cw = cw, img->ch = ch;
   }
   return 0;
+}
+
+/* The decode proper, after setjmp: w is widened as libjpeg widens it. */
+static int roi_run(struct stk__jpeg_roi *r, const struct stk_field *in, struct stk__jpeg_window *w,
+                   struct stk__img_buf *buf, struct stk__img *img, char *err) {
+  struct jpeg_decompress_struct *ci = &r->ci;
+  jpeg_mem_src(ci, in->data, (unsigned long)in->len);
+  jpeg_read_header(ci, TRUE);
+  int grey = ci->jpeg_color_space == JCS_GRAYSCALE && ci->num_components == 1;
+  if (!grey && (ci->jpeg_color_space != JCS_YCbCr || ci->num_components != 3))
+    return stk__errf(err, STK_EDECODE, "jpeg: region decode of colour space %d",
+                     (int)ci->jpeg_color_space);
+  if (ci->max_v_samp_factor > 4)
+    return stk__errf(err, STK_EDECODE, "jpeg: vertical sampling factor %d",
+                     ci->max_v_samp_factor);
+  int raw = w->x0 == 0 && w->x1 >= (int)ci->image_width;
+  ci->raw_data_out = raw ? TRUE : FALSE;
+  ci->out_color_space = grey ? JCS_GRAYSCALE : JCS_YCbCr;
+  ci->do_fancy_upsampling = FALSE;
+  ci->dct_method = JDCT_ISLOW;
+  jpeg_start_decompress(ci);
+  return raw ? raw_rows(r, w, grey ? 1 : 3, buf, img, err) : scan_rows(r, w, grey, buf, img, err);
 }
 
 int stk__jpeg_roi_decode(struct stk__jpeg_roi *r, const struct stk_field *in,

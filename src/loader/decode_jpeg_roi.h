@@ -29,14 +29,17 @@ int stk__jpeg_ends_with_eoi(const uint8_t *p, uint64_t n);
 void stk__jpeg_roi_window(struct stk__img_rect c, int W, int H, int hs, int vs,
                           struct stk__jpeg_window *w);
 
-/* Whether decoding window w costs clearly less than decoding the whole
- * image to planes. */
-int stk__jpeg_roi_worth(const struct stk__jpeg_window *w, int W, int H);
+/* Whether decoding window w (from stk__jpeg_roi_window) costs clearly
+ * less than decoding the whole image to planes: 1, with w widened to the
+ * image's full width and top where libjpeg's raw planes down to its last
+ * row cost less than the scanlines of its columns; else 0. */
+int stk__jpeg_roi_plan(struct stk__jpeg_window *w, int W, int H, int vs);
 
 /* Decode window w of the field into buf as planes (img: its size, and its
  * offset in the image as x0, y0). The window may come out wider to the
- * left, to the iMCU column libjpeg starts from. A file that ends early
- * fails, as the whole decode does. */
+ * left, to the iMCU column libjpeg starts from, and taller. A window of
+ * the full width is decoded as raw planes from the top. A file that ends
+ * early fails, as the whole decode does. */
 int stk__jpeg_roi_decode(struct stk__jpeg_roi *r, const struct stk_field *in,
                          struct stk__jpeg_window w, struct stk__img_buf *buf, struct stk__img *img,
                          char *err);
