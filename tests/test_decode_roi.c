@@ -36,7 +36,7 @@ struct jcase {
 };
 
 static const struct jcase cases[] = {
-    {TJSAMP_420, 301, 237, 0}, {TJSAMP_422, 250, 191, 0}, {TJSAMP_444, 173, 129, 0},
+    {TJSAMP_420, 301, 237, 0},  {TJSAMP_422, 250, 191, 0}, {TJSAMP_444, 173, 129, 0},
     {TJSAMP_GRAY, 211, 157, 0}, {TJSAMP_440, 190, 203, 0}, {TJSAMP_411, 265, 98, 0},
     {TJSAMP_420, 317, 241, 1},  {TJSAMP_422, 96, 64, 1},
 };
@@ -205,8 +205,8 @@ TEST(decode_jpeg_roi_output_matches_whole) {
  * both paths are taken. */
 TEST(decode_jpeg_roi_op_matches_whole_path) {
   char err[STK_ERRMSG_MAX];
-  const struct jcase photo[] = {{TJSAMP_420, 500, 375, 0}, {TJSAMP_GRAY, 333, 500, 0},
-                                {TJSAMP_444, 420, 300, 1}};
+  const struct jcase photo[] = {
+      {TJSAMP_420, 500, 375, 0}, {TJSAMP_GRAY, 333, 500, 0}, {TJSAMP_444, 420, 300, 1}};
   int took[3] = {0, 0, 0}; /* whole, scanline window, raw rows */
   for (size_t i = 0; i < sizeof photo / sizeof photo[0]; i++) {
     size_t len;
@@ -247,8 +247,8 @@ TEST(decode_jpeg_roi_op_matches_whole_path) {
     stk__img_jpeg.free(state);
     free(wb.p), free(jpg);
   }
-  CHECK_MSG(took[0] > 0 && took[1] > 0 && took[2] > 0, "whole %d, window %d, raw rows %d",
-            took[0], took[1], took[2]);
+  CHECK_MSG(took[0] > 0 && took[1] > 0 && took[2] > 0, "whole %d, window %d, raw rows %d", took[0],
+            took[1], took[2]);
 }
 
 /* A file cut short ends without EOI, so it is decoded whole and refused

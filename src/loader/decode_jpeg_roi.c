@@ -250,8 +250,7 @@ static int roi_run(struct stk__jpeg_roi *r, const struct stk_field *in, struct s
     return stk__errf(err, STK_EDECODE, "jpeg: region decode of colour space %d",
                      (int)ci->jpeg_color_space);
   if (ci->max_v_samp_factor > 4)
-    return stk__errf(err, STK_EDECODE, "jpeg: vertical sampling factor %d",
-                     ci->max_v_samp_factor);
+    return stk__errf(err, STK_EDECODE, "jpeg: vertical sampling factor %d", ci->max_v_samp_factor);
   int raw = w->x0 == 0 && w->x1 >= (int)ci->image_width;
   ci->raw_data_out = raw ? TRUE : FALSE;
   ci->out_color_space = grey ? JCS_GRAYSCALE : JCS_YCbCr;
