@@ -18,8 +18,9 @@
  * so stk__jpeg_roi_plan weighs the two: a window well inside the image
  * is decoded so; a wide one as libjpeg's raw planes (jpeg_read_raw_data,
  * the planes turbojpeg's planar decode gives) from the top down to the
- * window's last iMCU row, then abandoned; a crop that reaches the bottom
- * of the image is decoded whole (decode_jpeg.c). */
+ * window's last iMCU row, then abandoned; a wide one that reaches to
+ * within a tenth of the bottom is left to turbojpeg's whole decode
+ * (decode_jpeg.c). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
