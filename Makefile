@@ -6,7 +6,7 @@ BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2
 SAN     ?=
-PKGS    := liburing libturbojpeg spng libwebp zlib libdeflate libisal libcurl qhull_r libmicrohttpd libzstd yaml-0.1 libcrypto libxcrypt
+PKGS    := liburing libturbojpeg libjpeg spng libwebp zlib libdeflate libisal libcurl qhull_r libmicrohttpd libzstd yaml-0.1 libcrypto libxcrypt
 V       ?= 0
 
 DEPS_OK := $(BUILD)/.deps-ok

@@ -6,11 +6,14 @@
  * planar YCbCr, so libjpeg's upsampling and colour conversion never run at
  * full size: image_out.c folds the chroma upsampling into the chroma
  * planes' resize weights. CMYK, YCCK and RGB-coded files come as packed
- * RGB pixels. */
+ * RGB pixels. A training crop well inside the image is decoded as a
+ * window (decode_jpeg_roi.c): the same planes, only the part of them the
+ * resize reads. */
 #include <stdlib.h>
 #include <string.h>
 #include <turbojpeg.h>
 
+#include "decode_jpeg_roi.h"
 #include "image.h"
 
 #define DCT_MARGIN 2.0 /* see pick_denom */
@@ -18,7 +21,8 @@
 /* Per-worker state: the turbojpeg handle, and the header just read. */
 struct jpeg_state {
   tjhandle tj;
-  unsigned denoms; /* bit d set when 1/d DCT scaling is available */
+  struct stk__jpeg_roi *roi; /* the window decoder, made on first use */
+  unsigned denoms;           /* bit d set when 1/d DCT scaling is available */
   int W, H, ss, cs;
 };
 
@@ -151,6 +155,16 @@ static int jpeg_decode(void *state, const struct stk_field *in, struct stk__img_
   /* RGB-coded, CMYK, or a subsampling turbojpeg cannot name: packed RGB */
   if ((t->cs != TJCS_GRAY && t->cs != TJCS_YCbCr) || t->ss < 0 || t->ss >= TJ_NUMSAMP)
     return decode_rgb(t, in, sw, sh, buf, img, err);
+  if (d == 1 && stk__jpeg_ends_with_eoi(in->data, in->len)) {
+    int gray = t->ss == TJSAMP_GRAY;
+    int hs = gray ? 1 : tjMCUWidth[t->ss] / 8, vs = gray ? 1 : tjMCUHeight[t->ss] / 8;
+    struct stk__jpeg_window w;
+    stk__jpeg_roi_window(c, t->W, t->H, hs, vs, &w);
+    if (stk__jpeg_roi_plan(&w, t->W, t->H, vs)) {
+      int rc = t->roi ? 0 : stk__jpeg_roi_new(&t->roi, err);
+      return rc ? rc : stk__jpeg_roi_decode(t->roi, in, w, buf, img, err);
+    }
+  }
   return decode_yuv(t, in, sw, sh, buf, img, err);
 }
 
@@ -167,6 +181,7 @@ static int jpeg_decode_full(void *state, const struct stk_field *in, struct stk_
 static void jpeg_free(void *state) {
   struct jpeg_state *t = state;
   if (t) tjDestroy(t->tj);
+  if (t) stk__jpeg_roi_free(t->roi);
   free(t);
 }
 

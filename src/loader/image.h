@@ -51,6 +51,11 @@ struct stk__img {
   int d;    /* decoded at 1/d of the file's size (JPEG's DCT scaling), else 1 */
   int w, h; /* the first plane's size */
   int hs, vs, cw, ch;
+  /* A window of the image (JPEG's region decoding): its first plane's
+   * top-left sample is the image's (x0, y0) in decoded samples, and the
+   * chroma planes' is (x0 / hs, y0 / vs), both multiples. 0 for a whole
+   * image. */
+  int x0, y0;
 };
 
 /* A buffer that only grows. */

@@ -517,8 +517,10 @@ static int setup_axes(struct stk__img_out *t, const struct stk__img_params *p,
   for (int g = 0; g < ngeo; g++) {
     int hs = g ? img->hs : 1, vs = g ? img->vs : 1;
     int pw = g ? img->cw : img->w, ph = g ? img->ch : img->h;
-    gx[g] = (struct stk__rs_geom){c.x / d, c.w / d, c.rw, c.fx, p->ow, flip, hs, pw};
-    gy[g] = (struct stk__rs_geom){c.y / d, c.h / d, c.rh, c.fy, p->oh, 0, vs, ph};
+    /* A window's planes: the crop in the window's samples (x0 and y0 are
+     * multiples of hs and vs, so chroma samples keep their parity). */
+    gx[g] = (struct stk__rs_geom){c.x / d - img->x0, c.w / d, c.rw, c.fx, p->ow, flip, hs, pw};
+    gy[g] = (struct stk__rs_geom){c.y / d - img->y0, c.h / d, c.rh, c.fy, p->oh, 0, vs, ph};
     nwt += PAD16(p->ow) * (size_t)stk__rs_stride(&gx[g]) +
            PAD16(p->oh) * (size_t)stk__rs_stride(&gy[g]);
     nscratch = STK__MAX(nscratch, STK__MAX(stk__rs_scratch(&gx[g]), stk__rs_scratch(&gy[g])));
