@@ -15,7 +15,9 @@
  *       Also per second of CPU time (ratio_cpu): the memcpy threads' own
  *       CPU time, and the whole process's while the loader runs (workers,
  *       reader, consumer), which a machine shared with other work moves
- *       far less than the wall-clock rates.
+ *       far less than the wall-clock rates. bin_pmd_mapped_bytes: how much
+ *       of the corpus's .bin is mapped in 2 MiB pages (the page cache's
+ *       folios; docs/internals/tokens.md, T3 fourth pass).
  *   tokens copy PREFIX SEQ_LEN int32|int64 ROUNDS
  *       the window copy alone, on one thread: per round, 2000 windows in
  *       order, each after asking for the next (stk__tokens_prefetch, as a
@@ -171,6 +173,29 @@ static void *mc_thread(void *p) {
 /* `stoker doctor`'s memcpy figure, measured here: n threads at once, each
  * copying its own 128 MiB, the sum of their median pass rates; *cpu_bps
  * the mean of their rates per second of their own CPU time. */
+/* Bytes of this process's mappings of PREFIX*.bin (PREFIX as given,
+ * found anywhere in the mapped path)
+ * mapped in 2 MiB pages (FilePmdMapped in /proc/self/smaps): whether the
+ * page cache holds the corpus in 2 MiB folios, which T3 depends on
+ * (docs/internals/tokens.md, T3 fourth pass). */
+static uint64_t bin_pmd_bytes(const char *prefix) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return 0;
+  char line[4096], *q;
+  uint64_t kib = 0, v;
+  int in = 0;
+  size_t n = strlen(prefix);
+  while (fgets(line, sizeof line, f)) {
+    char *path = strchr(line, '/');
+    if (strchr(line, '-') && strchr(line, '-') < strchr(line, ' ') && path) /* a mapping */
+      in = (q = strstr(path, prefix)) && strstr(q + n, ".bin\n");
+    else if (in && sscanf(line, "FilePmdMapped: %" SCNu64 " kB", &v) == 1)
+      kib += v;
+  }
+  fclose(f);
+  return kib * 1024;
+}
+
 static double memcpy_ceiling(uint32_t n, double *cpu_bps) {
   pthread_t th[64];
   struct mc w[64];
@@ -237,10 +262,10 @@ static int t3(int argc, char **argv) {
       "\"consumer_wait_share\": %.3f, \"tokens_per_cpu_s\": %.0f, "
       "\"memcpy_bytes_per_cpu_s\": %.0f, \"ratio_cpu\": %.3f, "
       "\"disk_read_bytes_system\": %" PRIu64
-      ", \"disk_read_bytes_self\": %" PRIu64 "}\n",
+      ", \"disk_read_bytes_self\": %" PRIu64 ", \"bin_pmd_mapped_bytes\": %" PRIu64 "}\n",
       seq, argv[4], S, batch, threads, rounds, secs, tk, tk * (double)es, tk * (double)(es + 1), c,
       tk * (double)es / c, tk * (double)(es + 1) / c, wait_sum / rounds, tkc, cc,
-      tkc * (double)es / cc, disk, io);
+      tkc * (double)es / cc, disk, io, bin_pmd_bytes(argv[2]));
   stk_tokens_close(t);
   return 0;
 }

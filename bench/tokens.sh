@@ -109,6 +109,9 @@ print("  written: an int32 row is compared at twice the bytes it reads, an int64
 print("  per CPU: the same per second of CPU time (the loader process's, the memcpy threads'),")
 print("  which other work on the machine moves far less than the wall-clock ratio.")
 print("  disk reads during T3 (system-wide pgpgin): %.1f MB" % ((d1 - d0) / 1e6))
+print("  corpus .bin mapped in 2 MiB pages: %.0f MB (as the page cache holds it; a corpus"
+      % (rd("t3_int32.json").get("bin_pmd_mapped_bytes", 0) / 1e6))
+print("  written here and read by cat lies in small folios: docs/internals/tokens.md)")
 print()
 r = rd("t4.json")
 res["T4"] = r

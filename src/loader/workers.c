@@ -42,15 +42,20 @@ static const struct stk_field *pick_field(const struct stk_loader *l, const stru
 
 /* Phase 1 for one sample: parse (checksums) and decode, or find the bytes
  * in place. */
-static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, uint32_t end, void **tls,
-                      char *err) {
+static void do_sample(struct stk_loader *l, struct job *j, uint32_t i, uint32_t end,
+                      const struct task *after, void **tls, char *err) {
   struct slot *s = &j->slots[i];
   if (s->err) return;
   if (l->tok) {
     /* The next window's pieces are asked for while this one is copied
-     * (issue 18, T3): the next of this task, which this thread copies
+     * (issue 18, T3): the next of this task, or after its last the first
+     * of the task this thread has already claimed; this thread copies it
      * (its plan and TLB entries are this thread's). */
-    if (i + 1 < end && !j->slots[i + 1].err) stk__tokens_prefetch(l->tok, j->slots[i + 1].id);
+    if (i + 1 < end) {
+      if (!j->slots[i + 1].err) stk__tokens_prefetch(l->tok, j->slots[i + 1].id);
+    } else if (after && !after->job->slots[after->begin].err) {
+      stk__tokens_prefetch(l->tok, after->job->slots[after->begin].id);
+    }
     int rc = stk__tokens_fill(l->tok, s->id, j->out, l->o.batch_size, i, err);
     if (rc) return stk__slot_fail(l, j, s, rc, err);
     s->out_off = (uint64_t)i * l->fixed_out;
@@ -179,19 +184,42 @@ static void finish_phase1(struct stk_loader *l, struct job *j) {
   stk__push_tasks(l, j);
 }
 
+/* Takes the queued task at the head when it is a token job's first
+ * phase (the same kind as the one being run); 1 when it did. */
+static int claim_next(struct stk_loader *l, struct task *out) {
+  int got = 0;
+  pthread_mutex_lock(&l->mu);
+  if (l->task_len && l->tasks[l->task_head].job->phase != 2) {
+    *out = l->tasks[l->task_head];
+    l->task_head = (l->task_head + 1) % l->tasks_cap;
+    l->task_len--;
+    got = 1;
+  }
+  pthread_mutex_unlock(&l->mu);
+  return got;
+}
+
 void *stk__worker_main(void *arg) {
   struct stk_loader *l = arg;
   void *tls[NDECODERS] = {NULL};
   char err[STK_ERRMSG_MAX];
+  struct task next; /* a task claimed early, before the current one's last window */
+  int have_next = 0;
   pthread_mutex_lock(&l->mu);
   for (;;) {
-    uint64_t t0 = stk_now_ns();
-    while (!l->task_len && !l->stop_workers) pthread_cond_wait(&l->cv_task, &l->mu);
-    ctr_add(&l->st[STK_STAGE_DECODE].wait_in_ns, stk_now_ns() - t0);
-    if (!l->task_len) break;
-    struct task t = l->tasks[l->task_head];
-    l->task_head = (l->task_head + 1) % l->tasks_cap;
-    l->task_len--;
+    struct task t;
+    if (have_next) {
+      t = next;
+      have_next = 0;
+    } else {
+      uint64_t t0 = stk_now_ns();
+      while (!l->task_len && !l->stop_workers) pthread_cond_wait(&l->cv_task, &l->mu);
+      ctr_add(&l->st[STK_STAGE_DECODE].wait_in_ns, stk_now_ns() - t0);
+      if (!l->task_len) break;
+      t = l->tasks[l->task_head];
+      l->task_head = (l->task_head + 1) % l->tasks_cap;
+      l->task_len--;
+    }
     pthread_mutex_unlock(&l->mu);
 
     uint64_t t1 = stk_now_ns(), bytes = 0;
@@ -202,10 +230,15 @@ void *stk__worker_main(void *arg) {
        * rest of their samples are left undone (a decode of a whole
        * prefetched epoch boundary's worth of images used to run first). */
       if (atomic_load_explicit(&l->cancel, memory_order_relaxed)) break;
-      if (phase == 2)
+      if (phase == 2) {
         copy_sample(l, j, i, tls, err);
-      else
-        do_sample(l, j, i, t.end, tls, err);
+      } else {
+        /* Token windows: before a task's last window, claim the next task
+         * when one is queued, so that its first window is planned during
+         * this copy as the others are (issue 18, T3). */
+        if (l->tok && i + 1 == t.end && !have_next) have_next = claim_next(l, &next);
+        do_sample(l, j, i, t.end, have_next ? &next : NULL, tls, err);
+      }
       bytes += j->slots[i].out_len;
     }
     /* The fields decoder's image fields are decoded in the copy phase:
