@@ -380,8 +380,12 @@ TEST(ckpt_async_save) {
    * busy. */
   CHECK_EQ(stk_ckpt_save_async(c, 2, objs, NOBJ, STK_CKPT_SKIP, err), STK_EBUSY);
   CHECK_CONTAINS(err, "step 2 skipped: the save before it is still being drained");
-  CHECK_EQ(test_sh(&out, "(cat origin/step-000000000001-rank-00000/00000.obj >/dev/null "
-                         "</dev/null 2>&1 &)"),
+  /* The FIFO gets its reader a second from now, in the background, so
+   * the drain is still stuck when the next call looks (a reader started
+   * at once could let the drain end first on a loaded machine, and the
+   * call would find nothing to wait for). */
+  CHECK_EQ(test_sh(&out, "(sleep 1; cat origin/step-000000000001-rank-00000/00000.obj) "
+                         ">/dev/null </dev/null 2>&1 &"),
            0);
   free(out);
   /* The drain then fails (a FIFO cannot be fsynced) and this one waits
