@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "jobs_impl.h"
+#include "jpol_sia.h"
 
 #define MAXT STK__JOBS_MAX_TYPES
 #define MAXC 24 /* configurations per type */
@@ -29,9 +30,6 @@
 #define LAMBDA_N 1.1
 #define ZERO_GAIN 1e-4
 
-struct scfg {
-  int type, nodes, gpus;
-};
 
 /* A job's raw goodputs in every configuration depend only on its fitted
  * models, its gradient statistics (fixed within an epoch) and its GPU
@@ -56,7 +54,7 @@ struct smemo {
 };
 
 struct srun {
-  struct scfg cfg[MAXT * MAXC];
+  struct stk__sia_cfg cfg[MAXT * MAXC];
   int ncfg;
   int *prev;          /* per job: configuration index of last round, -1 none */
   double *g;          /* scratch: goodput per (job, config) */
@@ -80,8 +78,8 @@ static int s_init(struct stk__jrun *rn) {
   for (int t = 0; t < rn->ntypes; t++) {
     int g = (int)rn->types[t].gpus_per_node, nn = (int)rn->types[t].nodes;
     p->tgpus[t] = g * nn;
-    for (int k = 1; k < g; k *= 2) p->cfg[p->ncfg++] = (struct scfg){t, 1, k};
-    for (int n = 1; n <= nn && n <= 16; n++) p->cfg[p->ncfg++] = (struct scfg){t, n, n * g};
+    for (int k = 1; k < g; k *= 2) p->cfg[p->ncfg++] = (struct stk__sia_cfg){t, 1, k};
+    for (int n = 1; n <= nn && n <= 16; n++) p->cfg[p->ncfg++] = (struct stk__sia_cfg){t, n, n * g};
   }
   return 0;
 }
@@ -128,7 +126,7 @@ static double restart_penalty(const char *app) {
 
 /* Raw goodput of job j in configuration c, or 0 when c is not valid. */
 static double s_goodput(const struct stk__jrun *rn, const struct stk__jstate *j,
-                        const struct scfg *c, int maxrep) {
+                        const struct stk__sia_cfg *c, int maxrep) {
   if (c->gpus > maxrep) return 0;
   int t = c->type, src = t;
   double mult = 1;
@@ -216,12 +214,9 @@ static void s_place(struct stk__jrun *rn, struct srun *p, int t, const size_t *j
   }
 }
 
-/* The integer program of one round, by GLPK: column k * C + c is job k in
- * configuration c (binary, cost[k * C + c]); a row per job (at most one
- * configuration, exactly the held one while it restarts) and a row per
- * type (its GPUs). pick[k] is the chosen configuration or -1. */
-static int s_solve(const struct srun *p, size_t na, int C, int T, const double *cost,
-                   const int *hold, int *pick) {
+/* The integer program of one round (jpol_sia.h says what it solves). */
+int stk__sia_solve(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int T, size_t na,
+                   const double *cost, const int *hold, int *pick, int *glp_rc) {
   size_t nz = na * (size_t)C * 2;
   int *ia = malloc(sizeof(int) * (nz + 1)), *ja = malloc(sizeof(int) * (nz + 1));
   double *ar = malloc(sizeof(double) * (nz + 1));
@@ -247,11 +242,11 @@ static int s_solve(const struct srun *p, size_t na, int C, int T, const double *
       if (hold[k] >= 0 && c != hold[k]) glp_set_col_bnds(ip, col, GLP_FX, 0, 0);
       glp_set_obj_coef(ip, col, cost[k * (size_t)C + c]);
       ++k2, ia[k2] = (int)k + 1, ja[k2] = col, ar[k2] = 1;
-      ++k2, ia[k2] = (int)na + p->cfg[c].type + 1, ja[k2] = col, ar[k2] = p->cfg[c].gpus;
+      ++k2, ia[k2] = (int)na + cfg[c].type + 1, ja[k2] = col, ar[k2] = cfg[c].gpus;
     }
   }
   glp_set_obj_coef(ip, 0, LAMBDA_N * (double)na);
-  for (int t = 0; t < T; t++) glp_set_row_bnds(ip, (int)na + t + 1, GLP_UP, 0, p->tgpus[t]);
+  for (int t = 0; t < T; t++) glp_set_row_bnds(ip, (int)na + t + 1, GLP_UP, 0, tgpus[t]);
   glp_load_matrix(ip, k2, ia, ja, ar);
   glp_iocp parm;
   glp_init_iocp(&parm);
@@ -260,6 +255,7 @@ static int s_solve(const struct srun *p, size_t na, int C, int T, const double *
   parm.mip_gap = 1e-4;
   int grc = glp_intopt(ip, &parm);
   int st = glp_mip_status(ip);
+  if (glp_rc) *glp_rc = grc;
   /* GLP_EMIPGAP: the search stopped at the gap tolerance with a solution
    * (status GLP_FEAS), as asked; reading it as a failure left every job
    * without GPUs for the round */
@@ -373,7 +369,7 @@ static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
       !memcmp(m->cost, g, sizeof(double) * na * (size_t)C)) {
     memcpy(pick, m->pick, sizeof(int) * na);
   } else {
-    if ((rc = s_solve(p, na, C, T, g, hold, pick))) goto out;
+    if ((rc = stk__sia_solve(p->cfg, C, p->tgpus, T, na, g, hold, pick, NULL))) goto out;
     if ((rc = memo_keep(m, active, na, C, hold, g, pick))) goto out;
   }
   for (size_t k = 0; k < na; k++) {
