@@ -30,7 +30,6 @@
 #define LAMBDA_N 1.1
 #define ZERO_GAIN 1e-4
 
-
 /* A job's raw goodputs in every configuration depend only on its fitted
  * models, its gradient statistics (fixed within an epoch) and its GPU
  * limit, so they are kept until one of these changes. */
