@@ -48,6 +48,7 @@ TEST(sim_sia_ilp_gap_stop_keeps_solution) {
   int hold[NJ], pick[NJ], grc = -1;
   costs(cost);
   for (int k = 0; k < NJ; k++) hold[k] = -1;
+  stk__sia_dp_first = 0; /* GLPK itself, not the dynamic program */
   CHECK_OK(stk__sia_solve(cfg, NC, tgpus, 3, NJ, cost, hold, pick, &grc));
   /* the case under test: GLPK stopped at the gap, with a solution */
   CHECK_MSG(grc == GLP_EMIPGAP,

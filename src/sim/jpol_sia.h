@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#define STK__SIA_LAMBDA_N 1.1 /* the price of a job left without GPUs */
+
 /* A configuration: GPU type, nodes, GPUs. */
 struct stk__sia_cfg {
   int type, nodes, gpus;
@@ -16,8 +18,15 @@ struct stk__sia_cfg {
  * per type (at most tgpus[t] GPUs). pick[k] is job k's configuration, or
  * -1 for none and for every job when GLPK found no solution. A search that
  * stops at the gap with a solution keeps it. glp_rc, when not NULL, gets
- * glp_intopt's return code. Returns 0 or STK_ENOMEM. */
+ * glp_intopt's return code, or -1 when GLPK was not called: a program
+ * whose optimum is unique by more than the gap is solved by dynamic
+ * programming, which gives GLPK's answer (jpol_sia_ilp.c says why).
+ * Returns 0 or STK_ENOMEM. */
 int stk__sia_solve(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int T, size_t na,
                    const double *cost, const int *hold, int *pick, int *glp_rc);
+
+/* 1 (the default): solve by dynamic programming first where that gives
+ * GLPK's answer; 0: always GLPK (for tests that compare the two). */
+extern int stk__sia_dp_first;
 
 #endif
