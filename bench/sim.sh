@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Simulator benchmarks: S4-S7 (issue 12, the job-level simulator; see
-# bench/sim_jobs.bash), then S1-S3 (issue 5) on the openb traces in
-# ../shared/data/openb: S1 one policy x one seed to 130% (all six policies,
-# FGD is the slowest), S2 the paper's table (6 policies x 10 seeds on 2
-# threads), S3 a synthetic cluster of 100,000 GPUs with the workload
-# inflated in proportion (the same 130% of its capacity). Prints a short
-# table and writes bench/results/sim.json. Times are wall clock on this
-# machine; CPU time of the simulating thread is reported beside them.
+# bench/sim_jobs.bash), S8 (issue 22, Sia; bench/sim_sia.bash), then
+# S1-S3 (issue 5) on the openb traces in ../shared/data/openb: S1 one
+# policy x one seed to 130% (all six policies, FGD is the slowest), S2 the
+# paper's table (6 policies x 10 seeds on 2 threads), S3 a synthetic
+# cluster of 100,000 GPUs with the workload inflated in proportion (the
+# same 130% of its capacity). Prints a short table and writes
+# bench/results/sim.json. Times are wall clock on this machine; CPU time
+# of the simulating thread is reported beside them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STK=build/stoker
@@ -16,6 +17,9 @@ mkdir -p bench/results
 # S4-S7, the job-level simulator (bench/sim_jobs.bash).
 source bench/sim_jobs.bash
 sim_jobs_bench
+# S8, Sia on newTrace (bench/sim_sia.bash).
+source bench/sim_sia.bash
+sim_sia_bench
 NODES="$DATA/openb_node_list_gpu_node.csv"
 PODS="$DATA/openb_pod_list_default.csv"
 if [ ! -f "$NODES" ] || [ ! -f "$PODS" ]; then

@@ -16,22 +16,18 @@
  * per job: up to twice the most it has run on (over all types) and the
  * batch limit. Placement as the artifact's fast placer: per type, larger
  * jobs first, whole free nodes first, then GPUs round the nodes. */
-#include <glpk.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jobs_impl.h"
+#include "jpol_sia.h"
 
 #define MAXT STK__JOBS_MAX_TYPES
 #define MAXC 24 /* configurations per type */
 #define P_FAIR (-0.5)
-#define LAMBDA_N 1.1
+#define LAMBDA_N STK__SIA_LAMBDA_N
 #define ZERO_GAIN 1e-4
-
-struct scfg {
-  int type, nodes, gpus;
-};
 
 /* A job's raw goodputs in every configuration depend only on its fitted
  * models, its gradient statistics (fixed within an epoch) and its GPU
@@ -56,7 +52,7 @@ struct smemo {
 };
 
 struct srun {
-  struct scfg cfg[MAXT * MAXC];
+  struct stk__sia_cfg cfg[MAXT * MAXC];
   int ncfg;
   int *prev;          /* per job: configuration index of last round, -1 none */
   double *g;          /* scratch: goodput per (job, config) */
@@ -80,8 +76,8 @@ static int s_init(struct stk__jrun *rn) {
   for (int t = 0; t < rn->ntypes; t++) {
     int g = (int)rn->types[t].gpus_per_node, nn = (int)rn->types[t].nodes;
     p->tgpus[t] = g * nn;
-    for (int k = 1; k < g; k *= 2) p->cfg[p->ncfg++] = (struct scfg){t, 1, k};
-    for (int n = 1; n <= nn && n <= 16; n++) p->cfg[p->ncfg++] = (struct scfg){t, n, n * g};
+    for (int k = 1; k < g; k *= 2) p->cfg[p->ncfg++] = (struct stk__sia_cfg){t, 1, k};
+    for (int n = 1; n <= nn && n <= 16; n++) p->cfg[p->ncfg++] = (struct stk__sia_cfg){t, n, n * g};
   }
   return 0;
 }
@@ -128,7 +124,7 @@ static double restart_penalty(const char *app) {
 
 /* Raw goodput of job j in configuration c, or 0 when c is not valid. */
 static double s_goodput(const struct stk__jrun *rn, const struct stk__jstate *j,
-                        const struct scfg *c, int maxrep) {
+                        const struct stk__sia_cfg *c, int maxrep) {
   if (c->gpus > maxrep) return 0;
   int t = c->type, src = t;
   double mult = 1;
@@ -214,67 +210,6 @@ static void s_place(struct stk__jrun *rn, struct srun *p, int t, const size_t *j
       }
     rn->new_n[i] = got;
   }
-}
-
-/* The integer program of one round, by GLPK: column k * C + c is job k in
- * configuration c (binary, cost[k * C + c]); a row per job (at most one
- * configuration, exactly the held one while it restarts) and a row per
- * type (its GPUs). pick[k] is the chosen configuration or -1. */
-static int s_solve(const struct srun *p, size_t na, int C, int T, const double *cost,
-                   const int *hold, int *pick) {
-  size_t nz = na * (size_t)C * 2;
-  int *ia = malloc(sizeof(int) * (nz + 1)), *ja = malloc(sizeof(int) * (nz + 1));
-  double *ar = malloc(sizeof(double) * (nz + 1));
-  if (!ia || !ja || !ar) {
-    free(ia);
-    free(ja);
-    free(ar);
-    return STK_ENOMEM;
-  }
-  glp_prob *ip = glp_create_prob();
-  glp_set_obj_dir(ip, GLP_MIN);
-  glp_add_rows(ip, (int)na + T);
-  glp_add_cols(ip, (int)na * C);
-  int k2 = 0;
-  for (size_t k = 0; k < na; k++) {
-    if (hold[k] >= 0)
-      glp_set_row_bnds(ip, (int)k + 1, GLP_FX, 1, 1);
-    else
-      glp_set_row_bnds(ip, (int)k + 1, GLP_UP, 0, 1);
-    for (int c = 0; c < C; c++) {
-      int col = (int)k * C + c + 1;
-      glp_set_col_kind(ip, col, GLP_BV);
-      if (hold[k] >= 0 && c != hold[k]) glp_set_col_bnds(ip, col, GLP_FX, 0, 0);
-      glp_set_obj_coef(ip, col, cost[k * (size_t)C + c]);
-      ++k2, ia[k2] = (int)k + 1, ja[k2] = col, ar[k2] = 1;
-      ++k2, ia[k2] = (int)na + p->cfg[c].type + 1, ja[k2] = col, ar[k2] = p->cfg[c].gpus;
-    }
-  }
-  glp_set_obj_coef(ip, 0, LAMBDA_N * (double)na);
-  for (int t = 0; t < T; t++) glp_set_row_bnds(ip, (int)na + t + 1, GLP_UP, 0, p->tgpus[t]);
-  glp_load_matrix(ip, k2, ia, ja, ar);
-  glp_iocp parm;
-  glp_init_iocp(&parm);
-  parm.msg_lev = GLP_MSG_OFF;
-  parm.presolve = GLP_ON;
-  parm.mip_gap = 1e-4;
-  int grc = glp_intopt(ip, &parm);
-  int st = glp_mip_status(ip);
-  /* GLP_EMIPGAP: the search stopped at the gap tolerance with a solution
-   * (status GLP_FEAS), as asked; reading it as a failure left every job
-   * without GPUs for the round */
-  int solved = (grc == 0 || grc == GLP_EMIPGAP) && (st == GLP_OPT || st == GLP_FEAS);
-  for (size_t k = 0; k < na; k++) {
-    pick[k] = -1;
-    if (solved)
-      for (int c = 0; c < C; c++)
-        if (glp_mip_col_val(ip, (int)k * C + c + 1) > 0.5) pick[k] = c;
-  }
-  glp_delete_prob(ip);
-  free(ia);
-  free(ja);
-  free(ar);
-  return 0;
 }
 
 static int memo_keep(struct smemo *m, const size_t *active, size_t na, int C, const int *hold,
@@ -373,7 +308,7 @@ static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
       !memcmp(m->cost, g, sizeof(double) * na * (size_t)C)) {
     memcpy(pick, m->pick, sizeof(int) * na);
   } else {
-    if ((rc = s_solve(p, na, C, T, g, hold, pick))) goto out;
+    if ((rc = stk__sia_solve(p->cfg, C, p->tgpus, T, na, g, hold, pick, NULL))) goto out;
     if ((rc = memo_keep(m, active, na, C, hold, g, pick))) goto out;
   }
   for (size_t k = 0; k < na; k++) {
