@@ -8,6 +8,7 @@
 #include "../src/sim/jobs_impl.h"
 #include "stoker/infer.h"
 #include "test.h"
+#include "test_sim_infer.h"
 
 static struct stk_infer_perf *perf_or_skip(const char *hw, unsigned tp) {
   const char *data = test_shared_data();
@@ -142,48 +143,18 @@ TEST(sim_infer_bad_inputs) {
   stk_infer_perf_free(p);
 }
 
-/* A toy performance model: prefill 0.1 s a prompt of 512 at batch 1, 0.2 s
- * at 2, ...; a token 0.05 s at batch 1, 0.06 s at 16. */
-static struct stk_infer_perf *toy_perf(void) {
-  const char *pm = "model,hardware,prompt_size,batch_size,token_size,peak_power,average_power,"
-                   "prompt_time,token_time,e2e_time,tensor_parallel\n"
-                   "m,h,128,1,128,1,0.5,50,50,6400,1\n"
-                   "m,h,512,1,128,1,0.5,100,50,6450,1\n"
-                   "m,h,512,2,128,1,0.6,200,52,6800,1\n"
-                   "m,h,512,16,128,1,0.8,1600,60,9200,1\n";
-  test_write_file("toy.csv", pm, strlen(pm));
-  struct stk_infer_perf *p;
-  char err[STK_ERRMSG_MAX] = "";
-  CHECK_MSG(stk_infer_perf_load(&p, "toy.csv", "m", "h", 1, err) == 0, "%s", err);
-  return p;
-}
-
 /* Lending: 4 replicas of about 5.7 requests/s each; 10 quiet minutes (one
  * request every 20 s), 10 busy ones (16 a second), 10 quiet again. The controller lends three replicas
  * in the first quiet part, takes them back during the peak and lends again
  * after it; without lending nothing is lent. Every request is served. */
 TEST(sim_infer_lends_off_peak) {
   struct stk_infer_perf *p = toy_perf();
-  size_t n = 0;
-  static struct stk_infer_req rq[12000];
-  for (double t = 0; t < 1800; t += 0) {
-    int peak = t >= 600 && t < 1200;
-    rq[n++] = (struct stk_infer_req){t, 512, 20};
-    t += peak ? 0.0625 : 20;
-  }
-  struct stk_infer_trace tr = {rq, n, rq[n - 1].t, 512, 20};
-  struct stk_infer_opts o;
-  memset(&o, 0, sizeof o);
-  o.replicas = 4;
-  o.tp = 2;
-  o.horizon = 1800;
-  o.lend = 1;
-  o.headroom = 0.25;
-  o.start_s = 30;
+  struct stk_infer_trace tr = peak_trace();
+  struct stk_infer_opts o = lend_opts();
   struct stk_infer_result r;
   char err[STK_ERRMSG_MAX] = "";
   CHECK_MSG(stk_infer_run(p, &tr, &o, &r, err) == 0, "%s", err);
-  CHECK(r.requests >= n); /* and the repeat's first if it starts before 1800 s */
+  CHECK(r.requests >= tr.n); /* and the repeat's first if it starts before 1800 s */
   CHECK_EQ(r.nlent, 31);
   CHECK_EQ(r.lent[0], 0);
   CHECK_EQ(r.lent[5], 6); /* three replicas of 2 GPUs */

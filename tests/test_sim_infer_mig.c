@@ -6,6 +6,7 @@
 
 #include "../src/sim/infer_impl.h"
 #include "test.h"
+#include "test_sim_infer.h"
 
 static const struct stk_mig_geometry *geo(const char *name) {
   const struct stk_mig_geometry *g = stk_mig_geometry_find(name);
@@ -61,45 +62,14 @@ TEST(sim_infer_mig_layouts) {
   CHECK_CONTAINS(err, "no profile 99 on a100-80gb");
 }
 
-/* The toy model of test_sim_infer.c: prefill 0.1 s a prompt of 512, a
- * token 0.05 s at batch 1. */
-static struct stk_infer_perf *toy_perf(void) {
-  const char *pm =
-      "model,hardware,prompt_size,batch_size,token_size,peak_power,average_power,"
-      "prompt_time,token_time,e2e_time,tensor_parallel\n"
-      "m,h,128,1,128,1,0.5,50,50,6400,1\n"
-      "m,h,512,1,128,1,0.5,100,50,6450,1\n"
-      "m,h,512,2,128,1,0.6,200,52,6800,1\n"
-      "m,h,512,16,128,1,0.8,1600,60,9200,1\n";
-  test_write_file("toy.csv", pm, strlen(pm));
-  struct stk_infer_perf *p;
-  char err[STK_ERRMSG_MAX] = "";
-  CHECK_MSG(stk_infer_perf_load(&p, "toy.csv", "m", "h", 1, err) == 0, "%s", err);
-  return p;
-}
-
 /* The trace of sim_infer_lends_off_peak: quiet, a 10-minute peak, quiet.
  * Whole replicas lend three of four replicas' GPUs off-peak; on MIG the
  * fourth also shrinks to 4g.40gb and lends the 3g.40gb of each of its two
  * GPUs, after a whole replica stood in while it was reconfigured. */
 TEST(sim_infer_mig_lends_instances) {
   struct stk_infer_perf *p = toy_perf();
-  size_t n = 0;
-  static struct stk_infer_req rq[12000];
-  for (double t = 0; t < 1800; t += 0) {
-    int peak = t >= 600 && t < 1200;
-    rq[n++] = (struct stk_infer_req){t, 512, 20};
-    t += peak ? 0.0625 : 20;
-  }
-  struct stk_infer_trace tr = {rq, n, rq[n - 1].t, 512, 20};
-  struct stk_infer_opts o;
-  memset(&o, 0, sizeof o);
-  o.replicas = 4;
-  o.tp = 2;
-  o.horizon = 1800;
-  o.lend = 1;
-  o.headroom = 0.25;
-  o.start_s = 30;
+  struct stk_infer_trace tr = peak_trace();
+  struct stk_infer_opts o = lend_opts();
   struct stk_infer_result whole, mig;
   char err[STK_ERRMSG_MAX] = "";
   CHECK_MSG(stk_infer_run(p, &tr, &o, &whole, err) == 0, "%s", err);
