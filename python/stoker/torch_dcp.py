@@ -188,8 +188,11 @@ class CheckpointWriter(StorageWriter):
             self._stagers_busy = self._stagers_busy[-1:] + [stager]
         try:
             return stager.stage(state_dict)
-        except BaseException:
-            self._staged_done()
+        except BaseException:  # no save will read this set: it is free again
+            with self._stage_lock:
+                if stager in self._stagers_busy:
+                    self._stagers_busy.remove(stager)
+                    self._stagers_free.append(stager)
             raise
 
     @property

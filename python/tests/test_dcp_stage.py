@@ -60,3 +60,23 @@ def test_a_failed_save_frees_its_buffers(tmp_path):
     again = w.stage(sd)                    # the failed save gave its set back
     assert again["x"].data_ptr() == first["x"].data_ptr()
     w.close()
+
+
+def test_a_failed_staging_leaves_a_busy_set_alone(tmp_path):
+    import torch
+
+    import stoker.torch as st
+
+    class Uncopyable:
+        def __deepcopy__(self, memo):
+            raise RuntimeError("cannot be copied")
+
+    w = st.CheckpointWriter(tmp_path / "c")
+    sd = {"x": torch.ones(1024)}
+    busy = w.stage(sd)                     # its save has not returned yet
+    with pytest.raises(RuntimeError, match="cannot be copied"):
+        w.stage({"x": torch.ones(1024), "y": Uncopyable()})
+    other = w.stage(sd)                    # never the set a save still reads
+    assert other["x"].data_ptr() != busy["x"].data_ptr()
+    assert busy["x"].eq(1).all()
+    w.close()
