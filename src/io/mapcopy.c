@@ -6,9 +6,9 @@
  * (on_read); here the request's on_copy hook copies in user space and can
  * check the bytes as it copies them (stk__crc32c_copy), the CRC riding in
  * the shadow of the loads. A mapping is made once per file: after the
- * first touch of a page no system call or page-cache lookup is left per
- * read (bench B1: 128 KiB TFRecords from the page cache, docs/internals/
- * loader.md).
+ * first touch of a page a read costs one fstat (to see a file that grew
+ * or shrank) and no page-cache lookup (bench B1: 128 KiB TFRecords from
+ * the page cache, docs/internals/loader.md).
  *
  * Mappings are kept for up to MAX_MAPS files (the least recently used idle
  * one is unmapped for a new file), keyed by device and inode, so a
