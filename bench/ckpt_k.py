@@ -27,7 +27,11 @@ every contender once); ratios are taken within a round, then the median.
 The load average is printed beside each round: on a shared machine the
 figures move with it. Writes bench/results/ckpt_k.json.
 
-  ckpt_k.py [--size 512MiB] [--rounds 3] [--dir DIR] [--only K2,K3,K4]
+  ckpt_k.py [--size 512MiB] [--rounds 3] [--dir DIR] [--only K2,K3,K4] [--device cuda]
+
+With --device cuda, K2's state is on the GPU, as in training: torch.save,
+DCP and stoker's stage() each copy it off the GPU (stoker's into pinned
+buffers it keeps); the C tier's figure still saves host memory.
 """
 import argparse
 import hashlib
@@ -73,6 +77,8 @@ def parse_args(argv):
     p.add_argument("--dir", default=None, help="scratch directory on the disk measured "
                    "(default a temporary one under /var/tmp)")
     p.add_argument("--only", default="K2,K3,K4", help="comma-separated subset of K2,K3,K4")
+    p.add_argument("--device", default="cpu", help="where K2's state lives (cpu, or cuda as a "
+                   "model's does in training: every save then copies it off the GPU)")
     p.add_argument("--json", default=os.path.join(ROOT, "bench", "results", "ckpt_k.json"))
     a = p.parse_args(argv)
     a.only = {k.strip().upper() for k in a.only.split(",") if k.strip()}
@@ -102,6 +108,10 @@ def run(cmd, env=None, **kw):
     return r.stdout
 
 
+def f3(x):
+    return "n/a" if x is None else "%.3f" % x
+
+
 def med(rows, key):
     v = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(v) if v else None
@@ -127,9 +137,15 @@ def k2(a, scratch):
     import warnings
     warnings.filterwarnings("ignore", message="torch.distributed is disabled")
 
+    if a.device != "cpu" and not (a.device.startswith("cuda") and torch.cuda.is_available()):
+        sys.exit("ckpt_k: --device %s: torch finds no such device (CUDA available: %s)"
+                 % (a.device, torch.cuda.is_available()))
     n = a.size // 4 // OBJECTS
     g = torch.Generator().manual_seed(1)
-    state = {"layer%d.weight" % i: torch.rand(n, generator=g) for i in range(OBJECTS)}
+    state = {"layer%d.weight" % i: torch.rand(n, generator=g).to(a.device)
+             for i in range(OBJECTS)}
+    if a.device.startswith("cuda"):
+        torch.cuda.synchronize()
     rows = []
     for r in range(a.rounds):
         d = os.path.join(scratch, "k2")
@@ -183,14 +199,20 @@ def k2(a, scratch):
         stg = DefaultStager(StagingOptions(use_pinned_memory=False, use_shared_memory=False,
                                            use_async_staging=True, use_non_blocking_copy=False))
         w = st.CheckpointWriter(os.path.join(d, "stoker"), keep_last=1)
-        for step in (1, 2):
-            t0 = time.perf_counter()
-            resp = dcp.async_save(state, storage_writer=w, checkpoint_id=step, no_dist=True,
-                                  async_stager=stg)
-            ret = time.perf_counter() - t0
-            resp.staging_completion.result()
-            staged = time.perf_counter() - t0
-            resp.upload_completion.result()
+        ret = staged = None
+        try:
+            for step in (1, 2):
+                t0 = time.perf_counter()
+                resp = dcp.async_save(state, storage_writer=w, checkpoint_id=step, no_dist=True,
+                                      async_stager=stg)
+                ret = time.perf_counter() - t0
+                resp.staging_completion.result()
+                staged = time.perf_counter() - t0
+                resp.upload_completion.result()
+        except Exception as e:  # DCP's own stager (torch 2.11 on CUDA tensors: KeyError)
+            ret = staged = None
+            row["bgstage_error"] = "%s: %s" % (type(e).__name__, e)
+            print("K2: DCP's DefaultStager (background staging) failed: %s" % row["bgstage_error"])
         stg.close()
         w.close()
         row["stoker_bgstage_return_s"], row["stoker_bgstage_staged_s"] = ret, staged
@@ -208,8 +230,9 @@ def k2(a, scratch):
 
         row["ratio_vs_torch_save"] = row["stoker_async_block_s"] / row["torch_save_s"]
         row["ratio_vs_dcp_fs"] = row["stoker_async_block_s"] / row["dcp_fs_save_s"]
-        row["bgstage_ratio_vs_torch_save"] = row["stoker_bgstage_staged_s"] / row["torch_save_s"]
-        row["bgstage_ratio_vs_dcp_fs"] = row["stoker_bgstage_staged_s"] / row["dcp_fs_save_s"]
+        bg = row["stoker_bgstage_staged_s"]
+        row["bgstage_ratio_vs_torch_save"] = None if bg is None else bg / row["torch_save_s"]
+        row["bgstage_ratio_vs_dcp_fs"] = None if bg is None else bg / row["dcp_fs_save_s"]
         row["c_ratio_vs_torch_save"] = row["c_async_block_s"] / row["torch_save_s"]
         row["c_ratio_vs_c_sync"] = row["c_async_block_s"] / row["c_sync_save_s"]
         row["load_after"] = load()
@@ -217,14 +240,14 @@ def k2(a, scratch):
         print("K2 round %d (load %.1f -> %.1f): torch.save %.2f s, DCP FileSystemWriter %.2f s, "
               "DCP async block %.3f s, stoker async block %.3f s (first %.3f, total %.2f), C async block %.3f s "
               "(C sync %.2f) -> %.3f / %.3f of torch.save / DCP; with DCP's background "
-              "staging: returns %.3f s, staged %.3f s -> %.3f of torch.save" %
+              "staging: returns %s s, staged %s s -> %s of torch.save" %
               (r + 1, row["load_before"], row["load_after"], row["torch_save_s"],
                row["dcp_fs_save_s"], row["dcp_fs_async_block_s"], row["stoker_async_block_s"],
                row["stoker_async_first_block_s"], row["stoker_async_total_s"],
                row["c_async_block_s"], row["c_sync_save_s"], row["ratio_vs_torch_save"],
-               row["ratio_vs_dcp_fs"], row["stoker_bgstage_return_s"],
-               row["stoker_bgstage_staged_s"], row["bgstage_ratio_vs_torch_save"]), flush=True)
-    keys = [k for k in rows[0] if k != "round"]
+               row["ratio_vs_dcp_fs"], f3(row["stoker_bgstage_return_s"]),
+               f3(row["stoker_bgstage_staged_s"]), f3(row["bgstage_ratio_vs_torch_save"])), flush=True)
+    keys = [k for k in rows[0] if k not in ("round", "bgstage_error")]
     return {"rounds": rows, "median": {k: med(rows, k) for k in keys},
             "stoker_module": stoker.__file__}
 
@@ -420,9 +443,10 @@ def main(argv):
     base = a.dir or "/var/tmp"
     os.makedirs(base, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="stoker-ckpt-k-", dir=base)
-    res = {"bytes": a.size, "rounds": a.rounds, "cpus": os.cpu_count(), "dir": scratch}
-    print("ckpt_k: %d MiB state in %d objects, %d rounds, scratch %s, %d CPUs, load %.1f" %
-          (a.size >> 20, OBJECTS, a.rounds, scratch, os.cpu_count(), load()), flush=True)
+    res = {"bytes": a.size, "rounds": a.rounds, "cpus": os.cpu_count(), "dir": scratch,
+           "device": a.device}
+    print("ckpt_k: %d MiB state in %d objects on %s, %d rounds, scratch %s, %d CPUs, load %.1f" %
+          (a.size >> 20, OBJECTS, a.device, a.rounds, scratch, os.cpu_count(), load()), flush=True)
     try:
         if "K2" in a.only:
             res["k2"] = k2(a, scratch)
@@ -434,10 +458,10 @@ def main(argv):
     if "k2" in res:
         m = res["k2"]["median"]
         print("  K2 stoker async block / torch.save %.3f, / DCP FileSystemWriter %.3f "
-              "(goal <= 0.1); with DCP's background staging (until staged) %.3f / %.3f; "
+              "(goal <= 0.1); with DCP's background staging (until staged) %s / %s; "
               "C async block / torch.save %.3f" %
-              (m["ratio_vs_torch_save"], m["ratio_vs_dcp_fs"], m["bgstage_ratio_vs_torch_save"],
-               m["bgstage_ratio_vs_dcp_fs"], m["c_ratio_vs_torch_save"]))
+              (m["ratio_vs_torch_save"], m["ratio_vs_dcp_fs"], f3(m["bgstage_ratio_vs_torch_save"]),
+               f3(m["bgstage_ratio_vs_dcp_fs"]), m["c_ratio_vs_torch_save"]))
     if "k34" in res:
         m = res["k34"]["median"]
         if "K3" in a.only:

@@ -80,3 +80,41 @@ def test_a_failed_staging_leaves_a_busy_set_alone(tmp_path):
     assert other["x"].data_ptr() != busy["x"].data_ptr()
     assert busy["x"].eq(1).all()
     w.close()
+
+
+def test_a_gpu_state_is_staged_into_pinned_buffers(tmp_path):
+    """On a GPU: stage() copies a CUDA state into pinned host buffers that it
+    reuses, and what it staged survives the training step that follows."""
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False): stages a GPU "
+                    "state into pinned host buffers (scripts/gpu-checks runs it)")
+    import torch.distributed.checkpoint as dcp
+
+    import stoker.torch as st
+    n = 1 << 21                                          # 16 MiB of int64 (exact)
+    w = st.CheckpointWriter(tmp_path / "c")
+    x = torch.arange(n, dtype=torch.int64, device="cuda")
+    sd = {"x": x, "meta": {"tag": "gpu"}}
+    staged = []
+    stage = w.stage
+    w.stage = lambda s: staged.append(stage(s)) or staged[-1]
+    for step in (1, 2, 3):
+        dcp.async_save(sd, storage_writer=w, checkpoint_id=step, no_dist=True).result()
+        x.mul_(2)                                        # the next step, on the GPU
+    assert len(staged) == 3
+    for s in staged:
+        assert s["x"].device.type == "cpu" and s["x"].is_pinned()
+    assert staged[0]["x"].data_ptr() == staged[1]["x"].data_ptr()   # kept, not made again
+    busy = w.stage(sd)                                   # its save has not returned
+    x.add_(1)
+    torch.cuda.synchronize()
+    assert torch.equal(busy["x"], (x - 1).cpu())
+    w.close()
+    base = torch.arange(n, dtype=torch.int64)
+    for step, k in ((1, 1), (2, 2), (3, 4)):
+        out = {"x": torch.zeros(n, dtype=torch.int64, device="cuda"), "meta": {"tag": ""}}
+        dcp.load(out, storage_reader=st.CheckpointReader(tmp_path / "c"), checkpoint_id=step,
+                 no_dist=True)
+        assert torch.equal(out["x"].cpu(), base * k), step
+        assert out["meta"]["tag"] == "gpu"
