@@ -573,7 +573,11 @@ static int parse_args(struct bench_args *a, int argc, char **argv) {
       return CLI_USAGE;
     }
     if (!accelerators_given) a->o.accelerators = 1;
-    stk_bench_mpi_attach(a->mpi, &a->o);
+    char aerr[256];
+    if (stk_bench_mpi_attach(a->mpi, &a->o, aerr)) {
+      cli_error("bench", "%s", aerr);
+      return CLI_FAIL;
+    }
   }
   struct stk_network net;
   const char *name = a->network ? a->network : "ib400";

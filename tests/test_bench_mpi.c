@@ -4,6 +4,7 @@
  * job with an error within seconds instead of leaving its peers waiting.
  * Skipped where mpirun is missing or stoker was built without MPI. */
 #include <math.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -197,6 +198,27 @@ TEST(bench_mpi_refused_without_mpi_build) {
   CHECK(rc == 1);
   CHECK_CONTAINS(out, "built without MPI");
   free(out);
+}
+
+/* Attaching a job to the caller's options writes rank, world and the
+ * barrier into them: a struct_size that cannot hold those fields, or one
+ * larger than this library's struct, is refused before anything is written
+ * (the check comes before the job handle is used, in both builds). */
+TEST(bench_mpi_attach_checks_struct_size) {
+  struct stk_bench_opts o;
+  stk_bench_opts_init(&o);
+  char err[STK_ERRMSG_MAX];
+  o.struct_size = offsetof(struct stk_bench_opts, rank);
+  o.rank = 7;
+  CHECK_EQ(stk_bench_mpi_attach(NULL, &o, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "stk_bench_opts struct_size");
+  CHECK_CONTAINS(err, "is too small");
+  CHECK_EQ(o.rank, 7u);
+  CHECK(o.global_barrier == NULL);
+  o.struct_size = sizeof o + 8;
+  CHECK_EQ(stk_bench_mpi_attach(NULL, &o, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "larger than this library's");
+  CHECK_EQ(o.rank, 7u);
 }
 
 /* A checkpoint-only transformer (tensor 2: 2 ranks) under `mpirun -np 2`:

@@ -262,8 +262,10 @@ STK_EXPORT int stk_bench_mpi_host_leader(const struct stk_bench_mpi *m);
  * when it failed itself, else the highest that failed. */
 STK_EXPORT int stk_bench_mpi_failed_rank(const struct stk_bench_mpi *m);
 
-/* Set o->rank, o->world and the global barrier for this job. */
-STK_EXPORT void stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o);
+/* Set o->rank, o->world and the global barrier for this job. Returns 0, or
+ * STK_EINVAL with err set when o's struct_size cannot hold those fields or
+ * is larger than this library's struct (o is then left as it was). */
+STK_EXPORT int stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o, char *err);
 
 /* A check point: every process passes its status (0, STK_ECANCELED, or an
  * error code) and a fingerprint of what must be the same everywhere (the
@@ -279,8 +281,9 @@ STK_EXPORT int stk_bench_mpi_agree(struct stk_bench_mpi *m, int status, uint64_t
  * number r x accelerators + a), the timeline of all (capped), loader stats
  * summed (maxima and percentiles: the largest), CPU time summed, wall time
  * the longest; then AU, time split and verdict are recomputed. Other ranks'
- * r is left as it was. Returns 0, or the same code on every process with err
- * set (shapes differ, out of memory on rank 0). */
+ * r is left as it was. o is read no further than its struct_size. Returns
+ * 0, or the same code on every process with err set (shapes differ, out of
+ * memory on rank 0, a bad struct_size on any). */
 STK_EXPORT int stk_bench_mpi_gather(struct stk_bench_mpi *m, const struct stk_bench_opts *o,
                          struct stk_bench_result *r, char *err);
 

@@ -8,6 +8,7 @@
  * {status, value, -value}: status 0 is fine, 1 a process was interrupted,
  * 2 + rank that rank failed; the value's max and min (the negated max of
  * -value) tell whether every process passed the same value. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,20 @@ uint32_t stk_bench_mpi_size(const struct stk_bench_mpi *m) { return m ? m->size 
 int stk_bench_mpi_host_leader(const struct stk_bench_mpi *m) { return m ? m->host_leader : 1; }
 int stk_bench_mpi_failed_rank(const struct stk_bench_mpi *m) { return m ? m->failed_rank : -1; }
 
+/* Whether o (read to its struct_size) holds the fields attach writes and is
+ * no larger than this library's struct. */
+static int attach_fits(const struct stk_bench_opts *o, char *err) {
+  size_t need = offsetof(struct stk_bench_opts, global_ctx) + sizeof o->global_ctx;
+  size_t have = o->struct_size ? o->struct_size : sizeof *o;
+  if (have < need || have > sizeof *o)
+    return stk__errf(err, STK_EINVAL,
+                     "stk_bench_mpi_attach: stk_bench_opts struct_size %zu is %s (rank, world and "
+                     "the barrier need %zu bytes; this library's struct has %zu)",
+                     have, have < need ? "too small" : "larger than this library's", need,
+                     sizeof *o);
+  return 0;
+}
+
 #ifndef STK_HAVE_MPI
 
 int stk_bench_mpi_built(void) { return 0; }
@@ -47,9 +62,12 @@ int stk_bench_mpi_init(struct stk_bench_mpi **out, char *err) {
 
 void stk_bench_mpi_finalize(struct stk_bench_mpi *m) { (void)m; }
 
-void stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o) {
+int stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o, char *err) {
   (void)m;
-  (void)o;
+  int rc = attach_fits(o, err);
+  if (rc) return rc;
+  return stk__errf(err, STK_ENOTSUP,
+                   "stoker was built without MPI (install libopenmpi-dev and rebuild)");
 }
 
 int stk_bench_mpi_agree(struct stk_bench_mpi *m, int status, uint64_t fingerprint, char *err) {
@@ -134,11 +152,14 @@ static int exchange(struct stk_bench_mpi *m, int status, int64_t value) {
 
 static int barrier_hook(void *ctx, int status) { return exchange(ctx, status, 0); }
 
-void stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o) {
+int stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o, char *err) {
+  int rc = attach_fits(o, err);
+  if (rc) return rc;
   o->rank = m->rank;
   o->world = m->size;
   o->global_barrier = barrier_hook;
   o->global_ctx = m;
+  return 0;
 }
 
 int stk_bench_mpi_agree(struct stk_bench_mpi *m, int status, uint64_t fingerprint, char *err) {
@@ -278,7 +299,9 @@ int stk_bench_mpi_gather(struct stk_bench_mpi *m, const struct stk_bench_opts *o
   uint64_t my_steps = STK__MIN(r->ntimeline, TIMELINE_CAP / m->size);
   struct gathered g;
   memset(&g, 0, sizeof g);
-  int status = per_bytes * m->size > INT32_MAX ? STK_ERANGE : 0;
+  struct stk_bench_opts own; /* the caller's, read no further than its struct_size */
+  int take = stk__opts_take(&own, sizeof own, o, "stk_bench_opts", err);
+  int status = take ? take : per_bytes * m->size > INT32_MAX ? STK_ERANGE : 0;
   if (!status && m->rank == 0) {
     g.per = malloc(per_bytes * m->size);
     g.per_all = malloc(per_bytes * m->size);
@@ -292,6 +315,7 @@ int stk_bench_mpi_gather(struct stk_bench_mpi *m, const struct stk_bench_opts *o
   int rc = exchange(m, status, (int64_t)(shape >> 1));
   if (rc) {
     gathered_free(&g);
+    if (rc == STK_EIO && take) return take; /* err says which struct_size */
     if (rc == STK_EIO && status == STK_ENOMEM)
       return stk__errf(err, rc, "out of memory gathering results");
     if (rc == STK_EIO)
@@ -324,7 +348,7 @@ int stk_bench_mpi_gather(struct stk_bench_mpi *m, const struct stk_bench_opts *o
     for (uint32_t k = 1; k < m->size; k++)
       for (int i = 0; i < STK_STAGE_COUNT; i++)
         g.sum[k].loader.stage[i].name = r->loader.stage[i].name;
-    combine(m, o, r, &g, total);
+    combine(m, &own, r, &g, total);
   }
   gathered_free(&g);
   return 0;
