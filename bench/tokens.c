@@ -17,7 +17,12 @@
  *       reader, consumer), which a machine shared with other work moves
  *       far less than the wall-clock rates. bin_pmd_mapped_bytes: how much
  *       of the corpus's .bin is mapped in 2 MiB pages (the page cache's
- *       folios; docs/internals/tokens.md, T3 fourth pass).
+ *       folios; docs/internals/tokens.md, T3 fourth pass). cpu_share_*:
+ *       what part of the process's CPU time in the timed phases went to
+ *       the decode workers (thread name stk-decode, time on a CPU from
+ *       /proc/self/task/TID/schedstat), the reader (stk-read) and the
+ *       consumer (this thread); decode_cpu_ns_per_window: the workers'
+ *       CPU time per window delivered.
  *   tokens copy PREFIX SEQ_LEN int32|int64 ROUNDS
  *       the window copy alone, on one thread: per round, 2000 windows in
  *       order, each after asking for the next (stk__tokens_prefetch, as a
@@ -39,6 +44,13 @@
  *   tokens digest PREFIX SEQ_LEN int32|int64
  *       a CRC32C of every window, mask and boundary list in order (to
  *       check that a change to the copy serves the same bytes).
+ *   tokens evict FILE...
+ *       write each file's dirty pages and drop its pages from the page
+ *       cache (posix_fadvise DONTNEED; pages another process maps stay),
+ *       so that the next reader brings it in as a corpus read from disk
+ *       is: T3's cold case, where the loader's MADV_HUGEPAGE mapping
+ *       fills the page cache (docs/internals/tokens.md, T3 fifth pass).
+ *       Prints the bytes still cached (mincore over a mapping).
  * Every figure is printed as one JSON line on stdout. */
 #include <inttypes.h>
 #include <pthread.h>
@@ -46,6 +58,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../src/loader/tokens_impl.h"
 #include "stoker/stoker.h"
@@ -196,6 +214,32 @@ static uint64_t bin_pmd_bytes(const char *prefix) {
   return kib * 1024;
 }
 
+/* CPU time in s (time on a CPU, /proc/self/task/TID/schedstat) of this
+ * process's loader threads by name: [0] the decode workers (stk-decode),
+ * [1] the reader (stk-read). */
+static void loader_cpu(double out[2]) {
+  out[0] = out[1] = 0;
+  DIR *d = opendir("/proc/self/task");
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    char p[300], name[32] = "";
+    unsigned long long run = 0;
+    if (e->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(p, "r");
+    if (f && !fgets(name, sizeof name, f)) name[0] = 0;
+    if (f) fclose(f);
+    snprintf(p, sizeof p, "/proc/self/task/%s/schedstat", e->d_name);
+    if ((f = fopen(p, "r"))) {
+      if (fscanf(f, "%llu", &run) != 1) run = 0;
+      fclose(f);
+    }
+    if (!strcmp(name, "stk-decode\n")) out[0] += (double)run * 1e-9;
+    if (!strcmp(name, "stk-read\n")) out[1] += (double)run * 1e-9;
+  }
+  if (d) closedir(d);
+}
+
 static double memcpy_ceiling(uint32_t n, double *cpu_bps) {
   pthread_t th[64];
   struct mc w[64];
@@ -229,7 +273,7 @@ static int t3(int argc, char **argv) {
   uint32_t S = stk_tokens_row_len(t);
   double cp[64], tps[64], cpc[64], tpc[64];
   uint64_t disk0 = vmstat_pgpgin_kib(), io0 = self_read_bytes();
-  double wait_sum = 0;
+  double wait_sum = 0, cpu_all = 0, cpu_dec = 0, cpu_rd = 0, cpu_me = 0, windows = 0;
   for (int r = 0; r < rounds; r++) {
     cp[r] = memcpy_ceiling(threads, &cpc[r]);
     struct stk_loader *l = open_loader(t, batch, threads, 1000000, NULL);
@@ -237,6 +281,8 @@ static int t3(int argc, char **argv) {
     if (stk_loader_next(l, &b)) die("t3", stk_loader_errmsg(l));
     stk_batch_release(l, b); /* the clock starts at the first batch */
     uint64_t tokens = 0;
+    double lc0[2], lc1[2], m0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    loader_cpu(lc0);
     double t0 = now_s(), t1 = t0, w = 0, c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     while (t1 - t0 < secs) {
       double a = now_s();
@@ -247,7 +293,12 @@ static int t3(int argc, char **argv) {
       stk_batch_release(l, b);
     }
     tps[r] = (double)tokens / (t1 - t0);
-    tpc[r] = (double)tokens / (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0);
+    double c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    loader_cpu(lc1);
+    cpu_me += clock_s(CLOCK_THREAD_CPUTIME_ID) - m0;
+    cpu_all += c1 - c0, cpu_dec += lc1[0] - lc0[0], cpu_rd += lc1[1] - lc0[1];
+    windows += (double)tokens / S;
+    tpc[r] = (double)tokens / (c1 - c0);
     wait_sum += w / (t1 - t0);
     stk_loader_close(l);
   }
@@ -262,10 +313,13 @@ static int t3(int argc, char **argv) {
       "\"consumer_wait_share\": %.3f, \"tokens_per_cpu_s\": %.0f, "
       "\"memcpy_bytes_per_cpu_s\": %.0f, \"ratio_cpu\": %.3f, "
       "\"disk_read_bytes_system\": %" PRIu64
-      ", \"disk_read_bytes_self\": %" PRIu64 ", \"bin_pmd_mapped_bytes\": %" PRIu64 "}\n",
+      ", \"disk_read_bytes_self\": %" PRIu64 ", \"bin_pmd_mapped_bytes\": %" PRIu64
+      ", \"cpu_share_decode\": %.3f, \"cpu_share_read\": %.3f, \"cpu_share_consumer\": %.3f"
+      ", \"decode_cpu_ns_per_window\": %.0f}\n",
       seq, argv[4], S, batch, threads, rounds, secs, tk, tk * (double)es, tk * (double)(es + 1), c,
       tk * (double)es / c, tk * (double)(es + 1) / c, wait_sum / rounds, tkc, cc,
-      tkc * (double)es / cc, disk, io, bin_pmd_bytes(argv[2]));
+      tkc * (double)es / cc, disk, io, bin_pmd_bytes(argv[2]), cpu_dec / cpu_all,
+      cpu_rd / cpu_all, cpu_me / cpu_all, cpu_dec / windows * 1e9);
   stk_tokens_close(t);
   return 0;
 }
@@ -412,13 +466,47 @@ static int digest(int argc, char **argv) {
   return 0;
 }
 
+/* ---- evict -------------------------------------------------------------- */
+
+/* Bytes of fd's pages (len bytes) in the page cache. */
+static uint64_t cached_bytes(int fd, size_t len) {
+  if (len == 0) return 0;
+  void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return 0;
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = (len + pg - 1) / pg;
+  unsigned char *v = malloc(n);
+  uint64_t in = 0;
+  if (v && mincore(p, len, v) == 0)
+    for (size_t i = 0; i < n; i++) in += v[i] & 1;
+  free(v);
+  munmap(p, len);
+  return in * pg;
+}
+
+static int evict(int argc, char **argv) {
+  if (argc < 3) die("evict", "FILE...");
+  for (int i = 2; i < argc; i++) {
+    int fd = open(argv[i], O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) die(argv[i], strerror(errno));
+    if (fdatasync(fd) != 0) die(argv[i], strerror(errno));
+    int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    if (rc) die(argv[i], strerror(rc));
+    printf("{\"test\": \"evict\", \"bytes\": %lld, \"cached_bytes\": %" PRIu64 "}\n",
+           (long long)st.st_size, cached_bytes(fd, (size_t)st.st_size));
+    close(fd);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 2) die("usage", "tokens t2|t3|t4|copy|digest ... (see bench/tokens.c)");
+  if (argc < 2) die("usage", "tokens t2|t3|t4|copy|digest|evict ... (see bench/tokens.c)");
   if (!strcmp(argv[1], "t3")) return t3(argc, argv);
   if (!strcmp(argv[1], "t4")) return t4(argc, argv);
   if (!strcmp(argv[1], "copy")) return copy(argc, argv);
   if (!strcmp(argv[1], "t2")) return t2(argc, argv);
   if (!strcmp(argv[1], "digest")) return digest(argc, argv);
-  die(argv[1], "not t2, t3, t4, copy or digest");
+  if (!strcmp(argv[1], "evict")) return evict(argc, argv);
+  die(argv[1], "not t2, t3, t4, copy, digest or evict");
   return 1;
 }

@@ -7,7 +7,9 @@
 #   T3 steady state: tokens/s a loader delivers at seq_len 8192 (uint16
 #      corpus, int32 and int64 batches of 8 windows, 2 workers) against a
 #      memcpy ceiling measured in the same run (`stoker doctor`'s method),
-#      and the window copy alone on one thread (`tokens copy`);
+#      and the window copy alone on one thread (`tokens copy`); then the
+#      same on a copy of the corpus dropped from the page cache and read
+#      the first time by the loader (cold: its page cache in 2 MiB folios);
 #   T4 resume: a state at a position in the last tenth of 10^8 windows
 #      (seq_len 4096) to the first batch;
 #   T2 start-up: N processes launched at once, each opening a corpus and
@@ -61,6 +63,23 @@ D0=$(pgpgin)
 "$TOK" copy "$C" 8192 int32 "$ROUNDS" >"$OUT/copy_int32.json"
 "$TOK" copy "$C" 8192 int64 "$ROUNDS" >"$OUT/copy_int64.json"
 D1=$(pgpgin)
+# T3 cold: a copy of corpus c dropped from the page cache, read the first
+# time through the loader's own (MADV_HUGEPAGE) mapping, as a corpus read
+# from disk is; then measured as above. Its own copy, so that corpus c
+# keeps the small folios `cat` gave it (the page cache keeps a file's
+# folios until they are dropped).
+mkdir -p "$DIR/cold"
+cp "$C.bin" "$C.idx" "$DIR/cold/"
+K=$DIR/cold/shard-00000
+"$TOK" t2 "$K" 8192 0 "$(date +%s%N)" >"$OUT/warm_cold.json"
+"$TOK" evict "$K.bin" >"$OUT/evict.json"
+D4=$(pgpgin)
+"$TOK" t3 "$K" 8192 int32 1 2.0 2 8 >"$OUT/t3_cold_first.json"
+D5=$(pgpgin)
+"$TOK" t3 "$K" 8192 int32 "$ROUNDS" 1.0 2 8 >"$OUT/t3_cold_int32.json"
+"$TOK" t3 "$K" 8192 int64 "$ROUNDS" 1.0 2 8 >"$OUT/t3_cold_int64.json"
+rm -rf "$DIR/cold"
+D1C=$(pgpgin)
 "$TOK" t4 "$L" 4096 100000000 "$ROUNDS" >"$OUT/t4.json"
 D2=$(pgpgin)
 t2() { # NAME PREFIX SEQ SAMPLES N: N processes launched at once
@@ -74,11 +93,13 @@ for n in $PROCS; do t2 "t2_c_$n" "$C" 8192 0 "$n"; done
 for n in $PROCS; do t2 "t2_long_$n" "$L" 4096 100000000 "$n"; done
 D3=$(pgpgin)
 
-/usr/bin/python3 - "$OUT" "$LOAD_BEFORE" "$(load)" "$D0" "$D1" "$D2" "$D3" "$(nproc)" "$PROCS" <<'EOF'
+/usr/bin/python3 - "$OUT" "$LOAD_BEFORE" "$(load)" "$D0" "$D1" "$D2" "$D3" "$(nproc)" "$PROCS" \
+  "$D4" "$D5" "$D1C" <<'EOF'
 import json, os, statistics, sys
 out, load0, load1 = sys.argv[1], sys.argv[2], sys.argv[3]
 d0, d1, d2, d3 = (int(x) for x in sys.argv[4:8])
 cores, procs = int(sys.argv[8]), [int(x) for x in sys.argv[9].split()]
+d4, d5, d1c = (int(x) for x in sys.argv[10:13])
 rd = lambda n: json.load(open(os.path.join(out, n)))
 res = {"load_before": load0, "load_after": load1, "cores": cores,
        "corpora": {"c": "10^5 documents, about 1024 tokens each (normal, sd 300), uint16, "
@@ -96,6 +117,11 @@ for ty in ("int32", "int64"):
           r["token_bytes_per_s"] / 1e9, r["memcpy_bytes_per_s"] / 1e9, r["ratio"],
           r["ratio_with_mask"], r["ratio_cpu"]))
 for ty in ("int32", "int64"):
+    r = rd("t3_%s.json" % ty)
+    print("  %-6s the loader's CPU: workers %.0f%% (%.0f ns a window), reader %.0f%%, consumer %.0f%%"
+          % (ty, 100 * r["cpu_share_decode"], r["decode_cpu_ns_per_window"],
+             100 * r["cpu_share_read"], 100 * r["cpu_share_consumer"]))
+for ty in ("int32", "int64"):
     r = rd("copy_%s.json" % ty)
     res["T3_copy_" + ty] = r
     print("  %-6s the window copy alone, one thread: %.0f ns of CPU a window, %.2f of memcpy"
@@ -112,10 +138,26 @@ print("  disk reads during T3 (system-wide pgpgin): %.1f MB" % ((d1 - d0) / 1e6)
 print("  corpus .bin mapped in 2 MiB pages: %.0f MB (as the page cache holds it; a corpus"
       % (rd("t3_int32.json").get("bin_pmd_mapped_bytes", 0) / 1e6))
 print("  written here and read by cat lies in small folios: docs/internals/tokens.md)")
+first = rd("t3_cold_first.json")
+res["T3_cold_first_read"] = first
+res["T3_cold_first_read_disk_bytes"] = d5 - d4
+for ty in ("int32", "int64"):
+    r = rd("t3_cold_%s.json" % ty)
+    res["T3_cold_" + ty] = r
+    print("  %-6s %12.0f %12.2f %12.2f %7.2f %9.2f %9.2f  cold" % (ty, r["tokens_per_s"] / 1e6,
+          r["token_bytes_per_s"] / 1e9, r["memcpy_bytes_per_s"] / 1e9, r["ratio"],
+          r["ratio_with_mask"], r["ratio_cpu"]))
+res["T3_cold_disk_read_bytes"] = d1c - d5
+print("  cold: a copy of c dropped from the page cache (tokens evict), read the first time by")
+print("  the loader through its mapping (%.1f MB from disk), then measured (%.1f MB of disk"
+      % ((d5 - d4) / 1e6, (d1c - d5) / 1e6))
+print("  reads); its .bin mapped in 2 MiB pages: %.0f of %.0f MB"
+      % (rd("t3_cold_int32.json").get("bin_pmd_mapped_bytes", 0) / 1e6,
+         rd("evict.json")["bytes"] / 1e6))
 print()
 r = rd("t4.json")
 res["T4"] = r
-res["T4_disk_read_bytes"] = d2 - d1
+res["T4_disk_read_bytes"] = d2 - d1c
 print("T4 resume, corpus long, seq_len 4096, %d windows (index %s)" % (r["windows"],
       "built" if r["index_built"] else "mapped"))
 print("  state -> first batch: median %.3f ms, max %.3f ms over %d positions in the last tenth"
