@@ -25,10 +25,15 @@ folder are summed: bytes over the seconds spent inside those calls is each
 tool's storage bandwidth, in the same units as its own figure, and the
 tool's own checkpoint time minus that is the time it spent outside them
 (for DLIO: torch.save's pickling and CRC32 per record, torch.load's new
-tensors; for stoker: starting its threads). Both configs have one writing
+tensors; for stoker: starting its threads, and the tracer's stops between
+its calls). Both configs have one writing
 rank, so one thread makes every call and the seconds add up. Each run
 starts after a sync, so neither inherits the other's dirty pages; the
 dirty bytes left before it are printed with the round.
+
+--crc-split times torch.save's own work alone (llama_7b_small's state into
+a writer that discards the bytes, with and without torch's CRC32 per
+record), in DLIO's Python.
 
 DLIO runs from a separate venv (DLIO_VENV, default /tmp/dlio-venv), never
 from this repository. Making it (PyPI's dlio-benchmark 2.0.0 predates the
@@ -155,6 +160,37 @@ def layout(d):
     return sorted((f, os.path.getsize(os.path.join(first, f))) for f in os.listdir(first))
 
 
+# --crc-split: torch.save's own work on llama_7b_small's state (DLIO's
+# shapes and types, random), into a writer that discards the bytes, with
+# and without torch's CRC32 per record; run by DLIO's Python
+CRC_SPLIT = r"""
+import io, statistics, sys, time, torch, torch.serialization as ser
+h, ffn, v, L = 1024, 2752, 32000, 4
+layer = [h, h * 3 * h, h * h, h, 2 * h * ffn, h * ffn]
+params = 2 * v * h + sum(layer) * L + h
+st = {"0": {"0": torch.rand(h * v, dtype=torch.float16)}}
+for i in range(1, L + 1):
+    st[str(i)] = {str(j): torch.rand(n, dtype=torch.float16) for j, n in enumerate(layer)}
+st[str(L + 1)] = {"0": torch.rand(h * v, dtype=torch.float16)}
+st[str(L + 2)] = {"0": torch.rand(h, dtype=torch.float16)}
+opt = {str(i): torch.rand(n, dtype=torch.float32) for i, n in enumerate([params, 5 * h] * 3)}
+class Null(io.RawIOBase):
+    def writable(self): return True
+    def write(self, b): return memoryview(b).nbytes
+size = sum(t.nbytes for d in st.values() for t in d.values()) + sum(t.nbytes for t in opt.values())
+res = {True: [], False: []}
+for r in range(int(sys.argv[1])):
+    for crc in (True, False):
+        ser.set_crc32_options(crc)
+        t0 = time.perf_counter(); torch.save(st, Null()); torch.save(opt, Null())
+        res[crc].append(time.perf_counter() - t0)
+for crc in (True, False):
+    print("  torch.save of %d B, no I/O, CRC32 %-5s: %.3f s per checkpoint (median of %d: %s)" % (
+        size, "on" if crc else "off", statistics.median(res[crc]), len(res[crc]),
+        ", ".join("%.3f" % x for x in res[crc])))
+"""
+
+
 def sh(cmd, log, cwd):
     with open(log, "w") as f:
         rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd)
@@ -259,6 +295,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", default="/tmp/stoker-k5", help="scratch folder (checkpoints, configs)")
     ap.add_argument("--only", choices=["llama_7b_small", "unet3d_small"])
+    ap.add_argument("--crc-split", action="store_true",
+                    help="only time torch.save's own work on llama_7b_small's state, with and without CRC32")
     ap.add_argument("--no-strace", action="store_true",
                     help="run both tools untraced (their own figures only, no storage part)")
     a = ap.parse_args()
@@ -268,6 +306,12 @@ def main():
         # other benchmarks of `make bench` go on
         print("K5 not measured: no DLIO in %s (set DLIO_VENV; docs/bench.md, \"K5\", says how to "
               "make it)" % venv)
+        return 0
+    if a.crc_split:
+        print("load average before: %s" % open("/proc/loadavg").read().split()[:3])
+        sys.stdout.flush()
+        subprocess.check_call([os.path.join(venv, "bin", "python"), "-c", CRC_SPLIT, str(a.rounds)])
+        print("load average after: %s" % open("/proc/loadavg").read().split()[:3])
         return 0
     if not os.path.exists(os.path.join(ROOT, "build", "stoker")):
         sys.exit("build/stoker is missing: run make first")
