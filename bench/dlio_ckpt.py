@@ -18,6 +18,23 @@ torch.save (pickling, the zip writer's CRC32 per record) and torch.load
 (new tensors allocated and filled), stoker's the writes and reads of its
 buffers alone.
 
+The storage part alone: with strace (on by default; --no-strace turns it
+off) each tool runs under `strace -f -T -y` tracing only the file system
+calls, and the write and read calls on the files under the checkpoint
+folder are summed: bytes over the seconds spent inside those calls is each
+tool's storage bandwidth, in the same units as its own figure, and the
+tool's own checkpoint time minus that is the time it spent outside them
+(for DLIO: torch.save's pickling and CRC32 per record, torch.load's new
+tensors; for stoker: starting its threads, and the tracer's stops between
+its calls). Both configs have one writing
+rank, so one thread makes every call and the seconds add up. Each run
+starts after a sync, so neither inherits the other's dirty pages; the
+dirty bytes left before it are printed with the round.
+
+--crc-split times torch.save's own work alone (llama_7b_small's state into
+a writer that discards the bytes, with and without torch's CRC32 per
+record), in DLIO's Python.
+
 DLIO runs from a separate venv (DLIO_VENV, default /tmp/dlio-venv), never
 from this repository. Making it (PyPI's dlio-benchmark 2.0.0 predates the
 llama configs and transformer checkpoints, and its nvidia-dali dependency
@@ -59,6 +76,121 @@ metric: {au: 0.90}
 """
 
 
+# the file system calls strace follows; only those on the checkpoint files count
+TRACED = "openat,close,write,pwrite64,writev,pwritev,pwritev2,read,pread64,readv,preadv,preadv2,fsync,fdatasync"
+WRITES = {"write", "pwrite64", "writev", "pwritev", "pwritev2"}
+READS = {"read", "pread64", "readv", "preadv", "preadv2"}
+# `strace -f -T -y` lines: "PID call(FD<path>, ...) = RET <secs>", or a call
+# cut in two by another thread's: "PID call(FD<path>, ... <unfinished ...>"
+# then "PID <... call resumed>...) = RET <secs>"
+WHOLE = re.compile(r"^(\d+)\s+(\w+)\((\d+)<([^>]*)>.*\)\s+=\s+(-?\d+)(?:\s.*)?\s<([0-9.]+)>$")
+CUT = re.compile(r"^(\d+)\s+(\w+)\((\d+)<([^>]*)>.*<unfinished \.\.\.>$")
+RESUMED = re.compile(r"^(\d+)\s+<\.\.\. (\w+) resumed>.*\)\s+=\s+(-?\d+)(?:\s.*)?\s<([0-9.]+)>$")
+
+
+def traced(cmd, trace):
+    if not trace:
+        return cmd
+    return ["strace", "-f", "-qq", "-T", "-y", "-s", "0", "--seccomp-bpf", "-e", "trace=" + TRACED,
+            "-o", trace] + cmd
+
+
+def io_calls(trace, folder):
+    """Bytes, seconds and calls of the writes, reads and fsyncs on files under folder."""
+    tot = {k: [0, 0.0, 0] for k in ("write", "read", "fsync")}
+    cut = {}
+    pre = folder.rstrip("/") + "/"
+    for line in open(trace, errors="replace"):
+        line = line.rstrip("\n")
+        m = WHOLE.match(line)
+        if m:
+            _, call, _, path, ret, secs = m.groups()
+        else:
+            c = CUT.match(line)
+            if c:
+                cut[c.group(1)] = (c.group(2), c.group(4))
+                continue
+            r = RESUMED.match(line)
+            if not r or r.group(1) not in cut:
+                continue
+            call, path = cut.pop(r.group(1))
+            ret, secs = r.group(3), r.group(4)
+        if not path.startswith(pre):
+            continue
+        k = "write" if call in WRITES else "read" if call in READS else "fsync" if "sync" in call else None
+        if k:
+            t = tot[k]
+            t[0] += max(int(ret), 0) if k != "fsync" else 0
+            t[1] += float(secs)
+            t[2] += 1
+    return tot
+
+
+def storage(r, tot, saves, save_s, loads, load_s):
+    """Adds the storage part to a round's result r: GiB/s inside the write and
+    read calls, and the seconds per checkpoint outside them."""
+    w, rd, fs = tot["write"], tot["read"], tot["fsync"]
+    if saves and w[1] > 0:
+        r["save_calls"] = round(w[0] / w[1] / 2**30, 4)
+        r["save_outside_s"] = round((save_s - w[1] - fs[1]) / saves, 3)
+        r["writes_per_ckpt"] = w[2] // saves
+        r["written_per_ckpt"] = w[0] // saves
+    if fs[2]:
+        r["fsync_s"] = round(fs[1] / saves, 3)
+    if loads and rd[1] > 0:
+        r["load_calls"] = round(rd[0] / rd[1] / 2**30, 4)
+        r["load_outside_s"] = round((load_s - rd[1]) / loads, 3)
+        r["read_per_ckpt"] = rd[0] // loads
+
+
+def dirty():
+    """Dirty and writeback bytes in the page cache, GiB."""
+    kb = 0
+    for line in open("/proc/meminfo"):
+        if line.startswith(("Dirty:", "Writeback:")):
+            kb += int(line.split()[1])
+    return round(kb / 2**20, 2)
+
+
+def layout(d):
+    """The first checkpoint's files: name and size."""
+    if not os.path.isdir(d) or not os.listdir(d):
+        return []
+    first = os.path.join(d, sorted(os.listdir(d))[0])
+    return sorted((f, os.path.getsize(os.path.join(first, f))) for f in os.listdir(first))
+
+
+# --crc-split: torch.save's own work on llama_7b_small's state (DLIO's
+# shapes and types, random), into a writer that discards the bytes, with
+# and without torch's CRC32 per record; run by DLIO's Python
+CRC_SPLIT = r"""
+import io, statistics, sys, time, torch, torch.serialization as ser
+h, ffn, v, L = 1024, 2752, 32000, 4
+layer = [h, h * 3 * h, h * h, h, 2 * h * ffn, h * ffn]
+params = 2 * v * h + sum(layer) * L + h
+st = {"0": {"0": torch.rand(h * v, dtype=torch.float16)}}
+for i in range(1, L + 1):
+    st[str(i)] = {str(j): torch.rand(n, dtype=torch.float16) for j, n in enumerate(layer)}
+st[str(L + 1)] = {"0": torch.rand(h * v, dtype=torch.float16)}
+st[str(L + 2)] = {"0": torch.rand(h, dtype=torch.float16)}
+opt = {str(i): torch.rand(n, dtype=torch.float32) for i, n in enumerate([params, 5 * h] * 3)}
+class Null(io.RawIOBase):
+    def writable(self): return True
+    def write(self, b): return memoryview(b).nbytes
+size = sum(t.nbytes for d in st.values() for t in d.values()) + sum(t.nbytes for t in opt.values())
+res = {True: [], False: []}
+for r in range(int(sys.argv[1])):
+    for crc in (True, False):
+        ser.set_crc32_options(crc)
+        t0 = time.perf_counter(); torch.save(st, Null()); torch.save(opt, Null())
+        res[crc].append(time.perf_counter() - t0)
+for crc in (True, False):
+    print("  torch.save of %d B, no I/O, CRC32 %-5s: %.3f s per checkpoint (median of %d: %s)" % (
+        size, "on" if crc else "off", statistics.median(res[crc]), len(res[crc]),
+        ", ".join("%.3f" % x for x in res[crc])))
+"""
+
+
 def sh(cmd, log, cwd):
     with open(log, "w") as f:
         rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd)
@@ -95,12 +227,14 @@ def resident(d):
     return round(res / size, 3) if size else None
 
 
-def dlio_run(venv, work, name, rnd):
+def dlio_run(venv, work, name, rnd, trace):
     shutil.rmtree(os.path.join(work, "ck"), ignore_errors=True)
-    avail = mem_available()
+    os.sync()
+    avail, dirt = mem_available(), dirty()
     out = os.path.join(work, "dlio-out-%s-%d" % (name, rnd))
-    log = sh([os.path.join(venv, "bin", "dlio_benchmark"), "--config-dir", os.path.join(work, "cfg"),
-              "workload=" + name, "++hydra.run.dir=" + out, "++workload.output.folder=" + out],
+    tr = out + ".strace" if trace else None
+    log = sh(traced([os.path.join(venv, "bin", "dlio_benchmark"), "--config-dir", os.path.join(work, "cfg"),
+                     "workload=" + name, "++hydra.run.dir=" + out, "++workload.output.folder=" + out], tr),
              out + ".log", work)
     def m(k):  # the averaged metric (checkpoint-only runs), else the median of each save's line
         x = re.search(r"Checkpoint %s I/O Throughput \(GB/second\): ([0-9.]+)" % k, log)
@@ -111,19 +245,25 @@ def dlio_run(venv, work, name, rnd):
         return statistics.median(float(v) for v in each) if each else None
     first = sorted(os.listdir(os.path.join(work, "ck")))[0]
     r = {"bytes": dir_bytes(os.path.join(work, "ck", first)), "save": m("save"),
-         "mem_avail_gib": round(avail / 2**30, 1) if avail else None,
-         "cached_after": resident(os.path.join(work, "ck"))}
+         "mem_avail_gib": round(avail / 2**30, 1) if avail else None, "dirty_before_gib": dirt,
+         "cached_after": resident(os.path.join(work, "ck")), "files": layout(os.path.join(work, "ck"))}
     if m("load") is not None:
         r["load"] = m("load")
     au = re.search(r"Training Accelerator Utilization \[AU\] \(%\): ([0-9.]+)", log)
     if au:
         r["au"] = float(au.group(1)) / 100
+    if tr:  # DLIO's own time per save and load: its "Finished saving/loading" lines
+        saves = [float(v) for v in re.findall(r"Finished saving checkpoint .* in ([0-9.]+) s;", log)]
+        loads = [float(v) for v in re.findall(r"Finished loading checkpoint .* in ([0-9.]+) s;", log)]
+        storage(r, io_calls(tr, os.path.join(work, "ck")), len(saves), sum(saves), len(loads), sum(loads))
+        os.unlink(tr)
     return r
 
 
-def stoker_run(work, name, rnd):
+def stoker_run(work, name, rnd, trace):
     shutil.rmtree(os.path.join(work, "ck"), ignore_errors=True)
-    avail = mem_available()
+    os.sync()
+    avail, dirt = mem_available(), dirty()
     js = os.path.join(work, "stoker-%s-%d.json" % (name, rnd))
     cfg = os.path.join(work, "cfg", "workload", name + ".yaml")
     data = []  # stoker reads DLIO's generated files (its train/ folder)
@@ -131,17 +271,22 @@ def stoker_run(work, name, rnd):
         data = ["--data", os.path.join(work, "unet3d_data", "train")]
     # --keep-checkpoints: its files stay until the next run, as DLIO's do,
     # so that their page-cache residency can be read after the run
-    sh([os.path.join(ROOT, "build", "stoker"), "bench", "--config", cfg, "-q", "--json", js,
-        "--keep-checkpoints"] + data, js + ".log", work)
+    tr = js + ".strace" if trace else None
+    sh(traced([os.path.join(ROOT, "build", "stoker"), "bench", "--config", cfg, "-q", "--json", js,
+               "--keep-checkpoints"] + data, tr), js + ".log", work)
     rep = json.load(open(js))
     c = rep["checkpoints"]
     r = {"bytes": c["bytes"], "save": c["save_gib_s"], "fsync": c["fsync"],
          "direct": c["direct"], "mem_avail_gib": round(avail / 2**30, 1) if avail else None,
-         "cached_after": resident(os.path.join(work, "ck"))}
+         "dirty_before_gib": dirt, "cached_after": resident(os.path.join(work, "ck")),
+         "files": layout(os.path.join(work, "ck"))}
     if not c["only"]:
         r["au"] = rep["au"]
     if c["loads"]:
         r["load"] = c["load_gib_s"]
+    if tr:
+        storage(r, io_calls(tr, os.path.join(work, "ck")), c["saves"], c["save_s"], c["loads"], c["load_s"])
+        os.unlink(tr)
     return r
 
 
@@ -150,6 +295,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", default="/tmp/stoker-k5", help="scratch folder (checkpoints, configs)")
     ap.add_argument("--only", choices=["llama_7b_small", "unet3d_small"])
+    ap.add_argument("--crc-split", action="store_true",
+                    help="only time torch.save's own work on llama_7b_small's state, with and without CRC32")
+    ap.add_argument("--no-strace", action="store_true",
+                    help="run both tools untraced (their own figures only, no storage part)")
     a = ap.parse_args()
     venv = os.environ.get("DLIO_VENV", "/tmp/dlio-venv")
     if not os.path.exists(os.path.join(venv, "bin", "dlio_benchmark")):
@@ -158,8 +307,17 @@ def main():
         print("K5 not measured: no DLIO in %s (set DLIO_VENV; docs/bench.md, \"K5\", says how to "
               "make it)" % venv)
         return 0
+    if a.crc_split:
+        print("load average before: %s" % open("/proc/loadavg").read().split()[:3])
+        sys.stdout.flush()
+        subprocess.check_call([os.path.join(venv, "bin", "python"), "-c", CRC_SPLIT, str(a.rounds)])
+        print("load average after: %s" % open("/proc/loadavg").read().split()[:3])
+        return 0
     if not os.path.exists(os.path.join(ROOT, "build", "stoker")):
         sys.exit("build/stoker is missing: run make first")
+    trace = not a.no_strace
+    if trace and not shutil.which("strace"):
+        sys.exit("strace is missing (scripts/install-deps bench installs it), or give --no-strace")
     work = a.work
     os.makedirs(os.path.join(work, "cfg", "workload"), exist_ok=True)
     src = open(os.path.join(SHARED, "llama_7b.yaml")).read()
@@ -174,22 +332,34 @@ def main():
             "workload=unet3d_small", "++workload.workflow.generate_data=True",
             "++workload.workflow.train=False", "++hydra.run.dir=" + os.path.join(work, "gen")],
            os.path.join(work, "gen.log"), work)
-    print("load average before: %s" % open("/proc/loadavg").read().split()[:3])
+    print("load average before: %s; strace %s" % (open("/proc/loadavg").read().split()[:3],
+                                                 "on (both tools)" if trace else "off"))
+    rows = [("bytes", "B per checkpoint"), ("written_per_ckpt", "B written per checkpoint"),
+            ("save", "save GiB/s, as reported"), ("save_calls", "save GiB/s in write calls"),
+            ("save_outside_s", "save s/ckpt outside them"), ("fsync_s", "fsync s per checkpoint"),
+            ("writes_per_ckpt", "write calls per checkpoint"), ("load", "load GiB/s, as reported"),
+            ("load_calls", "load GiB/s in read calls"), ("load_outside_s", "load s/ckpt outside them"),
+            ("au", "AU (checkpoints in it?)")]
     for name in names:
         res = {"dlio": [], "stoker": []}
         for rnd in range(a.rounds):
-            res["dlio"].append(dlio_run(venv, work, name, rnd))
-            res["stoker"].append(stoker_run(work, name, rnd))
+            res["dlio"].append(dlio_run(venv, work, name, rnd, trace))
+            res["stoker"].append(stoker_run(work, name, rnd, trace))
+            if rnd == 0:  # the layout is the same every round
+                for tool in ("dlio", "stoker"):
+                    print("  %s files of one checkpoint, %s: %s" % (name, tool, res[tool][0]["files"]))
+            for tool in ("dlio", "stoker"):
+                res[tool][-1].pop("files")
             print("  %s round %d: dlio %s | stoker %s | load %s" % (
                 name, rnd + 1, res["dlio"][-1], res["stoker"][-1], open("/proc/loadavg").read().split()[:3]))
             sys.stdout.flush()
-        print("%s (medians of %d alternated rounds):" % (name, a.rounds))
-        for k in ("bytes", "save", "load", "au"):
+        print("%s (medians of %d alternated rounds; strace %s):" % (name, a.rounds, "on" if trace else "off"))
+        for k, unit in rows:
             if all(k in r for r in res["dlio"] + res["stoker"]):
                 d = statistics.median(r[k] for r in res["dlio"])
                 s = statistics.median(r[k] for r in res["stoker"])
-                unit = {"bytes": "B per checkpoint", "au": "AU (checkpoints in it?)"}.get(k, "GiB/s " + k)
-                print("  %-28s dlio %-16.4g stoker %-16.4g stoker/dlio %.3f" % (unit, d, s, s / d))
+                print("  %-28s dlio %-14.4g stoker %-14.4g stoker/dlio %s" % (
+                    unit, d, s, "%.3f" % (s / d) if d else "-"))
     shutil.rmtree(os.path.join(work, "ck"), ignore_errors=True)
     print("load average after: %s" % open("/proc/loadavg").read().split()[:3])
 
