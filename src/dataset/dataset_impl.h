@@ -14,6 +14,18 @@
 #include "../cache/cache_impl.h"
 #include "../format/format_impl.h"
 
+/* The layer's own record of shard i, beside the format's (shards[i]):
+ * where its samples are numbered and whether its index is still to be
+ * built. Nothing outside this layer sees or writes these. */
+struct stk__shard_row {
+  uint64_t first;      /* global number of the first sample (once counted) */
+  /* Shards opened lazily (remote datasets, shard lists): the index is built
+   * when the shard is first opened (pending), and count may come from a
+   * manifest or a dataset index first (count_known, checked then). */
+  uint8_t pending;     /* read with __atomic_load_n */
+  uint8_t count_known;
+};
+
 /* A dataset: its format, its shard table, and where shards come from.
  * Everything here is this layer's: formats reach the table through the
  * stk__ds_* calls of format_impl.h (table.c), and the loader through the
@@ -21,7 +33,8 @@
 struct stk_dataset {
   const struct stk_format_ops *fmt;
   char *root;
-  struct stk_shard *shards;
+  struct stk_shard *shards; /* what the format sees of each shard */
+  struct stk__shard_row *rows; /* this layer's own, nshards entries beside shards */
   size_t nshards;
   /* Samples in the shards counted so far: shards [0, counted) have their
    * count and first sample number. Opened from a manifest, an index or
@@ -117,7 +130,8 @@ int stk__shard_indexed(const struct stk_dataset *ds, size_t si);
 int stk__sample_range(const struct stk_dataset *ds, size_t si, uint64_t n, uint64_t *off,
                       uint64_t *len);
 /* The format's parse of one sample of shard si (exactly its range's bytes
- * in buf; off is the range's offset, for messages): fields into out. */
+ * in buf; off is the range's offset, for messages): fields into out, whose
+ * index the caller sets to the sample's global number first. */
 int stk__sample_parse(const struct stk_dataset *ds, size_t si, const uint8_t *buf, uint64_t len,
                       uint64_t off, int verify, struct stk_sample *out, char *err);
 /* The format's copy that checks a sample's checksums in the copy's own

@@ -11,19 +11,21 @@
 #include "dataset_impl.h"
 
 /* Build the index of a pending shard from its open descriptor, once. */
-static int index_pending(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+static int index_pending(struct stk_dataset *ds, size_t si, int fd, char *err) {
+  struct stk_shard *sh = &ds->shards[si];
+  struct stk__shard_row *r = &ds->rows[si];
   int rc = 0;
   pthread_mutex_lock(&ds->ix_mu);
-  if (sh->pending) {
+  if (r->pending) {
     uint64_t want = sh->count;
-    int known = sh->count_known;
+    int known = r->count_known;
     rc = ds->fmt->index ? ds->fmt->index(ds, sh, fd, err) : 0;
     if (!rc && known && sh->count != want) {
       rc = stk__errf(err, STK_EFORMAT, "%s: %llu samples, but the manifest says %llu", sh->path,
                      (unsigned long long)sh->count, (unsigned long long)want);
       sh->count = want;
     }
-    if (!rc) __atomic_store_n(&sh->pending, 0, __ATOMIC_RELEASE);
+    if (!rc) __atomic_store_n(&r->pending, 0, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&ds->ix_mu);
   return rc;
@@ -47,8 +49,8 @@ int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, 
   } else if ((rc = stk__cache_acquire(ds->cache, si, fd, cancel, err)) != 0) {
     return rc;
   }
-  if (!__atomic_load_n(&sh->pending, __ATOMIC_ACQUIRE)) return 0;
-  rc = index_pending(ds, sh, *fd, err);
+  if (!__atomic_load_n(&ds->rows[si].pending, __ATOMIC_ACQUIRE)) return 0;
+  rc = index_pending(ds, si, *fd, err);
   if (rc) stk__shard_close(ds, si, *fd);
   return rc;
 }
@@ -64,7 +66,7 @@ uint64_t stk__shard_size(struct stk_dataset *ds, size_t si) {
 }
 
 int stk__shard_pending(const struct stk_dataset *ds, size_t si) {
-  return __atomic_load_n(&ds->shards[si].pending, __ATOMIC_ACQUIRE) != 0;
+  return __atomic_load_n(&ds->rows[si].pending, __ATOMIC_ACQUIRE) != 0;
 }
 
 int stk__dataset_staged(const struct stk_dataset *ds) { return ds->cache != NULL; }

@@ -24,18 +24,14 @@ struct stk_index_entry {
 };
 
 /* One shard as a format knows it; the dataset layer keeps one per shard
- * in its table and hands it to the hooks. */
+ * in its table and hands it to the hooks. Where its samples are numbered
+ * and whether its index is built yet are the dataset layer's own
+ * (src/dataset/dataset_impl.h); a hook is told what it needs of them. */
 struct stk_shard {
   char *path;                  /* owned by the dataset */
-  uint64_t first;              /* global number of the first sample */
   uint64_t count;              /* samples */
   int32_t label;               /* class label for every sample, or -1 */
   struct stk_index_entry *idx; /* count entries, owned; NULL for plain files */
-  /* Shards opened lazily (remote datasets, shard lists): the dataset layer
-   * builds the index when the shard is first opened (pending), and count
-   * may come from a manifest first. */
-  uint8_t pending;             /* read with __atomic_load_n */
-  uint8_t count_known;
   uint64_t file_bytes;         /* the file's size as a dataset index records it
                                   (MDS index.json), else UINT64_MAX */
 };
@@ -56,6 +52,9 @@ void *stk__ds_state(const struct stk_dataset *ds);
  * two threads building it lazily agree); returns the state it now holds:
  * st, or the one another thread set first (the caller frees its own). */
 void *stk__ds_state_set(struct stk_dataset *ds, void *st);
+/* Whether sh's sample index is built (a shard opened lazily is indexed on
+ * first open, perhaps by another thread): its idx and count may be read. */
+int stk__ds_shard_ready(const struct stk_dataset *ds, const struct stk_shard *sh);
 /* Append a shard to the table (path copied) for list hooks; STK_ENOMEM. */
 int stk__dataset_add_shard(struct stk_dataset *ds, const char *path, int32_t label);
 
@@ -111,12 +110,16 @@ struct stk_format_ops {
                     void *side, uint64_t side_len, char *err);
 
   /* Split the bytes of one sample (exactly its index range, read by the
-   * caller into buf) into out->fields, pointing into buf. verify != 0
-   * checks stored checksums. `off` is the range's offset in the shard, for
-   * error messages. Must not read outside [buf, buf+len). Sets label, key,
-   * nfields and fields of out; out->index is the caller's (left as is). */
-  int (*parse)(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-               uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err);
+   * caller into buf) into out->fields, pointing into buf. k is the
+   * sample's position in its shard (a file of several samples picks its
+   * one by it; past count when the caller's number is not the shard's).
+   * verify != 0 checks stored checksums. `off` is the range's offset in the
+   * shard, for error messages. Must not read outside [buf, buf+len). Sets
+   * label, key, nfields and fields of out; out->index is the caller's (left
+   * as is). */
+  int (*parse)(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+               const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+               struct stk_sample *out, char *err);
 
   /* Copy one sample's bytes (exactly its index range, len bytes at src) to
    * dst, checking its stored checksums in the same pass. Returns 1 when

@@ -598,8 +598,10 @@ static const char *typed(const struct mds_col *c, const uint8_t *p, uint64_t n,
   return NULL;
 }
 
-static int mds_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int mds_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                     const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                     struct stk_sample *out, char *err) {
+  (void)k;
   (void)verify;
   stk__sample_reset(out, sh);
   const struct mds_shard *m = shard_cols(ds, sh);
@@ -631,7 +633,7 @@ static int mds_parse(const struct stk_dataset *ds, const struct stk_shard *sh, c
                        m->cols[i].name, bad);
     if (i == m->label_col && m->label_kind == 1) {
       uint64_t v = 0;
-      for (uint64_t k = 0; k < size[i]; k++) v |= (uint64_t)buf[pos + k] << (8 * k);
+      for (uint64_t b = 0; b < size[i]; b++) v |= (uint64_t)buf[pos + b] << (8 * b);
       if (v <= INT32_MAX) out->label = (int32_t)v;
     } else if (i == m->label_col) {
       int32_t l = stk__parse_label(buf + pos, size[i]);

@@ -426,8 +426,9 @@ static int mg_index_side(struct stk_dataset *ds, struct stk_shard *sh, uint64_t 
   return rc;
 }
 
-static int mg_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                    uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int mg_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                    const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                    struct stk_sample *out, char *err) {
   (void)verify;
   stk__sample_reset(out, sh);
   const struct stk__megatron_shard *m = stk__megatron_shard(ds, stk__ds_shard_no(ds, sh));
@@ -437,7 +438,7 @@ static int mg_parse(const struct stk_dataset *ds, const struct stk_shard *sh, co
                      sh->path, (unsigned long long)off, (unsigned long long)len,
                      m ? m->dtype->name : "");
   char key[32];
-  int kl = snprintf(key, sizeof key, "%09llu", (unsigned long long)(out->index - sh->first));
+  int kl = snprintf(key, sizeof key, "%09llu", (unsigned long long)k);
   stk__sample_key(out, key, (size_t)kl);
   stk__sample_add(out, "tokens", 6, buf, len);
   struct stk_field *f = &out->fields[0];

@@ -271,8 +271,10 @@ static void key_from_path(struct stk_sample *out, const char *path, const char *
   stk__sample_key(out, b, n);
 }
 
-static int npy_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int npy_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                     const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                     struct stk_sample *out, char *err) {
+  (void)k;
   (void)ds;
   (void)verify;
   stk__sample_reset(out, sh);

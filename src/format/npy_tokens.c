@@ -155,8 +155,10 @@ static int nt_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *
   return 0;
 }
 
-static int nt_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                    uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int nt_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                    const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                    struct stk_sample *out, char *err) {
+  (void)k;
   (void)verify;
   stk__sample_reset(out, sh);
   const struct nt_state *st = stk__ds_state(ds);
@@ -191,7 +193,7 @@ static int nt_property(const struct stk_dataset *ds, int i, const char **name, c
   uint64_t tok = 0, docs = 0;
   for (size_t k = 0; k < stk__ds_nshards(ds) && i >= 2; k++) {
     const struct stk_shard *sh = stk__ds_shard(ds, k);
-    if (__atomic_load_n(&sh->pending, __ATOMIC_ACQUIRE) || !sh->idx) continue;
+    if (!stk__ds_shard_ready(ds, sh) || !sh->idx) continue;
     tok += sh->idx[0].len / stk_elem_type_size(t);
     docs++;
   }

@@ -478,10 +478,10 @@ static const char *dlio_sample(const struct stk_shard *sh, const uint8_t *buf, u
   return NULL;
 }
 
-static int npz_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int npz_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                     const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                     struct stk_sample *out, char *err) {
   (void)ds;
-  uint64_t index = out->index;
   stk__sample_reset(out, sh);
   const char *b = strrchr(sh->path, '/') ? strrchr(sh->path, '/') + 1 : sh->path;
   size_t bl = strlen(b);
@@ -494,13 +494,14 @@ static int npz_parse(const struct stk_dataset *ds, const struct stk_shard *sh, c
   if (d.count == 0 || d.count > STK_MAX_FIELDS)
     return npz_err(sh->path, off, STK_EFORMAT, "bad member count", err);
   if (sh->count > 1) {
-    if (index < sh->first || index - sh->first >= sh->count)
+    if (k >= sh->count)
       return npz_err(sh->path, off, STK_EINVAL, "sample number outside the file", err);
-    uint64_t i = index - sh->first, at = 0;
-    char k[sizeof out->key];
+    uint64_t i = k, at = 0;
+    char key[sizeof out->key];
     size_t kl = bl > 4 && !strcmp(b + bl - 4, ".npz") ? bl - 4 : bl;
-    snprintf(k, sizeof k, "%.*s/%llu", (int)STK__MIN(kl, sizeof k - 24), b, (unsigned long long)i);
-    stk__sample_key(out, k, strlen(k));
+    snprintf(key, sizeof key, "%.*s/%llu", (int)STK__MIN(kl, sizeof key - 24), b,
+             (unsigned long long)i);
+    stk__sample_key(out, key, strlen(key));
     int rc;
     char msg[160];
     if ((why = dlio_sample(sh, buf, len, &d, i, verify, out, &rc, &at, msg, sizeof msg)) != NULL)

@@ -325,8 +325,10 @@ static int tfr_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char 
   return scan(sh, fd, size, err);
 }
 
-static int tfr_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int tfr_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                     const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                     struct stk_sample *out, char *err) {
+  (void)k;
   (void)ds;
   stk__sample_reset(out, sh);
   if (len < TFR_OVERHEAD)
