@@ -25,7 +25,7 @@ static int index_one(struct stk_dataset *ds, size_t si, char *err) {
   if (!ds->fmt->index || ds->rows[si].pending) return 0;
   int fd = open(sh->path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return open_err(sh->path, errno, err);
-  int rc = ds->fmt->index(ds, sh, fd, err);
+  int rc = stk__shard_index(ds, si, fd, err);
   close(fd);
   return rc;
 }

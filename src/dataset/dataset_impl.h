@@ -78,6 +78,9 @@ struct stk_dataset {
  * Errors set err (file and cause). */
 int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, const int *cancel,
                     char *err);
+/* The format's index hook for shard si, given the bytes of the shard open
+ * at fd (a reader over them: the hook never sees the descriptor). */
+int stk__shard_index(struct stk_dataset *ds, size_t si, int fd, char *err);
 /* Whether shard si is read in ranges (stk__shard_read) rather than
  * opened: a remote Megatron .bin, fetched and kept in chunks. */
 int stk__shard_chunked(const struct stk_dataset *ds, size_t si);

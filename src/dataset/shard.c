@@ -10,6 +10,22 @@
 
 #include "dataset_impl.h"
 
+/* The format's index hook over the shard's bytes: a reader over fd (the
+ * file in place, or the cache's staged copy), so the hook never sees the
+ * descriptor. */
+static int fd_read(const struct stk__bytes *b, void *buf, size_t len, uint64_t off) {
+  return stk__pread_full(*(const int *)b->ctx, buf, len, off);
+}
+
+int stk__shard_index(struct stk_dataset *ds, size_t si, int fd, char *err) {
+  struct stk_shard *sh = &ds->shards[si];
+  uint64_t size;
+  int rc = stk__fd_size(fd, &size);
+  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  struct stk__bytes b = {.size = size, .read = fd_read, .ctx = &fd};
+  return ds->fmt->index(ds, sh, &b, err);
+}
+
 /* Build the index of a pending shard from its open descriptor, once. */
 static int index_pending(struct stk_dataset *ds, size_t si, int fd, char *err) {
   struct stk_shard *sh = &ds->shards[si];
@@ -19,7 +35,7 @@ static int index_pending(struct stk_dataset *ds, size_t si, int fd, char *err) {
   if (r->pending) {
     uint64_t want = sh->count;
     int known = r->count_known;
-    rc = ds->fmt->index ? ds->fmt->index(ds, sh, fd, err) : 0;
+    rc = ds->fmt->index ? stk__shard_index(ds, si, fd, err) : 0;
     if (!rc && known && sh->count != want) {
       rc = stk__errf(err, STK_EFORMAT, "%s: %llu samples, but the manifest says %llu", sh->path,
                      (unsigned long long)sh->count, (unsigned long long)want);

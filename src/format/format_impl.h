@@ -36,6 +36,25 @@ struct stk_shard {
                                   (MDS index.json), else UINT64_MAX */
 };
 
+/* A shard's bytes as an index hook reads them: their size and a read of
+ * any range. The dataset layer makes one over the shard it opened (a local
+ * file, or the copy the cache staged: stk__shard_bytes in
+ * src/dataset/shard.c); stk__bytes_mem makes one over bytes in memory. A
+ * hook never learns which, and no format touches a shard's descriptor. */
+struct stk__bytes {
+  uint64_t size;
+  /* Exactly len bytes at off into buf: 0, STK_ETRUNC when the bytes end
+   * first, or the read's error code. */
+  int (*read)(const struct stk__bytes *b, void *buf, size_t len, uint64_t off);
+  const void *ctx; /* the reader's own */
+};
+static inline int stk__bytes_read(const struct stk__bytes *b, void *buf, size_t len,
+                                  uint64_t off) {
+  return b->read(b, buf, len, off);
+}
+/* A reader over n bytes at p (which must outlive it). */
+void stk__bytes_mem(struct stk__bytes *b, const void *p, uint64_t n);
+
 /* What a format sees of a dataset (opaque here): its shards in order, its
  * root (a folder, a file or a URL), the buffer its messages go to, and one
  * slot for the format's own state (MDS's column layout, Megatron's mapped
@@ -96,11 +115,13 @@ struct stk_format_ops {
    * messages. */
   int (*list_index)(struct stk_dataset *ds, const char *dir, const char *text, size_t len);
 
-  /* Fill sh->idx and sh->count from the shard open at fd. Must validate
-   * framing enough that every range it records lies inside the file, and
-   * never allocate more than the file's size justifies. err gets a
-   * sentence naming the file and offset on failure. */
-  int (*index)(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err);
+  /* Fill sh->idx and sh->count from the shard's bytes (b: their size and
+   * reads of them). Must validate framing enough that every range it
+   * records lies inside the file, and never allocate more than the file's
+   * size justifies. err gets a sentence naming the file and offset on
+   * failure. */
+  int (*index)(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *b,
+               char *err);
   /* A paired format's index from its companion's bytes rather than by
    * path (a remote dataset: the companion fetched whole, the shard read
    * in ranges and never staged): side is mmap'ed (side_len bytes) and
@@ -260,19 +281,19 @@ int stk__writer_wants_crc(const struct stk_writer *w);
 int stk__wr_track(struct stk_writer *w, const char *path);
 int stk__wr_track_dir(struct stk_writer *w, const char *path);
 
-/* A small read window over a shard for index hooks that walk headers: it
- * serves [off, off+len) from one buffered pread of up to `cap` bytes, so
- * many small records cost one system call, and large ones are skipped
+/* A small read window over a shard's bytes for index hooks that walk
+ * headers: it serves [off, off+len) from one buffered read of up to `cap`
+ * bytes, so many small records cost one read, and large ones are skipped
  * without reading their data. */
 struct stk__win {
-  int fd;
-  uint64_t size; /* file size */
+  const struct stk__bytes *src;
+  uint64_t size; /* the shard's size */
   uint8_t *buf;
   size_t cap;
-  uint64_t off; /* file offset of buf[0] */
+  uint64_t off; /* shard offset of buf[0] */
   size_t len;   /* valid bytes in buf */
 };
-int stk__win_init(struct stk__win *w, int fd, uint64_t size, size_t cap);
+int stk__win_init(struct stk__win *w, const struct stk__bytes *src, size_t cap);
 /* Point *p at len (<= cap) bytes at off. STK_ETRUNC if the file ends first. */
 int stk__win_get(struct stk__win *w, uint64_t off, size_t len, const uint8_t **p);
 void stk__win_free(struct stk__win *w);

@@ -458,17 +458,17 @@ static struct mds_shard *shard_cols(const struct stk_dataset *ds, const struct s
   return &((struct mds_state *)stk__ds_state(ds))->sh[stk__ds_shard_no(ds, sh)];
 }
 
-static int mds_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+static int mds_index(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *sb,
+                     char *err) {
   struct mds_shard *m = shard_cols(ds, sh);
-  uint64_t size;
+  uint64_t size = sb->size;
   uint8_t h[4];
-  int rc = stk__fd_size(fd, &size);
-  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  int rc;
   if (m->bytes != UINT64_MAX && m->bytes != size)
     return stk__errf(err, size < m->bytes ? STK_ETRUNC : STK_EFORMAT,
                      "%s: %llu bytes but index.json says %llu", sh->path,
                      (unsigned long long)size, (unsigned long long)m->bytes);
-  if ((rc = stk__pread_full(fd, h, 4, 0)) != 0)
+  if ((rc = stk__bytes_read(sb, h, 4, 0)) != 0)
     return stk__errf(err, rc, "%s: offset 0: cannot read the sample count", sh->path);
   uint64_t n = stk__ld32(h), hdr = 4 + 4 * (n + 1);
   if (n != m->samples)
@@ -479,7 +479,7 @@ static int mds_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char 
   uint8_t *t = malloc((size_t)hdr - 4);
   struct stk_index_entry *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
   if (!t || !idx) rc = stk__errf(err, STK_ENOMEM, "out of memory");
-  else if ((rc = stk__pread_full(fd, t, (size_t)hdr - 4, 4)) != 0)
+  else if ((rc = stk__bytes_read(sb, t, (size_t)hdr - 4, 4)) != 0)
     stk__errf(err, rc, "%s: offset 4: cannot read the offset table", sh->path);
   for (uint64_t i = 0; !rc && i < n; i++) {
     uint64_t a = stk__ld32(t + 4 * i), b = stk__ld32(t + 4 * i + 4);

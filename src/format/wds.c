@@ -212,15 +212,15 @@ struct open_sample {
   int members;
 };
 
-static int wds_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+static int wds_index(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *sb,
+                     char *err) {
   (void)ds;
-  uint64_t size;
-  int rc = stk__fd_size(fd, &size);
-  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  uint64_t size = sb->size;
+  int rc;
   struct stk__win win;
   struct member *m = malloc(sizeof *m);
   struct open_sample *cur = malloc(sizeof *cur);
-  if (!m || !cur || stk__win_init(&win, fd, size, WDS_WINDOW)) {
+  if (!m || !cur || stk__win_init(&win, sb, WDS_WINDOW)) {
     free(m);
     free(cur);
     return stk__errf(err, STK_ENOMEM, "out of memory");
