@@ -3,8 +3,8 @@
  * declares, and the narrow calls through which it reaches the dataset.
  * The dataset itself (struct stk_dataset) and its shard table belong to
  * the dataset layer (src/dataset/dataset_impl.h), which opens shards,
- * locally or through the cache, and hands the hooks a shard with a
- * descriptor or bytes. See docs/internals/layers.md. */
+ * locally or through the cache, and hands the hooks a shard and its bytes,
+ * never a descriptor. See docs/internals/layers.md. */
 #ifndef STOKER_FORMAT_IMPL_H
 #define STOKER_FORMAT_IMPL_H
 
@@ -13,6 +13,7 @@
 #include <sys/uio.h>
 
 #include "../base/base.h"
+#include "megatron.h"
 #include "stoker/format.h"
 
 /* Byte range of one sample inside its shard. For plain files the range is
@@ -180,30 +181,6 @@ extern const struct stk_format_ops stk__fmt_files;
 extern const struct stk_format_ops stk__fmt_megatron;
 extern const struct stk_format_ops stk__fmt_npy_tokens; /* after npy: by name only */
 
-/* Megatron's indexed dataset (megatron.c), for the token samplers built on
- * it. A dtype of Megatron's DType enum: its code in the .idx, item size,
- * whether it is signed or floating point, and NumPy's name for it. */
-struct stk__megatron_dtype {
-  uint8_t code, size, is_signed, is_float;
-  const char *name;
-};
-const struct stk__megatron_dtype *stk__megatron_dtype_by_code(unsigned code);
-const struct stk__megatron_dtype *stk__megatron_dtype_by_name(const char *name);
-/* One pair's checked .idx, mapped for the dataset's lifetime: the arrays
- * point into the mapping, little-endian and possibly unaligned (read them
- * with stk__ld32/stk__ld64): lengths (int32, tokens) and pointers (int64,
- * bytes into the .bin) of `sequences` sequences, and documents + 1
- * document indices (int64; sequence numbers, first 0, last `sequences`). */
-struct stk__megatron_shard {
-  const struct stk__megatron_dtype *dtype;
-  uint64_t sequences, documents, tokens;
-  const uint8_t *lengths, *pointers, *doc_index;
-  const uint8_t *map; /* owned by the dataset */
-  size_t map_len;
-};
-/* Shard si's index (after it was indexed), or NULL when the dataset is not
- * a Megatron one or the shard is not indexed yet. */
-const struct stk__megatron_shard *stk__megatron_shard(const struct stk_dataset *ds, size_t si);
 /* Set the token dtype ("uint16", "int32", ...) a megatron writer writes;
  * before its first sample. The default is uint8 (each byte a token).
  * STK_EINVAL for an unknown name. */
