@@ -44,7 +44,8 @@ TEST(dataset_layers_include_rule) {
   CHECK_CONTAINS(out, "src/cache/y.c:1: src/cache may not include src/format");
   CHECK_CONTAINS(out, "src/loader/z.c:1: src/loader may not include src/cache");
   CHECK_CONTAINS(out, "src/loader/f.c:1: src/loader may not include src/format");
-  CHECK_CONTAINS(out, "src/loader/g.c:1: only src/dataset/dataset.h is the dataset layer's interface");
+  CHECK_CONTAINS(out,
+                 "src/loader/g.c:1: only src/dataset/dataset.h is the dataset layer's interface");
   CHECK_CONTAINS(out, "cli/c.c:1: cli/ uses the public headers only");
   CHECK_CONTAINS(out, "src/dataset/d.c:1: only src/cache/cache_impl.h is the cache's interface");
   free(out);

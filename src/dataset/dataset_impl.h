@@ -19,11 +19,11 @@
  * where its samples are numbered and whether its index is still to be
  * built. Nothing outside this layer sees or writes these. */
 struct stk__shard_row {
-  uint64_t first;      /* global number of the first sample (once counted) */
+  uint64_t first; /* global number of the first sample (once counted) */
   /* Shards opened lazily (remote datasets, shard lists): the index is built
    * when the shard is first opened (pending), and count may come from a
    * manifest or a dataset index first (count_known, checked then). */
-  uint8_t pending;     /* read with __atomic_load_n */
+  uint8_t pending; /* read with __atomic_load_n */
   uint8_t count_known;
 };
 
@@ -34,7 +34,7 @@ struct stk__shard_row {
 struct stk_dataset {
   const struct stk_format_ops *fmt;
   char *root;
-  struct stk_shard *shards; /* what the format sees of each shard */
+  struct stk_shard *shards;    /* what the format sees of each shard */
   struct stk__shard_row *rows; /* this layer's own, nshards entries beside shards */
   size_t nshards;
   /* Samples in the shards counted so far: shards [0, counted) have their

@@ -109,8 +109,8 @@ int stk__sample_range(const struct stk_dataset *ds, size_t si, uint64_t n, uint6
 
 int stk__sample_parse(const struct stk_dataset *ds, size_t si, const uint8_t *buf, uint64_t len,
                       uint64_t off, int verify, struct stk_sample *out, char *err) {
-  return ds->fmt->parse(ds, &ds->shards[si], out->index - ds->rows[si].first, buf, len, off,
-                        verify, out, err);
+  return ds->fmt->parse(ds, &ds->shards[si], out->index - ds->rows[si].first, buf, len, off, verify,
+                        out, err);
 }
 
 stk__copy_check_fn stk__sample_copy_check(const struct stk_dataset *ds) {

@@ -49,8 +49,7 @@ struct stk__bytes {
   int (*read)(const struct stk__bytes *b, void *buf, size_t len, uint64_t off);
   const void *ctx; /* the reader's own */
 };
-static inline int stk__bytes_read(const struct stk__bytes *b, void *buf, size_t len,
-                                  uint64_t off) {
+static inline int stk__bytes_read(const struct stk__bytes *b, void *buf, size_t len, uint64_t off) {
   return b->read(b, buf, len, off);
 }
 /* A reader over n bytes at p (which must outlive it). */
@@ -121,8 +120,7 @@ struct stk_format_ops {
    * records lies inside the file, and never allocate more than the file's
    * size justifies. err gets a sentence naming the file and offset on
    * failure. */
-  int (*index)(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *b,
-               char *err);
+  int (*index)(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *b, char *err);
   /* A paired format's index from its companion's bytes rather than by
    * path (a remote dataset: the companion fetched whole, the shard read
    * in ranges and never staged): side is mmap'ed (side_len bytes) and
@@ -140,8 +138,8 @@ struct stk_format_ops {
    * label, key, nfields and fields of out; out->index is the caller's (left
    * as is). */
   int (*parse)(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
-               const uint8_t *buf, uint64_t len, uint64_t off, int verify,
-               struct stk_sample *out, char *err);
+               const uint8_t *buf, uint64_t len, uint64_t off, int verify, struct stk_sample *out,
+               char *err);
 
   /* Copy one sample's bytes (exactly its index range, len bytes at src) to
    * dst, checking its stored checksums in the same pass. Returns 1 when

@@ -179,8 +179,8 @@ static int label_at(const uint8_t *p, uint64_t n, uint64_t i, int32_t *lab, char
 
 /* The first bytes of a member's data (its .npy header), inflated when the
  * member is deflated; *got of them in buf. */
-static const char *member_head(const struct stk__bytes *sb, const struct zent *z, uint64_t size, uint8_t *buf,
-                               size_t cap, size_t *got) {
+static const char *member_head(const struct stk__bytes *sb, const struct zent *z, uint64_t size,
+                               uint8_t *buf, size_t cap, size_t *got) {
   uint8_t loc[LOC_LEN];
   if (z->lho > size || size - z->lho < LOC_LEN || stk__bytes_read(sb, loc, LOC_LEN, z->lho) ||
       stk__ld32(loc) != LOC_SIG)
@@ -214,8 +214,8 @@ static const char *member_head(const struct stk__bytes *sb, const struct zent *z
 
 /* Samples in a file of DLIO's layout (x with its samples along the last
  * axis, y one integer label per sample), else 1. */
-static const char *dlio_samples(const struct stk__bytes *sb, uint64_t size, const struct zent *x, const struct zent *y,
-                                uint64_t *n, char *msg, size_t mn) {
+static const char *dlio_samples(const struct stk__bytes *sb, uint64_t size, const struct zent *x,
+                                const struct zent *y, uint64_t *n, char *msg, size_t mn) {
   *n = 1;
   if (!x || !y) return NULL;
   uint8_t head[4096];
@@ -231,7 +231,8 @@ static const char *dlio_samples(const struct stk__bytes *sb, uint64_t size, cons
   if (data > size || y->csize > size - data || y->csize > SMALL_MAX) return NULL;
   uint8_t *raw = malloc(y->csize ? (size_t)y->csize : 1), *img = NULL;
   if (!raw) return "out of memory";
-  if (stk__bytes_read(sb, raw, (size_t)y->csize, data)) why = "read failed";
+  if (stk__bytes_read(sb, raw, (size_t)y->csize, data))
+    why = "read failed";
   else if (!small_member(raw, y, size, &img)) {
     struct stk__npy_info yh;
     const char *w2;
@@ -278,14 +279,16 @@ static int npz_index(struct stk_dataset *ds, struct stk_shard *sh, const struct 
   struct zdir d;
   const char *why = NULL;
   uint64_t at = base;
-  if ((rc = stk__bytes_read(sb, t, (size_t)tlen, base)) != 0) why = "read failed";
+  if ((rc = stk__bytes_read(sb, t, (size_t)tlen, base)) != 0)
+    why = "read failed";
   else if ((why = find_dir(t, tlen, base, &d)) != NULL) rc = STK_EFORMAT;
   else if (d.cd_off > size || d.cd_size > size - d.cd_off || d.cd_size > CD_MAX)
     why = "central directory outside the file", rc = STK_ETRUNC;
   else if (d.count == 0 || d.count > STK_MAX_FIELDS)
     why = d.count ? "more members than a sample may have fields" : "no members", rc = STK_EFORMAT;
   else if (!(cd = malloc((size_t)d.cd_size + 1))) why = "out of memory", rc = STK_ENOMEM;
-  else if ((rc = stk__bytes_read(sb, cd, (size_t)d.cd_size, d.cd_off)) != 0) why = "read failed";
+  else if ((rc = stk__bytes_read(sb, cd, (size_t)d.cd_size, d.cd_off)) != 0)
+    why = "read failed";
   const uint8_t *p = cd, *end = cd + (cd && !rc ? d.cd_size : 0);
   struct zent zx = {0}, zy = {0};
   int hx = 0, hy = 0;
@@ -300,8 +303,8 @@ static int npz_index(struct stk_dataset *ds, struct stk_shard *sh, const struct 
   }
   uint64_t n = 1;
   char msg[192];
-  if (!rc && (why = dlio_samples(sb, size, hx ? &zx : NULL, hy ? &zy : NULL, &n, msg,
-                                 sizeof msg)) != NULL)
+  if (!rc &&
+      (why = dlio_samples(sb, size, hx ? &zx : NULL, hy ? &zy : NULL, &n, msg, sizeof msg)) != NULL)
     rc = STK_EFORMAT, at = why == msg ? zy.lho : hx ? zx.lho : 0;
   free(t);
   free(cd);
