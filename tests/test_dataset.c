@@ -26,12 +26,15 @@ TEST(dataset_layers_include_rule) {
   CHECK_CONTAINS(out, "layers: ok");
   free(out);
   /* ... and the check sees a format reaching into the cache, the cache
-   * into a format, and the loader into the cache. */
+   * into a format, the loader into the cache, a format's internals or the
+   * dataset's own struct. */
   rc = sh(&out,
           "mkdir -p t/src/format t/src/cache t/src/loader t/cli && "
           "printf '#include \"../cache/cache_impl.h\"\\n' > t/src/format/x.c && "
           "printf '#include \"../format/format_impl.h\"\\n' > t/src/cache/y.c && "
           "printf '#include \"../cache/cache_impl.h\"\\n' > t/src/loader/z.c && "
+          "printf '#include \"../format/format_impl.h\"\\n' > t/src/loader/f.c && "
+          "printf '#include \"../dataset/dataset_impl.h\"\\n' > t/src/loader/g.c && "
           "printf '#include \"../src/base/base.h\"\\n' > t/cli/c.c && "
           "mkdir -p t/src/dataset && "
           "printf '#include \"../cache/cache_int.h\"\\n' > t/src/dataset/d.c && "
@@ -40,6 +43,9 @@ TEST(dataset_layers_include_rule) {
   CHECK_CONTAINS(out, "src/format/x.c:1: src/format may not include src/cache");
   CHECK_CONTAINS(out, "src/cache/y.c:1: src/cache may not include src/format");
   CHECK_CONTAINS(out, "src/loader/z.c:1: src/loader may not include src/cache");
+  CHECK_CONTAINS(out, "src/loader/f.c:1: src/loader may not include src/format");
+  CHECK_CONTAINS(out,
+                 "src/loader/g.c:1: only src/dataset/dataset.h is the dataset layer's interface");
   CHECK_CONTAINS(out, "cli/c.c:1: cli/ uses the public headers only");
   CHECK_CONTAINS(out, "src/dataset/d.c:1: only src/cache/cache_impl.h is the cache's interface");
   free(out);

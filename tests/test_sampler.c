@@ -17,9 +17,10 @@ static struct stk_dataset *fake_ds(size_t nshards, uint64_t per, uint64_t last, 
   ds->fmt = &ops;
   ds->nshards = nshards;
   ds->shards = calloc(nshards, sizeof *ds->shards);
+  ds->rows = calloc(nshards, sizeof *ds->rows);
   uint64_t first = 0;
   for (size_t i = 0; i < nshards; i++) {
-    ds->shards[i].first = first;
+    ds->rows[i].first = first;
     ds->shards[i].count = i + 1 == nshards ? last : per;
     first += ds->shards[i].count;
   }
@@ -29,6 +30,7 @@ static struct stk_dataset *fake_ds(size_t nshards, uint64_t per, uint64_t last, 
 
 static void free_ds(struct stk_dataset *ds) {
   free(ds->shards);
+  free(ds->rows);
   free(ds);
 }
 

@@ -20,11 +20,12 @@ static int open_err(const char *path, int e, char *err) {
   return stk__errf(err, stk__from_errno(e), "%s: cannot open: %s", path, strerror(e));
 }
 
-static int index_one(struct stk_dataset *ds, struct stk_shard *sh, char *err) {
-  if (!ds->fmt->index || sh->pending) return 0;
+static int index_one(struct stk_dataset *ds, size_t si, char *err) {
+  struct stk_shard *sh = &ds->shards[si];
+  if (!ds->fmt->index || ds->rows[si].pending) return 0;
   int fd = open(sh->path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return open_err(sh->path, errno, err);
-  int rc = ds->fmt->index(ds, sh, fd, err);
+  int rc = stk__shard_index(ds, si, fd, err);
   close(fd);
   return rc;
 }
@@ -45,7 +46,7 @@ static void *index_worker(void *arg) {
   for (;;) {
     size_t i = atomic_fetch_add(&j->next, 1);
     if (i >= j->ds->nshards || atomic_load(&j->stop)) break;
-    int rc = index_one(j->ds, &j->ds->shards[i], err);
+    int rc = index_one(j->ds, i, err);
     if (!rc) continue;
     pthread_mutex_lock(&j->mu);
     if (!j->rc || i < j->bad) {
@@ -82,8 +83,8 @@ int stk__dataset_index_all(struct stk_dataset *ds, int threads, char *err) {
 
 /* Whether shard i's sample count is known (indexed, or given by a manifest
  * or a dataset index) rather than left to be learned when it arrives. */
-static int count_known(const struct stk_shard *sh) {
-  return !__atomic_load_n(&sh->pending, __ATOMIC_ACQUIRE) || sh->count_known;
+static int count_known(const struct stk__shard_row *r) {
+  return !__atomic_load_n(&r->pending, __ATOMIC_ACQUIRE) || r->count_known;
 }
 
 /* Number the samples of the shards whose counts are known, in order; a
@@ -92,8 +93,8 @@ static int count_known(const struct stk_shard *sh) {
 static int number_samples(struct stk_dataset *ds, const char *root, char *err) {
   uint64_t n = 0;
   size_t i = 0;
-  for (; i < ds->nshards && count_known(&ds->shards[i]); i++) {
-    ds->shards[i].first = n;
+  for (; i < ds->nshards && count_known(&ds->rows[i]); i++) {
+    ds->rows[i].first = n;
     if (ds->shards[i].count > UINT64_MAX - n)
       return stk__errf(err, STK_ERANGE, "%s: too many samples", root);
     n += ds->shards[i].count;
@@ -378,6 +379,7 @@ void stk_dataset_close(struct stk_dataset *ds) {
     free(ds->shards[i].idx);
   }
   free(ds->shards);
+  free(ds->rows);
   free(ds->root);
   free(ds);
 }
@@ -434,7 +436,7 @@ int stk_dataset_shard_info(const struct stk_dataset *ds, size_t i, struct stk_sh
   }
   const struct stk_shard *sh = &ds->shards[i];
   out->path = sh->path;
-  out->first = sh->first;
+  out->first = ds->rows[i].first;
   out->count = sh->count;
   out->bytes = 0;
   for (uint64_t k = 0; sh->idx && k < sh->count; k++) out->bytes += sh->idx[k].len;
@@ -455,7 +457,7 @@ int stk_dataset_sample_bytes(struct stk_dataset *ds, uint64_t n, uint64_t *bytes
     stk__shard_close(ds, si, fd);
   }
   if (sh->idx) {
-    *bytes = sh->idx[n - sh->first].len;
+    *bytes = sh->idx[n - ds->rows[si].first].len;
     return 0;
   }
   if (ds->cache) /* a plain file listed without its size: asked (HEAD) */
@@ -504,8 +506,8 @@ static int read_locked(struct stk_dataset *ds, uint64_t n, int verify, uint8_t *
   uint64_t off = 0, len;
   int rc;
   if (sh->idx) {
-    off = sh->idx[n - sh->first].off;
-    len = sh->idx[n - sh->first].len;
+    off = sh->idx[n - ds->rows[si].first].off;
+    len = sh->idx[n - ds->rows[si].first].len;
   } else if ((rc = stk__fd_size(fd, &len)) != 0) {
     return stk__errf(ds->err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
   }
@@ -516,7 +518,7 @@ static int read_locked(struct stk_dataset *ds, uint64_t n, int verify, uint8_t *
   if (chunked) {
     if ((rc = stk__shard_read(ds, si, off, *buf, len, NULL, ds->err)) != 0) return rc;
     out->index = n;
-    return ds->fmt->parse(ds, sh, *buf, len, off, verify, out, ds->err);
+    return ds->fmt->parse(ds, sh, n - ds->rows[si].first, *buf, len, off, verify, out, ds->err);
   }
   rc = stk__pread_full(fd, *buf, (size_t)len, off);
   if (rc == STK_ETRUNC)
@@ -527,7 +529,7 @@ static int read_locked(struct stk_dataset *ds, uint64_t n, int verify, uint8_t *
     return stk__errf(ds->err, rc, "%s: offset %llu: read failed: %s", sh->path,
                      (unsigned long long)off, stk_strerror(rc));
   out->index = n;
-  return ds->fmt->parse(ds, sh, *buf, len, off, verify, out, ds->err);
+  return ds->fmt->parse(ds, sh, n - ds->rows[si].first, *buf, len, off, verify, out, ds->err);
 }
 
 int stk_dataset_read(struct stk_dataset *ds, uint64_t n, int verify, uint8_t **buf, size_t *cap,

@@ -142,10 +142,9 @@ static int parse_manifest(struct stk_dataset *ds, const char *url, const char *t
     if (ds->fmt->dir_index) continue; /* the shards come from the format's own index */
     int32_t lab = stk__json_u64(s, "label", &label) || label > INT32_MAX ? -1 : (int32_t)label;
     if ((rc = add_remote_shard(ds, url, name, lab)) != 0) break;
-    struct stk_shard *sh = &ds->shards[ds->nshards - 1];
-    sh->count = samples;
-    sh->count_known = 1;
-    sh->pending = ds->fmt->index != NULL;
+    ds->shards[ds->nshards - 1].count = samples;
+    ds->rows[ds->nshards - 1].count_known = 1;
+    ds->rows[ds->nshards - 1].pending = ds->fmt->index != NULL;
   }
   if (rc == STK_ENOMEM) stk__errf(err, rc, "out of memory reading the manifest");
   stk__json_free(doc);
@@ -191,8 +190,8 @@ static int open_dir_index(struct stk_dataset *ds, struct stk_origin *o, const ch
     }
     free(sh->path);
     sh->path = p;
-    sh->count_known = 1; /* the index's count, checked again at indexing */
-    sh->pending = 1;
+    ds->rows[i].count_known = 1; /* the index's count, checked again at indexing */
+    ds->rows[i].pending = 1;
   }
   free(dir);
   tab_free(t);
@@ -236,9 +235,8 @@ static int list_cb(void *arg, const char *name, const struct stk_obj_info *info)
   int rc = tab_add(L->t, name, info ? info->size : UINT64_MAX, 0, 0);
   if (!rc) rc = add_remote_shard(L->ds, L->url, name, -1);
   if (!rc) {
-    struct stk_shard *sh = &L->ds->shards[L->ds->nshards - 1];
-    sh->count = (f->caps & STK_FMT_TREE) ? 1 : 0;
-    sh->pending = f->index != NULL;
+    L->ds->shards[L->ds->nshards - 1].count = (f->caps & STK_FMT_TREE) ? 1 : 0;
+    L->ds->rows[L->ds->nshards - 1].pending = f->index != NULL;
   }
   return rc;
 }
@@ -357,7 +355,9 @@ static int open_named(struct stk_dataset *ds, const char *url, const struct stk_
     struct tab nt = {0};
     size_t n0 = ds->nshards, k = 0;
     struct stk_shard *old = ds->shards;
+    struct stk__shard_row *old_rows = ds->rows;
     ds->shards = NULL;
+    ds->rows = NULL;
     ds->nshards = 0;
     for (size_t i = 0; i < names->n && !rc; i++) {
       size_t tries = 0;
@@ -373,13 +373,13 @@ static int open_named(struct stk_dataset *ds, const char *url, const struct stk_
         stk__errf(err, rc, "out of memory");
         break;
       }
-      struct stk_shard *sh = &ds->shards[ds->nshards - 1];
-      sh->count = old[k].count;
-      sh->count_known = old[k].count_known;
-      sh->pending = old[k].pending;
+      ds->shards[ds->nshards - 1].count = old[k].count;
+      ds->rows[ds->nshards - 1].count_known = old_rows[k].count_known;
+      ds->rows[ds->nshards - 1].pending = old_rows[k].pending;
     }
     for (size_t i = 0; i < n0; i++) free(old[i].path);
     free(old);
+    free(old_rows);
     tab_free(t);
     *t = nt;
     return rc;
@@ -414,9 +414,8 @@ static int open_named(struct stk_dataset *ds, const char *url, const struct stk_
       stk__errf(err, rc, "out of memory");
       break;
     }
-    struct stk_shard *sh = &ds->shards[ds->nshards - 1];
-    sh->count = (f->caps & STK_FMT_TREE) ? 1 : 0;
-    sh->pending = f->index != NULL;
+    ds->shards[ds->nshards - 1].count = (f->caps & STK_FMT_TREE) ? 1 : 0;
+    ds->rows[ds->nshards - 1].pending = f->index != NULL;
   }
   return rc;
 }
@@ -713,7 +712,7 @@ int stk__dataset_count_through(struct stk_dataset *ds, size_t min_shards, uint64
       rc = stk__errf(err, STK_ERANGE, "%s: too many samples", ds->root);
       break;
     }
-    sh->first = ds->nsamples;
+    ds->rows[i].first = ds->nsamples;
     __atomic_store_n(&ds->nsamples, ds->nsamples + sh->count, __ATOMIC_RELEASE);
     __atomic_store_n(&ds->counted, i + 1, __ATOMIC_RELEASE);
   }

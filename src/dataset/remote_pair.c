@@ -48,8 +48,8 @@ int stk__dataset_index_pairs(struct stk_dataset *ds, struct stk_origin *o,
     if (rc) return rc;
     struct stk_shard *sh = &ds->shards[i];
     if ((rc = f->index_side(ds, sh, v[i].size, map, len, err)) != 0) return rc;
-    sh->count_known = 1;
-    __atomic_store_n(&sh->pending, 0, __ATOMIC_RELEASE);
+    ds->rows[i].count_known = 1;
+    __atomic_store_n(&ds->rows[i].pending, 0, __ATOMIC_RELEASE);
   }
   ds->chunked = 1;
   return 0;

@@ -10,20 +10,38 @@
 
 #include "dataset_impl.h"
 
+/* The format's index hook over the shard's bytes: a reader over fd (the
+ * file in place, or the cache's staged copy), so the hook never sees the
+ * descriptor. */
+static int fd_read(const struct stk__bytes *b, void *buf, size_t len, uint64_t off) {
+  return stk__pread_full(*(const int *)b->ctx, buf, len, off);
+}
+
+int stk__shard_index(struct stk_dataset *ds, size_t si, int fd, char *err) {
+  struct stk_shard *sh = &ds->shards[si];
+  uint64_t size;
+  int rc = stk__fd_size(fd, &size);
+  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  struct stk__bytes b = {.size = size, .read = fd_read, .ctx = &fd};
+  return ds->fmt->index(ds, sh, &b, err);
+}
+
 /* Build the index of a pending shard from its open descriptor, once. */
-static int index_pending(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+static int index_pending(struct stk_dataset *ds, size_t si, int fd, char *err) {
+  struct stk_shard *sh = &ds->shards[si];
+  struct stk__shard_row *r = &ds->rows[si];
   int rc = 0;
   pthread_mutex_lock(&ds->ix_mu);
-  if (sh->pending) {
+  if (r->pending) {
     uint64_t want = sh->count;
-    int known = sh->count_known;
-    rc = ds->fmt->index ? ds->fmt->index(ds, sh, fd, err) : 0;
+    int known = r->count_known;
+    rc = ds->fmt->index ? stk__shard_index(ds, si, fd, err) : 0;
     if (!rc && known && sh->count != want) {
       rc = stk__errf(err, STK_EFORMAT, "%s: %llu samples, but the manifest says %llu", sh->path,
                      (unsigned long long)sh->count, (unsigned long long)want);
       sh->count = want;
     }
-    if (!rc) __atomic_store_n(&sh->pending, 0, __ATOMIC_RELEASE);
+    if (!rc) __atomic_store_n(&r->pending, 0, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&ds->ix_mu);
   return rc;
@@ -47,8 +65,8 @@ int stk__shard_open(struct stk_dataset *ds, size_t si, unsigned flags, int *fd, 
   } else if ((rc = stk__cache_acquire(ds->cache, si, fd, cancel, err)) != 0) {
     return rc;
   }
-  if (!__atomic_load_n(&sh->pending, __ATOMIC_ACQUIRE)) return 0;
-  rc = index_pending(ds, sh, *fd, err);
+  if (!__atomic_load_n(&ds->rows[si].pending, __ATOMIC_ACQUIRE)) return 0;
+  rc = index_pending(ds, si, *fd, err);
   if (rc) stk__shard_close(ds, si, *fd);
   return rc;
 }
@@ -64,7 +82,7 @@ uint64_t stk__shard_size(struct stk_dataset *ds, size_t si) {
 }
 
 int stk__shard_pending(const struct stk_dataset *ds, size_t si) {
-  return __atomic_load_n(&ds->shards[si].pending, __ATOMIC_ACQUIRE) != 0;
+  return __atomic_load_n(&ds->rows[si].pending, __ATOMIC_ACQUIRE) != 0;
 }
 
 int stk__dataset_staged(const struct stk_dataset *ds) { return ds->cache != NULL; }

@@ -22,6 +22,10 @@ size_t stk__ds_shard_no(const struct stk_dataset *ds, const struct stk_shard *sh
   return (size_t)(sh - ds->shards);
 }
 
+int stk__ds_shard_ready(const struct stk_dataset *ds, const struct stk_shard *sh) {
+  return !__atomic_load_n(&ds->rows[sh - ds->shards].pending, __ATOMIC_ACQUIRE);
+}
+
 const char *stk__ds_root(const struct stk_dataset *ds) { return ds->root; }
 
 char *stk__ds_err(struct stk_dataset *ds) { return ds->err; }
@@ -37,7 +41,8 @@ void *stk__ds_state_set(struct stk_dataset *ds, void *st) {
   return none;
 }
 
-/* Append a shard (path copied); shards grow by doubling at powers of two. */
+/* Append a shard (path copied); shards and their rows grow by doubling at
+ * powers of two. */
 int stk__dataset_add_shard(struct stk_dataset *ds, const char *path, int32_t label) {
   size_t n = ds->nshards;
   if ((n & (n - 1)) == 0) {
@@ -45,7 +50,11 @@ int stk__dataset_add_shard(struct stk_dataset *ds, const char *path, int32_t lab
     struct stk_shard *s = realloc(ds->shards, nc * sizeof *s);
     if (!s) return STK_ENOMEM;
     ds->shards = s;
+    struct stk__shard_row *r = realloc(ds->rows, nc * sizeof *r);
+    if (!r) return STK_ENOMEM;
+    ds->rows = r;
   }
+  memset(&ds->rows[n], 0, sizeof ds->rows[n]);
   struct stk_shard *sh = &ds->shards[n];
   memset(sh, 0, sizeof *sh);
   sh->path = strdup(path);
@@ -63,7 +72,7 @@ size_t stk__dataset_shard_of(const struct stk_dataset *ds, uint64_t n) {
   size_t lo = 0, hi = ds->streamed ? __atomic_load_n(&ds->counted, __ATOMIC_ACQUIRE) : ds->nshards;
   while (hi - lo > 1) {
     size_t mid = lo + (hi - lo) / 2;
-    if (ds->shards[mid].first <= n)
+    if (ds->rows[mid].first <= n)
       lo = mid;
     else
       hi = mid;
@@ -79,7 +88,7 @@ size_t stk__dataset_counted(const struct stk_dataset *ds) {
 
 const char *stk__shard_path(const struct stk_dataset *ds, size_t si) { return ds->shards[si].path; }
 
-uint64_t stk__shard_first(const struct stk_dataset *ds, size_t si) { return ds->shards[si].first; }
+uint64_t stk__shard_first(const struct stk_dataset *ds, size_t si) { return ds->rows[si].first; }
 
 uint64_t stk__shard_count(const struct stk_dataset *ds, size_t si) { return ds->shards[si].count; }
 
@@ -93,14 +102,15 @@ int stk__sample_range(const struct stk_dataset *ds, size_t si, uint64_t n, uint6
                       uint64_t *len) {
   const struct stk_shard *sh = &ds->shards[si];
   if (!sh->idx) return 0;
-  *off = sh->idx[n - sh->first].off;
-  *len = sh->idx[n - sh->first].len;
+  *off = sh->idx[n - ds->rows[si].first].off;
+  *len = sh->idx[n - ds->rows[si].first].len;
   return 1;
 }
 
 int stk__sample_parse(const struct stk_dataset *ds, size_t si, const uint8_t *buf, uint64_t len,
                       uint64_t off, int verify, struct stk_sample *out, char *err) {
-  return ds->fmt->parse(ds, &ds->shards[si], buf, len, off, verify, out, err);
+  return ds->fmt->parse(ds, &ds->shards[si], out->index - ds->rows[si].first, buf, len, off, verify,
+                        out, err);
 }
 
 stk__copy_check_fn stk__sample_copy_check(const struct stk_dataset *ds) {

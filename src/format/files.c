@@ -19,9 +19,10 @@ static const char *rel_path(const struct stk_dataset *ds, const struct stk_shard
   return b ? b + 1 : sh->path;
 }
 
-static int files_parse(const struct stk_dataset *ds, const struct stk_shard *sh,
+static int files_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
                        const uint8_t *buf, uint64_t len, uint64_t off, int verify,
                        struct stk_sample *out, char *err) {
+  (void)k;
   (void)off;
   (void)verify;
   (void)err;

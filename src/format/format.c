@@ -158,10 +158,22 @@ int32_t stk__parse_label(const uint8_t *p, uint64_t n) {
   return v;
 }
 
-int stk__win_init(struct stk__win *w, int fd, uint64_t size, size_t cap) {
+static int mem_read(const struct stk__bytes *b, void *buf, size_t len, uint64_t off) {
+  if (off > b->size || b->size - off < len) return STK_ETRUNC;
+  memcpy(buf, (const uint8_t *)b->ctx + off, len);
+  return 0;
+}
+
+void stk__bytes_mem(struct stk__bytes *b, const void *p, uint64_t n) {
+  b->size = n;
+  b->read = mem_read;
+  b->ctx = p;
+}
+
+int stk__win_init(struct stk__win *w, const struct stk__bytes *src, size_t cap) {
   memset(w, 0, sizeof *w);
-  w->fd = fd;
-  w->size = size;
+  w->src = src;
+  w->size = src->size;
   w->cap = cap;
   w->buf = malloc(cap);
   return w->buf ? 0 : STK_ENOMEM;
@@ -175,7 +187,7 @@ int stk__win_get(struct stk__win *w, uint64_t off, size_t len, const uint8_t **p
     return 0;
   }
   size_t want = (size_t)STK__MIN((uint64_t)w->cap, w->size - off);
-  int rc = stk__pread_full(w->fd, w->buf, want, off);
+  int rc = stk__bytes_read(w->src, w->buf, want, off);
   if (rc) {
     w->len = 0;
     return rc;

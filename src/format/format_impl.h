@@ -3,8 +3,8 @@
  * declares, and the narrow calls through which it reaches the dataset.
  * The dataset itself (struct stk_dataset) and its shard table belong to
  * the dataset layer (src/dataset/dataset_impl.h), which opens shards,
- * locally or through the cache, and hands the hooks a shard with a
- * descriptor or bytes. See docs/internals/layers.md. */
+ * locally or through the cache, and hands the hooks a shard and its bytes,
+ * never a descriptor. See docs/internals/layers.md. */
 #ifndef STOKER_FORMAT_IMPL_H
 #define STOKER_FORMAT_IMPL_H
 
@@ -13,6 +13,7 @@
 #include <sys/uio.h>
 
 #include "../base/base.h"
+#include "megatron.h"
 #include "stoker/format.h"
 
 /* Byte range of one sample inside its shard. For plain files the range is
@@ -24,21 +25,35 @@ struct stk_index_entry {
 };
 
 /* One shard as a format knows it; the dataset layer keeps one per shard
- * in its table and hands it to the hooks. */
+ * in its table and hands it to the hooks. Where its samples are numbered
+ * and whether its index is built yet are the dataset layer's own
+ * (src/dataset/dataset_impl.h); a hook is told what it needs of them. */
 struct stk_shard {
   char *path;                  /* owned by the dataset */
-  uint64_t first;              /* global number of the first sample */
   uint64_t count;              /* samples */
   int32_t label;               /* class label for every sample, or -1 */
   struct stk_index_entry *idx; /* count entries, owned; NULL for plain files */
-  /* Shards opened lazily (remote datasets, shard lists): the dataset layer
-   * builds the index when the shard is first opened (pending), and count
-   * may come from a manifest first. */
-  uint8_t pending;             /* read with __atomic_load_n */
-  uint8_t count_known;
   uint64_t file_bytes;         /* the file's size as a dataset index records it
                                   (MDS index.json), else UINT64_MAX */
 };
+
+/* A shard's bytes as an index hook reads them: their size and a read of
+ * any range. The dataset layer makes one over the shard it opened (a local
+ * file, or the copy the cache staged: stk__shard_bytes in
+ * src/dataset/shard.c); stk__bytes_mem makes one over bytes in memory. A
+ * hook never learns which, and no format touches a shard's descriptor. */
+struct stk__bytes {
+  uint64_t size;
+  /* Exactly len bytes at off into buf: 0, STK_ETRUNC when the bytes end
+   * first, or the read's error code. */
+  int (*read)(const struct stk__bytes *b, void *buf, size_t len, uint64_t off);
+  const void *ctx; /* the reader's own */
+};
+static inline int stk__bytes_read(const struct stk__bytes *b, void *buf, size_t len, uint64_t off) {
+  return b->read(b, buf, len, off);
+}
+/* A reader over n bytes at p (which must outlive it). */
+void stk__bytes_mem(struct stk__bytes *b, const void *p, uint64_t n);
 
 /* What a format sees of a dataset (opaque here): its shards in order, its
  * root (a folder, a file or a URL), the buffer its messages go to, and one
@@ -56,6 +71,9 @@ void *stk__ds_state(const struct stk_dataset *ds);
  * two threads building it lazily agree); returns the state it now holds:
  * st, or the one another thread set first (the caller frees its own). */
 void *stk__ds_state_set(struct stk_dataset *ds, void *st);
+/* Whether sh's sample index is built (a shard opened lazily is indexed on
+ * first open, perhaps by another thread): its idx and count may be read. */
+int stk__ds_shard_ready(const struct stk_dataset *ds, const struct stk_shard *sh);
 /* Append a shard to the table (path copied) for list hooks; STK_ENOMEM. */
 int stk__dataset_add_shard(struct stk_dataset *ds, const char *path, int32_t label);
 
@@ -97,11 +115,12 @@ struct stk_format_ops {
    * messages. */
   int (*list_index)(struct stk_dataset *ds, const char *dir, const char *text, size_t len);
 
-  /* Fill sh->idx and sh->count from the shard open at fd. Must validate
-   * framing enough that every range it records lies inside the file, and
-   * never allocate more than the file's size justifies. err gets a
-   * sentence naming the file and offset on failure. */
-  int (*index)(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err);
+  /* Fill sh->idx and sh->count from the shard's bytes (b: their size and
+   * reads of them). Must validate framing enough that every range it
+   * records lies inside the file, and never allocate more than the file's
+   * size justifies. err gets a sentence naming the file and offset on
+   * failure. */
+  int (*index)(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *b, char *err);
   /* A paired format's index from its companion's bytes rather than by
    * path (a remote dataset: the companion fetched whole, the shard read
    * in ranges and never staged): side is mmap'ed (side_len bytes) and
@@ -111,12 +130,16 @@ struct stk_format_ops {
                     void *side, uint64_t side_len, char *err);
 
   /* Split the bytes of one sample (exactly its index range, read by the
-   * caller into buf) into out->fields, pointing into buf. verify != 0
-   * checks stored checksums. `off` is the range's offset in the shard, for
-   * error messages. Must not read outside [buf, buf+len). Sets label, key,
-   * nfields and fields of out; out->index is the caller's (left as is). */
-  int (*parse)(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-               uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err);
+   * caller into buf) into out->fields, pointing into buf. k is the
+   * sample's position in its shard (a file of several samples picks its
+   * one by it; past count when the caller's number is not the shard's).
+   * verify != 0 checks stored checksums. `off` is the range's offset in the
+   * shard, for error messages. Must not read outside [buf, buf+len). Sets
+   * label, key, nfields and fields of out; out->index is the caller's (left
+   * as is). */
+  int (*parse)(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+               const uint8_t *buf, uint64_t len, uint64_t off, int verify, struct stk_sample *out,
+               char *err);
 
   /* Copy one sample's bytes (exactly its index range, len bytes at src) to
    * dst, checking its stored checksums in the same pass. Returns 1 when
@@ -156,30 +179,6 @@ extern const struct stk_format_ops stk__fmt_files;
 extern const struct stk_format_ops stk__fmt_megatron;
 extern const struct stk_format_ops stk__fmt_npy_tokens; /* after npy: by name only */
 
-/* Megatron's indexed dataset (megatron.c), for the token samplers built on
- * it. A dtype of Megatron's DType enum: its code in the .idx, item size,
- * whether it is signed or floating point, and NumPy's name for it. */
-struct stk__megatron_dtype {
-  uint8_t code, size, is_signed, is_float;
-  const char *name;
-};
-const struct stk__megatron_dtype *stk__megatron_dtype_by_code(unsigned code);
-const struct stk__megatron_dtype *stk__megatron_dtype_by_name(const char *name);
-/* One pair's checked .idx, mapped for the dataset's lifetime: the arrays
- * point into the mapping, little-endian and possibly unaligned (read them
- * with stk__ld32/stk__ld64): lengths (int32, tokens) and pointers (int64,
- * bytes into the .bin) of `sequences` sequences, and documents + 1
- * document indices (int64; sequence numbers, first 0, last `sequences`). */
-struct stk__megatron_shard {
-  const struct stk__megatron_dtype *dtype;
-  uint64_t sequences, documents, tokens;
-  const uint8_t *lengths, *pointers, *doc_index;
-  const uint8_t *map; /* owned by the dataset */
-  size_t map_len;
-};
-/* Shard si's index (after it was indexed), or NULL when the dataset is not
- * a Megatron one or the shard is not indexed yet. */
-const struct stk__megatron_shard *stk__megatron_shard(const struct stk_dataset *ds, size_t si);
 /* Set the token dtype ("uint16", "int32", ...) a megatron writer writes;
  * before its first sample. The default is uint8 (each byte a token).
  * STK_EINVAL for an unknown name. */
@@ -257,19 +256,19 @@ int stk__writer_wants_crc(const struct stk_writer *w);
 int stk__wr_track(struct stk_writer *w, const char *path);
 int stk__wr_track_dir(struct stk_writer *w, const char *path);
 
-/* A small read window over a shard for index hooks that walk headers: it
- * serves [off, off+len) from one buffered pread of up to `cap` bytes, so
- * many small records cost one system call, and large ones are skipped
+/* A small read window over a shard's bytes for index hooks that walk
+ * headers: it serves [off, off+len) from one buffered read of up to `cap`
+ * bytes, so many small records cost one read, and large ones are skipped
  * without reading their data. */
 struct stk__win {
-  int fd;
-  uint64_t size; /* file size */
+  const struct stk__bytes *src;
+  uint64_t size; /* the shard's size */
   uint8_t *buf;
   size_t cap;
-  uint64_t off; /* file offset of buf[0] */
+  uint64_t off; /* shard offset of buf[0] */
   size_t len;   /* valid bytes in buf */
 };
-int stk__win_init(struct stk__win *w, int fd, uint64_t size, size_t cap);
+int stk__win_init(struct stk__win *w, const struct stk__bytes *src, size_t cap);
 /* Point *p at len (<= cap) bytes at off. STK_ETRUNC if the file ends first. */
 int stk__win_get(struct stk__win *w, uint64_t off, size_t len, const uint8_t **p);
 void stk__win_free(struct stk__win *w);

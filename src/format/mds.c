@@ -458,17 +458,17 @@ static struct mds_shard *shard_cols(const struct stk_dataset *ds, const struct s
   return &((struct mds_state *)stk__ds_state(ds))->sh[stk__ds_shard_no(ds, sh)];
 }
 
-static int mds_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+static int mds_index(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *sb,
+                     char *err) {
   struct mds_shard *m = shard_cols(ds, sh);
-  uint64_t size;
+  uint64_t size = sb->size;
   uint8_t h[4];
-  int rc = stk__fd_size(fd, &size);
-  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  int rc;
   if (m->bytes != UINT64_MAX && m->bytes != size)
     return stk__errf(err, size < m->bytes ? STK_ETRUNC : STK_EFORMAT,
                      "%s: %llu bytes but index.json says %llu", sh->path,
                      (unsigned long long)size, (unsigned long long)m->bytes);
-  if ((rc = stk__pread_full(fd, h, 4, 0)) != 0)
+  if ((rc = stk__bytes_read(sb, h, 4, 0)) != 0)
     return stk__errf(err, rc, "%s: offset 0: cannot read the sample count", sh->path);
   uint64_t n = stk__ld32(h), hdr = 4 + 4 * (n + 1);
   if (n != m->samples)
@@ -479,7 +479,7 @@ static int mds_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char 
   uint8_t *t = malloc((size_t)hdr - 4);
   struct stk_index_entry *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
   if (!t || !idx) rc = stk__errf(err, STK_ENOMEM, "out of memory");
-  else if ((rc = stk__pread_full(fd, t, (size_t)hdr - 4, 4)) != 0)
+  else if ((rc = stk__bytes_read(sb, t, (size_t)hdr - 4, 4)) != 0)
     stk__errf(err, rc, "%s: offset 4: cannot read the offset table", sh->path);
   for (uint64_t i = 0; !rc && i < n; i++) {
     uint64_t a = stk__ld32(t + 4 * i), b = stk__ld32(t + 4 * i + 4);
@@ -598,8 +598,10 @@ static const char *typed(const struct mds_col *c, const uint8_t *p, uint64_t n,
   return NULL;
 }
 
-static int mds_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int mds_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                     const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                     struct stk_sample *out, char *err) {
+  (void)k;
   (void)verify;
   stk__sample_reset(out, sh);
   const struct mds_shard *m = shard_cols(ds, sh);
@@ -631,7 +633,7 @@ static int mds_parse(const struct stk_dataset *ds, const struct stk_shard *sh, c
                        m->cols[i].name, bad);
     if (i == m->label_col && m->label_kind == 1) {
       uint64_t v = 0;
-      for (uint64_t k = 0; k < size[i]; k++) v |= (uint64_t)buf[pos + k] << (8 * k);
+      for (uint64_t b = 0; b < size[i]; b++) v |= (uint64_t)buf[pos + b] << (8 * b);
       if (v <= INT32_MAX) out->label = (int32_t)v;
     } else if (i == m->label_col) {
       int32_t l = stk__parse_label(buf + pos, size[i]);

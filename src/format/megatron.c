@@ -327,15 +327,16 @@ static int index_mapped(struct mg_state *st, size_t si,
                         struct stk_shard *sh, const char *ip, uint64_t bin_size, void *map,
                         uint64_t isize, char *err);
 
-/* The shard's .bin is open at fd; its .idx is mapped and checked here. */
-static int mg_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+/* The shard's .bin is sb (only its size is read); its .idx is mapped and
+ * checked here. */
+static int mg_index(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *sb,
+                    char *err) {
   struct mg_state *st = mg_state(ds);
   if (!st) return stk__errf(err, STK_ENOMEM, "out of memory");
   size_t si = stk__ds_shard_no(ds, sh);
   if (si >= st->n) return stk__errf(err, STK_EINVAL, "%s: not a shard of this dataset", sh->path);
-  uint64_t bin_size;
-  int rc = stk__fd_size(fd, &bin_size);
-  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  uint64_t bin_size = sb->size;
+  int rc;
   char *ip = pair_name(sh->path, ".idx");
   if (!ip) return stk__errf(err, STK_ENOMEM, "out of memory");
   int ifd = open(ip, O_RDONLY | O_CLOEXEC);
@@ -426,8 +427,9 @@ static int mg_index_side(struct stk_dataset *ds, struct stk_shard *sh, uint64_t 
   return rc;
 }
 
-static int mg_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                    uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int mg_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                    const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                    struct stk_sample *out, char *err) {
   (void)verify;
   stk__sample_reset(out, sh);
   const struct stk__megatron_shard *m = stk__megatron_shard(ds, stk__ds_shard_no(ds, sh));
@@ -437,7 +439,7 @@ static int mg_parse(const struct stk_dataset *ds, const struct stk_shard *sh, co
                      sh->path, (unsigned long long)off, (unsigned long long)len,
                      m ? m->dtype->name : "");
   char key[32];
-  int kl = snprintf(key, sizeof key, "%09llu", (unsigned long long)(out->index - sh->first));
+  int kl = snprintf(key, sizeof key, "%09llu", (unsigned long long)k);
   stk__sample_key(out, key, (size_t)kl);
   stk__sample_add(out, "tokens", 6, buf, len);
   struct stk_field *f = &out->fields[0];

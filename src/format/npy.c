@@ -241,14 +241,14 @@ const char *stk__npy_descr(int type) {
 
 /* The first bytes hold the whole header in practice; longer headers are
  * read again at their full size. */
-static int npy_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+static int npy_index(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *sb,
+                     char *err) {
   (void)ds;
-  uint64_t size;
-  int rc = stk__fd_size(fd, &size);
-  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  uint64_t size = sb->size;
+  int rc;
   uint8_t peek[NPY_PEEK];
   size_t n = (size_t)STK__MIN(size, (uint64_t)sizeof peek);
-  if ((rc = stk__pread_full(fd, peek, n, 0)) != 0)
+  if ((rc = stk__bytes_read(sb, peek, n, 0)) != 0)
     return stk__errf(err, rc, "%s: offset 0: read failed: %s", sh->path, stk_strerror(rc));
   const char *why = "";
   uint64_t hend = npy_prefix(peek, n, &why);
@@ -271,8 +271,10 @@ static void key_from_path(struct stk_sample *out, const char *path, const char *
   stk__sample_key(out, b, n);
 }
 
-static int npy_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int npy_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                     const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                     struct stk_sample *out, char *err) {
+  (void)k;
   (void)ds;
   (void)verify;
   stk__sample_reset(out, sh);

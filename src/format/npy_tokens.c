@@ -94,15 +94,15 @@ static int token_type(const struct stk__npy_info *h, char *why, size_t wn) {
 }
 
 /* Check the header and record the array data as the file's one sample. */
-static int nt_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+static int nt_index(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *sb,
+                    char *err) {
   struct nt_state *st = nt_state(ds);
   if (!st) return stk__errf(err, STK_ENOMEM, "out of memory");
-  uint64_t size;
-  int rc = stk__fd_size(fd, &size);
-  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  uint64_t size = sb->size;
+  int rc;
   uint8_t peek[NT_PEEK], *big = NULL;
   size_t n = (size_t)STK__MIN(size, (uint64_t)sizeof peek);
-  if ((rc = stk__pread_full(fd, peek, n, 0)) != 0)
+  if ((rc = stk__bytes_read(sb, peek, n, 0)) != 0)
     return stk__errf(err, rc, "%s: offset 0: read failed: %s", sh->path, stk_strerror(rc));
   const uint8_t *p = peek;
   /* A header longer than the peek (v2/v3 allow up to 1 MiB here): read it
@@ -111,7 +111,7 @@ static int nt_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *
     uint64_t hl = peek[6] == 1 ? 10 + (uint64_t)stk__ld16(peek + 8) : 12 + stk__ld32(peek + 8);
     if (hl > n && hl <= NT_MAX_HEADER && hl <= size) {
       if (!(big = malloc((size_t)hl))) return stk__errf(err, STK_ENOMEM, "out of memory");
-      if ((rc = stk__pread_full(fd, big, (size_t)hl, 0)) != 0) {
+      if ((rc = stk__bytes_read(sb, big, (size_t)hl, 0)) != 0) {
         free(big);
         return stk__errf(err, rc, "%s: offset 0: read failed: %s", sh->path, stk_strerror(rc));
       }
@@ -155,8 +155,10 @@ static int nt_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *
   return 0;
 }
 
-static int nt_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                    uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int nt_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                    const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                    struct stk_sample *out, char *err) {
+  (void)k;
   (void)verify;
   stk__sample_reset(out, sh);
   const struct nt_state *st = stk__ds_state(ds);
@@ -191,7 +193,7 @@ static int nt_property(const struct stk_dataset *ds, int i, const char **name, c
   uint64_t tok = 0, docs = 0;
   for (size_t k = 0; k < stk__ds_nshards(ds) && i >= 2; k++) {
     const struct stk_shard *sh = stk__ds_shard(ds, k);
-    if (__atomic_load_n(&sh->pending, __ATOMIC_ACQUIRE) || !sh->idx) continue;
+    if (!stk__ds_shard_ready(ds, sh) || !sh->idx) continue;
     tok += sh->idx[0].len / stk_elem_type_size(t);
     docs++;
   }

@@ -179,22 +179,22 @@ static int label_at(const uint8_t *p, uint64_t n, uint64_t i, int32_t *lab, char
 
 /* The first bytes of a member's data (its .npy header), inflated when the
  * member is deflated; *got of them in buf. */
-static const char *member_head(int fd, const struct zent *z, uint64_t size, uint8_t *buf,
-                               size_t cap, size_t *got) {
+static const char *member_head(const struct stk__bytes *sb, const struct zent *z, uint64_t size,
+                               uint8_t *buf, size_t cap, size_t *got) {
   uint8_t loc[LOC_LEN];
-  if (z->lho > size || size - z->lho < LOC_LEN || stk__pread_full(fd, loc, LOC_LEN, z->lho) ||
+  if (z->lho > size || size - z->lho < LOC_LEN || stk__bytes_read(sb, loc, LOC_LEN, z->lho) ||
       stk__ld32(loc) != LOC_SIG)
     return "bad zip local header";
   uint64_t data = z->lho + LOC_LEN + stk__ld16(loc + 26) + stk__ld16(loc + 28);
   if (data > size || z->csize > size - data) return "zip member data truncated";
   if (z->method == 0) {
     *got = (size_t)STK__MIN((uint64_t)cap, z->csize);
-    return stk__pread_full(fd, buf, *got, data) ? "read failed" : NULL;
+    return stk__bytes_read(sb, buf, *got, data) ? "read failed" : NULL;
   }
   size_t in_len = (size_t)STK__MIN(z->csize, (uint64_t)(256u << 10));
   uint8_t *in = malloc(in_len ? in_len : 1);
   if (!in) return "out of memory";
-  const char *why = stk__pread_full(fd, in, in_len, data) ? "read failed" : NULL;
+  const char *why = stk__bytes_read(sb, in, in_len, data) ? "read failed" : NULL;
   z_stream zs;
   memset(&zs, 0, sizeof zs);
   if (!why && inflateInit2(&zs, -15) != Z_OK) why = "out of memory";
@@ -214,24 +214,25 @@ static const char *member_head(int fd, const struct zent *z, uint64_t size, uint
 
 /* Samples in a file of DLIO's layout (x with its samples along the last
  * axis, y one integer label per sample), else 1. */
-static const char *dlio_samples(int fd, uint64_t size, const struct zent *x, const struct zent *y,
-                                uint64_t *n, char *msg, size_t mn) {
+static const char *dlio_samples(const struct stk__bytes *sb, uint64_t size, const struct zent *x,
+                                const struct zent *y, uint64_t *n, char *msg, size_t mn) {
   *n = 1;
   if (!x || !y) return NULL;
   uint8_t head[4096];
   size_t got = 0;
-  const char *why = member_head(fd, x, size, head, sizeof head, &got);
+  const char *why = member_head(sb, x, size, head, sizeof head, &got);
   if (why) return why;
   struct stk__npy_info h;
   if (stk__npy_info(head, got, 0, &h, &why) || h.ndim < 2 || h.last < 2) return NULL;
   uint8_t loc[LOC_LEN];
-  if (y->lho > size || size - y->lho < LOC_LEN || stk__pread_full(fd, loc, LOC_LEN, y->lho))
+  if (y->lho > size || size - y->lho < LOC_LEN || stk__bytes_read(sb, loc, LOC_LEN, y->lho))
     return "bad zip local header";
   uint64_t data = y->lho + LOC_LEN + stk__ld16(loc + 26) + stk__ld16(loc + 28);
   if (data > size || y->csize > size - data || y->csize > SMALL_MAX) return NULL;
   uint8_t *raw = malloc(y->csize ? (size_t)y->csize : 1), *img = NULL;
   if (!raw) return "out of memory";
-  if (stk__pread_full(fd, raw, (size_t)y->csize, data)) why = "read failed";
+  if (stk__bytes_read(sb, raw, (size_t)y->csize, data))
+    why = "read failed";
   else if (!small_member(raw, y, size, &img)) {
     struct stk__npy_info yh;
     const char *w2;
@@ -267,25 +268,27 @@ static int npz_err(const char *path, uint64_t off, int rc, const char *why, char
 }
 
 /* Check the end records and central directory; the sample is the file. */
-static int npz_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+static int npz_index(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *sb,
+                     char *err) {
   (void)ds;
-  uint64_t size;
-  int rc = stk__fd_size(fd, &size);
-  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  uint64_t size = sb->size;
+  int rc;
   uint64_t tlen = STK__MIN(size, (uint64_t)TAIL_MAX), base = size - tlen;
   uint8_t *t = malloc(tlen ? (size_t)tlen : 1), *cd = NULL;
   if (!t) return stk__errf(err, STK_ENOMEM, "out of memory");
   struct zdir d;
   const char *why = NULL;
   uint64_t at = base;
-  if ((rc = stk__pread_full(fd, t, (size_t)tlen, base)) != 0) why = "read failed";
+  if ((rc = stk__bytes_read(sb, t, (size_t)tlen, base)) != 0)
+    why = "read failed";
   else if ((why = find_dir(t, tlen, base, &d)) != NULL) rc = STK_EFORMAT;
   else if (d.cd_off > size || d.cd_size > size - d.cd_off || d.cd_size > CD_MAX)
     why = "central directory outside the file", rc = STK_ETRUNC;
   else if (d.count == 0 || d.count > STK_MAX_FIELDS)
     why = d.count ? "more members than a sample may have fields" : "no members", rc = STK_EFORMAT;
   else if (!(cd = malloc((size_t)d.cd_size + 1))) why = "out of memory", rc = STK_ENOMEM;
-  else if ((rc = stk__pread_full(fd, cd, (size_t)d.cd_size, d.cd_off)) != 0) why = "read failed";
+  else if ((rc = stk__bytes_read(sb, cd, (size_t)d.cd_size, d.cd_off)) != 0)
+    why = "read failed";
   const uint8_t *p = cd, *end = cd + (cd && !rc ? d.cd_size : 0);
   struct zent zx = {0}, zy = {0};
   int hx = 0, hy = 0;
@@ -300,8 +303,8 @@ static int npz_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char 
   }
   uint64_t n = 1;
   char msg[192];
-  if (!rc && (why = dlio_samples(fd, size, hx ? &zx : NULL, hy ? &zy : NULL, &n, msg,
-                                 sizeof msg)) != NULL)
+  if (!rc &&
+      (why = dlio_samples(sb, size, hx ? &zx : NULL, hy ? &zy : NULL, &n, msg, sizeof msg)) != NULL)
     rc = STK_EFORMAT, at = why == msg ? zy.lho : hx ? zx.lho : 0;
   free(t);
   free(cd);
@@ -478,10 +481,10 @@ static const char *dlio_sample(const struct stk_shard *sh, const uint8_t *buf, u
   return NULL;
 }
 
-static int npz_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int npz_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                     const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                     struct stk_sample *out, char *err) {
   (void)ds;
-  uint64_t index = out->index;
   stk__sample_reset(out, sh);
   const char *b = strrchr(sh->path, '/') ? strrchr(sh->path, '/') + 1 : sh->path;
   size_t bl = strlen(b);
@@ -494,13 +497,14 @@ static int npz_parse(const struct stk_dataset *ds, const struct stk_shard *sh, c
   if (d.count == 0 || d.count > STK_MAX_FIELDS)
     return npz_err(sh->path, off, STK_EFORMAT, "bad member count", err);
   if (sh->count > 1) {
-    if (index < sh->first || index - sh->first >= sh->count)
+    if (k >= sh->count)
       return npz_err(sh->path, off, STK_EINVAL, "sample number outside the file", err);
-    uint64_t i = index - sh->first, at = 0;
-    char k[sizeof out->key];
+    uint64_t i = k, at = 0;
+    char key[sizeof out->key];
     size_t kl = bl > 4 && !strcmp(b + bl - 4, ".npz") ? bl - 4 : bl;
-    snprintf(k, sizeof k, "%.*s/%llu", (int)STK__MIN(kl, sizeof k - 24), b, (unsigned long long)i);
-    stk__sample_key(out, k, strlen(k));
+    snprintf(key, sizeof key, "%.*s/%llu", (int)STK__MIN(kl, sizeof key - 24), b,
+             (unsigned long long)i);
+    stk__sample_key(out, key, strlen(key));
     int rc;
     char msg[160];
     if ((why = dlio_sample(sh, buf, len, &d, i, verify, out, &rc, &at, msg, sizeof msg)) != NULL)

@@ -132,9 +132,10 @@ static int bad_record(const char *path, uint64_t off, uint64_t L, uint64_t size,
 
 /* One pass over the headers, reading them through a window so runs of small
  * records cost one pread, while large records are skipped unread. */
-static int scan(struct stk_shard *sh, int fd, uint64_t size, char *err) {
+static int scan(struct stk_shard *sh, const struct stk__bytes *sb, char *err) {
+  uint64_t size = sb->size;
   struct stk__win w;
-  if (stk__win_init(&w, fd, size, TFR_WINDOW)) return stk__errf(err, STK_ENOMEM, "out of memory");
+  if (stk__win_init(&w, sb, TFR_WINDOW)) return stk__errf(err, STK_ENOMEM, "out of memory");
   struct stk_index_entry *idx = NULL;
   uint64_t n = 0, cap = 0, off = 0;
   int rc = 0;
@@ -219,9 +220,9 @@ static int walk_idx(const char *text, size_t len, struct stk_index_entry *idx,
 }
 
 /* A record's header agrees with its index entry. */
-static int header_ok(int fd, const struct stk_index_entry *e) {
+static int header_ok(const struct stk__bytes *sb, const struct stk_index_entry *e) {
   uint8_t h[TFR_HDR];
-  if (stk__pread_full(fd, h, sizeof h, e->off)) return 0;
+  if (stk__bytes_read(sb, h, sizeof h, e->off)) return 0;
   return stk__ld64(h) == e->len - TFR_OVERHEAD &&
          stk_crc32c_mask(stk_crc32c(0, h, 8)) == stk__ld32(h + 8);
 }
@@ -230,10 +231,11 @@ static int header_ok(int fd, const struct stk_index_entry *e) {
  * short (at a record boundary a scan cannot tell), unless the file's own
  * headers disagree with the entries, which marks the .idx as stale for
  * another file. STK_ETRUNC with the detail, or 0 when the .idx is stale. */
-static int idx_longer(struct stk_shard *sh, int fd, const struct idx_walk *w, char *err) {
+static int idx_longer(struct stk_shard *sh, const struct stk__bytes *sb, const struct idx_walk *w,
+                      char *err) {
   int agrees = 1;
-  if (w->size >= TFR_HDR) agrees = header_ok(fd, &w->first);
-  if (agrees && w->whole > 1) agrees = header_ok(fd, &w->last_whole);
+  if (w->size >= TFR_HDR) agrees = header_ok(sb, &w->first);
+  if (agrees && w->whole > 1) agrees = header_ok(sb, &w->last_whole);
   if (!agrees) return 0;
   uint64_t cut = w->whole ? w->last_whole.off + w->last_whole.len : 0;
   return stk__errf(err, STK_ETRUNC,
@@ -278,7 +280,7 @@ static char *read_idx(int fd, size_t *len) {
  * from the .idx, 1 when the shard must be scanned instead, or an error: a
  * shard shorter than the .idx it agrees with is truncated, even when it
  * ends on a record boundary or is empty, which a scan alone would accept. */
-static int try_idx(struct stk_shard *sh, int fd, uint64_t size, char *err) {
+static int try_idx(struct stk_shard *sh, const struct stk__bytes *sb, uint64_t size, char *err) {
   size_t pl = strlen(sh->path), len = 0;
   char *ip = malloc(pl + 5);
   if (!ip) return stk__errf(err, STK_ENOMEM, "out of memory");
@@ -293,11 +295,11 @@ static int try_idx(struct stk_shard *sh, int fd, uint64_t size, char *err) {
   int rc = 1;
   if (text && !walk_idx(text, len, NULL, &w)) {
     if (w.end > size) {
-      rc = idx_longer(sh, fd, &w, err);
+      rc = idx_longer(sh, sb, &w, err);
       if (rc == 0) rc = 1;
     } else if (w.end == size && w.n > 0) {
       struct stk_index_entry *idx = malloc((size_t)w.n * sizeof *idx);
-      if (idx && !walk_idx(text, len, idx, &w) && header_ok(fd, &idx[0])) {
+      if (idx && !walk_idx(text, len, idx, &w) && header_ok(sb, &idx[0])) {
         sh->idx = idx;
         sh->count = w.n;
         rc = 0;
@@ -314,19 +316,20 @@ static int try_idx(struct stk_shard *sh, int fd, uint64_t size, char *err) {
   return rc;
 }
 
-static int tfr_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+static int tfr_index(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *sb,
+                     char *err) {
   (void)ds;
-  uint64_t size;
-  int rc = stk__fd_size(fd, &size);
-  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
-  rc = try_idx(sh, fd, size, err);
+  uint64_t size = sb->size;
+  int rc = try_idx(sh, sb, size, err);
   if (rc <= 0) return rc;
   if (size == 0) return 0;
-  return scan(sh, fd, size, err);
+  return scan(sh, sb, err);
 }
 
-static int tfr_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int tfr_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                     const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                     struct stk_sample *out, char *err) {
+  (void)k;
   (void)ds;
   stk__sample_reset(out, sh);
   if (len < TFR_OVERHEAD)

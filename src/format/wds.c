@@ -212,15 +212,15 @@ struct open_sample {
   int members;
 };
 
-static int wds_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char *err) {
+static int wds_index(struct stk_dataset *ds, struct stk_shard *sh, const struct stk__bytes *sb,
+                     char *err) {
   (void)ds;
-  uint64_t size;
-  int rc = stk__fd_size(fd, &size);
-  if (rc) return stk__errf(err, rc, "%s: cannot stat: %s", sh->path, stk_strerror(rc));
+  uint64_t size = sb->size;
+  int rc;
   struct stk__win win;
   struct member *m = malloc(sizeof *m);
   struct open_sample *cur = malloc(sizeof *cur);
-  if (!m || !cur || stk__win_init(&win, fd, size, WDS_WINDOW)) {
+  if (!m || !cur || stk__win_init(&win, sb, WDS_WINDOW)) {
     free(m);
     free(cur);
     return stk__errf(err, STK_ENOMEM, "out of memory");
@@ -270,8 +270,10 @@ static int wds_index(struct stk_dataset *ds, struct stk_shard *sh, int fd, char 
 
 /* ---- parse ------------------------------------------------------------- */
 
-static int wds_parse(const struct stk_dataset *ds, const struct stk_shard *sh, const uint8_t *buf,
-                     uint64_t len, uint64_t off, int verify, struct stk_sample *out, char *err) {
+static int wds_parse(const struct stk_dataset *ds, const struct stk_shard *sh, uint64_t k,
+                     const uint8_t *buf, uint64_t len, uint64_t off, int verify,
+                     struct stk_sample *out, char *err) {
+  (void)k;
   (void)ds;
   stk__sample_reset(out, sh);
   struct src s = {.buf = buf, .size = len};

@@ -6,7 +6,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "../format/format_impl.h"
+#include "../base/base.h"
+#include "../dataset/dataset.h"
 #include "../io/io.h"
 #include "decode.h"
 #include "stoker/loader.h"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../dataset/dataset_impl.h"
+#include "../dataset/dataset.h"
 #include "loader_impl.h"
 
 #define MAX_VISITS 65536

@@ -17,7 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "../dataset/dataset_impl.h"
+#include "../dataset/dataset.h"
 #include "loader_impl.h"
 
 #define ALIGN 4096u

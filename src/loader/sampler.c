@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../dataset/dataset_impl.h"
-#include "../format/format_impl.h"
+#include "../base/base.h"
+#include "../dataset/dataset.h"
 #include "stoker/loader.h"
 
 /* ---- keyed permutation of [0, n) --------------------------------------- */

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../dataset/dataset_impl.h"
+#include "../dataset/dataset.h"
 #include "tokens_impl.h"
 
 struct src {
