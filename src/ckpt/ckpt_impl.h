@@ -28,6 +28,7 @@
 #define CKPT_NAME_MAX 255
 #define CKPT_MANIFEST_MAX (64u << 20)
 #define CKPT_ALIGN 4096u
+#define CKPT_FLUSH_EVERY (128ull << 20) /* save: device cache flushed every 128 MiB (save.c) */
 
 struct ckpt_obj_meta {
   char *name;
