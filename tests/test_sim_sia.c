@@ -49,7 +49,7 @@ TEST(sim_sia_pinned_philly_cut) {
     stk__sia_dp_first = rep < 2;
     struct stk_sim_jobs_opts o;
     memset(&o, 0, sizeof o);
-    o.policy = "sia";
+    o.policy = "sia-glpk";
     o.types = types;
     o.ntypes = 3;
     struct stk_sim_jobs_result r;

@@ -177,7 +177,8 @@ struct stk__jpolicy {
 };
 
 extern const struct stk__jpolicy stk__jpol_fifo, stk__jpol_sjf, stk__jpol_tiresias,
-    stk__jpol_optimus, stk__jpol_pollux, stk__jpol_multi, stk__jpol_carbon, stk__jpol_gavel, stk__jpol_sia;
+    stk__jpol_optimus, stk__jpol_pollux, stk__jpol_multi, stk__jpol_carbon, stk__jpol_gavel, stk__jpol_sia,
+    stk__jpol_sia_glpk;
 const struct stk__jpolicy *stk__jpolicy_get(const char *name);
 
 /* Shared placement helper: give `want` GPUs, one at a time from the node
