@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "jobs_impl.h"
 #include "jpol_sia.h"
@@ -33,23 +34,38 @@ struct opt {
   int32_t w;
 };
 
-/* out[y] = min(out[y], w + in[y - step]) over every y with at least g GPUs
- * of type t left; rows are the states of the types past the first, whose
- * counts are row_y. */
-static void relax(int32_t *restrict out, const int32_t *restrict in, const struct opt *o,
-                  int cap0, size_t rows, const int *row_y, int T) {
-  int lo0 = o->t == 0 ? o->g : 0;
-  size_t d0 = (size_t)cap0 + 1;
-  for (size_t r = 0; r < rows; r++) {
-    if (o->t > 0 && row_y[r * (size_t)T + (size_t)o->t] < o->g) continue;
-    int32_t *po = out + r * d0;
-    const int32_t *pi = in + r * d0 - o->step;
-    int32_t w = o->w;
-    for (int u = lo0; u <= cap0; u++) {
-      int32_t v = pi[u] + w;
-      po[u] = v < po[u] ? v : po[u];
-    }
+/* out[i] = min(out[i], w + in[i]) for i < n: the whole table's work, in
+ * vectors of 8 (two SSE2 ones by default, one AVX2 one where the CPU has
+ * it). */
+typedef int32_t v8si __attribute__((vector_size(32)));
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void minadd(int32_t *restrict out, const int32_t *restrict in, int32_t w, size_t n) {
+  size_t i = 0;
+  v8si vw = {w, w, w, w, w, w, w, w};
+  for (; i + 8 <= n; i += 8) {
+    v8si a, b;
+    memcpy(&a, in + i, sizeof a);
+    memcpy(&b, out + i, sizeof b);
+    a += vw;
+    v8si lt = a < b;
+    b = (a & lt) | (b & ~lt);
+    memcpy(out + i, &b, sizeof b);
   }
+  for (; i < n; i++) {
+    int32_t v = in[i] + w;
+    out[i] = v < out[i] ? v : out[i];
+  }
+}
+
+/* out[y] = min(out[y], w + in[y - step]) over every y with at least g GPUs
+ * of type t left. In a block of the states whose counts of the types past
+ * t are fixed (block = stride[t + 1] states), those are the block's states
+ * from g * stride[t] = step on: one run each. */
+static void relax(int32_t *out, const int32_t *in, const struct opt *o, size_t S, size_t block) {
+  if (o->step >= block) return;
+  for (size_t b = 0; b < S; b += block) minadd(out + b + o->step, in + b, o->w, block - o->step);
 }
 
 int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int T, size_t na,
@@ -71,13 +87,12 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
     if (!(fabs(x) < 1e6) || fabs(x - nearbyint(x)) > 1e-6) return -1;
   }
   for (size_t k = 0; k < na; k++) pick[k] = -1;
-  size_t rows = S / ((size_t)tgpus[0] + 1);
   struct opt *op = malloc(sizeof *op * (na * (size_t)(C + 1) + 1));
   size_t *first = malloc(sizeof(size_t) * (na + 1)), *who = malloc(sizeof(size_t) * (na + 1));
-  int *held = malloc(sizeof(int) * (na + 1)), *row_y = malloc(sizeof(int) * rows * (size_t)T);
+  int *held = malloc(sizeof(int) * (na + 1));
   int32_t *h = NULL;
   int rc = STK_ENOMEM;
-  if (!op || !first || !who || !held || !row_y) goto out;
+  if (!op || !first || !who || !held) goto out;
   /* each job's options in its tie order (none is implied, last) */
   size_t m = 0, no = 0;
   for (size_t k = 0; k < na; k++) {
@@ -101,10 +116,8 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
     held[m++] = hold[k] >= 0;
   }
   first[m] = no;
-  for (size_t r = 0; r < rows; r++)
-    for (int t = 1; t < T; t++)
-      row_y[r * (size_t)T + (size_t)t] =
-          (int)(r * ((size_t)tgpus[0] + 1) / stride[t] % ((size_t)tgpus[t] + 1));
+  size_t block[STK__JOBS_MAX_TYPES];
+  for (int t = 0; t < T; t++) block[t] = t + 1 < T ? stride[t + 1] : S;
   h = malloc(sizeof(int32_t) * S * (m + 1));
   if (!h) goto out;
   int32_t *last = h + S * m;
@@ -113,7 +126,7 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
     int32_t *cur = h + S * q;
     const int32_t *nxt = cur + S;
     for (size_t y = 0; y < S; y++) cur[y] = held[q] ? EX_INF : nxt[y];
-    for (size_t o = first[q]; o < first[q + 1]; o++) relax(cur, nxt, &op[o], tgpus[0], rows, row_y, T);
+    for (size_t o = first[q]; o < first[q + 1]; o++) relax(cur, nxt, &op[o], S, block[op[o].t]);
   }
   size_t y = S - 1; /* every GPU left */
   if (h[y] >= EX_INF / 2) {
@@ -148,7 +161,6 @@ out:
   free(first);
   free(who);
   free(held);
-  free(row_y);
   free(h);
   return rc;
 }
