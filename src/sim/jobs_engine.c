@@ -161,8 +161,8 @@ static void observe(struct stk__jrun *rn, struct stk__jstate *j, int nodes, int 
   j->nprof++;
   if (!rn->fit_by_type) {
     if (reps > j->max_prof_rep) j->max_prof_rep = reps;
-    stk__perf_fit(&j->perf, j->nprof, j->prof_nodes, j->prof_rep, j->prof_bsz, j->prof_sync,
-                  j->prof_step);
+    stk__perf_fit_memo(&rn->fitmemo, &j->perf, j->nprof, j->prof_nodes, j->prof_rep,
+                       j->prof_bsz, j->prof_sync, j->prof_step);
     j->have_perf = 1;
     return;
   }
@@ -180,8 +180,8 @@ static void observe(struct stk__jrun *rn, struct stk__jstate *j, int nodes, int 
       m++;
     }
   if (reps > j->maxrep_t[ty]) j->maxrep_t[ty] = reps;
-  stk__perf_fit(&j->perf_t[ty], m, j->prof_nodes, j->prof_rep, j->prof_bsz, j->prof_sync,
-                j->prof_step);
+  stk__perf_fit_memo(&rn->fitmemo, &j->perf_t[ty], m, j->prof_nodes, j->prof_rep, j->prof_bsz,
+                     j->prof_sync, j->prof_step);
   j->have_t[ty] = 1;
   j->perf = j->perf_t[ty];
   j->have_perf = 1;
@@ -693,6 +693,7 @@ out:
       free(j->alloc);
     }
   free(rn.js);
+  stk__fitmemo_free(rn.fitmemo);
   free(rn.new_n);
   free(rn.new_alloc);
   free(active);
