@@ -81,11 +81,19 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
   }
   for (int c = 0; c < C; c++)
     if (cfg[c].type < 0 || cfg[c].type >= T || cfg[c].gpus < 0) return -1;
-  /* every cost in whole cents, or this solver does not apply */
-  for (size_t i = 0; i < na * (size_t)C; i++) {
-    double x = cost[i] * 100;
-    if (!(fabs(x) < 1e6) || fabs(x - nearbyint(x)) > 1e-6) return -1;
+  /* every cost in whole cents, or this solver does not apply; and every
+   * sum far from EX_INF, so no sum overflows or passes for no solution */
+  double span = 0;
+  for (size_t k = 0; k < na; k++) {
+    double most = 0;
+    for (int c = 0; c < C; c++) {
+      double x = cost[k * (size_t)C + (size_t)c] * 100;
+      if (!(fabs(x) < 1e6) || fabs(x - nearbyint(x)) > 1e-6) return -1;
+      most = fmax(most, fabs(x));
+    }
+    span += most;
   }
+  if (span >= (double)(EX_INF / 4)) return -1;
   for (size_t k = 0; k < na; k++) pick[k] = -1;
   struct opt *op = malloc(sizeof *op * (na * (size_t)(C + 1) + 1));
   size_t *first = malloc(sizeof(size_t) * (na + 1)), *who = malloc(sizeof(size_t) * (na + 1));
