@@ -2,7 +2,9 @@
  * driven, as its artifact runs it (p = -0.5, lambda_n = 1.1, 60 s rounds).
  * Each round every job gets at most one configuration (GPU type, nodes,
  * GPUs) from the artifact's list per type (1, 2, 4 GPUs on one node, then
- * whole nodes), chosen by an integer program solved exactly by GLPK:
+ * whole nodes), chosen by an integer program solved exactly (sia: in
+ * integer cents by dynamic programming, ties by a stated rule,
+ * jpol_sia_exact.c; sia-glpk: by GLPK, jpol_sia_ilp.c):
  * minimise sum X[i][c] A[i][c] + lambda_n (jobs - allocated jobs) where
  * A = round(G^p, 2) clipped at 3000 and G the job's goodput in c over its
  * smallest goodput in any valid configuration, subject to the GPUs of each
