@@ -1,4 +1,5 @@
-/* Sia's results pinned (issue 22, S8): the policy keeps each job's
+/* Sia with GLPK (sia-glpk; test_sim_sia_exact.c pins the exact solver's
+ * sia) pinned (issue 22, S8): the policy keeps each job's
  * goodputs until its model or gradient statistics change, takes the logs
  * of a fit's measurements once, and reuses the last round's GLPK answer
  * when the integer program is the same bit for bit. None of this may move
@@ -7,7 +8,7 @@
  * before the change, and every job its finish time whether the rounds'
  * programs go to GLPK or, where that gives GLPK's answer, to the dynamic
  * program (1533.05 s, 391 rounds; `stoker sim --jobs CUT
- * --traces ../shared/data/sia/traces --gpu-types sia --job-policy sia`). */
+ * --traces ../shared/data/sia/traces --gpu-types sia --job-policy sia-glpk`). */
 #include <math.h>
 #include <unistd.h>
 
@@ -49,7 +50,7 @@ TEST(sim_sia_pinned_philly_cut) {
     stk__sia_dp_first = rep < 2;
     struct stk_sim_jobs_opts o;
     memset(&o, 0, sizeof o);
-    o.policy = "sia";
+    o.policy = "sia-glpk";
     o.types = types;
     o.ntypes = 3;
     struct stk_sim_jobs_result r;

@@ -19,7 +19,7 @@
 static const struct stk__jpolicy *const policies[] = {
     &stk__jpol_fifo,    &stk__jpol_sjf,   &stk__jpol_tiresias, &stk__jpol_optimus,
     &stk__jpol_pollux,  &stk__jpol_multi, &stk__jpol_carbon,   &stk__jpol_gavel,
-    &stk__jpol_sia,     NULL,
+    &stk__jpol_sia,     &stk__jpol_sia_glpk, NULL,
 };
 
 size_t stk_sim_job_policy_count(void) { return STK__ARRAY_LEN(policies) - 1; }
@@ -161,8 +161,8 @@ static void observe(struct stk__jrun *rn, struct stk__jstate *j, int nodes, int 
   j->nprof++;
   if (!rn->fit_by_type) {
     if (reps > j->max_prof_rep) j->max_prof_rep = reps;
-    stk__perf_fit(&j->perf, j->nprof, j->prof_nodes, j->prof_rep, j->prof_bsz, j->prof_sync,
-                  j->prof_step);
+    stk__perf_fit_memo(&rn->fitmemo, &j->perf, j->nprof, j->prof_nodes, j->prof_rep,
+                       j->prof_bsz, j->prof_sync, j->prof_step);
     j->have_perf = 1;
     return;
   }
@@ -180,8 +180,8 @@ static void observe(struct stk__jrun *rn, struct stk__jstate *j, int nodes, int 
       m++;
     }
   if (reps > j->maxrep_t[ty]) j->maxrep_t[ty] = reps;
-  stk__perf_fit(&j->perf_t[ty], m, j->prof_nodes, j->prof_rep, j->prof_bsz, j->prof_sync,
-                j->prof_step);
+  stk__perf_fit_memo(&rn->fitmemo, &j->perf_t[ty], m, j->prof_nodes, j->prof_rep, j->prof_bsz,
+                     j->prof_sync, j->prof_step);
   j->have_t[ty] = 1;
   j->perf = j->perf_t[ty];
   j->have_perf = 1;
@@ -554,8 +554,8 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
                        "and a busy one %g W more",
                        o.power_cap_w, rn.gpus, rn.gpus * o.idle_w, o.busy_w - o.idle_w);
   }
-  rn.fit = pol == &stk__jpol_pollux || pol == &stk__jpol_sia;
-  rn.fit_by_type = pol == &stk__jpol_sia;
+  rn.fit = pol == &stk__jpol_pollux || pol == &stk__jpol_sia || pol == &stk__jpol_sia_glpk;
+  rn.fit_by_type = pol == &stk__jpol_sia || pol == &stk__jpol_sia_glpk;
   rn.js = calloc(rn.n, sizeof *rn.js);
   rn.new_n = calloc(rn.n, sizeof(int));
   rn.new_alloc = calloc(rn.n, sizeof(uint8_t *));
@@ -693,6 +693,7 @@ out:
       free(j->alloc);
     }
   free(rn.js);
+  stk__fitmemo_free(rn.fitmemo);
   free(rn.new_n);
   free(rn.new_alloc);
   free(active);

@@ -91,6 +91,12 @@ struct stk__perf {
  * projected quasi-Newton over box bounds, as the artifact's fit). */
 void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *replicas,
                    const int *bsz, const double *accum_time, const double *step_time);
+/* The same, through a run's memo (made on first use, *m NULL at first):
+ * rows equal bit for bit to an earlier fit's give that fit's answer. */
+struct stk__fitmemo;
+void stk__perf_fit_memo(struct stk__fitmemo **m, struct stk__perf *p, int n, const int *nodes,
+                        const int *reps, const int *bsz, const double *accum, const double *step);
+void stk__fitmemo_free(struct stk__fitmemo *m);
 double stk__perf_throughput(const struct stk__perf *p, int nodes, int replicas, int atomic,
                             int accum);
 /* Best (goodput, atomic batch, accumulation steps) over 50 geometric
@@ -163,6 +169,7 @@ struct stk__jrun {
   const struct stk_sim_gpu_type *types;
   int vtype[STK__JOBS_MAX_NODES], vphys[STK__JOBS_MAX_NODES];
   int type_rank[STK__JOBS_MAX_TYPES]; /* 0 = fastest */
+  struct stk__fitmemo *fitmemo; /* the run's fits by their rows (jobs_fitmemo.c) */
 };
 
 /* A queueing policy: given the active jobs (arrived, not done), write
@@ -177,7 +184,8 @@ struct stk__jpolicy {
 };
 
 extern const struct stk__jpolicy stk__jpol_fifo, stk__jpol_sjf, stk__jpol_tiresias,
-    stk__jpol_optimus, stk__jpol_pollux, stk__jpol_multi, stk__jpol_carbon, stk__jpol_gavel, stk__jpol_sia;
+    stk__jpol_optimus, stk__jpol_pollux, stk__jpol_multi, stk__jpol_carbon, stk__jpol_gavel, stk__jpol_sia,
+    stk__jpol_sia_glpk;
 const struct stk__jpolicy *stk__jpolicy_get(const char *name);
 
 /* Shared placement helper: give `want` GPUs, one at a time from the node

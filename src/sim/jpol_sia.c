@@ -2,7 +2,9 @@
  * driven, as its artifact runs it (p = -0.5, lambda_n = 1.1, 60 s rounds).
  * Each round every job gets at most one configuration (GPU type, nodes,
  * GPUs) from the artifact's list per type (1, 2, 4 GPUs on one node, then
- * whole nodes), chosen by an integer program solved exactly by GLPK:
+ * whole nodes), chosen by an integer program solved exactly (sia: in
+ * integer cents by dynamic programming, ties by a stated rule,
+ * jpol_sia_exact.c; sia-glpk: by GLPK, jpol_sia_ilp.c):
  * minimise sum X[i][c] A[i][c] + lambda_n (jobs - allocated jobs) where
  * A = round(G^p, 2) clipped at 3000 and G the job's goodput in c over its
  * smallest goodput in any valid configuration, subject to the GPUs of each
@@ -46,6 +48,7 @@ struct smemo {
   size_t na, cap;
   size_t *active;
   int *hold; /* per job: -1 free, else the configuration it keeps */
+  int *pref; /* per job: the configuration it has (the exact solver's tie-break) */
   double *cost;
   int *pick;
   int valid;
@@ -59,13 +62,15 @@ struct srun {
   int tgpus[MAXT], first_vnode[MAXT];
   struct gcache **gc; /* per job, made on its first round */
   struct smemo memo;
+  int glpk; /* 1: GLPK (sia-glpk), 0: the exact solver (sia) */
 };
 
-static int s_init(struct stk__jrun *rn) {
+static int s_init_with(struct stk__jrun *rn, int glpk) {
   if (!rn->ntypes) return 0;
   struct srun *p = calloc(1, sizeof *p);
   if (!p) return STK_ENOMEM;
   rn->pol = p;
+  p->glpk = glpk;
   p->prev = malloc(sizeof(int) * rn->n);
   p->gc = calloc(rn->n, sizeof *p->gc);
   if (!p->prev || !p->gc) return STK_ENOMEM;
@@ -81,6 +86,8 @@ static int s_init(struct stk__jrun *rn) {
   }
   return 0;
 }
+static int s_init(struct stk__jrun *rn) { return s_init_with(rn, 0); }
+static int s_init_glpk(struct stk__jrun *rn) { return s_init_with(rn, 1); }
 
 static void s_fini(struct stk__jrun *rn) {
   struct srun *p = rn->pol;
@@ -92,6 +99,7 @@ static void s_fini(struct stk__jrun *rn) {
   free(p->gc);
   free(p->memo.active);
   free(p->memo.hold);
+  free(p->memo.pref);
   free(p->memo.cost);
   free(p->memo.pick);
   free(p);
@@ -213,7 +221,7 @@ static void s_place(struct stk__jrun *rn, struct srun *p, int t, const size_t *j
 }
 
 static int memo_keep(struct smemo *m, const size_t *active, size_t na, int C, const int *hold,
-                     const double *cost, const int *pick) {
+                     const int *pref, const double *cost, const int *pick) {
   m->valid = 0;
   if (na > m->cap) {
     size_t cap = na * 2;
@@ -223,15 +231,18 @@ static int memo_keep(struct smemo *m, const size_t *active, size_t na, int C, co
     if (h) m->hold = h;
     int *pk = realloc(m->pick, sizeof(int) * cap);
     if (pk) m->pick = pk;
+    int *pf = realloc(m->pref, sizeof(int) * cap);
+    if (pf) m->pref = pf;
     double *c = realloc(m->cost, sizeof(double) * cap * (size_t)C);
     if (c) m->cost = c;
-    if (!a || !h || !pk || !c) return STK_ENOMEM;
+    if (!a || !h || !pk || !pf || !c) return STK_ENOMEM;
     m->cap = cap;
   }
   m->na = na;
   memcpy(m->active, active, sizeof(size_t) * na);
   memcpy(m->hold, hold, sizeof(int) * na);
   memcpy(m->pick, pick, sizeof(int) * na);
+  memcpy(m->pref, pref, sizeof(int) * na);
   memcpy(m->cost, cost, sizeof(double) * na * (size_t)C);
   m->valid = 1;
   return 0;
@@ -285,10 +296,11 @@ static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
   /* the program's costs: each allocated job lowers lambda_n (jobs -
    * allocated) by lambda_n */
   int *hold = malloc(sizeof(int) * na), *pick = malloc(sizeof(int) * na);
+  int *pref = malloc(sizeof(int) * na);
   size_t *tj = malloc(sizeof(size_t) * na);
   int *tg = malloc(sizeof(int) * na);
   int rc = 0, T = rn->ntypes;
-  if (!hold || !pick || !tj || !tg) {
+  if (!hold || !pick || !pref || !tj || !tg) {
     rc = STK_ENOMEM;
     goto out;
   }
@@ -296,6 +308,7 @@ static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
     const struct stk__jstate *j = &rn->js[active[k]];
     int prev = p->prev[active[k]];
     hold[k] = prev >= 0 && j->nalloc && j->rescale > 0 ? prev : -1; /* still restarting */
+    pref[k] = prev;
     for (int c = 0; c < C; c++) {
       double A = nearbyint(pow(g[k * (size_t)C + c], P_FAIR) * 100) / 100;
       if (A > 3000) A = 3000;
@@ -304,12 +317,19 @@ static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
   }
   struct smemo *m = &p->memo;
   if (m->valid && m->na == na && !memcmp(m->active, active, sizeof(size_t) * na) &&
-      !memcmp(m->hold, hold, sizeof(int) * na) &&
+      !memcmp(m->hold, hold, sizeof(int) * na) && !memcmp(m->pref, pref, sizeof(int) * na) &&
       !memcmp(m->cost, g, sizeof(double) * na * (size_t)C)) {
     memcpy(pick, m->pick, sizeof(int) * na);
   } else {
-    if ((rc = stk__sia_solve(p->cfg, C, p->tgpus, T, na, g, hold, pick, NULL))) goto out;
-    if ((rc = memo_keep(m, active, na, C, hold, g, pick))) goto out;
+    int ex = p->glpk ? -1 : stk__sia_exact(p->cfg, C, p->tgpus, T, na, g, hold, pref, pick, NULL);
+    if (ex == STK_ENOMEM) {
+      rc = ex;
+      goto out;
+    }
+    /* GLPK when asked, or where the exact solver does not apply */
+    if (ex < 0 && (rc = stk__sia_solve(p->cfg, C, p->tgpus, T, na, g, hold, pick, NULL))) goto out;
+    if (stk__sia_checking) stk__sia_check_round(p->cfg, C, p->tgpus, T, na, g, hold, pref);
+    if ((rc = memo_keep(m, active, na, C, hold, pref, g, pick))) goto out;
   }
   for (size_t k = 0; k < na; k++) {
     p->prev[active[k]] = pick[k];
@@ -336,6 +356,7 @@ static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
 out:
   free(hold);
   free(pick);
+  free(pref);
   free(tj);
   free(tg);
   return rc;
@@ -343,11 +364,22 @@ out:
 
 const struct stk__jpolicy stk__jpol_sia = {
     .name = "sia",
-    .summary = "Sia: goodput per GPU type and size, integer program (GLPK), p = -0.5; "
-               "needs --gpu-types",
+    .summary = "Sia: goodput per GPU type and size, integer program solved exactly (ties: "
+               "job order, a job's own configuration first), p = -0.5; needs --gpu-types",
     .elastic = 1,
     .hetero = 1,
     .init = s_init,
+    .fini = s_fini,
+    .schedule = s_schedule,
+};
+
+const struct stk__jpolicy stk__jpol_sia_glpk = {
+    .name = "sia-glpk",
+    .summary = "Sia with its integer program solved by GLPK (gap 1e-4; ties as GLPK's search "
+               "finds them), as the artifact; needs --gpu-types",
+    .elastic = 1,
+    .hetero = 1,
+    .init = s_init_glpk,
     .fini = s_fini,
     .schedule = s_schedule,
 };

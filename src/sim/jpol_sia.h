@@ -3,6 +3,7 @@
 #define STOKER_SIM_JPOL_SIA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define STK__SIA_LAMBDA_N 1.1 /* the price of a job left without GPUs */
 
@@ -28,5 +29,35 @@ int stk__sia_solve(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
 /* 1 (the default): solve by dynamic programming first where that gives
  * GLPK's answer; 0: always GLPK (for tests that compare the two). */
 extern int stk__sia_dp_first;
+
+/* The same program solved exactly in integer cents (Sia's costs are whole
+ * cents) by dynamic programming, ties broken by a stated rule: jobs choose
+ * in order, each the first option that keeps an optimum, in the order
+ * prefer[k] (may be NULL or -1), the configurations in list order, none
+ * (jpol_sia_exact.c). *obj_cents (may be NULL) gets the objective x 100.
+ * Returns 0, 1 when no solution exists (every pick -1), -1 when it does not
+ * apply (costs not in cents: picks untouched; too many states), or
+ * STK_ENOMEM. */
+int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int T, size_t na,
+                   const double *cost, const int *hold, const int *prefer, int *pick,
+                   int64_t *obj_cents);
+
+/* Check mode: while stk__sia_checking is set, every program Sia solves is
+ * also solved by both solvers (stk__sia_exact and stk__sia_solve) and the
+ * answers compared here. GLPK's objective may exceed the exact optimum by
+ * its relative gap (1e-4) and no more; below it is a fault. */
+#define STK__SIA_CHECK_TOL 1e-4
+struct stk__sia_check {
+  size_t programs;    /* programs compared */
+  size_t glpk_called; /* of them, those GLPK searched (not the unique-optimum DP) */
+  size_t same;        /* identical allocations */
+  size_t ties;        /* equal objectives, allocations differ (a tie broken otherwise) */
+  size_t gap;         /* GLPK stopped at its gap, above the optimum within tolerance */
+  size_t bad;         /* objectives differ beyond tolerance, or a solver failed */
+  double max_rel;     /* largest (GLPK - exact) / |GLPK| */
+};
+extern struct stk__sia_check *stk__sia_checking;
+void stk__sia_check_round(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int T,
+                          size_t na, const double *cost, const int *hold, const int *prefer);
 
 #endif

@@ -1,0 +1,226 @@
+/* Sia's integer program of one round solved exactly by dynamic programming
+ * over the GPUs left of each type, with a stated tie-break (jpol_sia.h).
+ *
+ * Sia's costs are round(G^-0.5, 2) - 1.1: whole cents. The program is
+ * solved in integer cents, so every sum is exact and two optima tie only
+ * when their objectives are equal to the cent; no rounding of a sum can
+ * make one of them look better. h_k(y) is the least cost of jobs k.. with
+ * y GPUs left of each type (h_na = 0), over each job's options: none (a
+ * job not held) or a configuration that fits. A configuration of a
+ * positive cost is never in an optimum of a job not held (the same
+ * solution without it is cheaper and uses fewer GPUs), so it is left out;
+ * a job with nothing else left is left out of the table. The optimum is
+ * h_0(all GPUs). Ties: the jobs choose in order (the order of the
+ * program's jobs), each the first of its options, in the order: the
+ * configuration it is asked to prefer (Sia: the one it has, so a tie never
+ * costs a restart), then the configurations in list order, then none,
+ * that still leaves the rest an optimum. The answer is thus the
+ * lexicographically first optimum in that order, whatever the machine. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs_impl.h"
+#include "jpol_sia.h"
+
+#define EX_MAX_STATES 65536
+#define EX_INF (INT32_C(1) << 29) /* no solution; far above any sum of costs */
+
+/* One option of a job: its configuration and GPUs' index step, cost. */
+struct opt {
+  int c, t, g;
+  size_t step;
+  int32_t w;
+};
+
+/* out[i] = min(out[i], w + in[i]) for i < n: the whole table's work, in
+ * vectors of 8 (two SSE2 ones by default, one AVX2 one where the CPU has
+ * it). */
+typedef int32_t v8si __attribute__((vector_size(32)));
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void minadd(int32_t *restrict out, const int32_t *restrict in, int32_t w, size_t n) {
+  size_t i = 0;
+  v8si vw = {w, w, w, w, w, w, w, w};
+  for (; i + 8 <= n; i += 8) {
+    v8si a, b;
+    memcpy(&a, in + i, sizeof a);
+    memcpy(&b, out + i, sizeof b);
+    a += vw;
+    v8si lt = a < b;
+    b = (a & lt) | (b & ~lt);
+    memcpy(out + i, &b, sizeof b);
+  }
+  for (; i < n; i++) {
+    int32_t v = in[i] + w;
+    out[i] = v < out[i] ? v : out[i];
+  }
+}
+
+/* out[y] = min(out[y], w + in[y - step]) over every y with at least g GPUs
+ * of type t left. In a block of the states whose counts of the types past
+ * t are fixed (block = stride[t + 1] states), those are the block's states
+ * from g * stride[t] = step on: one run each. */
+static void relax(int32_t *out, const int32_t *in, const struct opt *o, size_t S, size_t block) {
+  if (o->step >= block) return;
+  for (size_t b = 0; b < S; b += block) minadd(out + b + o->step, in + b, o->w, block - o->step);
+}
+
+int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int T, size_t na,
+                   const double *cost, const int *hold, const int *prefer, int *pick,
+                   int64_t *obj_cents) {
+  if (T < 1 || T > STK__JOBS_MAX_TYPES || C < 0) return -1;
+  size_t S = 1, stride[STK__JOBS_MAX_TYPES];
+  for (int t = 0; t < T; t++) {
+    if (tgpus[t] < 0) return -1;
+    stride[t] = S;
+    S *= (size_t)tgpus[t] + 1;
+    if (S > EX_MAX_STATES) return -1;
+  }
+  for (int c = 0; c < C; c++)
+    if (cfg[c].type < 0 || cfg[c].type >= T || cfg[c].gpus < 0) return -1;
+  /* every cost in whole cents, or this solver does not apply; and every
+   * sum far from EX_INF, so no sum overflows or passes for no solution */
+  double span = 0;
+  for (size_t k = 0; k < na; k++) {
+    double most = 0;
+    for (int c = 0; c < C; c++) {
+      double x = cost[k * (size_t)C + (size_t)c] * 100;
+      if (!(fabs(x) < 1e6) || fabs(x - nearbyint(x)) > 1e-6) return -1;
+      most = fmax(most, fabs(x));
+    }
+    span += most;
+  }
+  if (span >= (double)(EX_INF / 4)) return -1;
+  for (size_t k = 0; k < na; k++) pick[k] = -1;
+  struct opt *op = malloc(sizeof *op * (na * (size_t)(C + 1) + 1));
+  size_t *first = malloc(sizeof(size_t) * (na + 1)), *who = malloc(sizeof(size_t) * (na + 1));
+  int *held = malloc(sizeof(int) * (na + 1));
+  int32_t *h = NULL;
+  int rc = STK_ENOMEM;
+  if (!op || !first || !who || !held) goto out;
+  /* each job's options in its tie order (none is implied, last) */
+  size_t m = 0, no = 0;
+  for (size_t k = 0; k < na; k++) {
+    size_t start = no;
+    int pref = prefer ? prefer[k] : -1;
+    for (int pass = 0; pass < 2; pass++)
+      for (int c = 0; c < C; c++) {
+        if (pass == 0 ? c != pref : c == pref) continue;
+        int32_t w = (int32_t)nearbyint(cost[k * (size_t)C + (size_t)c] * 100);
+        if (hold[k] >= 0 ? c != hold[k] : w > 0) continue;
+        op[no++] = (struct opt){c, cfg[c].type, cfg[c].gpus,
+                                (size_t)cfg[c].gpus * stride[cfg[c].type], w};
+      }
+    if (hold[k] >= 0 && no == start) { /* held in no configuration there is */
+      rc = 1;
+      goto out;
+    }
+    if (no == start) continue; /* none is its only option */
+    first[m] = start;
+    who[m] = k;
+    held[m++] = hold[k] >= 0;
+  }
+  first[m] = no;
+  size_t block[STK__JOBS_MAX_TYPES];
+  for (int t = 0; t < T; t++) block[t] = t + 1 < T ? stride[t + 1] : S;
+  h = malloc(sizeof(int32_t) * S * (m + 1));
+  if (!h) goto out;
+  int32_t *last = h + S * m;
+  for (size_t y = 0; y < S; y++) last[y] = 0;
+  for (size_t q = m; q-- > 0;) {
+    int32_t *cur = h + S * q;
+    const int32_t *nxt = cur + S;
+    for (size_t y = 0; y < S; y++) cur[y] = held[q] ? EX_INF : nxt[y];
+    for (size_t o = first[q]; o < first[q + 1]; o++) relax(cur, nxt, &op[o], S, block[op[o].t]);
+  }
+  size_t y = S - 1; /* every GPU left */
+  if (h[y] >= EX_INF / 2) {
+    rc = 1;
+    goto out;
+  }
+  int64_t z = h[y];
+  /* the tie-break: in job order, the first option that keeps the optimum */
+  for (size_t q = 0; q < m; q++) {
+    const int32_t *nxt = h + S * (q + 1);
+    int32_t want = h[S * q + y];
+    size_t k = who[q];
+    int got = 0;
+    for (size_t o = first[q]; o < first[q + 1] && !got; o++) {
+      size_t left = y / stride[op[o].t] % ((size_t)tgpus[op[o].t] + 1);
+      if ((int)left < op[o].g || nxt[y - op[o].step] + op[o].w != want) continue;
+      pick[k] = op[o].c;
+      y -= op[o].step;
+      got = 1;
+    }
+    if (!got && (held[q] || nxt[y] != want)) { /* cannot happen: the table says so */
+      rc = -1;
+      goto out;
+    }
+  }
+  if (obj_cents) *obj_cents = z + (int64_t)nearbyint(STK__SIA_LAMBDA_N * 100) * (int64_t)na;
+  rc = 0;
+out:
+  if (rc != 0)
+    for (size_t k = 0; k < na; k++) pick[k] = -1;
+  free(op);
+  free(first);
+  free(who);
+  free(held);
+  free(h);
+  return rc;
+}
+
+/* The objective of picks, in cents: 1.1 per job plus each chosen cost. */
+static int64_t obj_of(int C, size_t na, const double *cost, const int *pick) {
+  int64_t z = (int64_t)nearbyint(STK__SIA_LAMBDA_N * 100) * (int64_t)na;
+  for (size_t k = 0; k < na; k++)
+    if (pick[k] >= 0) z += (int64_t)nearbyint(cost[k * (size_t)C + (size_t)pick[k]] * 100);
+  return z;
+}
+
+struct stk__sia_check *stk__sia_checking;
+
+void stk__sia_check_round(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int T,
+                          size_t na, const double *cost, const int *hold, const int *prefer) {
+  struct stk__sia_check *ck = stk__sia_checking;
+  int *pe = malloc(sizeof(int) * (na + 1)), *pg = malloc(sizeof(int) * (na + 1)), grc = -1;
+  int64_t ze = 0;
+  ck->programs++;
+  if (!pe || !pg) {
+    ck->bad++;
+    goto out;
+  }
+  int re = stk__sia_exact(cfg, C, tgpus, T, na, cost, hold, prefer, pe, &ze);
+  if (stk__sia_solve(cfg, C, tgpus, T, na, cost, hold, pg, &grc) != 0 || re < 0) {
+    ck->bad++;
+    goto out;
+  }
+  if (grc != -1) ck->glpk_called++;
+  int g_none = 1, same = 1;
+  for (size_t k = 0; k < na; k++) {
+    if (pg[k] >= 0) g_none = 0;
+    if (pg[k] != pe[k]) same = 0;
+  }
+  if (re == 1) { /* no solution: GLPK must have found none either */
+    if (!g_none) ck->bad++;
+    else ck->same++;
+    goto out;
+  }
+  int64_t zg = obj_of(C, na, cost, pg);
+  double rel = (double)(zg - ze) / fmax(1.0, fabs((double)zg));
+  if (rel > ck->max_rel) ck->max_rel = rel;
+  if (zg < ze || rel > STK__SIA_CHECK_TOL) /* better than exact: a fault; worse: out of tolerance */
+    ck->bad++;
+  else if (same)
+    ck->same++;
+  else if (zg == ze)
+    ck->ties++;
+  else
+    ck->gap++;
+out:
+  free(pe);
+  free(pg);
+}
