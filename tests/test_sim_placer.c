@@ -57,6 +57,10 @@ TEST(sim_placer_keeps_a_job_on_one_node) {
     CHECK(p.rec[2].start < p.rec[1].finish);
     stk_sim_jobs_result_free(&p);
   }
+  run_ok(j, "tiresias", "BestFit", &p);
+  CHECK_EQ(p.completed, 3);
+  CHECK(p.rec[2].start >= p.rec[0].finish);
+  stk_sim_jobs_result_free(&p);
   /* multi picks again among the jobs the model found room for (a job the
    * power cap allows but no node holds once looped for ever) */
   run_ok(j, "multi", "Random", &p);
@@ -110,8 +114,8 @@ TEST(sim_placer_refusals) {
   struct stk_sim_jobs *j = trace("jobid,submit_time,num_gpus,duration\na,0,1,10\n");
   struct stk_sim_jobs_result r;
   char err[STK_ERRMSG_MAX] = "";
-  CHECK_EQ(run_placed(j, "tiresias", "FGD", &r, err), STK_EINVAL);
-  CHECK_MSG(strstr(err, "policy tiresias places its own jobs"), "%s", err);
+  CHECK_EQ(run_placed(j, "optimus", "FGD", &r, err), STK_EINVAL);
+  CHECK_MSG(strstr(err, "policy optimus places its own jobs"), "%s", err);
   CHECK_EQ(run_placed(j, "fifo", "Tetris", &r, err), STK_EINVAL);
   CHECK_MSG(strstr(err, "no placement policy 'Tetris'"), "%s", err);
   /* the same run with the default model and with a placer agree on a

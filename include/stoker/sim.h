@@ -319,7 +319,7 @@ struct stk_sim_jobs_opts {
   volatile int *cancel; /* set non-zero to stop a run (STK_ECANCELED) */
   /* NULL = jobs take GPUs from the nodes with the most free. Else a
    * placement policy (FGD, BestFit, ...; stk_sim_policy_find) places the
-   * jobs of fifo, sjf, multi and carbon as pods of whole GPUs on the
+   * jobs of fifo, sjf, tiresias, multi and carbon as pods of whole GPUs on the
    * placement replay's node state: a job of up to gpus_per_node GPUs on
    * one node, a wider one on whole nodes plus one node for the rest. A job
    * waits while the policy finds no such room. Not with types. */

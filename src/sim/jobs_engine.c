@@ -512,6 +512,17 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
                      "policy %s schedules GPU types; give a heterogeneous cluster "
                      "(--gpu-types, e.g. sia)",
                      pol->name);
+  if (o.placer && o.ntypes) {
+    return stk__errf(errmsg, STK_EINVAL,
+                   "--placer %s: placement policies are not modelled on a cluster of GPU types",
+                   o.placer);
+  }
+  if (o.placer && !pol->queue) {
+    return stk__errf(errmsg, STK_EINVAL,
+                   "--placer %s: policy %s places its own jobs; a placer serves fifo, sjf, "
+                   "tiresias, multi and carbon",
+                   o.placer, pol->name);
+  }
   for (size_t i = 0; i < jobs->n; i++)
     if (!jobs->job[i].app && pol->elastic)
       return stk__errf(errmsg, STK_EINVAL,
@@ -570,19 +581,6 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
     }
     if ((rc = stk__jhet_init(&rn, errmsg))) goto out;
     rn.usable = rn.gpus;
-  }
-  if (o.placer && o.ntypes) {
-    rc = stk__errf(errmsg, STK_EINVAL,
-                   "--placer %s: placement policies are not modelled on a cluster of GPU types",
-                   o.placer);
-    goto out;
-  }
-  if (o.placer && !pol->queue) {
-    rc = stk__errf(errmsg, STK_EINVAL,
-                   "--placer %s: policy %s places its own jobs; a placer serves fifo, sjf, multi "
-                   "and carbon",
-                   o.placer, pol->name);
-    goto out;
   }
   rc = o.placer ? stk__sim_res_pods(&rn.res, rn.nodes, rn.gpn, jobs, o.placer, 1, errmsg)
                 : stk__sim_res_whole(&rn.res, rn.nodes, rn.gpn, errmsg);

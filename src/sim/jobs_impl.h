@@ -158,8 +158,8 @@ struct stk__jrun {
   int *new_n;
   uint8_t **new_alloc;
   void *pol; /* policy's run state */
-  /* the GPUs as the queueing policies (fifo, sjf, multi, carbon) see
-   * them: whole GPUs, or a placement policy's pods (o->placer) */
+  /* the GPUs as the queueing policies (fifo, sjf, tiresias, multi,
+   * carbon) see them: whole GPUs, or a placement policy's pods (o->placer) */
   struct stk__sim_res *res;
   /* heterogeneous cluster (ntypes > 0): nodes are virtual nodes of gpn
    * GPUs; the type and physical node (numbered across types) of each */
@@ -175,7 +175,7 @@ struct stk__jpolicy {
   const char *name, *summary;
   int elastic; /* sizes jobs itself (Optimus, Pollux) */
   int hetero;  /* needs a heterogeneous cluster (Gavel, Sia) */
-  int queue;   /* starts jobs through rn->res (jpol_queue.h), so a placer applies */
+  int queue;   /* starts jobs through rn->res, so a placer applies */
   int (*init)(struct stk__jrun *rn);
   void (*fini)(struct stk__jrun *rn);
   int (*schedule)(struct stk__jrun *rn, const size_t *active, size_t nactive);
