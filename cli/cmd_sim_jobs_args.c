@@ -229,7 +229,8 @@ int simj_parse(struct jobs_args *a, int argc, char **argv) {
         break;
       case J_PLACER:
         if (stk_sim_policy_find(optarg) < 0) {
-          cli_error("sim", "--placer: no placement policy '%s'; `stoker sim --list-policies` names them",
+          cli_error("sim",
+                    "--placer: no placement policy '%s'; `stoker sim --list-policies` names them",
                     optarg);
           return -1;
         }

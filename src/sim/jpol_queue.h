@@ -7,19 +7,15 @@
 
 #include "jobs_impl.h"
 
-/* The GPUs as the current allocations leave them: rn->res is cleared and
- * given every allocation that stands, and free_gpus gets its free GPUs per
+/* The GPUs as the current allocations leave them: rn->res is given every
+ * allocation that stands, and free_gpus gets its free GPUs per
  * node; *left gets the GPUs the power cap still allows to start. 0, or a
  * negative code when the model cannot take an allocation. */
 static inline int stk__jq_free(struct stk__jrun *rn, const size_t *active, size_t na,
                                int *free_gpus, int *left) {
-  int used = 0, rc = rn->res->ops->clear(rn->res);
-  for (size_t k = 0; k < na && !rc; k++) {
-    int n = rn->new_n[active[k]];
-    if (n) rc = rn->res->ops->hold(rn->res, rn->new_alloc[active[k]], n);
-    used += n;
-  }
+  int used = 0, rc = rn->res->ops->hold(rn->res, rn->new_alloc, rn->new_n, active, na);
   if (rc) return rc;
+  for (size_t k = 0; k < na; k++) used += rn->new_n[active[k]];
   for (int n = 0; n < rn->nodes; n++) free_gpus[n] = rn->res->free_gpus[n];
   *left = rn->usable - used;
   return 0;

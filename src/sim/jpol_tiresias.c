@@ -112,10 +112,7 @@ static int t_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
   }
   /* the jobs that keep running hold their GPUs; the rest start where the
    * run's resource model places them, or wait */
-  int rc = rn->res->ops->clear(rn->res);
-  for (size_t k = 0; k < na && !rc; k++)
-    if (rn->new_n[active[k]])
-      rc = rn->res->ops->hold(rn->res, rn->new_alloc[active[k]], rn->new_n[active[k]]);
+  int rc = rn->res->ops->hold(rn->res, rn->new_alloc, rn->new_n, active, na);
   if (rc) return rc;
   for (int pass = 0; pass < 2; pass++) {
     size_t *q = pass ? t->q1 : t->q0, nq = pass ? t->n1 : t->n0;

@@ -1,9 +1,9 @@
 /* Resource models: what a scheduler asks of a cluster's GPUs, whichever
- * way the GPUs are shared underneath. A model answers four questions:
- * forget every placement (clear), take GPUs a running job already holds
- * (hold), choose and take GPUs for a job that starts (place), and how many
- * whole GPUs a node has free (free_on). A placement is written as the job
- * engine keeps it: one node index per GPU.
+ * way the GPUs are shared underneath. A model answers two questions:
+ * which placements stand now (hold), and where a job that starts goes
+ * (place); it keeps the whole GPUs free on each node in free_gpus. A
+ * placement is written as the job engine keeps it: one node index per
+ * GPU.
  *
  * Two models exist:
  * - whole: a count of free GPUs per node; a job takes its GPUs one at a
@@ -16,6 +16,7 @@
 #ifndef STOKER_SIM_RESOURCE_H
 #define STOKER_SIM_RESOURCE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct stk__sim_res;
@@ -23,10 +24,11 @@ struct stk_sim_jobs;
 
 struct stk__sim_res_ops {
   const char *name;
-  /* Every GPU free again. 0, or a negative code (out of memory). */
-  int (*clear)(struct stk__sim_res *r);
-  /* Take the n GPUs of a placement that stands (alloc[g]: node of GPU g). */
-  int (*hold)(struct stk__sim_res *r, const uint8_t *alloc, int n);
+  /* The placements that stand are exactly alloc[idx[k]], of n[idx[k]]
+   * GPUs each (alloc[i][g]: node of GPU g), k < count; any other is
+   * released. 0, or a negative code (out of memory). */
+  int (*hold)(struct stk__sim_res *r, uint8_t *const *alloc, const int *n, const size_t *idx,
+              size_t count);
   /* Choose and take want GPUs: 0 with alloc filled, STK_ENOSPC (nothing
    * taken) when the model finds no room for them. */
   int (*place)(struct stk__sim_res *r, int want, uint8_t *alloc);

@@ -4,9 +4,8 @@
  * ask for. A job's GPUs become pods of whole GPUs: one pod when the job
  * fits a node, else whole nodes plus one pod for the rest. The pods'
  * sizes over the job list are the workload FGD measures fragmentation
- * against. Placements made since the last clear are kept, so clear undoes
- * them in place and the node order, score caches and random stream live
- * through the run. */
+ * against. One state lives through the run (its node order, score caches
+ * and random stream), and hold changes only the pods that changed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,32 +49,51 @@ static void note_free(struct stk__sim_res *r, const struct stk__sim_bind *b, int
   r->free_gpus[P->st.order[b->node]] -= sign * gpus;
 }
 
-static int p_clear(struct stk__sim_res *r) {
+/* Release one placement: the last of p[] is moved into slot x. */
+static void release(struct stk__sim_res *r, size_t x) {
   struct pods *P = r->impl;
-  while (P->np) {
-    struct placed *x = &P->p[--P->np];
-    stk__sim_unbind(&P->st, x->kind, &x->b);
-    note_free(r, &x->b, -1);
-  }
-  return 0;
+  stk__sim_unbind(&P->st, P->p[x].kind, &P->p[x].b);
+  note_free(r, &P->p[x].b, -1);
+  P->p[x] = P->p[--P->np];
 }
 
-static int p_hold(struct stk__sim_res *r, const uint8_t *alloc, int n) {
+/* Pods of the same size on the same node are interchangeable, so only the
+ * (node, size) pairs that changed since the last call are unbound or
+ * bound: running jobs cost nothing from round to round. */
+static int p_hold(struct stk__sim_res *r, uint8_t *const *alloc, const int *n, const size_t *idx,
+                  size_t count) {
   struct pods *P = r->impl;
-  int per[STK__JOBS_MAX_NODES] = {0};
-  for (int g = 0; g < n; g++) per[alloc[g]]++;
-  for (int node = 0; node < r->nodes; node++) {
-    if (!per[node]) continue;
-    struct stk__sim_bind b = {.node = P->run_of[node], .gpus = 0};
-    const struct stk__sim_node *nd = &P->st.node[b.node];
-    int need = per[node];
-    for (int g = 0; g < nd->ngpu && need; g++)
-      if (nd->gpu[g] == STK__SIM_MILLI) b.gpus |= 1u << g, need--;
-    if (need) return STK_ENOSPC; /* a placement this model never made */
-    int rc = remember(P, P->kind_of[per[node]], &b);
-    if (rc) return rc;
-    note_free(r, &b, 1);
+  /* want[node][size]: pods the standing placements make */
+  static const int G = STK__JOBS_MAX_GPN + 1;
+  int want[STK__JOBS_MAX_NODES][STK__JOBS_MAX_GPN + 1];
+  memset(want, 0, sizeof want);
+  for (size_t k = 0; k < count; k++) {
+    int per[STK__JOBS_MAX_NODES] = {0};
+    for (int g = 0; g < n[idx[k]]; g++) per[alloc[idx[k]][g]]++;
+    for (int node = 0; node < r->nodes; node++)
+      if (per[node]) want[node][STK__MIN(per[node], G - 1)]++;
   }
+  for (size_t x = P->np; x-- > 0;) {
+    int node = (int)P->st.order[P->p[x].b.node];
+    int size = __builtin_popcount(P->p[x].b.gpus);
+    if (want[node][size] > 0)
+      want[node][size]--;
+    else
+      release(r, x);
+  }
+  for (int node = 0; node < r->nodes; node++)
+    for (int size = 1; size < G; size++)
+      while (want[node][size]-- > 0) {
+        struct stk__sim_bind b = {.node = P->run_of[node], .gpus = 0};
+        const struct stk__sim_node *nd = &P->st.node[b.node];
+        int need = size;
+        for (int g = 0; g < nd->ngpu && need; g++)
+          if (nd->gpu[g] == STK__SIM_MILLI) b.gpus |= 1u << g, need--;
+        if (need) return STK_ENOSPC; /* more GPUs held on a node than it has */
+        int rc = remember(P, P->kind_of[size], &b);
+        if (rc) return rc;
+        note_free(r, &b, 1);
+      }
   return 0;
 }
 
@@ -92,11 +110,7 @@ static int p_place(struct stk__sim_res *r, int want, uint8_t *alloc) {
     for (int g = 0; g < size; g++) alloc[got++] = (uint8_t)P->st.order[b.node];
   }
   if (!rc) return 0;
-  while (P->np > mark) { /* all or nothing */
-    struct placed *x = &P->p[--P->np];
-    stk__sim_unbind(&P->st, x->kind, &x->b);
-    note_free(r, &x->b, -1);
-  }
+  while (P->np > mark) release(r, P->np - 1); /* all or nothing */
   return rc;
 }
 
@@ -113,7 +127,6 @@ static void p_fini(struct stk__sim_res *r) {
 
 static const struct stk__sim_res_ops pods_ops = {
     .name = "pods",
-    .clear = p_clear,
     .hold = p_hold,
     .place = p_place,
     .fini = p_fini,

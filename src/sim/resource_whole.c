@@ -18,13 +18,11 @@ void stk__jplace_most_free(int *free_gpus, int nodes, int want, uint8_t *out) {
   }
 }
 
-static int w_clear(struct stk__sim_res *r) {
-  for (int n = 0; n < r->nodes; n++) r->free_gpus[n] = r->gpn;
-  return 0;
-}
-
-static int w_hold(struct stk__sim_res *r, const uint8_t *alloc, int n) {
-  for (int g = 0; g < n; g++) r->free_gpus[alloc[g]]--;
+static int w_hold(struct stk__sim_res *r, uint8_t *const *alloc, const int *n, const size_t *idx,
+                  size_t count) {
+  for (int node = 0; node < r->nodes; node++) r->free_gpus[node] = r->gpn;
+  for (size_t k = 0; k < count; k++)
+    for (int g = 0; g < n[idx[k]]; g++) r->free_gpus[alloc[idx[k]][g]]--;
   return 0;
 }
 
@@ -38,7 +36,6 @@ static int w_place(struct stk__sim_res *r, int want, uint8_t *alloc) {
 
 static const struct stk__sim_res_ops whole_ops = {
     .name = "whole",
-    .clear = w_clear,
     .hold = w_hold,
     .place = w_place,
 };
@@ -53,7 +50,7 @@ int stk__sim_res_whole(struct stk__sim_res **out, int nodes, int gpn, char *errm
   r->ops = &whole_ops;
   r->nodes = nodes;
   r->gpn = gpn;
-  w_clear(r);
+  w_hold(r, NULL, NULL, NULL, 0);
   *out = r;
   return 0;
 }
