@@ -97,8 +97,25 @@ static int p_hold(struct stk__sim_res *r, uint8_t *const *alloc, const int *n, c
   return 0;
 }
 
+/* Whether want GPUs fit as pods: want / gpn empty nodes and, for the
+ * rest, one more node with that many free. Exact, as the pods take whole
+ * GPUs and ask nothing else, and much cheaper than asking the policy to
+ * fail on every node for each waiting job. */
+static int room(const struct stk__sim_res *r, int want) {
+  int full = 0, part = 0, rest = want % r->gpn;
+  for (int n = 0; n < r->nodes; n++) {
+    if (r->free_gpus[n] == r->gpn)
+      full++;
+    else if (rest && r->free_gpus[n] >= rest)
+      part = 1;
+  }
+  int q = want / r->gpn;
+  return full >= q && (!rest || part || full > q);
+}
+
 static int p_place(struct stk__sim_res *r, int want, uint8_t *alloc) {
   struct pods *P = r->impl;
+  if (!room(r, want)) return STK_ENOSPC;
   size_t mark = P->np;
   int got = 0, rc = 0;
   while (got < want && !rc) {
