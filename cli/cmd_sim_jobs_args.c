@@ -83,6 +83,7 @@ enum {
   J_CSV,
   J_SVG,
   J_TYPES,
+  J_PLACER,
 };
 
 static const struct option job_options[] = {
@@ -106,6 +107,7 @@ static const struct option job_options[] = {
     {"csv", 1, 0, J_CSV},
     {"svg", 1, 0, J_SVG},
     {"gpu-types", 1, 0, J_TYPES},
+    {"placer", 1, 0, J_PLACER},
     {"quiet", 0, 0, 'q'},
     {0, 0, 0, 0},
 };
@@ -224,6 +226,15 @@ int simj_parse(struct jobs_args *a, int argc, char **argv) {
       }
       case J_CAP:
         if (cli_double("sim", "--power-cap", optarg, 1, 1e12, &a->o.power_cap_w)) return -1;
+        break;
+      case J_PLACER:
+        if (stk_sim_policy_find(optarg) < 0) {
+          cli_error("sim",
+                    "--placer: no placement policy '%s'; `stoker sim --list-policies` names them",
+                    optarg);
+          return -1;
+        }
+        a->o.placer = optarg;
         break;
       case J_TABLE:
         a->table = 1;

@@ -317,6 +317,13 @@ struct stk_sim_jobs_opts {
   void (*progress)(void *ctx, double now, size_t done, size_t total);
   void *ctx;
   volatile int *cancel; /* set non-zero to stop a run (STK_ECANCELED) */
+  /* NULL = jobs take GPUs from the nodes with the most free. Else a
+   * placement policy (FGD, BestFit, ...; stk_sim_policy_find) places the
+   * jobs of fifo, sjf, tiresias, multi and carbon as pods of whole GPUs on the
+   * placement replay's node state: a job of up to gpus_per_node GPUs on
+   * one node, a wider one on whole nodes plus one node for the rest. A job
+   * waits while the policy finds no such room. Not with types. */
+  const char *placer;
 };
 #define stk_sim_jobs_opts_init(o) stk_sim_jobs_opts_init_sized((o), sizeof *(o))
 STK_EXPORT void stk_sim_jobs_opts_init_sized(struct stk_sim_jobs_opts *o, size_t size);

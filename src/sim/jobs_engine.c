@@ -52,19 +52,6 @@ void stk__jlocal_bsz(const struct stk__japp *a, int bsz, int replicas, int *atom
   *accum = acc;
 }
 
-void stk__jplace_most_free(int *free_gpus, int nodes, int want, uint8_t *out) {
-  int got = 0;
-  while (got < want) {
-    int best = 0;
-    for (int i = 1; i < nodes; i++)
-      if (free_gpus[i] > free_gpus[best]) best = i;
-    int take = STK__MIN(free_gpus[best], want - got);
-    if (take <= 0) break; /* callers check capacity first */
-    for (int k = 0; k < take; k++) out[got++] = (uint8_t)best;
-    free_gpus[best] -= take;
-  }
-}
-
 double stk__jpredict_step(struct stk__jrun *rn, struct stk__jstate *j, int n) {
   if (!j->opt_pred) {
     j->opt_pred = calloc((size_t)rn->gpus + 1, sizeof(double));
@@ -525,6 +512,17 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
                      "policy %s schedules GPU types; give a heterogeneous cluster "
                      "(--gpu-types, e.g. sia)",
                      pol->name);
+  if (o.placer && o.ntypes) {
+    return stk__errf(errmsg, STK_EINVAL,
+                   "--placer %s: placement policies are not modelled on a cluster of GPU types",
+                   o.placer);
+  }
+  if (o.placer && !pol->queue) {
+    return stk__errf(errmsg, STK_EINVAL,
+                   "--placer %s: policy %s places its own jobs; a placer serves fifo, sjf, "
+                   "tiresias, multi and carbon",
+                   o.placer, pol->name);
+  }
   for (size_t i = 0; i < jobs->n; i++)
     if (!jobs->job[i].app && pol->elastic)
       return stk__errf(errmsg, STK_EINVAL,
@@ -584,6 +582,9 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
     if ((rc = stk__jhet_init(&rn, errmsg))) goto out;
     rn.usable = rn.gpus;
   }
+  rc = o.placer ? stk__sim_res_pods(&rn.res, rn.nodes, rn.gpn, jobs, o.placer, 1, errmsg)
+                : stk__sim_res_whole(&rn.res, rn.nodes, rn.gpn, errmsg);
+  if (rc) goto out;
   for (size_t i = 0; i < rn.n; i++) {
     struct stk__jstate *j = &rn.js[i];
     j->restarts = -1;
@@ -676,6 +677,7 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   res->carbon_kg = carbon_g / 1000;
 out:
   if (pol->fini) pol->fini(&rn);
+  stk__sim_res_free(rn.res);
   struct timespec w1;
   clock_gettime(CLOCK_MONOTONIC, &w1);
   res->wall_s = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../base/base.h"
+#include "resource.h"
 #include "stoker/sim.h"
 
 #define STK__JOBS_MAX_NODES 64
@@ -163,6 +164,9 @@ struct stk__jrun {
   int *new_n;
   uint8_t **new_alloc;
   void *pol; /* policy's run state */
+  /* the GPUs as the queueing policies (fifo, sjf, tiresias, multi,
+   * carbon) see them: whole GPUs, or a placement policy's pods (o->placer) */
+  struct stk__sim_res *res;
   /* heterogeneous cluster (ntypes > 0): nodes are virtual nodes of gpn
    * GPUs; the type and physical node (numbered across types) of each */
   int ntypes;
@@ -178,6 +182,7 @@ struct stk__jpolicy {
   const char *name, *summary;
   int elastic; /* sizes jobs itself (Optimus, Pollux) */
   int hetero;  /* needs a heterogeneous cluster (Gavel, Sia) */
+  int queue;   /* starts jobs through rn->res, so a placer applies */
   int (*init)(struct stk__jrun *rn);
   void (*fini)(struct stk__jrun *rn);
   int (*schedule)(struct stk__jrun *rn, const size_t *active, size_t nactive);
@@ -188,10 +193,6 @@ extern const struct stk__jpolicy stk__jpol_fifo, stk__jpol_sjf, stk__jpol_tiresi
     stk__jpol_sia_glpk;
 const struct stk__jpolicy *stk__jpolicy_get(const char *name);
 
-/* Shared placement helper: give `want` GPUs, one at a time from the node
- * with the most free GPUs (ties to the lowest index), as the artifact's
- * baselines. free_gpus is updated. */
-void stk__jplace_most_free(int *free_gpus, int nodes, int want, uint8_t *out);
 /* Step time the job would have at n replicas packed 4 per node with its
  * target batch size (Optimus's oracle), cached. */
 double stk__jpredict_step(struct stk__jrun *rn, struct stk__jstate *j, int n);

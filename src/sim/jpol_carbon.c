@@ -16,7 +16,8 @@ static double mean_intensity(const struct stk_sim_jobs_opts *o) {
 
 static int c_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
   int free_gpus[STK__JOBS_MAX_NODES];
-  int left = stk__jq_free(rn, active, na, free_gpus);
+  int left, rc = stk__jq_free(rn, active, na, free_gpus, &left);
+  if (rc) return rc;
   int dirty = stk__jcarbon_at(rn->o, rn->now) > mean_intensity(rn->o);
   for (size_t k = 0; k < na && left > 0; k++) {
     size_t i = active[k];
@@ -31,5 +32,6 @@ const struct stk__jpolicy stk__jpol_carbon = {
     .name = "carbon",
     .summary = "FIFO with backfilling that defers jobs up to 6 h while the grid is dirtier "
                "than its mean",
+    .queue = 1,
     .schedule = c_schedule,
 };

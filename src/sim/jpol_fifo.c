@@ -5,7 +5,8 @@
 
 static int f_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
   int free_gpus[STK__JOBS_MAX_NODES];
-  int left = stk__jq_free(rn, active, na, free_gpus);
+  int left, rc = stk__jq_free(rn, active, na, free_gpus, &left);
+  if (rc) return rc;
   for (size_t k = 0; k < na; k++) {
     size_t i = active[k];
     if (rn->new_n[i]) continue;
@@ -17,5 +18,6 @@ static int f_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
 const struct stk__jpolicy stk__jpol_fifo = {
     .name = "fifo",
     .summary = "first in, first out at the requested GPUs, no preemption, no backfilling",
+    .queue = 1,
     .schedule = f_schedule,
 };

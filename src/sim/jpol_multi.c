@@ -47,9 +47,11 @@ static double frag_score(const int *free_gpus, int nodes, int gpn, int want) {
 
 static int m_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
   int free_gpus[STK__JOBS_MAX_NODES];
-  int left = stk__jq_free(rn, active, na, free_gpus);
+  int left, rc = stk__jq_free(rn, active, na, free_gpus, &left);
+  if (rc) return rc;
   size_t cand[WINDOW];
   double rem[WINDOW];
+  char skip[WINDOW] = {0}; /* the resource model found no room this round */
   size_t nc = 0;
   double mean_gs = 0;
   for (size_t k = 0; k < na && nc < WINDOW; k++)
@@ -66,7 +68,7 @@ static int m_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
     double bs = -1;
     for (size_t c = 0; c < nc; c++) {
       size_t i = cand[c];
-      if (rn->new_n[i]) continue;
+      if (rn->new_n[i] || skip[c]) continue;
       int want = rn->js[i].spec->replicas;
       if (want > left) continue;
       double wait = rn->now - rn->js[i].spec->submit;
@@ -81,7 +83,7 @@ static int m_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
       }
     }
     if (best < 0) break;
-    stk__jq_start(rn, cand[best], free_gpus, &left);
+    if (!stk__jq_start(rn, cand[best], free_gpus, &left)) skip[best] = 1;
   }
   return 0;
 }
@@ -90,5 +92,6 @@ const struct stk__jpolicy stk__jpol_multi = {
     .name = "multi",
     .summary = "dynamic multi-objective: utilization, aging, fairness and fragmentation "
                "scored together (weights in docs/sim.md)",
+    .queue = 1,
     .schedule = m_schedule,
 };

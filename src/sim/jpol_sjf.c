@@ -18,7 +18,8 @@ static int cmp_key(const void *x, const void *y) {
 
 static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
   int free_gpus[STK__JOBS_MAX_NODES];
-  int left = stk__jq_free(rn, active, na, free_gpus);
+  int left, rc = stk__jq_free(rn, active, na, free_gpus, &left);
+  if (rc) return rc;
   struct key *k = malloc(sizeof *k * (na + 1));
   if (!k) return STK_ENOMEM;
   size_t m = 0;
@@ -36,5 +37,6 @@ static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
 const struct stk__jpolicy stk__jpol_sjf = {
     .name = "sjf",
     .summary = "shortest remaining time first (oracle durations), backfilling, no preemption",
+    .queue = 1,
     .schedule = s_schedule,
 };

@@ -96,8 +96,6 @@ static int t_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
     }
   }
   int left = rn->usable;
-  int free_gpus[STK__JOBS_MAX_NODES];
-  for (int n = 0; n < rn->nodes; n++) free_gpus[n] = rn->gpn;
   for (int pass = 0; pass < 2; pass++) {
     size_t *q = pass ? t->q1 : t->q0, nq = pass ? t->n1 : t->n0;
     for (size_t k = 0; k < nq; k++) {
@@ -112,16 +110,20 @@ static int t_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
       }
     }
   }
-  for (size_t k = 0; k < na; k++)
-    for (int g = 0; g < rn->new_n[active[k]]; g++) free_gpus[rn->new_alloc[active[k]][g]]--;
+  /* the jobs that keep running hold their GPUs; the rest start where the
+   * run's resource model places them, or wait */
+  int rc = rn->res->ops->hold(rn->res, rn->new_alloc, rn->new_n, active, na);
+  if (rc) return rc;
   for (int pass = 0; pass < 2; pass++) {
     size_t *q = pass ? t->q1 : t->q0, nq = pass ? t->n1 : t->n0;
     for (size_t k = 0; k < nq; k++) {
       struct stk__jstate *j = &rn->js[q[k]];
       struct tstate *s = j->pol;
       if (s->status == 1 && rn->new_n[q[k]] == 0) {
-        stk__jplace_most_free(free_gpus, rn->nodes, j->spec->replicas, rn->new_alloc[q[k]]);
-        rn->new_n[q[k]] = j->spec->replicas;
+        if (rn->res->ops->place(rn->res, j->spec->replicas, rn->new_alloc[q[k]]))
+          s->status = 0; /* no room on the nodes: it waits */
+        else
+          rn->new_n[q[k]] = j->spec->replicas;
       }
     }
   }
@@ -132,6 +134,7 @@ const struct stk__jpolicy stk__jpol_tiresias = {
     .name = "tiresias",
     .summary = "two-level discretized least-attained-service (16 GPU-hours), as the Pollux "
                "artifact's baseline",
+    .queue = 1,
     .init = t_init,
     .fini = t_fini,
     .schedule = t_schedule,

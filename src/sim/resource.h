@@ -1,0 +1,59 @@
+/* Resource models: what a scheduler asks of a cluster's GPUs, whichever
+ * way the GPUs are shared underneath. A model answers two questions:
+ * which placements stand now (hold), and where a job that starts goes
+ * (place); it keeps the whole GPUs free on each node in free_gpus. A
+ * placement is written as the job engine keeps it: one node index per
+ * GPU.
+ *
+ * Two models exist:
+ * - whole: a count of free GPUs per node; a job takes its GPUs one at a
+ *   time from the node with the most free (the Pollux artifact's baselines);
+ * - pods: the placement replay's node state (state.c) with one of its
+ *   policies (FGD, BestFit, ...). A job of up to a node's GPUs is one pod
+ *   of whole GPUs on one node; a wider one takes whole nodes, plus one pod
+ *   for the rest. FGD measures fragmentation against the jobs' own sizes.
+ * Nothing here is part of the public API. */
+#ifndef STOKER_SIM_RESOURCE_H
+#define STOKER_SIM_RESOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct stk__sim_res;
+struct stk_sim_jobs;
+
+struct stk__sim_res_ops {
+  const char *name;
+  /* The placements that stand are exactly alloc[idx[k]], of n[idx[k]]
+   * GPUs each (alloc[i][g]: node of GPU g), k < count; any other is
+   * released. 0, or a negative code (out of memory). */
+  int (*hold)(struct stk__sim_res *r, uint8_t *const *alloc, const int *n, const size_t *idx,
+              size_t count);
+  /* Choose and take want GPUs: 0 with alloc filled, STK_ENOSPC (nothing
+   * taken) when the model finds no room for them. */
+  int (*place)(struct stk__sim_res *r, int want, uint8_t *alloc);
+  void (*fini)(struct stk__sim_res *r);
+};
+
+struct stk__sim_res {
+  const struct stk__sim_res_ops *ops;
+  int nodes, gpn;
+  int *free_gpus; /* whole GPUs free per node, kept by every model */
+  void *impl;     /* the model's own state */
+};
+
+/* Whole GPUs on nodes x gpn. */
+int stk__sim_res_whole(struct stk__sim_res **out, int nodes, int gpn, char *errmsg);
+/* The placement replay's state with policy `policy` on nodes x gpn GPUs,
+ * the jobs' sizes as its workload (for FGD's typical pods), ties broken by
+ * a node order drawn from seed. STK_EINVAL names an unknown policy. */
+int stk__sim_res_pods(struct stk__sim_res **out, int nodes, int gpn, const struct stk_sim_jobs *J,
+                      const char *policy, uint64_t seed, char *errmsg);
+void stk__sim_res_free(struct stk__sim_res *r);
+
+/* Give `want` GPUs, one node at a time from the node with the most free
+ * GPUs (ties to the lowest index), as the artifact's baselines; free_gpus
+ * is updated. Callers check capacity first. */
+void stk__jplace_most_free(int *free_gpus, int nodes, int want, uint8_t *out);
+
+#endif
