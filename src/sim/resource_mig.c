@@ -24,6 +24,11 @@ struct mig {
   size_t *placed, nplaced, *pos; /* the placed jobs; each one's index in placed */
   uint32_t *mark, epoch;
   struct stk__mig_cand *cand;
+  /* fail[p]: the fewest instances of profile p found not to fit since the
+   * last release (0: none). Placing only takes room, and k instances that
+   * do not fit mean k + 1 do not either, so a queue of waiting jobs costs
+   * one search per profile until something leaves. */
+  unsigned fail[STK__MIG_MAX_PROFILES];
 };
 
 int stk__sim_res_is_mig(const char *placer) {
@@ -46,6 +51,7 @@ static void count_free(struct stk__sim_res *r) {
 
 static void release(struct mig *M, size_t job) {
   for (int k = 0; k < M->nat[job]; k++) stk__mig_release(&M->m, M->at[job][k], (int32_t)job);
+  memset(M->fail, 0, sizeof M->fail);
   free(M->at[job]);
   M->at[job] = NULL;
   M->nat[job] = 0;
@@ -82,7 +88,11 @@ static int g_place(struct stk__sim_res *r, size_t job, int want, uint8_t *alloc)
   if (job >= M->njobs || M->at[job] || want <= 0 || (uint32_t)want > M->m.n) return STK_ENOSPC;
   unsigned p = profile_of(M, want);
   double cost;
-  if (!stk__mig_choose(&M->m, p, (unsigned)want, M->cand, &cost)) return STK_ENOSPC;
+  if (M->fail[p] && (unsigned)want >= M->fail[p]) return STK_ENOSPC;
+  if (!stk__mig_choose(&M->m, p, (unsigned)want, M->cand, &cost)) {
+    if (!M->fail[p] || (unsigned)want < M->fail[p]) M->fail[p] = (unsigned)want;
+    return STK_ENOSPC;
+  }
   if (!(M->at[job] = malloc(sizeof **M->at * (size_t)want))) return STK_ENOMEM;
   qsort(M->cand, (size_t)want, sizeof *M->cand, cmp_gpu);
   int created = 0, rc = 0;
