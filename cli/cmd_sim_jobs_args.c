@@ -228,9 +228,11 @@ int simj_parse(struct jobs_args *a, int argc, char **argv) {
         if (cli_double("sim", "--power-cap", optarg, 1, 1e12, &a->o.power_cap_w)) return -1;
         break;
       case J_PLACER:
-        if (stk_sim_policy_find(optarg) < 0) {
+        if (stk_sim_policy_find(optarg) < 0 && strcmp(optarg, "mig") &&
+            strncmp(optarg, "mig:", 4)) {
           cli_error("sim",
-                    "--placer: no placement policy '%s'; `stoker sim --list-policies` names them",
+                    "--placer: no placement policy '%s'; `stoker sim --list-policies` names them "
+                    "(or mig, mig:PROFILE for MIG instances)",
                     optarg);
           return -1;
         }

@@ -177,7 +177,7 @@ static void observe(struct stk__jrun *rn, struct stk__jstate *j, int nodes, int 
 
 static void job_step(struct stk__jrun *rn, struct stk__jstate *j, double seconds) {
   if (!j->nplace || j->done) return;
-  int gpus = j->nalloc;
+  double gpus = j->held;
   double el = 0;
   double delay = fmin(j->rescale, seconds);
   el += delay;
@@ -259,6 +259,7 @@ static void reallocate(struct stk__jrun *rn, struct stk__jstate *j, const uint8_
   }
   memcpy(j->alloc, alloc, (size_t)n);
   j->nalloc = n;
+  j->held = n ? (double)stk__sim_res_units(rn->res, n) / rn->res->unit : 0;
   j->nplace = 0;
   if (rn->ntypes && n) {
     j->type = rn->vtype[alloc[0]];
@@ -448,17 +449,18 @@ static int jloop_round(void *ctx, uint64_t round, int64_t at) {
         reallocate(rn, j, rn->new_alloc[i], rn->new_n[i]);
     }
   }
-  int alloc = 0, running = 0, queued = 0;
+  int running = 0, queued = 0;
+  double alloc = 0; /* GPUs' worth held */
   for (size_t k = 0; k < L->na; k++) {
     struct stk__jstate *j = &rn->js[L->active[k]];
     if (j->nalloc) {
-      alloc += j->nalloc;
+      alloc += j->held;
       running++;
     } else {
       queued++;
     }
   }
-  if (L->ndone < L->nlive) L->util_sum += (double)alloc / rn->gpus;
+  if (L->ndone < L->nlive) L->util_sum += alloc / rn->gpus;
   if (o->keep_samples) {
     if (res->nsamples == L->cap_samples) {
       L->cap_samples = L->cap_samples ? 2 * L->cap_samples : 1024;
@@ -471,7 +473,7 @@ static int jloop_round(void *ctx, uint64_t round, int64_t at) {
     }
     struct stk_sim_jobs_sample *s = &res->samples[res->nsamples++];
     s->time = rn->now;
-    s->gpus_alloc = (uint32_t)alloc;
+    s->gpus_alloc = (uint32_t)lround(alloc);
     s->running = (uint32_t)running;
     s->queued = (uint32_t)queued;
     s->power_w = alloc * o->busy_w + (rn->gpus - alloc) * o->idle_w;
@@ -582,8 +584,16 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
     if ((rc = stk__jhet_init(&rn, errmsg))) goto out;
     rn.usable = rn.gpus;
   }
-  rc = o.placer ? stk__sim_res_pods(&rn.res, rn.nodes, rn.gpn, jobs, o.placer, 1, errmsg)
-                : stk__sim_res_whole(&rn.res, rn.nodes, rn.gpn, errmsg);
+  int mig = o.placer && stk__sim_res_is_mig(o.placer);
+  if (mig && o.usable_series) {
+    rc = stk__errf(errmsg, STK_EINVAL,
+                   "--placer %s: GPUs lent round by round are not modelled on MIG instances",
+                   o.placer);
+    goto out;
+  }
+  rc = mig       ? stk__sim_res_mig(&rn.res, rn.nodes, rn.gpn, jobs, o.placer, errmsg)
+       : o.placer ? stk__sim_res_pods(&rn.res, rn.nodes, rn.gpn, jobs, o.placer, 1, errmsg)
+                  : stk__sim_res_whole(&rn.res, rn.nodes, rn.gpn, errmsg);
   if (rc) goto out;
   for (size_t i = 0; i < rn.n; i++) {
     struct stk__jstate *j = &rn.js[i];

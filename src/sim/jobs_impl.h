@@ -116,6 +116,7 @@ struct stk__jstate {
   int epoch, atomic, accum, restarts; /* restarts -1 before the first start */
   int target_bsz;                      /* 0 = Pollux picks */
   int nalloc;
+  double held;     /* GPUs' worth nalloc holds: nalloc, or less on MIG instances */
   uint8_t *alloc;  /* node of each GPU, nalloc entries (capacity max GPUs) */
   int place[STK__JOBS_MAX_NODES], nplace;
   /* cached true throughput of the current placement and batch */

@@ -69,10 +69,10 @@ static int m_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
     for (size_t c = 0; c < nc; c++) {
       size_t i = cand[c];
       if (rn->new_n[i] || skip[c]) continue;
-      int want = rn->js[i].spec->replicas;
-      if (want > left) continue;
+      int want = rn->js[i].spec->replicas, units = stk__sim_res_units(rn->res, want);
+      if (units > left) continue;
       double wait = rn->now - rn->js[i].spec->submit;
-      double util = (double)want / left;
+      double util = (double)units / left;
       double age = wait / (wait + rem[c] + 1);
       double fair = 1 / (1 + rem[c] * want / (mean_gs + 1));
       double frag = frag_score(free_gpus, rn->nodes, rn->gpn, want);

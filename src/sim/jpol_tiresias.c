@@ -95,15 +95,16 @@ static int t_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
       s->last_check = now;
     }
   }
-  int left = rn->usable;
+  int left = rn->usable * rn->res->unit; /* capacity units: GPUs, or MIG slices */
   for (int pass = 0; pass < 2; pass++) {
     size_t *q = pass ? t->q1 : t->q0, nq = pass ? t->n1 : t->n0;
     for (size_t k = 0; k < nq; k++) {
       struct stk__jstate *j = &rn->js[q[k]];
       struct tstate *s = j->pol;
-      if (j->spec->replicas <= left) {
+      int units = stk__sim_res_units(rn->res, j->spec->replicas);
+      if (units <= left) {
         s->status = 1;
-        left -= j->spec->replicas;
+        left -= units;
       } else {
         s->status = 0;
         rn->new_n[q[k]] = 0;
@@ -120,7 +121,7 @@ static int t_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
       struct stk__jstate *j = &rn->js[q[k]];
       struct tstate *s = j->pol;
       if (s->status == 1 && rn->new_n[q[k]] == 0) {
-        if (rn->res->ops->place(rn->res, j->spec->replicas, rn->new_alloc[q[k]]))
+        if (rn->res->ops->place(rn->res, q[k], j->spec->replicas, rn->new_alloc[q[k]]))
           s->status = 0; /* no room on the nodes: it waits */
         else
           rn->new_n[q[k]] = j->spec->replicas;

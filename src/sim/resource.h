@@ -5,13 +5,17 @@
  * placement is written as the job engine keeps it: one node index per
  * GPU.
  *
- * Two models exist:
+ * Three models exist:
  * - whole: a count of free GPUs per node; a job takes its GPUs one at a
  *   time from the node with the most free (the Pollux artifact's baselines);
  * - pods: the placement replay's node state (state.c) with one of its
  *   policies (FGD, BestFit, ...). A job of up to a node's GPUs is one pod
  *   of whole GPUs on one node; a wider one takes whole nodes, plus one pod
  *   for the rest. FGD measures fragmentation against the jobs' own sizes.
+ * - mig: each GPU cut into MIG instances (mig_gpus.h); a job of one GPU
+ *   takes one instance of a chosen profile, a job of k GPUs k whole-GPU
+ *   (7g) instances on k GPUs, placed as the online MIG experiment's
+ *   mig-aware policy places them, reconfiguring only idle instances.
  * Nothing here is part of the public API. */
 #ifndef STOKER_SIM_RESOURCE_H
 #define STOKER_SIM_RESOURCE_H
@@ -29,9 +33,12 @@ struct stk__sim_res_ops {
    * released. 0, or a negative code (out of memory). */
   int (*hold)(struct stk__sim_res *r, uint8_t *const *alloc, const int *n, const size_t *idx,
               size_t count);
-  /* Choose and take want GPUs: 0 with alloc filled, STK_ENOSPC (nothing
-   * taken) when the model finds no room for them. */
-  int (*place)(struct stk__sim_res *r, int want, uint8_t *alloc);
+  /* Choose and take want GPUs for job `job`: 0 with alloc filled,
+   * STK_ENOSPC (nothing taken) when the model finds no room for them. */
+  int (*place)(struct stk__sim_res *r, size_t job, int want, uint8_t *alloc);
+  /* Capacity units a placement of want GPUs holds (NULL: want); the
+   * cluster has `unit` of them per GPU. */
+  int (*units)(const struct stk__sim_res *r, int want);
   void (*fini)(struct stk__sim_res *r);
 };
 
@@ -39,6 +46,7 @@ struct stk__sim_res {
   const struct stk__sim_res_ops *ops;
   int nodes, gpn;
   int *free_gpus; /* whole GPUs free per node, kept by every model */
+  int unit;       /* capacity units per GPU: 1, or 7 compute slices on MIG */
   void *impl;     /* the model's own state */
 };
 
@@ -49,7 +57,19 @@ int stk__sim_res_whole(struct stk__sim_res **out, int nodes, int gpn, char *errm
  * a node order drawn from seed. STK_EINVAL names an unknown policy. */
 int stk__sim_res_pods(struct stk__sim_res **out, int nodes, int gpn, const struct stk_sim_jobs *J,
                       const char *policy, uint64_t seed, char *errmsg);
+/* MIG instances on nodes x gpn GPUs (an A100 80 GB's geometry). spec is
+ * "mig" or "mig:PROFILE", the profile a one-GPU job takes (default 2g).
+ * STK_EINVAL names an unknown profile or jobs of measured applications. */
+int stk__sim_res_mig(struct stk__sim_res **out, int nodes, int gpn, const struct stk_sim_jobs *J,
+                     const char *spec, char *errmsg);
+/* Whether a placer names the MIG model. */
+int stk__sim_res_is_mig(const char *placer);
 void stk__sim_res_free(struct stk__sim_res *r);
+
+/* Units held by a placement of want GPUs. */
+static inline int stk__sim_res_units(const struct stk__sim_res *r, int want) {
+  return r->ops->units ? r->ops->units(r, want) : want;
+}
 
 /* Give `want` GPUs, one node at a time from the node with the most free
  * GPUs (ties to the lowest index), as the artifact's baselines; free_gpus

@@ -113,7 +113,8 @@ static int room(const struct stk__sim_res *r, int want) {
   return full >= q && (!rest || part || full > q);
 }
 
-static int p_place(struct stk__sim_res *r, int want, uint8_t *alloc) {
+static int p_place(struct stk__sim_res *r, size_t job, int want, uint8_t *alloc) {
+  (void)job;
   struct pods *P = r->impl;
   if (!room(r, want)) return STK_ENOSPC;
   size_t mark = P->np;

@@ -26,7 +26,8 @@ static int w_hold(struct stk__sim_res *r, uint8_t *const *alloc, const int *n, c
   return 0;
 }
 
-static int w_place(struct stk__sim_res *r, int want, uint8_t *alloc) {
+static int w_place(struct stk__sim_res *r, size_t job, int want, uint8_t *alloc) {
+  (void)job;
   int left = 0;
   for (int n = 0; n < r->nodes; n++) left += r->free_gpus[n];
   if (want > left) return STK_ENOSPC;
@@ -50,6 +51,7 @@ int stk__sim_res_whole(struct stk__sim_res **out, int nodes, int gpn, char *errm
   r->ops = &whole_ops;
   r->nodes = nodes;
   r->gpn = gpn;
+  r->unit = 1;
   w_hold(r, NULL, NULL, NULL, 0);
   *out = r;
   return 0;
