@@ -33,6 +33,7 @@ name.
 import io
 import json
 import sys
+import threading
 
 import numpy as np
 
@@ -210,6 +211,7 @@ class StackPool:
     def __init__(self, keep=4):
         self.keep = keep
         self.bufs = []
+        self._lock = threading.Lock()
         probe = [np.empty(1, np.uint8)]
         self._idle = self._counts(probe)[0]  # the count of a buffer only the pool holds
 
@@ -218,14 +220,20 @@ class StackPool:
         return [sys.getrefcount(b) for b in bufs]
 
     def take(self, nbytes):
-        """A uint8 array of at least nbytes that nothing else refers to."""
-        counts = self._counts(self.bufs)
-        free = [b for b, c in zip(self.bufs, counts) if c <= self._idle and b.nbytes >= nbytes]
-        if free:
-            return min(free, key=lambda b: b.nbytes)
-        buf = np.empty(nbytes, np.uint8)
-        if len(self.bufs) < self.keep:
-            self.bufs.append(buf)
+        """A uint8 array of at least nbytes that nothing else refers to.
+        Under a lock: two threads collating at once (two passes of one
+        dataset) never take the same buffer, since the one taken is
+        referred to (by buf here) before the lock is let go."""
+        with self._lock:
+            counts = self._counts(self.bufs)
+            free = [b for b, c in zip(self.bufs, counts) if c <= self._idle and b.nbytes >= nbytes]
+            if free:
+                buf = min(free, key=lambda b: b.nbytes)
+            else:
+                buf = np.empty(nbytes, np.uint8)
+                if len(self.bufs) < self.keep:
+                    self.bufs.append(buf)
+            del free
         return buf
 
     def stack(self, vals):
