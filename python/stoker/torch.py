@@ -324,6 +324,7 @@ class StokerDataset(IterableDataset):
         """Stop the loader kept between passes (threads and buffers); the
         next pass opens a new one where the state says."""
         self._pending = None
+        self._stack_pool = None
         pool, self._pool = getattr(self, "_pool", None), None
         if pool is not None and pool[1] == os.getpid():
             pool[0].shutdown(wait=True)
@@ -344,7 +345,7 @@ class StokerDataset(IterableDataset):
 
     def __getstate__(self):  # DataLoader workers (spawn): the loader stays here
         d = dict(self.__dict__)
-        d["_ld"] = d["_loader"] = d["_pending"] = d["_pool"] = None
+        d["_ld"] = d["_loader"] = d["_pending"] = d["_pool"] = d["_stack_pool"] = None
         if multiprocessing.context.get_spawning_popen() is None:
             d["_shared"] = None  # not on its way to a worker: cannot travel
         return d
@@ -388,6 +389,14 @@ class StokerDataset(IterableDataset):
                                              thread_name_prefix="stoker-transform"), os.getpid())
         return list(self._pool[0].map(fn, items))
 
+    def _stacks(self):
+        """This process's fields.StackPool: the memory collate stacks image
+        batches into, reused once nothing refers to a batch made in it."""
+        sp = getattr(self, "_stack_pool", None)
+        if sp is None or sp[1] != os.getpid():
+            sp = self._stack_pool = (fields.StackPool(), os.getpid())
+        return sp[0]
+
     def _fields_item(self, batch):
         dec, tf = self.decoders, self.transform if self.transform_on == "sample" else None
         layout = self.options.get("layout", "hwc")
@@ -396,7 +405,7 @@ class StokerDataset(IterableDataset):
             d = fields.sample(batch, i, dec, layout)
             return tf(d) if tf is not None else d
 
-        item = fields.collate(self._map(one, range(len(batch))))
+        item = fields.collate(self._map(one, range(len(batch))), self._stacks())
         if self.transform is not None and self.transform_on == "batch":
             item = self.transform(item)
         return item
