@@ -36,11 +36,22 @@ static double log_optim(const struct stk__perf *p, double accum, double net) {
   return log(pow(accum, g) + pow(net, g)) / g;
 }
 
-double stk__perf_throughput(const struct stk__perf *p, int nodes, int reps, int atomic, int accum) {
-  double at = p->ac + p->bc * atomic;
-  double opt = exp(log_optim(p, at, net_time(p, nodes, reps)));
+/* The model's overlapped step time at atomic-batch compute time at, with
+ * pow(net, gamma) given (pnet_g): log_optim's operations in its order. */
+static double opt_time(const struct stk__perf *p, double at, double pnet_g) {
+  double g = p->gamma;
+  return exp(log(pow(at, g) + pnet_g) / g);
+}
+
+static double throughput_of(double at, double opt, int reps, int atomic, int accum) {
   double total = accum * at + opt;
   return (double)reps * atomic * (accum + 1) / total;
+}
+
+double stk__perf_throughput(const struct stk__perf *p, int nodes, int reps, int atomic, int accum) {
+  double at = p->ac + p->bc * atomic;
+  return throughput_of(at, opt_time(p, at, pow(net_time(p, nodes, reps), p->gamma)), reps, atomic,
+                       accum);
 }
 
 struct fitdata {
@@ -231,24 +242,100 @@ static double efficiency(double sqr, double var, int init_bsz, double bsz) {
   return gain / scale;
 }
 
-double stk__goodput_opt(const struct stk__perf *p, double sqr, double var, int init_bsz,
-                        int nodes, int replicas, int max_bsz, int min_local, int max_local,
-                        int *atomic, int *accum) {
+/* The batch sizes the goodput search tries (50 totals spaced evenly in log
+ * between the smallest and the application's largest, each split into an
+ * atomic local batch and accumulation steps) depend only on the
+ * application's limits and the replica count, not on the job's model.
+ * Runs of equal splits are kept once (equal splits give equal goodput, and
+ * the search keeps the first of equals), and each atomic batch's step
+ * time is computed once (it does not depend on the accumulation). */
+#define CAND_K 50
+#define CAND_SLOTS 256
+
+struct cand {
+  int key[5], used;
+  int n, nu;                   /* splits; distinct atomic batches among them */
+  int at[CAND_K], acc[CAND_K]; /* atomic batch, accumulation steps */
+  int ui[CAND_K];              /* the split's atomic batch in uat */
+  int uat[CAND_K];
+  unsigned char uok[CAND_K]; /* that atomic batch within the local limits */
+};
+
+static void cand_make(struct cand *c, int init_bsz, int replicas, int max_bsz, int min_local,
+                      int max_local) {
+  c->n = c->nu = 0;
   const double eps = 1e-8;
   double lo = fmax(init_bsz, (double)min_local * replicas);
-  double best = 0;
-  int ba = 0, bc = 0, found = 0;
-  for (int k = 0; k < 50; k++) {
+  for (int k = 0; k < CAND_K; k++) {
     double b = lo * pow((double)max_bsz / lo, k / 49.0);
     double local = b / replicas;
     int acc = (int)ceil(local / max_local - eps) - 1;
     if (replicas == 1 && local > init_bsz + eps && acc < 1) acc = 1;
     if (acc < 0) acc = 0;
     int at = (int)ceil(local / (acc + 1) - eps);
+    if (c->n && c->at[c->n - 1] == at && c->acc[c->n - 1] == acc) continue;
+    int u = 0;
+    while (u < c->nu && c->uat[u] != at) u++;
+    if (u == c->nu) {
+      c->uat[u] = at;
+      c->uok[u] = at >= min_local && at <= max_local;
+      c->nu++;
+    }
+    c->at[c->n] = at;
+    c->acc[c->n] = acc;
+    c->ui[c->n] = u;
+    c->n++;
+  }
+}
+
+/* A run's table of them (jobs_impl.h), open-addressed by key, emptied when
+ * three quarters full. */
+struct stk__gpcache {
+  struct cand slot[CAND_SLOTS];
+  int used;
+};
+
+static const struct cand *cand_find(struct stk__gpcache *gc, const int key[5]) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < 5; i++) h = (h ^ (uint32_t)key[i]) * 1099511628211ull;
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 32;
+  size_t s = h & (CAND_SLOTS - 1);
+  for (; gc->slot[s].used; s = (s + 1) & (CAND_SLOTS - 1))
+    if (!memcmp(gc->slot[s].key, key, sizeof gc->slot[s].key)) return &gc->slot[s];
+  if (4 * (gc->used + 1) > 3 * CAND_SLOTS) {
+    for (int i = 0; i < CAND_SLOTS; i++) gc->slot[i].used = 0;
+    gc->used = 0;
+    s = h & (CAND_SLOTS - 1);
+  }
+  struct cand *c = &gc->slot[s];
+  memcpy(c->key, key, sizeof c->key);
+  c->used = 1;
+  gc->used++;
+  cand_make(c, key[0], key[1], key[2], key[3], key[4]);
+  return c;
+}
+
+void stk__gpcache_free(struct stk__gpcache *gc) { free(gc); }
+
+static double search(const struct cand *c, const struct stk__perf *p, double sqr, double var,
+                     int init_bsz, int nodes, int replicas, int *atomic, int *accum) {
+  double pn = pow(net_time(p, nodes, replicas), p->gamma); /* the same at every split */
+  double att[CAND_K], opt[CAND_K];
+  for (int u = 0; u < c->nu; u++)
+    if (c->uok[u]) {
+      att[u] = p->ac + p->bc * c->uat[u];
+      opt[u] = opt_time(p, att[u], pn);
+    }
+  double best = 0;
+  int ba = 0, bc = 0, found = 0;
+  for (int k = 0; k < c->n; k++) {
+    int at = c->at[k], acc = c->acc[k], u = c->ui[k];
     double g = 0;
-    if (at >= min_local && at <= max_local) {
+    if (c->uok[u]) {
       double bs = (double)replicas * at * (acc + 1);
-      g = stk__perf_throughput(p, nodes, replicas, at, acc) * efficiency(sqr, var, init_bsz, bs);
+      g = throughput_of(att[u], opt[u], replicas, at, acc) * efficiency(sqr, var, init_bsz, bs);
     }
     if (!found || g > best) {
       best = g;
@@ -260,4 +347,23 @@ double stk__goodput_opt(const struct stk__perf *p, double sqr, double var, int i
   if (atomic) *atomic = ba;
   if (accum) *accum = bc;
   return best;
+}
+
+double stk__goodput_opt(const struct stk__perf *p, double sqr, double var, int init_bsz,
+                        int nodes, int replicas, int max_bsz, int min_local, int max_local,
+                        int *atomic, int *accum) {
+  struct cand c;
+  cand_make(&c, init_bsz, replicas, max_bsz, min_local, max_local);
+  return search(&c, p, sqr, var, init_bsz, nodes, replicas, atomic, accum);
+}
+
+double stk__goodput_opt_c(struct stk__gpcache **gc, const struct stk__perf *p, double sqr,
+                          double var, int init_bsz, int nodes, int replicas, int max_bsz,
+                          int min_local, int max_local, int *atomic, int *accum) {
+  if (!*gc) *gc = calloc(1, sizeof **gc);
+  if (!*gc) /* out of memory: made for this call */
+    return stk__goodput_opt(p, sqr, var, init_bsz, nodes, replicas, max_bsz, min_local,
+                            max_local, atomic, accum);
+  int key[5] = {init_bsz, replicas, max_bsz, min_local, max_local};
+  return search(cand_find(*gc, key), p, sqr, var, init_bsz, nodes, replicas, atomic, accum);
 }
