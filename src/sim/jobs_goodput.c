@@ -54,11 +54,19 @@ double stk__perf_throughput(const struct stk__perf *p, int nodes, int reps, int 
                        accum);
 }
 
+/* A fit's rows, with their distinct batch sizes and network classes: the
+ * compute time's pow and log depend only on the batch, the network's pow
+ * only on the class (nodes > 1, else replicas > 1, and the replicas), so
+ * each is taken once per point of the search and looked up per row. */
 struct fitdata {
   int n;
   const int *nodes, *reps, *bsz;
-  const double *accum, *step;
-  const double *log_accum, *log_step; /* their logs, or NULL */
+  const double *accum, *step;         /* the rows */
+  const double *log_accum, *log_step; /* the measurements' logs */
+  int nb, nn;                         /* distinct batch sizes, network classes */
+  const int *bi, *ni;                 /* each row's; NULL: none (out of memory) */
+  const int *ub, *un_nodes, *un_reps; /* a batch size; a class's nodes, replicas */
+  double *sa, *sl, *sp, *sn;          /* scratch: nb x 3, nn */
   double lo[NP], hi[NP], fixed[NP];
   int isfixed[NP];
 };
@@ -87,23 +95,44 @@ static void to_params(const struct fitdata *d, const double *u, struct stk__perf
   p->gamma = v[6];
 }
 
+/* The objective from its sums of squared log errors: RMS of each plus the
+ * artifact's two regularisers. */
+static double objective_end(const struct stk__perf *p, double e1, double e2, int n) {
+  double err = sqrt(e1 / n) + sqrt(e2 / n);
+  err += 1e-3 * (p->gamma - 1) * (p->gamma - 1);
+  err += 1e-2 * ((p->bn / p->an) * (p->bn / p->an) + (p->br / p->ar) * (p->br / p->ar));
+  return isfinite(err) ? err : 1e300;
+}
+
 static double objective(const struct fitdata *d, const double *u) {
   struct stk__perf p;
   to_params(d, u, &p);
-  double e1 = 0, e2 = 0;
+  double g = p.gamma, e1 = 0, e2 = 0;
+  if (!d->bi) { /* each row's terms at each point: the same values, slower */
+    for (int i = 0; i < d->n; i++) {
+      double pa = p.ac + p.bc * d->bsz[i];
+      double lo = log_optim(&p, pa, net_time(&p, d->nodes[i], d->reps[i]));
+      double r1 = log(pa) - log(d->accum[i]);
+      double r2 = lo - log(d->step[i]);
+      e1 += r1 * r1;
+      e2 += r2 * r2;
+    }
+    return objective_end(&p, e1, e2, d->n);
+  }
+  for (int b = 0; b < d->nb; b++) {
+    d->sa[b] = p.ac + p.bc * d->ub[b];
+    d->sp[b] = pow(d->sa[b], g);
+    d->sl[b] = log(d->sa[b]);
+  }
+  for (int k = 0; k < d->nn; k++) d->sn[k] = pow(net_time(&p, d->un_nodes[k], d->un_reps[k]), g);
   for (int i = 0; i < d->n; i++) {
-    double pa = p.ac + p.bc * d->bsz[i];
-    double pn = net_time(&p, d->nodes[i], d->reps[i]);
-    double lo = log_optim(&p, pa, pn);
-    double r1 = log(pa) - (d->log_accum ? d->log_accum[i] : log(d->accum[i]));
-    double r2 = lo - (d->log_step ? d->log_step[i] : log(d->step[i]));
+    double lo = log(d->sp[d->bi[i]] + d->sn[d->ni[i]]) / g;
+    double r1 = d->sl[d->bi[i]] - d->log_accum[i];
+    double r2 = lo - d->log_step[i];
     e1 += r1 * r1;
     e2 += r2 * r2;
   }
-  double err = sqrt(e1 / d->n) + sqrt(e2 / d->n);
-  err += 1e-3 * (p.gamma - 1) * (p.gamma - 1);
-  err += 1e-2 * ((p.bn / p.an) * (p.bn / p.an) + (p.br / p.ar) * (p.br / p.ar));
-  return isfinite(err) ? err : 1e300;
+  return objective_end(&p, e1, e2, d->n);
 }
 
 static double inv_param(int i, double v) {
@@ -120,24 +149,56 @@ void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *reps
   struct fitdata d;
   memset(&d, 0, sizeof d);
   d.n = n;
+  /* the logs of the measurements, the distinct batch sizes and network
+   * classes: the same at every point of the search, taken once (64 rows
+   * on the stack, more on the heap; without memory, at every point) */
+  enum { NS = 64, ND = 6, NI = 5 };
+  double ds[NS * ND];
+  int is[NS * NI];
+  double *dv = ds;
+  int *iv = is;
   d.nodes = nodes;
   d.reps = reps;
   d.bsz = bsz;
-  /* the logs of the measurements are the same at every point of the
-   * search: taken once (16 points on the stack, more on the heap) */
   d.accum = accum_time;
   d.step = step_time;
-  double la_s[16], ls_s[16], *la = la_s, *ls = ls_s;
-  if (n > 16) {
-    la = malloc(sizeof(double) * (size_t)n * 2); /* NULL: logs taken at each point */
-    ls = la ? la + n : NULL;
+  if (n > NS) {
+    dv = malloc(sizeof(double) * (size_t)n * ND);
+    iv = malloc(sizeof(int) * (size_t)n * NI);
   }
-  for (int i = 0; la && i < n; i++) {
-    la[i] = log(accum_time[i]);
-    ls[i] = log(step_time[i]);
+  if (dv && iv) {
+    double *la = dv, *ls = dv + n;
+    int *bi = iv, *ni = iv + n, *ub = iv + 2 * n, *unn = iv + 3 * n, *unr = iv + 4 * n;
+    int nb = 0, nn = 0;
+    for (int i = 0; i < n; i++) {
+      la[i] = log(accum_time[i]);
+      ls[i] = log(step_time[i]);
+      int b = 0;
+      while (b < nb && ub[b] != bsz[i]) b++;
+      if (b == nb) ub[nb++] = bsz[i];
+      bi[i] = b;
+      int cls = nodes[i] > 1 ? 2 : reps[i] > 1, k = 0;
+      while (k < nn && !((unn[k] > 1 ? 2 : unr[k] > 1) == cls && unr[k] == reps[i])) k++;
+      if (k == nn) {
+        unn[nn] = nodes[i];
+        unr[nn++] = reps[i];
+      }
+      ni[i] = k;
+    }
+    d.log_accum = la;
+    d.log_step = ls;
+    d.nb = nb;
+    d.nn = nn;
+    d.bi = bi;
+    d.ni = ni;
+    d.ub = ub;
+    d.un_nodes = unn;
+    d.un_reps = unr;
+    d.sa = dv + 2 * n;
+    d.sl = d.sa + nb;
+    d.sp = d.sl + nb;
+    d.sn = d.sp + nb; /* nb, nn <= n: 2n + 3nb + nn <= 6n doubles */
   }
-  d.log_accum = la;
-  d.log_step = ls;
   double init[NP] = {1e-1, 1e-2, 1e-1, 1e-2, 1e-1, 1e-2, 1.0 + 1e-3};
   int one_bsz = 1, multi_node = 0, single_multi = 0, over2 = 0;
   double mean_acc = 0;
@@ -232,7 +293,8 @@ void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *reps
     p->an = fmax(p->an, p->ar * 1.1);
     p->bn = fmax(p->bn, p->br * 1.1);
   }
-  if (la != la_s) free(la); /* NULL or the heap's */
+  if (dv != ds) free(dv); /* NULL or the heap's */
+  if (iv != is) free(iv);
 }
 
 static double efficiency(double sqr, double var, int init_bsz, double bsz) {
