@@ -94,8 +94,40 @@ static void minadd16(int16_t *restrict out, const int16_t *restrict in, int16_t 
   }
 }
 
-static void relax16(int16_t *out, const int16_t *in, const struct opt *o, size_t S, size_t block) {
+/* out[i] = min(out[i], w + in[i]) where col[i] >= g: the first type's
+ * options (stride 1, so its runs are only a row long) in one pass over the
+ * table, col[i] the first type's count at state i. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void minadd16_col(int16_t *restrict out, const int16_t *restrict in,
+                         const int16_t *restrict col, int16_t g, int16_t w, size_t n) {
+  size_t i = 0;
+  v16hi vw = {w, w, w, w, w, w, w, w, w, w, w, w, w, w, w, w};
+  v16hi vg = {g, g, g, g, g, g, g, g, g, g, g, g, g, g, g, g};
+  for (; i + 16 <= n; i += 16) {
+    v16hi a, b, c;
+    memcpy(&a, in + i, sizeof a);
+    memcpy(&b, out + i, sizeof b);
+    memcpy(&c, col + i, sizeof c);
+    a += vw;
+    v16hi lt = (a < b) & (c >= vg);
+    b = (a & lt) | (b & ~lt);
+    memcpy(out + i, &b, sizeof b);
+  }
+  for (; i < n; i++) {
+    int16_t v = (int16_t)(in[i] + w);
+    if (col[i] >= g && v < out[i]) out[i] = v;
+  }
+}
+
+static void relax16(int16_t *out, const int16_t *in, const int16_t *col, const struct opt *o,
+                    size_t S, size_t block) {
   if (o->step >= block) return;
+  if (o->t == 0 && col) {
+    minadd16_col(out + o->step, in, col + o->step, (int16_t)o->g, (int16_t)o->w, S - o->step);
+    return;
+  }
   for (size_t b = 0; b < S; b += block)
     minadd16(out + b + o->step, in + b, (int16_t)o->w, block - o->step);
 }
@@ -159,6 +191,7 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
   struct opt *op = malloc(sizeof *op * (na * (size_t)C + 1));
   size_t *first = malloc(sizeof(size_t) * (na + 1)), *who = malloc(sizeof(size_t) * (na + 1));
   void *h = NULL;
+  int16_t *col = NULL;
   int rc = STK_ENOMEM;
   if (!op || !first || !who) goto out;
   /* each free job's options in its tie order (none is implied, last) */
@@ -193,13 +226,15 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
   size_t es = narrow ? sizeof(int16_t) : sizeof(int32_t);
   h = malloc(es * S * (m + 1));
   if (!h) goto out;
+  col = narrow && T > 1 ? malloc(sizeof(int16_t) * S) : NULL; /* NULL: by rows */
+  for (size_t i = 0; col && i < S; i++) col[i] = (int16_t)(i % ((size_t)left_t[0] + 1));
   memset((char *)h + es * S * m, 0, es * S);
   for (size_t q = m; q-- > 0;) {
     char *cur = (char *)h + es * S * q;
     memcpy(cur, cur + es * S, es * S); /* none */
     for (size_t o = first[q]; o < first[q + 1]; o++) {
       if (narrow)
-        relax16((int16_t *)cur, (const int16_t *)(cur + es * S), &op[o], S, block[op[o].t]);
+        relax16((int16_t *)cur, (const int16_t *)(cur + es * S), col, &op[o], S, block[op[o].t]);
       else
         relax((int32_t *)cur, (const int32_t *)(cur + es * S), &op[o], S, block[op[o].t]);
     }
@@ -234,6 +269,7 @@ out:
   free(first);
   free(who);
   free(h);
+  free(col);
   return rc;
 }
 
