@@ -67,7 +67,10 @@ TEST(sim_sia_exact_matches_exhaustive_search) {
   const int tgpus[3] = {3, 4, 2};
   unsigned seed = 12345;
   int ties = 0;
-  for (int trial = 0; trial < 400; trial++) {
+  /* the second 400 with costs 1000 times larger: the larger programs' sums
+   * no longer fit the solver's 16-bit table, so its 32-bit one is used */
+  for (int trial = 0; trial < 800; trial++) {
+    double scale = trial < 400 ? 1 : 1000;
     int n = 1 + trial % 7, hold[8], prefer[8], pick[8];
     double cost[8 * 5];
     for (int k = 0; k < n; k++) {
@@ -75,7 +78,7 @@ TEST(sim_sia_exact_matches_exhaustive_search) {
         seed = seed * 1103515245u + 12345u;
         /* few distinct values, so optima tie often; some never worth it */
         int v = (int)(seed >> 16) % 6;
-        cost[k * 5 + c] = v == 5 ? 98.9 : -0.1 * (double)(v + 1) / 2;
+        cost[k * 5 + c] = v == 5 ? 98.9 : -0.1 * (double)(v + 1) / 2 * scale;
       }
       seed = seed * 1103515245u + 12345u;
       prefer[k] = (int)(seed >> 16) % 6 - 1;

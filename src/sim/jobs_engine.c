@@ -104,8 +104,8 @@ static void update_bsz(struct stk__jrun *rn, struct stk__jstate *j) {
     int b = STK__MAX(a->init_bsz, a->min_local * reps);
     stk__jlocal_bsz(a, b, reps, &j->atomic, &j->accum);
   } else {
-    stk__goodput_opt(&j->perf, j->sqr, j->var, a->init_bsz, j->nplace, reps, a->max_bsz,
-                     a->min_local, a->max_local, &j->atomic, &j->accum);
+    stk__goodput_opt_c(&rn->gpcache, &j->perf, j->sqr, j->var, a->init_bsz, j->nplace, reps,
+                       a->max_bsz, a->min_local, a->max_local, &j->atomic, &j->accum);
     int count = reps * (j->accum + 1);
     int cap = (int)((double)a->max_bsz / count);
     if (j->atomic > cap) j->atomic = cap;
@@ -706,6 +706,7 @@ out:
     }
   free(rn.js);
   stk__fitmemo_free(rn.fitmemo);
+  stk__gpcache_free(rn.gpcache);
   free(rn.new_n);
   free(rn.new_alloc);
   free(active);

@@ -36,18 +36,37 @@ static double log_optim(const struct stk__perf *p, double accum, double net) {
   return log(pow(accum, g) + pow(net, g)) / g;
 }
 
-double stk__perf_throughput(const struct stk__perf *p, int nodes, int reps, int atomic, int accum) {
-  double at = p->ac + p->bc * atomic;
-  double opt = exp(log_optim(p, at, net_time(p, nodes, reps)));
+/* The model's overlapped step time at atomic-batch compute time at, with
+ * pow(net, gamma) given (pnet_g): log_optim's operations in its order. */
+static double opt_time(const struct stk__perf *p, double at, double pnet_g) {
+  double g = p->gamma;
+  return exp(log(pow(at, g) + pnet_g) / g);
+}
+
+static double throughput_of(double at, double opt, int reps, int atomic, int accum) {
   double total = accum * at + opt;
   return (double)reps * atomic * (accum + 1) / total;
 }
 
+double stk__perf_throughput(const struct stk__perf *p, int nodes, int reps, int atomic, int accum) {
+  double at = p->ac + p->bc * atomic;
+  return throughput_of(at, opt_time(p, at, pow(net_time(p, nodes, reps), p->gamma)), reps, atomic,
+                       accum);
+}
+
+/* A fit's rows, with their distinct batch sizes and network classes: the
+ * compute time's pow and log depend only on the batch, the network's pow
+ * only on the class (nodes > 1, else replicas > 1, and the replicas), so
+ * each is taken once per point of the search and looked up per row. */
 struct fitdata {
   int n;
   const int *nodes, *reps, *bsz;
-  const double *accum, *step;
-  const double *log_accum, *log_step; /* their logs, or NULL */
+  const double *accum, *step;         /* the rows */
+  const double *log_accum, *log_step; /* the measurements' logs */
+  int nb, nn;                         /* distinct batch sizes, network classes */
+  const int *bi, *ni;                 /* each row's; NULL: none (out of memory) */
+  const int *ub, *un_nodes, *un_reps; /* a batch size; a class's nodes, replicas */
+  double *sa, *sl, *sp, *sn;          /* scratch: nb x 3, nn */
   double lo[NP], hi[NP], fixed[NP];
   int isfixed[NP];
 };
@@ -76,23 +95,44 @@ static void to_params(const struct fitdata *d, const double *u, struct stk__perf
   p->gamma = v[6];
 }
 
+/* The objective from its sums of squared log errors: RMS of each plus the
+ * artifact's two regularisers. */
+static double objective_end(const struct stk__perf *p, double e1, double e2, int n) {
+  double err = sqrt(e1 / n) + sqrt(e2 / n);
+  err += 1e-3 * (p->gamma - 1) * (p->gamma - 1);
+  err += 1e-2 * ((p->bn / p->an) * (p->bn / p->an) + (p->br / p->ar) * (p->br / p->ar));
+  return isfinite(err) ? err : 1e300;
+}
+
 static double objective(const struct fitdata *d, const double *u) {
   struct stk__perf p;
   to_params(d, u, &p);
-  double e1 = 0, e2 = 0;
+  double g = p.gamma, e1 = 0, e2 = 0;
+  if (!d->bi) { /* each row's terms at each point: the same values, slower */
+    for (int i = 0; i < d->n; i++) {
+      double pa = p.ac + p.bc * d->bsz[i];
+      double lo = log_optim(&p, pa, net_time(&p, d->nodes[i], d->reps[i]));
+      double r1 = log(pa) - log(d->accum[i]);
+      double r2 = lo - log(d->step[i]);
+      e1 += r1 * r1;
+      e2 += r2 * r2;
+    }
+    return objective_end(&p, e1, e2, d->n);
+  }
+  for (int b = 0; b < d->nb; b++) {
+    d->sa[b] = p.ac + p.bc * d->ub[b];
+    d->sp[b] = pow(d->sa[b], g);
+    d->sl[b] = log(d->sa[b]);
+  }
+  for (int k = 0; k < d->nn; k++) d->sn[k] = pow(net_time(&p, d->un_nodes[k], d->un_reps[k]), g);
   for (int i = 0; i < d->n; i++) {
-    double pa = p.ac + p.bc * d->bsz[i];
-    double pn = net_time(&p, d->nodes[i], d->reps[i]);
-    double lo = log_optim(&p, pa, pn);
-    double r1 = log(pa) - (d->log_accum ? d->log_accum[i] : log(d->accum[i]));
-    double r2 = lo - (d->log_step ? d->log_step[i] : log(d->step[i]));
+    double lo = log(d->sp[d->bi[i]] + d->sn[d->ni[i]]) / g;
+    double r1 = d->sl[d->bi[i]] - d->log_accum[i];
+    double r2 = lo - d->log_step[i];
     e1 += r1 * r1;
     e2 += r2 * r2;
   }
-  double err = sqrt(e1 / d->n) + sqrt(e2 / d->n);
-  err += 1e-3 * (p.gamma - 1) * (p.gamma - 1);
-  err += 1e-2 * ((p.bn / p.an) * (p.bn / p.an) + (p.br / p.ar) * (p.br / p.ar));
-  return isfinite(err) ? err : 1e300;
+  return objective_end(&p, e1, e2, d->n);
 }
 
 static double inv_param(int i, double v) {
@@ -109,24 +149,56 @@ void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *reps
   struct fitdata d;
   memset(&d, 0, sizeof d);
   d.n = n;
+  /* the logs of the measurements, the distinct batch sizes and network
+   * classes: the same at every point of the search, taken once (64 rows
+   * on the stack, more on the heap; without memory, at every point) */
+  enum { NS = 64, ND = 6, NI = 5 };
+  double ds[NS * ND];
+  int is[NS * NI];
+  double *dv = ds;
+  int *iv = is;
   d.nodes = nodes;
   d.reps = reps;
   d.bsz = bsz;
-  /* the logs of the measurements are the same at every point of the
-   * search: taken once (16 points on the stack, more on the heap) */
   d.accum = accum_time;
   d.step = step_time;
-  double la_s[16], ls_s[16], *la = la_s, *ls = ls_s;
-  if (n > 16) {
-    la = malloc(sizeof(double) * (size_t)n * 2); /* NULL: logs taken at each point */
-    ls = la ? la + n : NULL;
+  if (n > NS) {
+    dv = malloc(sizeof(double) * (size_t)n * ND);
+    iv = malloc(sizeof(int) * (size_t)n * NI);
   }
-  for (int i = 0; la && i < n; i++) {
-    la[i] = log(accum_time[i]);
-    ls[i] = log(step_time[i]);
+  if (dv && iv) {
+    double *la = dv, *ls = dv + n;
+    int *bi = iv, *ni = iv + n, *ub = iv + 2 * n, *unn = iv + 3 * n, *unr = iv + 4 * n;
+    int nb = 0, nn = 0;
+    for (int i = 0; i < n; i++) {
+      la[i] = log(accum_time[i]);
+      ls[i] = log(step_time[i]);
+      int b = 0;
+      while (b < nb && ub[b] != bsz[i]) b++;
+      if (b == nb) ub[nb++] = bsz[i];
+      bi[i] = b;
+      int cls = nodes[i] > 1 ? 2 : reps[i] > 1, k = 0;
+      while (k < nn && !((unn[k] > 1 ? 2 : unr[k] > 1) == cls && unr[k] == reps[i])) k++;
+      if (k == nn) {
+        unn[nn] = nodes[i];
+        unr[nn++] = reps[i];
+      }
+      ni[i] = k;
+    }
+    d.log_accum = la;
+    d.log_step = ls;
+    d.nb = nb;
+    d.nn = nn;
+    d.bi = bi;
+    d.ni = ni;
+    d.ub = ub;
+    d.un_nodes = unn;
+    d.un_reps = unr;
+    d.sa = dv + 2 * n;
+    d.sl = d.sa + nb;
+    d.sp = d.sl + nb;
+    d.sn = d.sp + nb; /* nb, nn <= n: 2n + 3nb + nn <= 6n doubles */
   }
-  d.log_accum = la;
-  d.log_step = ls;
   double init[NP] = {1e-1, 1e-2, 1e-1, 1e-2, 1e-1, 1e-2, 1.0 + 1e-3};
   int one_bsz = 1, multi_node = 0, single_multi = 0, over2 = 0;
   double mean_acc = 0;
@@ -221,7 +293,8 @@ void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *reps
     p->an = fmax(p->an, p->ar * 1.1);
     p->bn = fmax(p->bn, p->br * 1.1);
   }
-  if (la != la_s) free(la); /* NULL or the heap's */
+  if (dv != ds) free(dv); /* NULL or the heap's */
+  if (iv != is) free(iv);
 }
 
 static double efficiency(double sqr, double var, int init_bsz, double bsz) {
@@ -231,24 +304,100 @@ static double efficiency(double sqr, double var, int init_bsz, double bsz) {
   return gain / scale;
 }
 
-double stk__goodput_opt(const struct stk__perf *p, double sqr, double var, int init_bsz,
-                        int nodes, int replicas, int max_bsz, int min_local, int max_local,
-                        int *atomic, int *accum) {
+/* The batch sizes the goodput search tries (50 totals spaced evenly in log
+ * between the smallest and the application's largest, each split into an
+ * atomic local batch and accumulation steps) depend only on the
+ * application's limits and the replica count, not on the job's model.
+ * Runs of equal splits are kept once (equal splits give equal goodput, and
+ * the search keeps the first of equals), and each atomic batch's step
+ * time is computed once (it does not depend on the accumulation). */
+#define CAND_K 50
+#define CAND_SLOTS 256
+
+struct cand {
+  int key[5], used;
+  int n, nu;                   /* splits; distinct atomic batches among them */
+  int at[CAND_K], acc[CAND_K]; /* atomic batch, accumulation steps */
+  int ui[CAND_K];              /* the split's atomic batch in uat */
+  int uat[CAND_K];
+  unsigned char uok[CAND_K]; /* that atomic batch within the local limits */
+};
+
+static void cand_make(struct cand *c, int init_bsz, int replicas, int max_bsz, int min_local,
+                      int max_local) {
+  c->n = c->nu = 0;
   const double eps = 1e-8;
   double lo = fmax(init_bsz, (double)min_local * replicas);
-  double best = 0;
-  int ba = 0, bc = 0, found = 0;
-  for (int k = 0; k < 50; k++) {
+  for (int k = 0; k < CAND_K; k++) {
     double b = lo * pow((double)max_bsz / lo, k / 49.0);
     double local = b / replicas;
     int acc = (int)ceil(local / max_local - eps) - 1;
     if (replicas == 1 && local > init_bsz + eps && acc < 1) acc = 1;
     if (acc < 0) acc = 0;
     int at = (int)ceil(local / (acc + 1) - eps);
+    if (c->n && c->at[c->n - 1] == at && c->acc[c->n - 1] == acc) continue;
+    int u = 0;
+    while (u < c->nu && c->uat[u] != at) u++;
+    if (u == c->nu) {
+      c->uat[u] = at;
+      c->uok[u] = at >= min_local && at <= max_local;
+      c->nu++;
+    }
+    c->at[c->n] = at;
+    c->acc[c->n] = acc;
+    c->ui[c->n] = u;
+    c->n++;
+  }
+}
+
+/* A run's table of them (jobs_impl.h), open-addressed by key, emptied when
+ * three quarters full. */
+struct stk__gpcache {
+  struct cand slot[CAND_SLOTS];
+  int used;
+};
+
+static const struct cand *cand_find(struct stk__gpcache *gc, const int key[5]) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < 5; i++) h = (h ^ (uint32_t)key[i]) * 1099511628211ull;
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 32;
+  size_t s = h & (CAND_SLOTS - 1);
+  for (; gc->slot[s].used; s = (s + 1) & (CAND_SLOTS - 1))
+    if (!memcmp(gc->slot[s].key, key, sizeof gc->slot[s].key)) return &gc->slot[s];
+  if (4 * (gc->used + 1) > 3 * CAND_SLOTS) {
+    for (int i = 0; i < CAND_SLOTS; i++) gc->slot[i].used = 0;
+    gc->used = 0;
+    s = h & (CAND_SLOTS - 1);
+  }
+  struct cand *c = &gc->slot[s];
+  memcpy(c->key, key, sizeof c->key);
+  c->used = 1;
+  gc->used++;
+  cand_make(c, key[0], key[1], key[2], key[3], key[4]);
+  return c;
+}
+
+void stk__gpcache_free(struct stk__gpcache *gc) { free(gc); }
+
+static double search(const struct cand *c, const struct stk__perf *p, double sqr, double var,
+                     int init_bsz, int nodes, int replicas, int *atomic, int *accum) {
+  double pn = pow(net_time(p, nodes, replicas), p->gamma); /* the same at every split */
+  double att[CAND_K], opt[CAND_K];
+  for (int u = 0; u < c->nu; u++)
+    if (c->uok[u]) {
+      att[u] = p->ac + p->bc * c->uat[u];
+      opt[u] = opt_time(p, att[u], pn);
+    }
+  double best = 0;
+  int ba = 0, bc = 0, found = 0;
+  for (int k = 0; k < c->n; k++) {
+    int at = c->at[k], acc = c->acc[k], u = c->ui[k];
     double g = 0;
-    if (at >= min_local && at <= max_local) {
+    if (c->uok[u]) {
       double bs = (double)replicas * at * (acc + 1);
-      g = stk__perf_throughput(p, nodes, replicas, at, acc) * efficiency(sqr, var, init_bsz, bs);
+      g = throughput_of(att[u], opt[u], replicas, at, acc) * efficiency(sqr, var, init_bsz, bs);
     }
     if (!found || g > best) {
       best = g;
@@ -260,4 +409,23 @@ double stk__goodput_opt(const struct stk__perf *p, double sqr, double var, int i
   if (atomic) *atomic = ba;
   if (accum) *accum = bc;
   return best;
+}
+
+double stk__goodput_opt(const struct stk__perf *p, double sqr, double var, int init_bsz,
+                        int nodes, int replicas, int max_bsz, int min_local, int max_local,
+                        int *atomic, int *accum) {
+  struct cand c;
+  cand_make(&c, init_bsz, replicas, max_bsz, min_local, max_local);
+  return search(&c, p, sqr, var, init_bsz, nodes, replicas, atomic, accum);
+}
+
+double stk__goodput_opt_c(struct stk__gpcache **gc, const struct stk__perf *p, double sqr,
+                          double var, int init_bsz, int nodes, int replicas, int max_bsz,
+                          int min_local, int max_local, int *atomic, int *accum) {
+  if (!*gc) *gc = calloc(1, sizeof **gc);
+  if (!*gc) /* out of memory: made for this call */
+    return stk__goodput_opt(p, sqr, var, init_bsz, nodes, replicas, max_bsz, min_local,
+                            max_local, atomic, accum);
+  int key[5] = {init_bsz, replicas, max_bsz, min_local, max_local};
+  return search(cand_find(*gc, key), p, sqr, var, init_bsz, nodes, replicas, atomic, accum);
 }

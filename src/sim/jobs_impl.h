@@ -105,6 +105,14 @@ double stk__perf_throughput(const struct stk__perf *p, int nodes, int replicas, 
 double stk__goodput_opt(const struct stk__perf *p, double sqr, double var, int init_bsz,
                         int nodes, int replicas, int max_bsz, int min_local, int max_local,
                         int *atomic, int *accum);
+/* The same, with the batch sizes tried kept in a run's table by the
+ * application's limits and replica count (made on first use, *gc NULL at
+ * first): the same answer, fewer pow calls. */
+struct stk__gpcache;
+double stk__goodput_opt_c(struct stk__gpcache **gc, const struct stk__perf *p, double sqr,
+                          double var, int init_bsz, int nodes, int replicas, int max_bsz,
+                          int min_local, int max_local, int *atomic, int *accum);
+void stk__gpcache_free(struct stk__gpcache *gc);
 
 /* ---- run state ------------------------------------------------------- */
 
@@ -175,6 +183,7 @@ struct stk__jrun {
   int vtype[STK__JOBS_MAX_NODES], vphys[STK__JOBS_MAX_NODES];
   int type_rank[STK__JOBS_MAX_TYPES]; /* 0 = fastest */
   struct stk__fitmemo *fitmemo; /* the run's fits by their rows (jobs_fitmemo.c) */
+  struct stk__gpcache *gpcache; /* the goodput search's batch sizes (jobs_goodput.c) */
 };
 
 /* A queueing policy: given the active jobs (arrived, not done), write

@@ -131,7 +131,7 @@ static double restart_penalty(const char *app) {
 }
 
 /* Raw goodput of job j in configuration c, or 0 when c is not valid. */
-static double s_goodput(const struct stk__jrun *rn, const struct stk__jstate *j,
+static double s_goodput(struct stk__jrun *rn, const struct stk__jstate *j,
                         const struct stk__sia_cfg *c, int maxrep) {
   if (c->gpus > maxrep) return 0;
   int t = c->type, src = t;
@@ -148,8 +148,9 @@ static double s_goodput(const struct stk__jrun *rn, const struct stk__jstate *j,
   int g = (int)rn->types[src].gpus_per_node;
   int nodes = src == t ? c->nodes : (c->gpus + g - 1) / g;
   int at, acc;
-  double gp = stk__goodput_opt(&j->perf_t[src], j->sqr, j->var, a->init_bsz, nodes, c->gpus,
-                               a->max_bsz, a->min_local, a->max_local, &at, &acc);
+  double gp = stk__goodput_opt_c(&rn->gpcache, &j->perf_t[src], j->sqr, j->var, a->init_bsz,
+                                 nodes, c->gpus, a->max_bsz, a->min_local, a->max_local, &at,
+                                 &acc);
   return gp > 0 ? gp * mult : 0;
 }
 

@@ -4,9 +4,10 @@
  * Sia's costs are round(G^-0.5, 2) - 1.1: whole cents. The program is
  * solved in integer cents, so every sum is exact and two optima tie only
  * when their objectives are equal to the cent; no rounding of a sum can
- * make one of them look better. h_k(y) is the least cost of jobs k.. with
- * y GPUs left of each type (h_na = 0), over each job's options: none (a
- * job not held) or a configuration that fits. A configuration of a
+ * make one of them look better. A held job takes its configuration
+ * outright and the table is over the GPUs the held jobs leave. h_k(y) is
+ * the least cost of the free jobs k.. with y GPUs left of each type
+ * (h_na = 0), over each job's options: none or a configuration that fits. A configuration of a
  * positive cost is never in an optimum of a job not held (the same
  * solution without it is cheaper and uses fewer GPUs), so it is left out;
  * a job with nothing else left is left out of the table. The optimum is
@@ -68,6 +69,74 @@ static void relax(int32_t *out, const int32_t *in, const struct opt *o, size_t S
   for (size_t b = 0; b < S; b += block) minadd(out + b + o->step, in + b, o->w, block - o->step);
 }
 
+/* The same in 16-bit integers, 16 to a vector: used where every sum of
+ * the table fits (free jobs' costs are at most 0 cents; their least sum
+ * at least INT16_MIN), so every value is the same as in 32 bits. */
+typedef int16_t v16hi __attribute__((vector_size(32)));
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void minadd16(int16_t *restrict out, const int16_t *restrict in, int16_t w, size_t n) {
+  size_t i = 0;
+  v16hi vw = {w, w, w, w, w, w, w, w, w, w, w, w, w, w, w, w};
+  for (; i + 16 <= n; i += 16) {
+    v16hi a, b;
+    memcpy(&a, in + i, sizeof a);
+    memcpy(&b, out + i, sizeof b);
+    a += vw;
+    v16hi lt = a < b;
+    b = (a & lt) | (b & ~lt);
+    memcpy(out + i, &b, sizeof b);
+  }
+  for (; i < n; i++) {
+    int16_t v = (int16_t)(in[i] + w);
+    out[i] = v < out[i] ? v : out[i];
+  }
+}
+
+/* out[i] = min(out[i], w + in[i]) where col[i] >= g: the first type's
+ * options (stride 1, so its runs are only a row long) in one pass over the
+ * table, col[i] the first type's count at state i. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void minadd16_col(int16_t *restrict out, const int16_t *restrict in,
+                         const int16_t *restrict col, int16_t g, int16_t w, size_t n) {
+  size_t i = 0;
+  v16hi vw = {w, w, w, w, w, w, w, w, w, w, w, w, w, w, w, w};
+  v16hi vg = {g, g, g, g, g, g, g, g, g, g, g, g, g, g, g, g};
+  for (; i + 16 <= n; i += 16) {
+    v16hi a, b, c;
+    memcpy(&a, in + i, sizeof a);
+    memcpy(&b, out + i, sizeof b);
+    memcpy(&c, col + i, sizeof c);
+    a += vw;
+    v16hi lt = (a < b) & (c >= vg);
+    b = (a & lt) | (b & ~lt);
+    memcpy(out + i, &b, sizeof b);
+  }
+  for (; i < n; i++) {
+    int16_t v = (int16_t)(in[i] + w);
+    if (col[i] >= g && v < out[i]) out[i] = v;
+  }
+}
+
+static void relax16(int16_t *out, const int16_t *in, const int16_t *col, const struct opt *o,
+                    size_t S, size_t block) {
+  if (o->step >= block) return;
+  if (o->t == 0 && col) {
+    minadd16_col(out + o->step, in, col + o->step, (int16_t)o->g, (int16_t)o->w, S - o->step);
+    return;
+  }
+  for (size_t b = 0; b < S; b += block)
+    minadd16(out + b + o->step, in + b, (int16_t)o->w, block - o->step);
+}
+
+/* h's value at i, in whichever width it was made */
+static int32_t hval(const void *h, int narrow, size_t i) {
+  return narrow ? ((const int16_t *)h)[i] : ((const int32_t *)h)[i];
+}
+
 int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int T, size_t na,
                    const double *cost, const int *hold, const int *prefer, int *pick,
                    int64_t *obj_cents) {
@@ -95,67 +164,98 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
   }
   if (span >= (double)(EX_INF / 4)) return -1;
   for (size_t k = 0; k < na; k++) pick[k] = -1;
-  struct opt *op = malloc(sizeof *op * (na * (size_t)(C + 1) + 1));
+  /* A held job has one option, so it takes its GPUs whatever the others
+   * do, and a program's feasibility is only each type's sum: the table is
+   * made over the GPUs the held jobs leave (fewer states), the held jobs
+   * take their configurations outright, and the optimum and the tie-break
+   * over the others are those of the whole program. */
+  int left_t[STK__JOBS_MAX_TYPES];
+  int64_t held_cents = 0;
+  for (int t = 0; t < T; t++) left_t[t] = tgpus[t];
+  for (size_t k = 0; k < na; k++) {
+    if (hold[k] < 0) continue;
+    if (hold[k] >= C) { /* held in no configuration there is */
+      for (size_t i = 0; i < na; i++) pick[i] = -1;
+      return 1;
+    }
+    left_t[cfg[hold[k]].type] -= cfg[hold[k]].gpus;
+    held_cents += (int64_t)nearbyint(cost[k * (size_t)C + (size_t)hold[k]] * 100);
+  }
+  for (int t = 0; t < T; t++)
+    if (left_t[t] < 0) return 1; /* the held jobs alone do not fit */
+  S = 1;
+  for (int t = 0; t < T; t++) {
+    stride[t] = S;
+    S *= (size_t)left_t[t] + 1;
+  }
+  struct opt *op = malloc(sizeof *op * (na * (size_t)C + 1));
   size_t *first = malloc(sizeof(size_t) * (na + 1)), *who = malloc(sizeof(size_t) * (na + 1));
-  int *held = malloc(sizeof(int) * (na + 1));
-  int32_t *h = NULL;
+  void *h = NULL;
+  int16_t *col = NULL;
   int rc = STK_ENOMEM;
-  if (!op || !first || !who || !held) goto out;
-  /* each job's options in its tie order (none is implied, last) */
+  if (!op || !first || !who) goto out;
+  /* each free job's options in its tie order (none is implied, last) */
   size_t m = 0, no = 0;
   for (size_t k = 0; k < na; k++) {
+    if (hold[k] >= 0) continue;
     size_t start = no;
     int pref = prefer ? prefer[k] : -1;
     for (int pass = 0; pass < 2; pass++)
       for (int c = 0; c < C; c++) {
         if (pass == 0 ? c != pref : c == pref) continue;
         int32_t w = (int32_t)nearbyint(cost[k * (size_t)C + (size_t)c] * 100);
-        if (hold[k] >= 0 ? c != hold[k] : w > 0) continue;
+        if (w > 0 || cfg[c].gpus > left_t[cfg[c].type]) continue; /* never in an optimum; never fits */
         op[no++] = (struct opt){c, cfg[c].type, cfg[c].gpus,
                                 (size_t)cfg[c].gpus * stride[cfg[c].type], w};
       }
-    if (hold[k] >= 0 && no == start) { /* held in no configuration there is */
-      rc = 1;
-      goto out;
-    }
     if (no == start) continue; /* none is its only option */
     first[m] = start;
-    who[m] = k;
-    held[m++] = hold[k] >= 0;
+    who[m++] = k;
   }
   first[m] = no;
   size_t block[STK__JOBS_MAX_TYPES];
   for (int t = 0; t < T; t++) block[t] = t + 1 < T ? stride[t + 1] : S;
-  h = malloc(sizeof(int32_t) * S * (m + 1));
-  if (!h) goto out;
-  int32_t *last = h + S * m;
-  for (size_t y = 0; y < S; y++) last[y] = 0;
-  for (size_t q = m; q-- > 0;) {
-    int32_t *cur = h + S * q;
-    const int32_t *nxt = cur + S;
-    for (size_t y = 0; y < S; y++) cur[y] = held[q] ? EX_INF : nxt[y];
-    for (size_t o = first[q]; o < first[q + 1]; o++) relax(cur, nxt, &op[o], S, block[op[o].t]);
-  }
-  size_t y = S - 1; /* every GPU left */
-  if (h[y] >= EX_INF / 2) {
-    rc = 1;
-    goto out;
-  }
-  int64_t z = h[y];
-  /* the tie-break: in job order, the first option that keeps the optimum */
+  /* the least sum of the free jobs' cheapest options: 16-bit when it fits */
+  int64_t least = 0;
   for (size_t q = 0; q < m; q++) {
-    const int32_t *nxt = h + S * (q + 1);
-    int32_t want = h[S * q + y];
+    int32_t lo = 0;
+    for (size_t o = first[q]; o < first[q + 1]; o++) lo = op[o].w < lo ? op[o].w : lo;
+    least += lo;
+  }
+  int narrow = least >= INT16_MIN;
+  size_t es = narrow ? sizeof(int16_t) : sizeof(int32_t);
+  h = malloc(es * S * (m + 1));
+  if (!h) goto out;
+  col = narrow && T > 1 ? malloc(sizeof(int16_t) * S) : NULL; /* NULL: by rows */
+  for (size_t i = 0; col && i < S; i++) col[i] = (int16_t)(i % ((size_t)left_t[0] + 1));
+  memset((char *)h + es * S * m, 0, es * S);
+  for (size_t q = m; q-- > 0;) {
+    char *cur = (char *)h + es * S * q;
+    memcpy(cur, cur + es * S, es * S); /* none */
+    for (size_t o = first[q]; o < first[q + 1]; o++) {
+      if (narrow)
+        relax16((int16_t *)cur, (const int16_t *)(cur + es * S), col, &op[o], S, block[op[o].t]);
+      else
+        relax((int32_t *)cur, (const int32_t *)(cur + es * S), &op[o], S, block[op[o].t]);
+    }
+  }
+  size_t y = S - 1; /* every GPU the held jobs leave */
+  int64_t z = hval(h, narrow, y) + held_cents;
+  /* the tie-break: in job order, the first option that keeps the optimum */
+  for (size_t k = 0; k < na; k++)
+    if (hold[k] >= 0) pick[k] = hold[k];
+  for (size_t q = 0; q < m; q++) {
+    size_t nxt = S * (q + 1);
+    int32_t want = hval(h, narrow, S * q + y);
     size_t k = who[q];
-    int got = 0;
-    for (size_t o = first[q]; o < first[q + 1] && !got; o++) {
-      size_t left = y / stride[op[o].t] % ((size_t)tgpus[op[o].t] + 1);
-      if ((int)left < op[o].g || nxt[y - op[o].step] + op[o].w != want) continue;
+    for (size_t o = first[q]; o < first[q + 1]; o++) {
+      size_t left = y / stride[op[o].t] % ((size_t)left_t[op[o].t] + 1);
+      if ((int)left < op[o].g || hval(h, narrow, nxt + y - op[o].step) + op[o].w != want) continue;
       pick[k] = op[o].c;
       y -= op[o].step;
-      got = 1;
+      break;
     }
-    if (!got && (held[q] || nxt[y] != want)) { /* cannot happen: the table says so */
+    if (pick[k] < 0 && hval(h, narrow, nxt + y) != want) { /* cannot happen: the table says so */
       rc = -1;
       goto out;
     }
@@ -168,8 +268,8 @@ out:
   free(op);
   free(first);
   free(who);
-  free(held);
   free(h);
+  free(col);
   return rc;
 }
 
