@@ -5,36 +5,7 @@
  * node-wide one fits; a job wider than a node takes whole nodes; policies
  * that place their own jobs, and names that are no placement policy, are
  * refused. */
-#include "stoker/sim.h"
-#include "test.h"
-
-static struct stk_sim_jobs *trace(const char *csv) {
-  test_write_file("jobs.csv", csv, strlen(csv));
-  struct stk_sim_jobs *j;
-  char err[STK_ERRMSG_MAX] = "";
-  int rc = stk_sim_jobs_load(&j, NULL, "jobs.csv", err);
-  CHECK_MSG(rc == 0, "jobs: %s", err);
-  return j;
-}
-
-static int run_placed(const struct stk_sim_jobs *j, const char *policy, const char *placer,
-                      struct stk_sim_jobs_result *r, char *err) {
-  struct stk_sim_jobs_opts o;
-  stk_sim_jobs_opts_init(&o);
-  o.policy = policy;
-  o.placer = placer;
-  o.nodes = 2;
-  o.gpus_per_node = 4;
-  o.restart_delay = -1;
-  return stk_sim_jobs_run(j, &o, r, err);
-}
-
-static void run_ok(const struct stk_sim_jobs *j, const char *policy, const char *placer,
-                   struct stk_sim_jobs_result *r) {
-  char err[STK_ERRMSG_MAX] = "";
-  int rc = run_placed(j, policy, placer, r, err);
-  CHECK_MSG(rc == 0, "%s/%s: %s", policy, placer ? placer : "whole", err);
-}
+#include "test_sim_placer.h"
 
 /* 2 x 4 GPUs; two 3-GPU jobs take a node each and leave 1 + 1. The whole
  * model starts the 2-GPU job at once over both nodes; as a pod it needs
@@ -45,25 +16,25 @@ TEST(sim_placer_keeps_a_job_on_one_node) {
                                  "b,0,3,2000\n"
                                  "c,0,2,100\n");
   struct stk_sim_jobs_result w, p;
-  run_ok(j, "fifo", NULL, &w);
+  placer_run_ok(j, "fifo", NULL, 2, 4, &w);
   CHECK_EQ(w.completed, 3);
   CHECK_EQ((long long)w.rec[2].queue_s, 60); /* the first round */
   const char *placers[] = {"FGD", "BestFit", "Random"};
   for (size_t k = 0; k < 3; k++) {
-    run_ok(j, "fifo", placers[k], &p);
+    placer_run_ok(j, "fifo", placers[k], 2, 4, &p);
     CHECK_EQ(p.completed, 3);
     CHECK_MSG(p.rec[2].start >= p.rec[0].finish, "%s: c started at %.0f, a finished at %.0f",
               placers[k], p.rec[2].start, p.rec[0].finish);
     CHECK(p.rec[2].start < p.rec[1].finish);
     stk_sim_jobs_result_free(&p);
   }
-  run_ok(j, "tiresias", "BestFit", &p);
+  placer_run_ok(j, "tiresias", "BestFit", 2, 4, &p);
   CHECK_EQ(p.completed, 3);
   CHECK(p.rec[2].start >= p.rec[0].finish);
   stk_sim_jobs_result_free(&p);
   /* multi picks again among the jobs the model found room for (a job the
    * power cap allows but no node holds once looped for ever) */
-  run_ok(j, "multi", "Random", &p);
+  placer_run_ok(j, "multi", "Random", 2, 4, &p);
   CHECK_EQ(p.completed, 3);
   stk_sim_jobs_result_free(&p);
   stk_sim_jobs_result_free(&w);
@@ -81,7 +52,7 @@ TEST(sim_placer_packs_small_jobs) {
   const char *placers[] = {"FGD", "BestFit"};
   for (size_t k = 0; k < 2; k++) {
     struct stk_sim_jobs_result p;
-    run_ok(j, "fifo", placers[k], &p);
+    placer_run_ok(j, "fifo", placers[k], 2, 4, &p);
     CHECK_EQ(p.completed, 3);
     for (int i = 0; i < 3; i++)
       CHECK_MSG((long long)p.rec[i].queue_s == 60, "%s: job %d queued %.0f s", placers[k], i,
@@ -100,7 +71,7 @@ TEST(sim_placer_spans_whole_nodes) {
                                  "two,0,2,100\n"
                                  "wide2,0,6,100\n");
   struct stk_sim_jobs_result p;
-  run_ok(j, "fifo", "FGD", &p);
+  placer_run_ok(j, "fifo", "FGD", 2, 4, &p);
   CHECK_EQ(p.completed, 3);
   CHECK_EQ((long long)p.rec[0].queue_s, 60);
   CHECK_EQ((long long)p.rec[1].queue_s, 60);
@@ -114,15 +85,15 @@ TEST(sim_placer_refusals) {
   struct stk_sim_jobs *j = trace("jobid,submit_time,num_gpus,duration\na,0,1,10\n");
   struct stk_sim_jobs_result r;
   char err[STK_ERRMSG_MAX] = "";
-  CHECK_EQ(run_placed(j, "optimus", "FGD", &r, err), STK_EINVAL);
+  CHECK_EQ(placer_run(j, "optimus", "FGD", 2, 4, &r, err), STK_EINVAL);
   CHECK_MSG(strstr(err, "policy optimus places its own jobs"), "%s", err);
-  CHECK_EQ(run_placed(j, "fifo", "Tetris", &r, err), STK_EINVAL);
+  CHECK_EQ(placer_run(j, "fifo", "Tetris", 2, 4, &r, err), STK_EINVAL);
   CHECK_MSG(strstr(err, "no placement policy 'Tetris'"), "%s", err);
   /* the same run with the default model and with a placer agree on a
    * cluster this job cannot fragment */
   struct stk_sim_jobs_result a, b;
-  run_ok(j, "multi", NULL, &a);
-  run_ok(j, "multi", "GpuPacking", &b);
+  placer_run_ok(j, "multi", NULL, 2, 4, &a);
+  placer_run_ok(j, "multi", "GpuPacking", 2, 4, &b);
   CHECK_EQ((long long)a.rec[0].finish, (long long)b.rec[0].finish);
   stk_sim_jobs_result_free(&a);
   stk_sim_jobs_result_free(&b);

@@ -5,36 +5,7 @@
  * the instances in its way are idle; bad names are refused. */
 #include <math.h>
 
-#include "stoker/sim.h"
-#include "test.h"
-
-static struct stk_sim_jobs *trace(const char *csv) {
-  test_write_file("jobs.csv", csv, strlen(csv));
-  struct stk_sim_jobs *j;
-  char err[STK_ERRMSG_MAX] = "";
-  int rc = stk_sim_jobs_load(&j, NULL, "jobs.csv", err);
-  CHECK_MSG(rc == 0, "jobs: %s", err);
-  return j;
-}
-
-static int run(const struct stk_sim_jobs *j, const char *policy, const char *placer, int gpus,
-               struct stk_sim_jobs_result *r, char *err) {
-  struct stk_sim_jobs_opts o;
-  stk_sim_jobs_opts_init(&o);
-  o.policy = policy;
-  o.placer = placer;
-  o.nodes = 1;
-  o.gpus_per_node = (unsigned)gpus;
-  o.restart_delay = -1;
-  return stk_sim_jobs_run(j, &o, r, err);
-}
-
-static void run_ok(const struct stk_sim_jobs *j, const char *policy, const char *placer, int gpus,
-                   struct stk_sim_jobs_result *r) {
-  char err[STK_ERRMSG_MAX] = "";
-  int rc = run(j, policy, placer, gpus, r, err);
-  CHECK_MSG(rc == 0, "%s/%s: %s", policy, placer ? placer : "whole", err);
-}
+#include "test_sim_placer.h"
 
 /* One GPU, three one-GPU jobs of 600 s at once: whole GPUs run them one
  * after another; as 2g instances (3 x 2 of 7 compute slices) all three
@@ -45,13 +16,13 @@ TEST(sim_placer_mig_side_by_side) {
                                  "b,0,1,600\n"
                                  "c,0,1,600\n");
   struct stk_sim_jobs_result w, m;
-  run_ok(j, "fifo", NULL, 1, &w);
+  placer_run_ok(j, "fifo", NULL, 1, 1, &w);
   CHECK_EQ(w.completed, 3);
   CHECK(w.rec[1].start >= w.rec[0].finish);
   CHECK(w.rec[2].start >= w.rec[1].finish);
   const char *pols[] = {"fifo", "sjf", "tiresias", "multi", "carbon"};
   for (size_t k = 0; k < 5; k++) {
-    run_ok(j, pols[k], "mig", 1, &m);
+    placer_run_ok(j, pols[k], "mig", 1, 1, &m);
     CHECK_EQ(m.completed, 3);
     for (int i = 0; i < 3; i++) {
       CHECK_MSG(m.rec[i].start == 60, "%s: job %d started at %.0f", pols[k], i, m.rec[i].start);
@@ -65,14 +36,14 @@ TEST(sim_placer_mig_side_by_side) {
   }
   /* 4g: two do not fit one GPU (8 compute slices), so they queue as on
    * whole GPUs; 7g is a whole GPU */
-  run_ok(j, "fifo", "mig:4g", 1, &m);
+  placer_run_ok(j, "fifo", "mig:4g", 1, 1, &m);
   CHECK(m.rec[1].start >= m.rec[0].finish);
   stk_sim_jobs_result_free(&m);
-  run_ok(j, "fifo", "mig:7g.80gb", 1, &m);
+  placer_run_ok(j, "fifo", "mig:7g.80gb", 1, 1, &m);
   CHECK_EQ((long long)m.jct_mean, (long long)w.jct_mean);
   stk_sim_jobs_result_free(&m);
   /* 3g: two side by side (3 + 3 of 7), the third after them */
-  run_ok(j, "fifo", "mig:3g", 1, &m);
+  placer_run_ok(j, "fifo", "mig:3g", 1, 1, &m);
   CHECK_EQ((long long)m.rec[0].start, 60);
   CHECK_EQ((long long)m.rec[1].start, 60);
   CHECK(m.rec[2].start >= m.rec[0].finish);
@@ -91,7 +62,7 @@ TEST(sim_placer_mig_reconfigures_only_idle) {
                                  "b,0,2,600\n"
                                  "c,100,1,100\n");
   struct stk_sim_jobs_result m;
-  run_ok(j, "fifo", "mig", 2, &m);
+  placer_run_ok(j, "fifo", "mig", 1, 2, &m);
   CHECK_EQ(m.completed, 3);
   CHECK_EQ((long long)m.rec[0].start, 60);
   CHECK(m.rec[1].start >= m.rec[0].finish);
@@ -99,7 +70,7 @@ TEST(sim_placer_mig_reconfigures_only_idle) {
   stk_sim_jobs_result_free(&m);
   /* multi's utilization term starts b first, on two 7g instances; when
    * they are idle, a and c take 2g instances made from them */
-  run_ok(j, "multi", "mig", 2, &m);
+  placer_run_ok(j, "multi", "mig", 1, 2, &m);
   CHECK_EQ(m.completed, 3);
   CHECK_EQ((long long)m.rec[1].start, 60);
   CHECK(m.rec[0].start >= m.rec[1].finish);
@@ -112,10 +83,10 @@ TEST(sim_placer_mig_refuses_bad_input) {
   struct stk_sim_jobs *j = trace("jobid,submit_time,num_gpus,duration\na,0,1,600\n");
   struct stk_sim_jobs_result r;
   char err[STK_ERRMSG_MAX] = "";
-  CHECK_EQ(run(j, "fifo", "mig:5g", 1, &r, err), STK_EINVAL);
+  CHECK_EQ(placer_run(j, "fifo", "mig:5g", 1, 1, &r, err), STK_EINVAL);
   CHECK_MSG(strstr(err, "no MIG profile '5g'"), "%s", err);
   CHECK(!strchr(err, '\n'));
-  CHECK_EQ(run(j, "optimus", "mig", 1, &r, err), STK_EINVAL);
+  CHECK_EQ(placer_run(j, "optimus", "mig", 1, 1, &r, err), STK_EINVAL);
   CHECK_MSG(strstr(err, "places its own jobs"), "%s", err);
   stk_sim_jobs_free(j);
 }

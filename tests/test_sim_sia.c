@@ -14,35 +14,14 @@
 
 #include "../src/sim/jobs_impl.h"
 #include "../src/sim/jpol_sia.h"
-#include "test.h"
+#include "test_sim_sia.h"
 
 TEST(sim_sia_pinned_philly_cut) {
-  const char *data = test_shared_data();
-  char traces[4200], wl[4200];
-  if (data) {
-    snprintf(traces, sizeof traces, "%s/sia/traces", data);
-    snprintf(wl, sizeof wl, "%s/sia/workloads/philly/workload-1.csv", data);
-  }
-  if (!data || access(wl, R_OK) != 0) SKIP("shared data (../shared/data/sia) is absent");
-  /* the cut: the header and the first 40 jobs */
-  FILE *in = fopen(wl, "r"), *out = fopen("cut.csv", "w");
-  CHECK(in && out);
-  char line[512];
-  for (int n = 0; n < 41 && fgets(line, sizeof line, in); n++) fputs(line, out);
-  fclose(in);
-  fclose(out);
-  char err[STK_ERRMSG_MAX] = "";
   struct stk_sim_apps *base, *ty[3];
-  const char *names[3] = {"aws", "rtx", "dgx-ext"};
-  const unsigned nodes[3] = {6, 3, 2}, gpn[3] = {4, 8, 8};
   struct stk_sim_gpu_type types[3];
-  CHECK_MSG(stk_sim_apps_load(&base, traces, err) == 0, "%s", err);
-  for (int t = 0; t < 3; t++) {
-    CHECK_MSG(stk_sim_apps_load_type(&ty[t], traces, names[t], err) == 0, "%s", err);
-    types[t] = (struct stk_sim_gpu_type){names[t], nodes[t], gpn[t], ty[t]};
-  }
-  struct stk_sim_jobs *j;
-  CHECK_MSG(stk_sim_jobs_load(&j, base, "cut.csv", err) == 0, "%s", err);
+  struct stk_sim_jobs *j = sia_philly_cut(&base, ty, types);
+  if (!j) SKIP("shared data (../shared/data/sia) is absent");
+  char err[STK_ERRMSG_MAX] = "";
   double first[40];
   /* and the same again: nothing kept between runs; the third with every
    * program solved by GLPK, not the dynamic program: the same schedule */

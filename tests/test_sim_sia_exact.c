@@ -9,7 +9,7 @@
 
 #include "../src/sim/jobs_impl.h"
 #include "../src/sim/jpol_sia.h"
-#include "test.h"
+#include "test_sim_sia.h"
 
 /* Exhaustive search: the lexicographically first optimum in the stated
  * order (prefer, then list order, then none; rank C+1 is none). */
@@ -115,35 +115,6 @@ TEST(sim_sia_exact_refuses_costs_not_in_cents) {
   CHECK_EQ(pick[0], 0);
 }
 
-/* The first 40 jobs of the Sia artifact's Philly workload 1 on its
- * default cluster, as test_sim_sia.c cuts them. */
-static struct stk_sim_jobs *philly_cut(struct stk_sim_apps **base, struct stk_sim_apps **ty,
-                                       struct stk_sim_gpu_type *types) {
-  const char *data = test_shared_data();
-  char traces[4200], wl[4200];
-  if (!data) return NULL;
-  snprintf(traces, sizeof traces, "%s/sia/traces", data);
-  snprintf(wl, sizeof wl, "%s/sia/workloads/philly/workload-1.csv", data);
-  if (access(wl, R_OK) != 0) return NULL;
-  FILE *in = fopen(wl, "r"), *out = fopen("cut.csv", "w");
-  CHECK(in && out);
-  char line[512];
-  for (int n = 0; n < 41 && fgets(line, sizeof line, in); n++) fputs(line, out);
-  fclose(in);
-  fclose(out);
-  char err[STK_ERRMSG_MAX] = "";
-  static const char *names[3] = {"aws", "rtx", "dgx-ext"};
-  const unsigned nodes[3] = {6, 3, 2}, gpn[3] = {4, 8, 8};
-  CHECK_MSG(stk_sim_apps_load(base, traces, err) == 0, "%s", err);
-  for (int t = 0; t < 3; t++) {
-    CHECK_MSG(stk_sim_apps_load_type(&ty[t], traces, names[t], err) == 0, "%s", err);
-    types[t] = (struct stk_sim_gpu_type){names[t], nodes[t], gpn[t], ty[t]};
-  }
-  struct stk_sim_jobs *j;
-  CHECK_MSG(stk_sim_jobs_load(&j, *base, "cut.csv", err) == 0, "%s", err);
-  return j;
-}
-
 /* Check mode on every round of the cut: GLPK's objective is the exact
  * optimum in every round (or above it by no more than its 1e-4 gap), and
  * the allocations differ only where optima tie. The run itself follows the
@@ -152,7 +123,7 @@ static struct stk_sim_jobs *philly_cut(struct stk_sim_apps **base, struct stk_si
 TEST(sim_sia_exact_equals_glpk_every_round) {
   struct stk_sim_apps *base, *ty[3];
   struct stk_sim_gpu_type types[3];
-  struct stk_sim_jobs *j = philly_cut(&base, ty, types);
+  struct stk_sim_jobs *j = sia_philly_cut(&base, ty, types);
   if (!j) SKIP("shared data (../shared/data/sia) is absent");
   struct stk__sia_check ck;
   memset(&ck, 0, sizeof ck);
