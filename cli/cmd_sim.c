@@ -101,7 +101,7 @@ const char cmd_sim_usage[] =
     "  --json, --csv FILE, --svg FILE  as above: runs as JSON, one CSV row per job,\n"
     "                      JCT CDFs and allocated GPUs over time\n"
     "\n"
-    "MIG partitions (stoker sim mig, docs/sim.md):\n"
+    "MIG partitions (stoker sim mig, docs/sim-mig.md):\n"
     "  mig [--gpu G]       NVIDIA's MIG profiles, start slots and layout counts of\n"
     "                      a100-40gb, a100-80gb and h100-80gb (or only G)\n"
     "  mig --parvagpu [DIR]  ParvaGPU's SLO scenarios (DIR default\n"

@@ -1,6 +1,6 @@
 /* stoker sim mig: NVIDIA MIG geometry (profiles, start slots, how many
  * layouts each GPU allows) and ParvaGPU's six SLO scenarios planned by the
- * artifact's method and by stoker's packed allocator (docs/sim.md). */
+ * artifact's method and by stoker's packed allocator (docs/sim-mig.md). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* stoker sim mig --online [TRACE]: requests for MIG instances replayed over
  * time on a cluster of MIG GPUs under FIFO, MIG-aware placement with
- * reconfiguration and the multi-objective policy (docs/sim.md). */
+ * reconfiguration and the multi-objective policy (docs/sim-mig-online.md). */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
