@@ -155,6 +155,32 @@ TEST(sim_sia_exact_equals_glpk_every_round) {
   stk_sim_apps_free(base);
 }
 
+/* A cluster whose table would pass the exact solver's size (the default
+ * one doubled: 49 x 49 x 33 states) is refused by sia at its start, with
+ * the way out, instead of having its rounds solved by GLPK unasked. */
+TEST(sim_sia_exact_refuses_a_cluster_too_large) {
+  struct stk_sim_apps *base, *ty[3];
+  struct stk_sim_gpu_type types[3];
+  struct stk_sim_jobs *j = sia_philly_cut(&base, ty, types);
+  if (!j) SKIP("shared data (../shared/data/sia) is absent");
+  for (int t = 0; t < 3; t++) types[t].nodes *= 2;
+  struct stk_sim_jobs_opts o;
+  memset(&o, 0, sizeof o);
+  o.policy = "sia";
+  o.types = types;
+  o.ntypes = 3;
+  struct stk_sim_jobs_result r;
+  memset(&r, 0, sizeof r);
+  char err[STK_ERRMSG_MAX] = "";
+  CHECK_EQ(stk_sim_jobs_run(j, &o, &r, err), STK_EINVAL);
+  CHECK_CONTAINS(err, "more than 65536 states");
+  CHECK_CONTAINS(err, "--job-policy sia-glpk");
+  stk_sim_jobs_result_free(&r);
+  stk_sim_jobs_free(j);
+  for (int t = 0; t < 3; t++) stk_sim_apps_free(ty[t]);
+  stk_sim_apps_free(base);
+}
+
 /* The same check on a whole workload, when asked (it runs GLPK on every
  * round: minutes): STOKER_SIA_CHECK_WORKLOAD=PATH.csv on the default
  * 64-GPU cluster, traces from ../shared/data/sia/traces. */

@@ -609,6 +609,7 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
       res->too_large++;
     }
   }
+  if (pol == &stk__jpol_sia && (rc = stk__sia_exact_fits(&rn, errmsg))) goto out;
   if (pol->init && (rc = pol->init(&rn))) goto out;
   struct jloop L;
   memset(&L, 0, sizeof L);

@@ -201,6 +201,9 @@ struct stk__jpolicy {
 extern const struct stk__jpolicy stk__jpol_fifo, stk__jpol_sjf, stk__jpol_tiresias,
     stk__jpol_optimus, stk__jpol_pollux, stk__jpol_multi, stk__jpol_carbon, stk__jpol_gavel, stk__jpol_sia,
     stk__jpol_sia_glpk;
+/* Policy sia's exact solver takes this cluster (STK_EINVAL with errmsg if
+ * its table would be too large: then sia-glpk is the way). */
+int stk__sia_exact_fits(const struct stk__jrun *rn, char *errmsg);
 const struct stk__jpolicy *stk__jpolicy_get(const char *name);
 
 /* Step time the job would have at n replicas packed 4 per node with its

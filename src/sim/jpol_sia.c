@@ -86,6 +86,20 @@ static int s_init_with(struct stk__jrun *rn, int glpk) {
   }
   return 0;
 }
+int stk__sia_exact_fits(const struct stk__jrun *rn, char *errmsg) {
+  size_t S = 1;
+  for (int t = 0; t < rn->ntypes; t++) {
+    S *= (size_t)rn->types[t].gpus_per_node * rn->types[t].nodes + 1;
+    if (S > STK__SIA_EXACT_MAX_STATES)
+      return stk__errf(errmsg, STK_EINVAL,
+                       "--job-policy sia: this cluster's GPU counts give the exact solver more "
+                       "than %d states (the product over types of GPUs + 1); run it with "
+                       "--job-policy sia-glpk",
+                       STK__SIA_EXACT_MAX_STATES);
+  }
+  return 0;
+}
+
 static int s_init(struct stk__jrun *rn) { return s_init_with(rn, 0); }
 static int s_init_glpk(struct stk__jrun *rn) { return s_init_with(rn, 1); }
 

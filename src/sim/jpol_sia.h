@@ -41,6 +41,10 @@ extern int stk__sia_dp_first;
 int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int T, size_t na,
                    const double *cost, const int *hold, const int *prefer, int *pick,
                    int64_t *obj_cents);
+/* The most states (the product over GPU types of their GPUs + 1) the exact
+ * solver's table takes; policy sia refuses a larger cluster at its start
+ * (stk__sia_exact_fits) rather than hand its rounds to GLPK unasked. */
+#define STK__SIA_EXACT_MAX_STATES 65536
 
 /* Check mode: while stk__sia_checking is set, every program Sia solves is
  * also solved by both solvers (stk__sia_exact and stk__sia_solve) and the

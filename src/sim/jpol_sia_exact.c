@@ -25,7 +25,7 @@
 #include "jobs_impl.h"
 #include "jpol_sia.h"
 
-#define EX_MAX_STATES 65536
+#define EX_MAX_STATES STK__SIA_EXACT_MAX_STATES
 #define EX_INF (INT32_C(1) << 29) /* no solution; far above any sum of costs */
 
 /* One option of a job: its configuration and GPUs' index step, cost. */
