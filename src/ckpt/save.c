@@ -102,31 +102,27 @@ struct save {
   pthread_key_t buf_key;
   uint64_t direct_writes;
   int early_flush;              /* fsync on: flush every CKPT_FLUSH_EVERY bytes written */
-  uint64_t written, flushed;    /* O_DIRECT bytes written so far; flushed up to */
-  int flush_errno;              /* the first early flush that failed */
+  uint64_t written;             /* O_DIRECT bytes written so far */
 };
 
 /* An O_DIRECT write completes once it is in the device's volatile write
  * cache (a virtio disk in write-back mode, a drive's DRAM); fsync then
  * flushes it all. Left to the end, that flush runs after the writes instead
- * of beside them. So after every CKPT_FLUSH_EVERY bytes the thread that
- * crosses the mark flushes (fdatasync: any file's flush empties the whole
- * device cache) while the other threads keep writing, and the final fsync
- * has only the tail and the metadata left. Durability is unchanged: the
- * final fsync of every file still runs. A failed early flush fails the save
- * itself (the kernel reports a write-back error to a file once, so the
- * final fsync might not see it again). */
-static void early_flush(struct save *s, int fd, uint64_t len) {
-  if (!s->early_flush) return;
+ * of beside them. So the thread whose write crosses a multiple of
+ * CKPT_FLUSH_EVERY bytes written flushes (fdatasync: any file's flush
+ * empties the whole device cache) while the other threads keep writing,
+ * and the final fsync has only the tail and the metadata left. Durability
+ * is unchanged: the final fsync of every file still runs. A failed early
+ * flush fails the chunk, so the save stops at once with that error (the
+ * kernel reports a write-back error to a file once, so the final fsync
+ * might not see it again). Returns 0 or the error, with err set. */
+static int early_flush(struct save *s, int fd, uint64_t len, const char *f, char *err) {
+  if (!s->early_flush) return 0;
   uint64_t w = __atomic_add_fetch(&s->written, len, __ATOMIC_RELAXED);
-  uint64_t f = __atomic_load_n(&s->flushed, __ATOMIC_RELAXED);
-  if (w - f < CKPT_FLUSH_EVERY) return;
-  if (!__atomic_compare_exchange_n(&s->flushed, &f, w, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-    return; /* another thread took this mark */
-  if (fdatasync(fd) != 0) {
-    int e = errno, zero = 0;
-    __atomic_compare_exchange_n(&s->flush_errno, &zero, e, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-  }
+  if ((w - len) / CKPT_FLUSH_EVERY == w / CKPT_FLUSH_EVERY) return 0;
+  if (fdatasync(fd) == 0) return 0;
+  return stk__errf(err, stk__from_errno(errno), "%s/%s: flushing written objects failed: %s",
+                   s->path, f, strerror(errno));
 }
 
 static void buf_free(void *p) { free(p); }
@@ -158,8 +154,7 @@ static int write_chunk(void *arg, size_t i, char *err) {
     ssize_t w = pwrite(fd, wp, wl, (off_t)ch->off);
     if (w == (ssize_t)wl) {
       __atomic_fetch_add(&s->direct_writes, 1, __ATOMIC_RELAXED);
-      early_flush(s, fd, wl);
-      return 0;
+      return early_flush(s, fd, wl, f, err);
     }
     if (w >= 0 || errno != EINVAL)
       return stk__errf(err, w < 0 ? stk__from_errno(errno) : STK_EIO,
@@ -314,9 +309,6 @@ int stk_ckpt_save(struct stk_ckpt *c, uint64_t step, const struct stk_ckpt_obj *
     pthread_setspecific(s.buf_key, NULL);
     pthread_key_delete(s.buf_key);
   }
-  if (!rc && s.flush_errno)
-    rc = stk__errf(err, stk__from_errno(s.flush_errno), "%s: flushing written objects failed: %s",
-                   path, strerror(s.flush_errno));
   if (!rc) rc = stk__ckpt_pfor(c->o.threads, n, sync_file, &s, err);
   struct ckpt_manifest m = {.step = step, .rank = c->o.rank, .world = c->o.world, .n = n};
   m.obj = calloc(n ? n : 1, sizeof *m.obj);
