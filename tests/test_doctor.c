@@ -382,3 +382,21 @@ TEST(doctor_seq_sweep) {
   CHECK_EQ(dir_entries("."), 0);
   free(r);
 }
+
+/* A file of one 8 MiB request (the smallest --size) leaves the second job
+ * of a 2-job point no request: those points are skipped (they divided by a
+ * span of 0 before), and the write figure comes from the 1-job points. */
+TEST(doctor_seq_small_file_skips_two_job_points) {
+  struct stk_doctor_opts o = {
+      .dir = ".", .size = 8u << 20, .only = STK_DOCTOR_BIT(STK_DOCTOR_SEQ_WRITE)};
+  struct stk_doctor_result *r = calloc(1, sizeof *r);
+  char err[STK_ERRMSG_MAX];
+  CHECK_MSG(stk_doctor_run(&o, r, err) == 0, "%s", err);
+  const struct stk_doctor_figure *f = &r->fig[STK_DOCTOR_SEQ_WRITE];
+  if (!f->valid && strstr(f->reason, "O_DIRECT")) SKIP("no O_DIRECT on this filesystem");
+  CHECK_MSG(f->valid, "%s", f->reason);
+  CHECK(r->ncurve > 0);
+  for (int i = 0; i < r->ncurve; i++) CHECK_EQ(r->curve[i].jobs, 1u);
+  CHECK_CONTAINS(f->reason, "the whole 8 MiB file");
+  free(r);
+}

@@ -387,6 +387,7 @@ static int seq_sweep(struct run *x, int fd, int write, struct stk_doctor_figure 
     for (size_t di = 0; di < STK__ARRAY_LEN(SEQ_DEPTHS); di++) {
       /* A thread and a buffer per request: the threads engine stops at 8. */
       if (!x->use_uring && SEQ_DEPTHS[di] > SEQ_THREADS_DEPTH_MAX) break;
+      if (x->size / SEQ_JOBS[ji] / seq_bs(x) == 0) break; /* no request for each job */
       deepest = STK__MAX(deepest, SEQ_DEPTHS[di]);
       double bps = 0;
       int rc = seq_point(x, fd, write, SEQ_DEPTHS[di], SEQ_JOBS[ji], 0, &bps);
@@ -396,6 +397,11 @@ static int seq_sweep(struct run *x, int fd, int write, struct stk_doctor_figure 
             (struct stk_doctor_point){write, SEQ_DEPTHS[di], SEQ_JOBS[ji], bps};
       if (bps > best) best = bps, bd = SEQ_DEPTHS[di], bj = SEQ_JOBS[ji];
     }
+  if (!bj) {
+    fig_bad(f, "no point moved any bytes (a file of %.0f MiB, %u MiB requests)",
+            (double)x->size / MiB, seq_bs(x) >> 20);
+    return 0;
+  }
   if (!write) {
     fig_ok(f, best,
            "best of depth 1..%u x jobs 1..2 at %u MiB requests (%s, %.2f s a point): depth %u, "
@@ -418,7 +424,7 @@ static int seq_sweep(struct run *x, int fd, int write, struct stk_doctor_figure 
          "the whole %.0f MiB file written once, fdatasync in it, at the best setting of a sweep "
          "of depth 1..%u x jobs 1..2 at %u MiB requests (%s, %.2f s a point, fdatasync in each): "
          "depth %u, %u job%s, whose point gave %.0f MiB/s",
-         (double)(x->size / seq_bs(x) * seq_bs(x)) / MiB, deepest, seq_bs(x) >> 20,
+         (double)(x->size / bj / seq_bs(x) * seq_bs(x) * bj) / MiB, deepest, seq_bs(x) >> 20,
          engine_name(x), x->o->quick ? 0.05 : 1.0, bd, bj, bj > 1 ? "s" : "", best / MiB);
   return 0;
 }
