@@ -212,8 +212,10 @@ class StackPool:
         self.keep = keep
         self.bufs = []
         self._lock = threading.Lock()
-        probe = [np.empty(1, np.uint8)]
-        self._idle = self._counts(probe)[0]  # the count of a buffer only the pool holds
+        # held as the buffers are (an attribute here, a list there): its
+        # count, read in the same pass as theirs, is that of a buffer only
+        # the pool holds, whatever else (a tracer's frame copies) is about
+        self._probe = [np.empty(1, np.uint8)]
 
     @staticmethod
     def _counts(bufs):
@@ -225,15 +227,20 @@ class StackPool:
         dataset) never take the same buffer, since the one taken is
         referred to (by buf here) before the lock is let go."""
         with self._lock:
-            counts = self._counts(self.bufs)
-            free = [b for b, c in zip(self.bufs, counts) if c <= self._idle and b.nbytes >= nbytes]
+            counts = self._counts(self._probe + self.bufs)
+            idle = [b for b, c in zip(self.bufs, counts[1:]) if c <= counts[0]]
+            free = [b for b in idle if b.nbytes >= nbytes]
             if free:
                 buf = min(free, key=lambda b: b.nbytes)
             else:
                 buf = np.empty(nbytes, np.uint8)
                 if len(self.bufs) < self.keep:
                     self.bufs.append(buf)
-            del free
+                elif idle:  # batches grew: the smallest idle buffer makes room
+                    small = min(idle, key=lambda b: b.nbytes)
+                    self.bufs = [b for b in self.bufs if b is not small] + [buf]
+                    del small
+            del free, idle
         return buf
 
     def stack(self, vals):
@@ -243,7 +250,9 @@ class StackPool:
         non-numeric stacks (np.stack's then)."""
         v0 = vals[0]
         if v0.ndim == 0 or v0.dtype.kind not in "biufc" or \
-                v0.nbytes * len(vals) < self.MIN_BYTES or any(v.strides != v0.strides for v in vals):
+                v0.nbytes * len(vals) < self.MIN_BYTES or \
+                any(v.strides != v0.strides or v.shape != v0.shape or v.dtype != v0.dtype
+                    for v in vals):
             return None
         order = sorted(range(v0.ndim), key=lambda a: -abs(v0.strides[a]))  # outermost first
         shape = (len(vals),) + tuple(v0.shape[a] for a in order)

@@ -116,3 +116,28 @@ def test_torch_dataset_reuses_memory_and_never_under_a_held_batch(triples):  # n
             n += 1
     assert n == 6 and len(pool.bufs) <= pool.keep
     ds.close()
+
+
+def test_values_of_other_shapes_or_dtypes_go_to_np_stack():
+    pool = small_pool()
+    a = np.zeros((1, 4), np.uint8)
+    assert pool.stack([a, np.zeros((1, 4), np.int8)]) is None      # dtype differs
+    b = np.zeros((3, 4), np.uint8)[:1]                               # same strides, shape differs
+    assert pool.stack([np.zeros((3, 4), np.uint8), b]) is None
+    assert not pool.bufs
+
+
+def test_batches_that_grow_replace_the_smallest_idle_buffer():
+    pool = small_pool(keep=2)
+    for n in (2, 3):
+        got = pool.stack(pictures(n, n))
+        del got
+    sizes = sorted(b.nbytes for b in pool.bufs)
+    big = pool.stack(pictures(8, 9))       # larger than both kept buffers
+    assert in_pool(pool, big)              # kept, in place of the smaller one
+    kept = sorted(b.nbytes for b in pool.bufs)
+    assert kept[0] == sizes[1] and kept[1] >= big.nbytes   # the smaller one went
+    first = addr(big)
+    del big
+    again = pool.stack(pictures(8, 10))
+    assert addr(again) == first            # and reused from then on
