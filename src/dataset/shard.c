@@ -14,6 +14,7 @@
  * file in place, or the cache's staged copy), so the hook never sees the
  * descriptor. */
 static int fd_read(const struct stk__bytes *b, void *buf, size_t len, uint64_t off) {
+  if (off > b->size || b->size - off < len) return STK_ETRUNC; /* as stk__bytes_mem's */
   return stk__pread_full(*(const int *)b->ctx, buf, len, off);
 }
 

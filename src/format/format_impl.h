@@ -39,7 +39,7 @@ struct stk_shard {
 
 /* A shard's bytes as an index hook reads them: their size and a read of
  * any range. The dataset layer makes one over the shard it opened (a local
- * file, or the copy the cache staged: stk__shard_bytes in
+ * file, or the copy the cache staged: stk__shard_index in
  * src/dataset/shard.c); stk__bytes_mem makes one over bytes in memory. A
  * hook never learns which, and no format touches a shard's descriptor. */
 struct stk__bytes {
