@@ -39,7 +39,16 @@ struct opt {
  * vectors of 8 (two SSE2 ones by default, one AVX2 one where the CPU has
  * it). */
 typedef int32_t v8si __attribute__((vector_size(32)));
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+/* AVX2 and plain clones of the table kernels, chosen at load time by an
+ * ifunc resolver. Not under the sanitizers: the resolver runs while the
+ * dynamic loader relocates, before their runtimes start, and their
+ * instrumentation of it crashes there (ThreadSanitizer: SIGSEGV in
+ * minadd16's resolver before main). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define EX_CLONES 1
+#endif
+#ifdef EX_CLONES
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void minadd(int32_t *restrict out, const int32_t *restrict in, int32_t w, size_t n) {
@@ -73,7 +82,7 @@ static void relax(int32_t *out, const int32_t *in, const struct opt *o, size_t S
  * the table fits (free jobs' costs are at most 0 cents; their least sum
  * at least INT16_MIN), so every value is the same as in 32 bits. */
 typedef int16_t v16hi __attribute__((vector_size(32)));
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#ifdef EX_CLONES
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void minadd16(int16_t *restrict out, const int16_t *restrict in, int16_t w, size_t n) {
@@ -97,7 +106,7 @@ static void minadd16(int16_t *restrict out, const int16_t *restrict in, int16_t 
 /* out[i] = min(out[i], w + in[i]) where col[i] >= g: the first type's
  * options (stride 1, so its runs are only a row long) in one pass over the
  * table, col[i] the first type's count at state i. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#ifdef EX_CLONES
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void minadd16_col(int16_t *restrict out, const int16_t *restrict in,
