@@ -1,8 +1,9 @@
 /* K1 and K2 of issue 20 on one disk, one process: a state of SIZE bytes in
  * OBJECTS objects saved by the checkpoint tier into DIR, against the raw
  * sequential write of the same bytes (one stream, 8 MiB O_DIRECT writes,
- * fsync: the figure `stoker doctor` calls the write ceiling), each with
- * fsync. Then the blocking time of an asynchronous save of the same state
+ * fsync; save_over_raw is the save's rate over it), each with fsync. K1
+ * itself is the save over `stoker doctor`'s seq_write, which sweeps depth
+ * and jobs for its ceiling (bench/ceilings.sh). Then the blocking time of an asynchronous save of the same state
  * (the copy into host memory; the first save's, which also allocates the
  * staging buffer, and the next one's) against the synchronous save. One
  * JSON line. The file system is synced (untimed) before the raw write and
@@ -135,7 +136,7 @@ int main(int argc, char **argv) {
   stk_ckpt_close(c);
   double gib = (double)size / (1u << 30);
   printf("{\"bytes\": %llu, \"objects\": %llu, \"threads\": %llu, "
-         "\"raw_write_gib_s\": %.3f, \"save_gib_s\": %.3f, \"k1_ratio\": %.3f, "
+         "\"raw_write_gib_s\": %.3f, \"save_gib_s\": %.3f, \"save_over_raw\": %.3f, "
          "\"direct_writes\": %llu, \"sync_save_s\": %.3f, \"async_first_block_s\": %.4f, \"async_block_s\": %.4f, "
          "\"async_total_s\": %.3f, \"k2_ratio\": %.4f}\n",
          (unsigned long long)size, (unsigned long long)nobj, (unsigned long long)threads,
