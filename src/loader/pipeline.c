@@ -50,7 +50,8 @@ static int validate(struct stk_loader *l, char *err) {
       l->tok ? stk__tokens_batch_bytes(l->tok, 1) : stk__dataset_mean_sample_bytes(l->ds);
   if (!o->io_depth) o->io_depth = 64;
   /* A token loader's ring stays at its first depth unless the consumer
-   * keeps batches (maybe_grow); 4 measured best (tokens_t3.md). */
+   * keeps batches (maybe_grow); depths 4 to 8 measured alike, and all
+   * better than 16 (docs/internals/tokens_t3.md). */
   if (!o->prefetch) o->prefetch = l->tok ? 4 : 2;
   if (!o->prefetch_max) o->prefetch_max = 16;
   if (o->prefetch_max < o->prefetch) o->prefetch_max = o->prefetch;
