@@ -22,7 +22,12 @@
  *       the decode workers (thread name stk-decode, time on a CPU from
  *       /proc/self/task/TID/schedstat), the reader (stk-read) and the
  *       consumer (this thread); decode_cpu_ns_per_window: the workers'
- *       CPU time per window delivered.
+ *       CPU time per window delivered; ring_depth_max: the deepest the
+ *       batch ring got; sleeps_per_batch_*: the voluntary context switches
+ *       (waits that slept) of the workers, the reader and the consumer per
+ *       batch delivered. TOKENS_PREFETCH and TOKENS_PREFETCH_MAX in the
+ *       environment set the loader's prefetch and prefetch_max (A/B runs
+ *       of the ring's depth with one binary).
  *   tokens copy PREFIX SEQ_LEN int32|int64 ROUNDS
  *       the window copy alone, on one thread: per round, 2000 windows in
  *       order, each after asking for the next (stk__tokens_prefetch, as a
@@ -62,6 +67,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -130,6 +136,12 @@ static struct stk_loader *open_loader(struct stk_tokens *t, uint32_t batch, uint
   lo.threads = threads;
   lo.epochs = epochs;
   lo.resume = resume;
+  /* The ring's depth, for A/B runs of one binary (docs/internals/tokens_t3.md):
+   * TOKENS_PREFETCH and TOKENS_PREFETCH_MAX set stk_loader_opts' prefetch
+   * and prefetch_max; unset, the library's defaults. */
+  const char *e = getenv("TOKENS_PREFETCH");
+  if (e) lo.prefetch = (uint32_t)atoi(e);
+  if ((e = getenv("TOKENS_PREFETCH_MAX"))) lo.prefetch_max = (uint32_t)atoi(e);
   struct stk_loader *l = NULL;
   char err[STK_ERRMSG_MAX] = "";
   if (stk_loader_open_tokens(&l, t, &lo, err)) die("stk_loader_open_tokens", err);
@@ -216,14 +228,15 @@ static uint64_t bin_pmd_bytes(const char *prefix) {
 
 /* CPU time in s (time on a CPU, /proc/self/task/TID/schedstat) of this
  * process's loader threads by name: [0] the decode workers (stk-decode),
- * [1] the reader (stk-read). */
-static void loader_cpu(double out[2]) {
-  out[0] = out[1] = 0;
+ * [1] the reader (stk-read); [2] and [3] their voluntary context switches
+ * (each a wait that slept: /proc/self/task/TID/status). */
+static void loader_cpu(double out[4]) {
+  out[0] = out[1] = out[2] = out[3] = 0;
   DIR *d = opendir("/proc/self/task");
   struct dirent *e;
   while (d && (e = readdir(d))) {
-    char p[300], name[32] = "";
-    unsigned long long run = 0;
+    char p[300], name[32] = "", line[256];
+    unsigned long long run = 0, sw = 0;
     if (e->d_name[0] == '.') continue;
     snprintf(p, sizeof p, "/proc/self/task/%s/comm", e->d_name);
     FILE *f = fopen(p, "r");
@@ -234,8 +247,17 @@ static void loader_cpu(double out[2]) {
       if (fscanf(f, "%llu", &run) != 1) run = 0;
       fclose(f);
     }
-    if (!strcmp(name, "stk-decode\n")) out[0] += (double)run * 1e-9;
-    if (!strcmp(name, "stk-read\n")) out[1] += (double)run * 1e-9;
+    snprintf(p, sizeof p, "/proc/self/task/%s/status", e->d_name);
+    if ((f = fopen(p, "r"))) {
+      while (fgets(line, sizeof line, f))
+        if (sscanf(line, "voluntary_ctxt_switches: %llu", &sw) == 1) break;
+      fclose(f);
+    }
+    int k = !strcmp(name, "stk-decode\n") ? 0 : !strcmp(name, "stk-read\n") ? 1 : -1;
+    if (k >= 0) {
+      out[k] += (double)run * 1e-9;
+      out[k + 2] += (double)sw;
+    }
   }
   if (d) closedir(d);
 }
@@ -274,6 +296,8 @@ static int t3(int argc, char **argv) {
   double cp[64], tps[64], cpc[64], tpc[64];
   uint64_t disk0 = vmstat_pgpgin_kib(), io0 = self_read_bytes();
   double wait_sum = 0, cpu_all = 0, cpu_dec = 0, cpu_rd = 0, cpu_me = 0, windows = 0;
+  uint32_t depth_max = 0;
+  double sw_dec = 0, sw_rd = 0, sw_me = 0, batches = 0;
   for (int r = 0; r < rounds; r++) {
     cp[r] = memcpy_ceiling(threads, &cpc[r]);
     struct stk_loader *l = open_loader(t, batch, threads, 1000000, NULL);
@@ -281,8 +305,10 @@ static int t3(int argc, char **argv) {
     if (stk_loader_next(l, &b)) die("t3", stk_loader_errmsg(l));
     stk_batch_release(l, b); /* the clock starts at the first batch */
     uint64_t tokens = 0;
-    double lc0[2], lc1[2], m0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    double lc0[4], lc1[4], m0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     loader_cpu(lc0);
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_THREAD, &ru0);
     double t0 = now_s(), t1 = t0, w = 0, c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     while (t1 - t0 < secs) {
       double a = now_s();
@@ -295,11 +321,17 @@ static int t3(int argc, char **argv) {
     tps[r] = (double)tokens / (t1 - t0);
     double c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     loader_cpu(lc1);
+    getrusage(RUSAGE_THREAD, &ru1);
+    sw_me += (double)(ru1.ru_nvcsw - ru0.ru_nvcsw);
     cpu_me += clock_s(CLOCK_THREAD_CPUTIME_ID) - m0;
     cpu_all += c1 - c0, cpu_dec += lc1[0] - lc0[0], cpu_rd += lc1[1] - lc0[1];
+    sw_dec += lc1[2] - lc0[2], sw_rd += lc1[3] - lc0[3], batches += (double)tokens / S / batch;
     windows += (double)tokens / S;
     tpc[r] = (double)tokens / (c1 - c0);
     wait_sum += w / (t1 - t0);
+    struct stk_loader_stats ls;
+    stk_loader_stats(l, &ls);
+    if (ls.ring_depth_max > depth_max) depth_max = ls.ring_depth_max;
     stk_loader_close(l);
   }
   uint64_t disk = (vmstat_pgpgin_kib() - disk0) * 1024, io = self_read_bytes() - io0;
@@ -315,11 +347,12 @@ static int t3(int argc, char **argv) {
       "\"disk_read_bytes_system\": %" PRIu64
       ", \"disk_read_bytes_self\": %" PRIu64 ", \"bin_pmd_mapped_bytes\": %" PRIu64
       ", \"cpu_share_decode\": %.3f, \"cpu_share_read\": %.3f, \"cpu_share_consumer\": %.3f"
-      ", \"decode_cpu_ns_per_window\": %.0f}\n",
+      ", \"decode_cpu_ns_per_window\": %.0f, \"ring_depth_max\": %u"
+      ", \"sleeps_per_batch_decode\": %.2f, \"sleeps_per_batch_read\": %.2f, \"sleeps_per_batch_consumer\": %.2f}\n",
       seq, argv[4], S, batch, threads, rounds, secs, tk, tk * (double)es, tk * (double)(es + 1), c,
       tk * (double)es / c, tk * (double)(es + 1) / c, wait_sum / rounds, tkc, cc,
       tkc * (double)es / cc, disk, io, bin_pmd_bytes(argv[2]), cpu_dec / cpu_all,
-      cpu_rd / cpu_all, cpu_me / cpu_all, cpu_dec / windows * 1e9);
+      cpu_rd / cpu_all, cpu_me / cpu_all, cpu_dec / windows * 1e9, depth_max, sw_dec / batches, sw_rd / batches, sw_me / batches);
   stk_tokens_close(t);
   return 0;
 }

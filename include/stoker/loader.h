@@ -189,7 +189,9 @@ struct stk_loader_opts {
   uint64_t max_inflight;  /* bytes in flight in the I/O engine; 0 = two mean
                              samples, at least 64 MiB, at most mem_cap / 2 */
   uint32_t io_depth;      /* requests in flight; 0 = 64 */
-  uint32_t prefetch;      /* initial ring depth in batches; 0 = 2 */
+  uint32_t prefetch;      /* initial ring depth in batches; 0 = 2 (4 for a
+                             token loader, whose ring grows only while the
+                             consumer keeps more than two batches) */
   uint32_t prefetch_max;  /* depth the ring may grow to; 0 = 16 */
   uint64_t mem_cap;       /* cap on batch-buffer bytes (ring + in flight + held
                              by the consumer); 0 = room for four batches of

@@ -49,7 +49,10 @@ static int validate(struct stk_loader *l, char *err) {
   l->mean_sample =
       l->tok ? stk__tokens_batch_bytes(l->tok, 1) : stk__dataset_mean_sample_bytes(l->ds);
   if (!o->io_depth) o->io_depth = 64;
-  if (!o->prefetch) o->prefetch = 2;
+  /* A token loader's ring stays at its first depth unless the consumer
+   * keeps batches (maybe_grow); depths 4 to 8 measured alike, and all
+   * better than 16 (docs/internals/tokens_t3.md). */
+  if (!o->prefetch) o->prefetch = l->tok ? 4 : 2;
   if (!o->prefetch_max) o->prefetch_max = 16;
   if (o->prefetch_max < o->prefetch) o->prefetch_max = o->prefetch;
   /* Defaults that follow the sample size: room for four batches (at least
@@ -250,6 +253,13 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
  * unet3d, 1 GB each, every page of which the kernel clears on first use). */
 static void maybe_grow(struct stk_loader *l, uint64_t wait_ns) {
   if (l->depth >= l->o.prefetch_max) return;
+  /* A token loader's reader always idles (it only numbers windows), and
+   * every window costs the workers the same: a deeper ring has no uneven
+   * work to absorb, and spreads the workers' writes over more memory
+   * (docs/internals/tokens_t3.md). It grows only for batches the consumer
+   * keeps beyond this one and the one before it, which take ring places
+   * from the workers. */
+  if (l->tok && l->next_seq - l->releases <= 2) return;
   uint64_t idle = atomic_load(&l->reader_idle_ns);
   if (idle - l->grow_mark < wait_ns / 4) return;
   l->grow_mark = idle;

@@ -1,0 +1,158 @@
+/* A token loader's batch ring (src/loader/pipeline.c): it stays at its
+ * first depth while the consumer keeps no more than two batches (4 by
+ * default, or the caller's prefetch), and a consumer that keeps more
+ * batches, one at a time or several, still gets every batch in order.
+ * Every window arrives once an epoch, with its loss mask whole even where
+ * the consumer wrote over the mask of the batch whose buffer it reuses
+ * (Megatron edits loss_mask in place). */
+#include <string.h>
+
+#include "stoker/stoker.h"
+#include "test.h"
+
+/* PREFIX.bin + PREFIX.idx: n documents of 1..40 int32 tokens. */
+static void write_corpus(const char *prefix, int n) {
+  struct test_buf bin = {0}, idx = {0};
+  int32_t *lens = malloc((size_t)n * sizeof *lens);
+  for (int d = 0; d < n; d++) {
+    lens[d] = 1 + (d * 7 + 3) % 40;
+    for (int i = 0; i < lens[d]; i++) test_buf_le(&bin, (uint64_t)(d * 1000 + i), 4);
+  }
+  test_buf_put(&idx, "MMIDIDX\0\0", 9);
+  test_buf_le(&idx, 1, 8);
+  test_buf_le(&idx, 4, 1);
+  test_buf_le(&idx, (uint64_t)n, 8);
+  test_buf_le(&idx, (uint64_t)n + 1, 8);
+  for (int d = 0; d < n; d++) test_buf_le(&idx, (uint32_t)lens[d], 4);
+  uint64_t at = 0;
+  for (int d = 0; d < n; d++) {
+    test_buf_le(&idx, at, 8);
+    at += (uint64_t)lens[d] * 4;
+  }
+  for (int d = 0; d <= n; d++) test_buf_le(&idx, (uint64_t)d, 8);
+  char p[256];
+  snprintf(p, sizeof p, "%s.bin", prefix);
+  test_write_file(p, bin.p, bin.n);
+  snprintf(p, sizeof p, "%s.idx", prefix);
+  test_write_file(p, idx.p, idx.n);
+  free(bin.p);
+  free(idx.p);
+  free(lens);
+}
+
+static struct stk_tokens *open_corpus(void) {
+  write_corpus("c", 300);
+  struct stk_tokens_opts o;
+  stk_tokens_opts_init(&o);
+  o.seq_len = 16;
+  o.no_index_file = 1;
+  struct stk_tokens *t = NULL;
+  const char *path = "c";
+  char err[STK_ERRMSG_MAX] = "";
+  int rc = stk_tokens_open(&t, 1, &path, NULL, &o, err);
+  CHECK_MSG(rc == 0, "stk_tokens_open: %s", err);
+  return t;
+}
+
+static struct stk_loader *open_loader(struct stk_tokens *t, uint32_t prefetch,
+                                      uint32_t prefetch_max, uint32_t epochs) {
+  struct stk_loader_opts lo;
+  stk_loader_opts_init(&lo);
+  lo.batch_size = 3;
+  lo.threads = 2;
+  lo.epochs = epochs;
+  lo.prefetch = prefetch;
+  lo.prefetch_max = prefetch_max;
+  struct stk_loader *l = NULL;
+  char err[STK_ERRMSG_MAX] = "";
+  int rc = stk_loader_open_tokens(&l, t, &lo, err);
+  CHECK_MSG(rc == 0, "stk_loader_open_tokens: %s", err);
+  return l;
+}
+
+/* Take every batch, keeping the last `keep` (at least 1) and releasing
+ * the oldest first, `burst` at a time; each batch's mask is checked whole
+ * and then zeroed, as a consumer that edits it in place would. Counts each
+ * window in seen[]; returns the batches taken. */
+static uint64_t drain_keeping(struct stk_loader *l, uint32_t keep, uint32_t burst, uint8_t *seen,
+                              uint64_t nwin) {
+  enum { MAXKEEP = 32 };
+  struct stk_batch *held[MAXKEEP];
+  uint32_t nheld = 0;
+  uint64_t batches = 0, want_seq = 0;
+  int rc = 0;
+  CHECK(keep >= 1 && keep + burst <= MAXKEEP);
+  for (;;) {
+    for (uint32_t i = 0; i < burst && rc == 0; i++) {
+      struct stk_batch *b;
+      if ((rc = stk_loader_next(l, &b)) != 0) break;
+      CHECK_EQ(b->seq, want_seq);
+      want_seq++;
+      struct stk_token_batch tb;
+      CHECK_OK(stk_batch_tokens(l, b, &tb));
+      for (uint32_t r = 0; r < tb.rows; r++) {
+        CHECK(tb.windows[r] < nwin);
+        seen[tb.windows[r]]++;
+        uint8_t *m = (uint8_t *)tb.loss_mask + (size_t)r * tb.cols;
+        for (uint32_t j = 0; j < tb.cols; j++) CHECK_EQ(m[j], 1);
+        memset(m, 0, tb.cols);
+      }
+      held[nheld++] = b;
+      batches++;
+    }
+    while (nheld > (rc ? 0 : keep)) {
+      stk_batch_release(l, held[0]);
+      memmove(held, held + 1, --nheld * sizeof *held);
+    }
+    if (rc) break;
+  }
+  CHECK_EQ(rc, STK_EOF);
+  return batches;
+}
+
+/* Released batch by batch, the ring stays at its first depth: 4 by
+ * default, the caller's prefetch when given; it grows up to prefetch_max
+ * only for batches the consumer keeps. */
+TEST(tokens_ring_depth_fixed) {
+  struct stk_tokens *t = open_corpus();
+  uint64_t nwin = stk_tokens_num_windows(t);
+  CHECK(nwin > 100);
+  static const struct {
+    uint32_t prefetch, prefetch_max, depth;
+  } cases[] = {{0, 0, 4}, {3, 0, 3}, {2, 2, 2}, {6, 16, 6}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    uint8_t *seen = calloc(nwin, 1);
+    struct stk_loader *l = open_loader(t, cases[c].prefetch, cases[c].prefetch_max, 3);
+    drain_keeping(l, 1, 1, seen, nwin);
+    struct stk_loader_stats st;
+    stk_loader_stats(l, &st);
+    CHECK_MSG(st.ring_depth_max == cases[c].depth, "case %zu: ring depth %u, want %u", c,
+              st.ring_depth_max, cases[c].depth);
+    CHECK_EQ(st.samples, 3 * nwin);
+    for (uint64_t k = 0; k < nwin; k++) CHECK_EQ(seen[k], 3);
+    stk_loader_close(l);
+    free(seen);
+  }
+  stk_tokens_close(t);
+}
+
+/* A consumer that keeps up to all but one of the ring's places, taking
+ * one batch or several at a time, gets every batch in order. */
+TEST(tokens_ring_consumer_keeps_batches) {
+  struct stk_tokens *t = open_corpus();
+  uint64_t nwin = stk_tokens_num_windows(t);
+  static const struct {
+    uint32_t prefetch, prefetch_max, keep, burst;
+  } cases[] = {{0, 0, 3, 1}, {0, 0, 4, 1}, {0, 0, 5, 1}, {0, 0, 2, 3}, {0, 0, 1, 4},
+               {4, 4, 5, 1}, {8, 8, 9, 1}, {8, 8, 6, 3}, {5, 5, 6, 1}, {0, 16, 5, 1}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    uint8_t *seen = calloc(nwin, 1);
+    struct stk_loader *l = open_loader(t, cases[c].prefetch, cases[c].prefetch_max, 2);
+    drain_keeping(l, cases[c].keep, cases[c].burst, seen, nwin);
+    for (uint64_t k = 0; k < nwin; k++) CHECK_MSG(seen[k] == 2, "case %zu window %llu seen %u",
+                                                 c, (unsigned long long)k, seen[k]);
+    stk_loader_close(l);
+    free(seen);
+  }
+  stk_tokens_close(t);
+}
