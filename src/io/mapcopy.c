@@ -22,7 +22,8 @@
  * pages raise SIGBUS; each copy runs under a guard (guard.c) that turns
  * that into STK_ETRUNC for the request, as a short pread would be (and a
  * page the device fails into STK_EIO), while the guard's handler is the
- * process's SIGBUS handler. */
+ * process's SIGBUS handler; a request finding another handler installed
+ * over it is read with pread. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -103,6 +104,9 @@ static int pread_fallback(struct stk_io_req *r) {
 static int copy_req(void *ctx, struct stk_io_req *r) {
   struct maps *c = ctx;
   struct stat st;
+  /* Unguarded (a handler put over the guard's since), a truncated file
+   * would end the process: read with pread instead. */
+  if (!stk__io_guard_ready()) return pread_fallback(r);
   if (fstat(r->fd, &st) != 0) return stk__from_errno(errno);
   if (!S_ISREG(st.st_mode) || st.st_size <= 0) return pread_fallback(r);
   uint64_t need = r->need ? r->need : r->len, size = (uint64_t)st.st_size;
