@@ -3,6 +3,7 @@
  * an error for the request, never the end of the process; a bus error
  * outside a guarded copy still ends it; a file that grew is read whole. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -108,4 +109,32 @@ TEST(io_mapcopy_file_grows_and_shrinks) {
   CHECK_EQ(buf[PG + 1], (uint8_t)(5 + (PG + 1) * 7));
   ops->close(io);
   close(fd);
+}
+
+/* A thread that starts with SIGBUS blocked (its creator's mask) would be
+ * killed by the fault whatever the handler: the guard unblocks it. */
+static void *copy_blocked(void *arg) {
+  int *rc = arg;
+  int fd = open("f", O_RDONLY);
+  uint8_t *m = mmap(NULL, 16 * PG, PROT_READ, MAP_SHARED, fd, 0);
+  static uint8_t buf[16 * PG];
+  struct stk_io_req r = {.fd = fd, .len = 16 * PG, .buf = buf};
+  *rc = m == MAP_FAILED || truncate("f", 4 * PG) != 0 ? -1 : stk__io_guarded_copy(&r, m, 16 * PG);
+  close(fd);
+  return NULL;
+}
+
+TEST(io_guard_thread_with_sigbus_blocked) {
+  CHECK(stk__io_guard_ready());
+  write_file("f", 16 * PG, 3);
+  sigset_t s, old;
+  sigemptyset(&s);
+  sigaddset(&s, SIGBUS);
+  pthread_sigmask(SIG_BLOCK, &s, &old);
+  pthread_t t;
+  int rc = 1;
+  CHECK(pthread_create(&t, NULL, copy_blocked, &rc) == 0);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK_EQ(rc, STK_ETRUNC);
 }

@@ -77,16 +77,26 @@ int stk__io_guard_ready(void) {
          cur.sa_sigaction == on_bus;
 }
 
+static void unblock_bus(void) {
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGBUS);
+  pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+}
+
 int stk__io_guarded_copy(struct stk_io_req *r, const uint8_t *src, uint64_t n) {
+  /* A bus error while SIGBUS is blocked ends the process whatever the
+   * handler, and a thread starts with its creator's mask. */
+  static __thread int unblocked __attribute__((tls_model("initial-exec")));
+  if (!unblocked) {
+    unblock_bus();
+    unblocked = 1;
+  }
   struct guard g;
   g.lo = src;
   g.hi = src + n;
   if (sigsetjmp(g.jb, 0)) {
-    /* Left by the handler: SIGBUS is still blocked in this thread. */
-    sigset_t s;
-    sigemptyset(&s);
-    sigaddset(&s, SIGBUS);
-    pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+    unblock_bus(); /* left by the handler, during which SIGBUS is blocked */
     return STK_ETRUNC;
   }
   active = &g;
