@@ -195,6 +195,10 @@ void cli_catch_signals(void) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+  /* Once: the loader's copies out of mappings install a guard over it
+   * (src/io/guard.c), which a second call must not replace. */
+  static int bus_caught;
+  if (bus_caught++) return;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_bus_error;
   sa.sa_flags = SA_SIGINFO | SA_RESETHAND;

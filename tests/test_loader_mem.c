@@ -143,29 +143,41 @@ static void write_tfrecord_big(const char *path, int n, uint64_t len) {
 /* Left to choose, the loader maps samples of 8 MiB or more (known from the
  * shard indexes), unless the caller's allocator must hold the batches
  * (pinned memory) or O_DIRECT is asked for; smaller samples of 64 KiB or
- * more are copied with pread (mapcopy only when asked: a truncated file
- * would be a bus error). */
+ * more (and large ones into the caller's memory) are copied out of
+ * mappings with their CRCs checked in the copy (mapcopy, its bus-error
+ * guard installed), or with pread when the CRCs are not checked; never
+ * mapcopy for a format without CRCs (a file a sample, each read once). */
 TEST(loader_auto_maps_large_samples) {
   mkdir("big", 0755);
   mkdir("small", 0755);
   write_tfrecord_big("big/a.tfrecord", 2, 9u << 20);
   write_tfrecord_big("small/a.tfrecord", 4, 1u << 20);
-  struct stk_dataset *big = open_ds("big"), *small = open_ds("small");
+  write_big_files("files", 2, 1u << 20); /* a file a sample: each read once an epoch */
+  struct stk_dataset *big = open_ds("big"), *small = open_ds("small"), *files = open_ds("files");
   struct stk_allocator al = {count_alloc, count_free, NULL};
   struct {
     struct stk_dataset *ds;
     const struct stk_allocator *alloc;
+    int skip_verify;
     const char *engine;
-  } cases[] = {{big, NULL, "mmap"}, {big, &al, "pread"}, {small, NULL, "pread"}};
+  } cases[] = {{big, NULL, 0, "mmap"},
+               {big, &al, 0, "mapcopy"},
+               {small, NULL, 0, "mapcopy"},
+               {small, NULL, 1, "pread"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    struct stk_loader_opts o = {.batch_size = 1, .threads = 1, .alloc = cases[i].alloc};
+    struct stk_loader_opts o = {.batch_size = 1, .threads = 1, .alloc = cases[i].alloc,
+                                .skip_verify = cases[i].skip_verify};
     struct stk_loader *l;
     CHECK_OK(stk_loader_open(&l, cases[i].ds, &o, NULL));
     CHECK_STR(stk_loader_engine(l), cases[i].engine);
     stk_loader_close(l);
   }
-  struct stk_loader_opts o = {.batch_size = 1, .threads = 1, .direct = 1};
   struct stk_loader *l;
+  struct stk_loader_opts fo = {.batch_size = 1, .threads = 1};
+  CHECK_OK(stk_loader_open(&l, files, &fo, NULL)); /* no CRCs: never mapcopy */
+  CHECK(strcmp(stk_loader_engine(l), "mapcopy") != 0);
+  stk_loader_close(l);
+  struct stk_loader_opts o = {.batch_size = 1, .threads = 1, .direct = 1};
   if (stk_loader_open(&l, big, &o, NULL) == 0) { /* where O_DIRECT works */
     CHECK(strcmp(stk_loader_engine(l), "mmap") != 0);
     stk_loader_close(l);
@@ -179,6 +191,7 @@ TEST(loader_auto_maps_large_samples) {
   CHECK_CONTAINS(err, "the mapcopy engine reads through the page cache");
   stk_dataset_close(big);
   stk_dataset_close(small);
+  stk_dataset_close(files);
 }
 
 /* A shard cut short after its index was built is an error naming it when

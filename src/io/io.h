@@ -103,6 +103,17 @@ void stk__io_pool_close(struct stk_io *io);
  * once need bytes came (else STK_ETRUNC). */
 int stk__io_read_req(const struct stk_io_req *r);
 
+/* Copy n bytes of a mapping at src for request r (its on_copy, else a
+ * memcpy to buf) under a guard (guard.c): a bus error reading [src, src+n)
+ * (the file truncated under the mapping, a page the device failed) ends
+ * the copy with STK_ETRUNC instead of the process. The guard works while
+ * stk__io_guard_ready says so: it installs the process's SIGBUS handler
+ * (once, chaining to the one it replaces) and is 1 while that handler is
+ * still the installed one, 0 where it cannot be installed or another
+ * handler was put over it since. */
+int stk__io_guarded_copy(struct stk_io_req *r, const uint8_t *src, uint64_t n);
+int stk__io_guard_ready(void);
+
 /* Address space for a mapping engine's requests (mmap.c): reserve one of
  * at least need bytes (STK_IO_MAP_ALIGN-aligned, zero pages: no memory
  * behind them until written), releasing the one *p held; reset one to zero pages,

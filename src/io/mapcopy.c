@@ -18,9 +18,12 @@
  * FUSE and network file systems), and requests while every mapping is in
  * use, are read with pread.
  *
- * The price is the mmap engine's: a file truncated after it was mapped
- * makes the copy of its missing pages raise SIGBUS, which ends the process
- * (pread would report a short read). */
+ * A file truncated after it was mapped makes the copy of its missing
+ * pages raise SIGBUS; each copy runs under a guard (guard.c) that turns
+ * that into STK_ETRUNC for the request, as a short pread would be (and a
+ * page the device fails into STK_EIO), while the guard's handler is the
+ * process's SIGBUS handler; a request finding another handler installed
+ * over it is read with pread. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -101,6 +104,9 @@ static int pread_fallback(struct stk_io_req *r) {
 static int copy_req(void *ctx, struct stk_io_req *r) {
   struct maps *c = ctx;
   struct stat st;
+  /* Unguarded (a handler put over the guard's since), a truncated file
+   * would end the process: read with pread instead. */
+  if (!stk__io_guard_ready()) return pread_fallback(r);
   if (fstat(r->fd, &st) != 0) return stk__from_errno(errno);
   if (!S_ISREG(st.st_mode) || st.st_size <= 0) return pread_fallback(r);
   uint64_t need = r->need ? r->need : r->len, size = (uint64_t)st.st_size;
@@ -108,13 +114,11 @@ static int copy_req(void *ctx, struct stk_io_req *r) {
   uint64_t n = STK__MIN(r->len, size - r->off);
   struct map *e = map_get(c, r->fd, &st, r->off + n);
   if (!e) return pread_fallback(r);
-  const uint8_t *src = e->base + r->off;
-  if (r->on_copy)
-    r->on_copy(r, src, n);
-  else
-    memcpy(r->buf, src, n);
+  int rc = stk__io_guarded_copy(r, e->base + r->off, n);
   map_put(c, e);
-  return 0;
+  if (rc == STK_ETRUNC && fstat(r->fd, &st) == 0 && (uint64_t)st.st_size >= r->off + n)
+    rc = STK_EIO; /* not shorter: the device failed a page */
+  return rc;
 }
 
 static int mapcopy_open(struct stk_io **out, const struct stk_io_opts *o, char *err) {

@@ -22,12 +22,16 @@ static long ncores(void) {
   return n > 0 ? n : 1;
 }
 
-/* Buffered reads of samples at least this large go to the pread pool by
+/* Buffered reads of samples at least this large go to a thread pool by
  * default: its per-request handoff is small against the copy. Smaller
- * samples go to io_uring, which batches submissions. The mapcopy engine,
- * faster still (checksums checked in the copy's own pass), is opt-in: a
- * file truncated under it is a bus error that ends the process, where
- * pread reports a short read naming the file (docs/internals/loader.md). */
+ * samples go to io_uring, which batches submissions. Where the format
+ * checks a checksum as it copies (TFRecord) and checksums are checked,
+ * the pool copies out of mappings of the files (mapcopy: the checksum in
+ * the copy's own pass instead of a second one), provided its bus-error
+ * guard is the process's SIGBUS handler, so that a file truncated under
+ * it is a short read naming the file, as with pread. Elsewhere (files
+ * read once, where a mapping per file costs more than it saves) it reads
+ * with pread (docs/internals/loader.md). */
 #define AUTO_PREAD_BYTES (64u << 10)
 /* Samples larger than a read (unet3d's 90-224 MB) are mapped instead of
  * copied, unless the caller gave its own allocator (pinned memory: the
@@ -180,7 +184,9 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
       if (l->mean_sample >= AUTO_MMAP_BYTES && l->o.alloc == &stk__default_allocator)
         engine = "mmap";
       else if (l->mean_sample >= AUTO_PREAD_BYTES)
-        engine = "pread";
+        engine = !l->o.skip_verify && stk__sample_copy_check(l->ds) && stk__io_guard_ready()
+                     ? "mapcopy"
+                     : "pread";
     }
     rc = stk__io_open(engine, l->o.direct, &io, &l->rd.io_ops, &l->rd.io, err);
     if (!rc && l->o.direct && (l->rd.io_ops->maps || l->rd.io_ops == &stk__io_mapcopy))
