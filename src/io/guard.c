@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "io.h"
@@ -99,11 +100,18 @@ int stk__io_guarded_copy(struct stk_io_req *r, const uint8_t *src, uint64_t n) {
     unblock_bus(); /* left by the handler, during which SIGBUS is blocked */
     return STK_ETRUNC;
   }
+  /* The fences keep the compiler from moving the range's stores or the
+   * copy across the store that arms the guard, or the copy past the one
+   * that disarms it (the handler runs on this thread, between any two
+   * instructions). */
+  atomic_signal_fence(memory_order_seq_cst);
   active = &g;
+  atomic_signal_fence(memory_order_seq_cst);
   if (r->on_copy)
     r->on_copy(r, src, n);
   else
     memcpy(r->buf, src, n);
+  atomic_signal_fence(memory_order_seq_cst);
   active = NULL;
   return 0;
 }
