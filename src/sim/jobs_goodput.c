@@ -119,10 +119,10 @@ static double objective(const struct fitdata *d, const double *u) {
     }
     return objective_end(&p, e1, e2, d->n);
   }
-  for (int b = 0; b < d->nb; b++) {
+  for (int b = 0; b < d->nb; b++) { /* sa^g as exp(g log sa): the log is needed anyway */
     d->sa[b] = p.ac + p.bc * d->ub[b];
-    d->sp[b] = pow(d->sa[b], g);
     d->sl[b] = log(d->sa[b]);
+    d->sp[b] = exp(g * d->sl[b]);
   }
   for (int k = 0; k < d->nn; k++) d->sn[k] = pow(net_time(&p, d->un_nodes[k], d->un_reps[k]), g);
   for (int i = 0; i < d->n; i++) {
@@ -360,6 +360,8 @@ struct xput {
   double att[CAND_K], opt[CAND_K];
 };
 
+_Static_assert(sizeof(struct stk__perf) == 7 * sizeof(uint64_t), "xput_find hashes 7 words");
+
 struct stk__gpcache {
   struct cand slot[CAND_SLOTS];
   int used;
@@ -446,9 +448,9 @@ double stk__goodput_opt(const struct stk__perf *p, double sqr, double var, int i
 static const struct xput *xput_find(struct stk__gpcache *gc, const struct cand *c,
                                     const struct stk__perf *p, int nodes, int replicas) {
   int cls = nodes > 1 ? 2 : replicas > 1; /* all net_time reads of nodes */
-  uint64_t h = 1469598103934665603ull;
-  const unsigned char *b = (const unsigned char *)p;
-  for (size_t i = 0; i < sizeof *p; i++) h = (h ^ b[i]) * 1099511628211ull;
+  uint64_t h = 1469598103934665603ull, w[7];
+  memcpy(w, p, sizeof w); /* the model's seven doubles, a word each */
+  for (int i = 0; i < 7; i++) h = (h ^ w[i] ^ (w[i] >> 29)) * 0x9e3779b97f4a7c15ull;
   h = (h ^ (uint32_t)cls) * 1099511628211ull;
   h = (h ^ (uint32_t)replicas) * 1099511628211ull;
   for (int i = 0; i < 5; i++) h = (h ^ (uint32_t)c->key[i]) * 1099511628211ull;
