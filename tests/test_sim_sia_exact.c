@@ -67,6 +67,7 @@ TEST(sim_sia_exact_matches_exhaustive_search) {
   const int tgpus[3] = {3, 4, 2};
   unsigned seed = 12345;
   int ties = 0;
+  struct stk__sia_ws ws = {0};
   /* the second 400 with costs 1000 times larger: the larger programs' sums
    * no longer fit the solver's 16-bit table, so its 32-bit one is used */
   for (int trial = 0; trial < 800; trial++) {
@@ -87,8 +88,14 @@ TEST(sim_sia_exact_matches_exhaustive_search) {
     struct brute b = {cfg, 5, 3, n, tgpus, hold, prefer, cost, {0}, {0}, {0}, 0, 0};
     brute_go(&b, 0, 0);
     int64_t z = -1;
-    int rc = stk__sia_exact(cfg, 5, tgpus, 3, (size_t)n, cost, hold, prefer, pick, &z);
+    int rc = stk__sia_exact(cfg, 5, tgpus, 3, (size_t)n, cost, hold, prefer, pick, &z, NULL);
     CHECK_MSG(rc == (b.found ? 0 : 1), "trial %d: rc %d, found %d", trial, rc, b.found);
+    /* the same through a workspace kept across all 800 programs */
+    int64_t zw = -1;
+    int pw[8];
+    CHECK_EQ(stk__sia_exact(cfg, 5, tgpus, 3, (size_t)n, cost, hold, prefer, pw, &zw, &ws), rc);
+    CHECK_MSG(!memcmp(pw, pick, sizeof(int) * (size_t)n) && zw == z,
+              "trial %d: the kept workspace gives another answer", trial);
     if (!b.found) continue;
     CHECK_MSG(z == b.bestz, "trial %d: objective %lld cents, exhaustive %ld", trial, (long long)z,
               b.bestz);
@@ -99,6 +106,11 @@ TEST(sim_sia_exact_matches_exhaustive_search) {
     }
   }
   CHECK(ties > 0);
+  /* grown a few times (the larger programs, the 32-bit tables), not once
+   * a program as the solver's table used to be allocated */
+  CHECK_MSG(ws.grows >= 2 && ws.grows <= 12, "workspace grown %zu times in 800 programs", ws.grows);
+  stk__sia_ws_free(&ws);
+  CHECK(ws.buf[0] == NULL && ws.cap[1] == 0);
 }
 
 /* Costs not in whole cents: the exact solver does not apply (Sia then
@@ -108,11 +120,25 @@ TEST(sim_sia_exact_refuses_costs_not_in_cents) {
   const int tgpus[1] = {1}, hold[1] = {-1};
   double cost[1] = {-0.123};
   int pick[1] = {7};
-  CHECK_EQ(stk__sia_exact(cfg, 1, tgpus, 1, 1, cost, hold, NULL, pick, NULL), -1);
+  CHECK_EQ(stk__sia_exact(cfg, 1, tgpus, 1, 1, cost, hold, NULL, pick, NULL, NULL), -1);
   CHECK_EQ(pick[0], 7);
   cost[0] = -0.12;
-  CHECK_EQ(stk__sia_exact(cfg, 1, tgpus, 1, 1, cost, hold, NULL, pick, NULL), 0);
+  CHECK_EQ(stk__sia_exact(cfg, 1, tgpus, 1, 1, cost, hold, NULL, pick, NULL, NULL), 0);
   CHECK_EQ(pick[0], 0);
+  /* check mode counts such a program as declined (GLPK answers it), not
+   * as bad, and the one in cents as the same */
+  struct stk__sia_check ck;
+  memset(&ck, 0, sizeof ck);
+  stk__sia_checking = &ck;
+  cost[0] = -0.123;
+  stk__sia_check_round(cfg, 1, tgpus, 1, 1, cost, hold, NULL);
+  cost[0] = -0.12;
+  stk__sia_check_round(cfg, 1, tgpus, 1, 1, cost, hold, NULL);
+  stk__sia_checking = NULL;
+  CHECK_EQ(ck.programs, 2);
+  CHECK_EQ(ck.declined, 1);
+  CHECK_EQ(ck.bad, 0);
+  CHECK_EQ(ck.same, 1);
 }
 
 /* Check mode on every round of the cut: GLPK's objective is the exact
@@ -144,6 +170,7 @@ TEST(sim_sia_exact_equals_glpk_every_round) {
   CHECK(ck.programs > 100);
   CHECK_EQ(ck.bad, 0);
   CHECK(ck.max_rel <= STK__SIA_CHECK_TOL);
+  CHECK_EQ(ck.declined, 0);
   CHECK_EQ(ck.same + ck.ties + ck.gap, ck.programs);
   CHECK_EQ(r.completed, 40);
   printf("    rounds %llu, mean JCT %.3f\n", (unsigned long long)r.rounds, r.jct_mean);

@@ -439,7 +439,9 @@ static int jloop_round(void *ctx, uint64_t round, int64_t at) {
       rn->new_n[L->active[k]] = j->nalloc;
       memcpy(rn->new_alloc[L->active[k]], j->alloc, (size_t)j->nalloc);
     }
-    if ((rc = pol->schedule(rn, L->active, L->na))) return rc;
+    if ((rc = pol->schedule(rn, L->active, L->na))) /* policies word no errors: say it here */
+      return stk__errf(errmsg, rc, "policy %s, round at %.0f s: %s", pol->name, rn->now,
+                       rn->res && rn->res->why[0] ? rn->res->why : stk_strerror(rc));
     if (o->usable_series) lend_trim(rn, L->active, L->na);
     for (size_t k = 0; k < L->na; k++) {
       size_t i = L->active[k];

@@ -119,10 +119,10 @@ static double objective(const struct fitdata *d, const double *u) {
     }
     return objective_end(&p, e1, e2, d->n);
   }
-  for (int b = 0; b < d->nb; b++) {
+  for (int b = 0; b < d->nb; b++) { /* sa^g as exp(g log sa): the log is needed anyway */
     d->sa[b] = p.ac + p.bc * d->ub[b];
-    d->sp[b] = pow(d->sa[b], g);
     d->sl[b] = log(d->sa[b]);
+    d->sp[b] = exp(g * d->sl[b]);
   }
   for (int k = 0; k < d->nn; k++) d->sn[k] = pow(net_time(&p, d->un_nodes[k], d->un_reps[k]), g);
   for (int i = 0; i < d->n; i++) {
@@ -352,9 +352,21 @@ static void cand_make(struct cand *c, int init_bsz, int replicas, int max_bsz, i
 
 /* A run's table of them (jobs_impl.h), open-addressed by key, emptied when
  * three quarters full. */
+#define XPUT_SLOTS 4096
+
+struct xput {
+  int used, cls, replicas, key[5];
+  struct stk__perf perf;
+  double att[CAND_K], opt[CAND_K];
+};
+
+_Static_assert(sizeof(struct stk__perf) == 7 * sizeof(uint64_t), "xput_find hashes 7 words");
+
 struct stk__gpcache {
   struct cand slot[CAND_SLOTS];
   int used;
+  struct xput xput[XPUT_SLOTS]; /* xput_find */
+  uint64_t xhits, xmisses;
 };
 
 static const struct cand *cand_find(struct stk__gpcache *gc, const int key[5]) {
@@ -381,15 +393,22 @@ static const struct cand *cand_find(struct stk__gpcache *gc, const int key[5]) {
 
 void stk__gpcache_free(struct stk__gpcache *gc) { free(gc); }
 
-static double search(const struct cand *c, const struct stk__perf *p, double sqr, double var,
-                     int init_bsz, int nodes, int replicas, int *atomic, int *accum) {
+/* The step time of each of the splits' atomic batches (att: compute,
+ * opt: the overlapped step) at model p, nodes and replicas: the pow, log
+ * and exp of the search, the same for every round until the model is
+ * refitted. */
+static void xput_fill(const struct cand *c, const struct stk__perf *p, int nodes, int replicas,
+                      double *att, double *opt) {
   double pn = pow(net_time(p, nodes, replicas), p->gamma); /* the same at every split */
-  double att[CAND_K], opt[CAND_K];
   for (int u = 0; u < c->nu; u++)
     if (c->uok[u]) {
       att[u] = p->ac + p->bc * c->uat[u];
       opt[u] = opt_time(p, att[u], pn);
     }
+}
+
+static double search(const struct cand *c, const double *att, const double *opt, double sqr,
+                     double var, int init_bsz, int replicas, int *atomic, int *accum) {
   double best = 0;
   int ba = 0, bc = 0, found = 0;
   for (int k = 0; k < c->n; k++) {
@@ -415,8 +434,41 @@ double stk__goodput_opt(const struct stk__perf *p, double sqr, double var, int i
                         int nodes, int replicas, int max_bsz, int min_local, int max_local,
                         int *atomic, int *accum) {
   struct cand c;
+  double att[CAND_K], opt[CAND_K];
   cand_make(&c, init_bsz, replicas, max_bsz, min_local, max_local);
-  return search(&c, p, sqr, var, init_bsz, nodes, replicas, atomic, accum);
+  xput_fill(&c, p, nodes, replicas, att, opt);
+  return search(&c, att, opt, sqr, var, init_bsz, replicas, atomic, accum);
+}
+
+/* A run's step times by (model, network class, replicas, batch sizes):
+ * a job's goodputs are searched every round with new gradient
+ * statistics, but its model changes only when it is refitted, so the
+ * step times are looked up (compared bit for bit) rather than taken
+ * again. Direct-mapped; a collision replaces the slot. */
+static const struct xput *xput_find(struct stk__gpcache *gc, const struct cand *c,
+                                    const struct stk__perf *p, int nodes, int replicas) {
+  int cls = nodes > 1 ? 2 : replicas > 1; /* all net_time reads of nodes */
+  uint64_t h = 1469598103934665603ull, w[7];
+  memcpy(w, p, sizeof w); /* the model's seven doubles, a word each */
+  for (int i = 0; i < 7; i++) h = (h ^ w[i] ^ (w[i] >> 29)) * 0x9e3779b97f4a7c15ull;
+  h = (h ^ (uint32_t)cls) * 1099511628211ull;
+  h = (h ^ (uint32_t)replicas) * 1099511628211ull;
+  for (int i = 0; i < 5; i++) h = (h ^ (uint32_t)c->key[i]) * 1099511628211ull;
+  h ^= h >> 31;
+  struct xput *x = &gc->xput[h & (XPUT_SLOTS - 1)];
+  if (x->used && x->cls == cls && x->replicas == replicas &&
+      !memcmp(x->key, c->key, sizeof x->key) && !memcmp(&x->perf, p, sizeof *p)) {
+    gc->xhits++;
+    return x;
+  }
+  x->used = 1;
+  x->cls = cls;
+  x->replicas = replicas;
+  memcpy(x->key, c->key, sizeof x->key);
+  x->perf = *p;
+  xput_fill(c, p, nodes, replicas, x->att, x->opt);
+  gc->xmisses++;
+  return x;
 }
 
 double stk__goodput_opt_c(struct stk__gpcache **gc, const struct stk__perf *p, double sqr,
@@ -427,5 +479,12 @@ double stk__goodput_opt_c(struct stk__gpcache **gc, const struct stk__perf *p, d
     return stk__goodput_opt(p, sqr, var, init_bsz, nodes, replicas, max_bsz, min_local,
                             max_local, atomic, accum);
   int key[5] = {init_bsz, replicas, max_bsz, min_local, max_local};
-  return search(cand_find(*gc, key), p, sqr, var, init_bsz, nodes, replicas, atomic, accum);
+  const struct cand *c = cand_find(*gc, key);
+  const struct xput *x = xput_find(*gc, c, p, nodes, replicas);
+  return search(c, x->att, x->opt, sqr, var, init_bsz, replicas, atomic, accum);
+}
+
+void stk__gpcache_counts(const struct stk__gpcache *gc, uint64_t *hits, uint64_t *misses) {
+  *hits = gc ? gc->xhits : 0;
+  *misses = gc ? gc->xmisses : 0;
 }

@@ -113,6 +113,8 @@ double stk__goodput_opt_c(struct stk__gpcache **gc, const struct stk__perf *p, d
                           double var, int init_bsz, int nodes, int replicas, int max_bsz,
                           int min_local, int max_local, int *atomic, int *accum);
 void stk__gpcache_free(struct stk__gpcache *gc);
+/* How often the table's step times were found, and taken anew (tests). */
+void stk__gpcache_counts(const struct stk__gpcache *gc, uint64_t *hits, uint64_t *misses);
 
 /* ---- run state ------------------------------------------------------- */
 

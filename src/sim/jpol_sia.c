@@ -63,6 +63,7 @@ struct srun {
   struct gcache **gc; /* per job, made on its first round */
   struct smemo memo;
   int glpk; /* 1: GLPK (sia-glpk), 0: the exact solver (sia) */
+  struct stk__sia_ws ws; /* the exact solver's table, kept for the run */
 };
 
 static int s_init_with(struct stk__jrun *rn, int glpk) {
@@ -116,6 +117,7 @@ static void s_fini(struct stk__jrun *rn) {
   free(p->memo.pref);
   free(p->memo.cost);
   free(p->memo.pick);
+  stk__sia_ws_free(&p->ws);
   free(p);
   rn->pol = NULL;
 }
@@ -336,7 +338,8 @@ static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
       !memcmp(m->cost, g, sizeof(double) * na * (size_t)C)) {
     memcpy(pick, m->pick, sizeof(int) * na);
   } else {
-    int ex = p->glpk ? -1 : stk__sia_exact(p->cfg, C, p->tgpus, T, na, g, hold, pref, pick, NULL);
+    int ex = p->glpk ? -1 : stk__sia_exact(p->cfg, C, p->tgpus, T, na, g, hold, pref, pick,
+                                                  NULL, &p->ws);
     if (ex == STK_ENOMEM) {
       rc = ex;
       goto out;

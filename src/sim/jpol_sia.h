@@ -38,9 +38,18 @@ extern int stk__sia_dp_first;
  * Returns 0, 1 when no solution exists (every pick -1), -1 when it does not
  * apply (costs not in cents: picks untouched; too many states), or
  * STK_ENOMEM. */
+/* ws (may be NULL: this call allocates its own) is the caller's workspace,
+ * zeroed before its first use, kept across calls and grown only when a
+ * program needs more; free it with stk__sia_ws_free. */
+struct stk__sia_ws {
+  char *buf[2];  /* the options and job lists; the table */
+  size_t cap[2]; /* bytes */
+  size_t grows;  /* allocations made (tests) */
+};
 int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int T, size_t na,
                    const double *cost, const int *hold, const int *prefer, int *pick,
-                   int64_t *obj_cents);
+                   int64_t *obj_cents, struct stk__sia_ws *ws);
+void stk__sia_ws_free(struct stk__sia_ws *ws);
 /* The most states (the product over GPU types of their GPUs + 1) the exact
  * solver's table takes; policy sia refuses a larger cluster at its start
  * (stk__sia_exact_fits) rather than hand its rounds to GLPK unasked. */
@@ -58,6 +67,7 @@ struct stk__sia_check {
   size_t ties;        /* equal objectives, allocations differ (a tie broken otherwise) */
   size_t gap;         /* GLPK stopped at its gap, above the optimum within tolerance */
   size_t bad;         /* objectives differ beyond tolerance, or a solver failed */
+  size_t declined;    /* the exact solver declined (costs not in cents): GLPK's answer taken */
   double max_rel;     /* largest (GLPK - exact) / |GLPK| */
 };
 extern struct stk__sia_check *stk__sia_checking;

@@ -146,9 +146,36 @@ static int32_t hval(const void *h, int narrow, size_t i) {
   return narrow ? ((const int16_t *)h)[i] : ((const int32_t *)h)[i];
 }
 
+/* Room for n bytes at *off in the workspace's layout, 64-byte aligned. */
+static size_t ws_take(size_t *off, size_t n) {
+  size_t at = (*off + 63) & ~(size_t)63;
+  *off = at + n;
+  return at;
+}
+
+/* Block b of the workspace with room for need bytes: kept, or grown. */
+static char *ws_room(struct stk__sia_ws *ws, int b, size_t need) {
+  if (need <= ws->cap[b]) return ws->buf[b];
+  size_t cap = ws->cap[b] ? ws->cap[b] : 4096;
+  while (cap < need) cap *= 2;
+  char *p = malloc(cap);
+  if (!p) return NULL;
+  free(ws->buf[b]);
+  ws->buf[b] = p;
+  ws->cap[b] = cap;
+  ws->grows++;
+  return p;
+}
+
+void stk__sia_ws_free(struct stk__sia_ws *ws) {
+  free(ws->buf[0]);
+  free(ws->buf[1]);
+  memset(ws, 0, sizeof *ws);
+}
+
 int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int T, size_t na,
                    const double *cost, const int *hold, const int *prefer, int *pick,
-                   int64_t *obj_cents) {
+                   int64_t *obj_cents, struct stk__sia_ws *ws) {
   if (T < 1 || T > STK__JOBS_MAX_TYPES || C < 0) return -1;
   size_t S = 1, stride[STK__JOBS_MAX_TYPES];
   for (int t = 0; t < T; t++) {
@@ -197,12 +224,21 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
     stride[t] = S;
     S *= (size_t)left_t[t] + 1;
   }
-  struct opt *op = malloc(sizeof *op * (na * (size_t)C + 1));
-  size_t *first = malloc(sizeof(size_t) * (na + 1)), *who = malloc(sizeof(size_t) * (na + 1));
+  /* the options and job lists (block 0), the table and its column index
+   * (block 1): the caller's workspace, kept from round to round and grown
+   * only when a program needs more (without one, this call's own) */
+  struct stk__sia_ws own = {0};
+  if (!ws) ws = &own;
+  size_t off = 0, o_op = ws_take(&off, sizeof(struct opt) * (na * (size_t)C + 1));
+  size_t o_first = ws_take(&off, sizeof(size_t) * (na + 1));
+  size_t o_who = ws_take(&off, sizeof(size_t) * (na + 1));
+  char *base = ws_room(ws, 0, off);
   void *h = NULL;
   int16_t *col = NULL;
   int rc = STK_ENOMEM;
-  if (!op || !first || !who) goto out;
+  if (!base) goto out;
+  struct opt *op = (struct opt *)(base + o_op);
+  size_t *first = (size_t *)(base + o_first), *who = (size_t *)(base + o_who);
   /* each free job's options in its tie order (none is implied, last) */
   size_t m = 0, no = 0;
   for (size_t k = 0; k < na; k++) {
@@ -233,9 +269,12 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
   }
   int narrow = least >= INT16_MIN;
   size_t es = narrow ? sizeof(int16_t) : sizeof(int32_t);
-  h = malloc(es * S * (m + 1));
-  if (!h) goto out;
-  col = narrow && T > 1 ? malloc(sizeof(int16_t) * S) : NULL; /* NULL: by rows */
+  off = 0;
+  size_t o_h = ws_take(&off, es * S * (m + 1)), o_col = ws_take(&off, sizeof(int16_t) * S);
+  char *tab = ws_room(ws, 1, off);
+  if (!tab) goto out;
+  h = tab + o_h;
+  col = narrow && T > 1 ? (int16_t *)(tab + o_col) : NULL; /* NULL: by rows */
   for (size_t i = 0; col && i < S; i++) col[i] = (int16_t)(i % ((size_t)left_t[0] + 1));
   memset((char *)h + es * S * m, 0, es * S);
   for (size_t q = m; q-- > 0;) {
@@ -274,11 +313,7 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
 out:
   if (rc != 0)
     for (size_t k = 0; k < na; k++) pick[k] = -1;
-  free(op);
-  free(first);
-  free(who);
-  free(h);
-  free(col);
+  if (ws == &own) stk__sia_ws_free(&own);
   return rc;
 }
 
@@ -302,12 +337,16 @@ void stk__sia_check_round(const struct stk__sia_cfg *cfg, int C, const int *tgpu
     ck->bad++;
     goto out;
   }
-  int re = stk__sia_exact(cfg, C, tgpus, T, na, cost, hold, prefer, pe, &ze);
-  if (stk__sia_solve(cfg, C, tgpus, T, na, cost, hold, pg, &grc) != 0 || re < 0) {
-    ck->bad++;
+  int re = stk__sia_exact(cfg, C, tgpus, T, na, cost, hold, prefer, pe, &ze, NULL);
+  if (stk__sia_solve(cfg, C, tgpus, T, na, cost, hold, pg, &grc) != 0 || (re < 0 && re != -1)) {
+    ck->bad++; /* a solver failed */
     goto out;
   }
   if (grc != -1) ck->glpk_called++;
+  if (re == -1) { /* the exact solver declines it (not in cents): GLPK's alone, nothing to compare */
+    ck->declined++;
+    goto out;
+  }
   int g_none = 1, same = 1;
   for (size_t k = 0; k < na; k++) {
     if (pg[k] >= 0) g_none = 0;

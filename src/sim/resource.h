@@ -30,7 +30,8 @@ struct stk__sim_res_ops {
   const char *name;
   /* The placements that stand are exactly alloc[idx[k]], of n[idx[k]]
    * GPUs each (alloc[i][g]: node of GPU g), k < count; any other is
-   * released. 0, or a negative code (out of memory). */
+   * released. 0, or a negative code: out of memory, or placements the
+   * model cannot hold (a fault in the caller), with r->why saying which. */
   int (*hold)(struct stk__sim_res *r, uint8_t *const *alloc, const int *n, const size_t *idx,
               size_t count);
   /* Choose and take want GPUs for job `job`: 0 with alloc filled,
@@ -48,6 +49,7 @@ struct stk__sim_res {
   int *free_gpus; /* whole GPUs free per node, kept by every model */
   int unit;       /* capacity units per GPU: 1, or 7 compute slices on MIG */
   void *impl;     /* the model's own state */
+  char why[160];  /* hold's reason for a failure other than out of memory */
 };
 
 /* Whole GPUs on nodes x gpn. */

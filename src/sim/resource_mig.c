@@ -8,6 +8,7 @@
  * in free slices, or destroy idle instances to make room (a
  * reconfiguration; a busy instance never changes). Instances stay, idle,
  * when their job leaves. Capacity is counted in compute slices, 7 per GPU. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,7 +70,12 @@ static int g_hold(struct stk__sim_res *r, uint8_t *const *alloc, const int *n, c
   for (size_t k = 0; k < count; k++) {
     size_t j = idx[k];
     if (!n[j]) continue;
-    if (j >= M->njobs || M->nat[j] != n[j]) return STK_EINVAL; /* not placed by this model */
+    if (j >= M->njobs || M->nat[j] != n[j]) { /* cannot happen: not placed by this model */
+      snprintf(r->why, sizeof r->why,
+               "MIG: job %zu stands with %d GPUs, but this model placed it on %d", j, n[j],
+               j < M->njobs ? M->nat[j] : 0);
+      return STK_EINVAL;
+    }
     M->mark[j] = M->epoch;
   }
   for (size_t x = M->nplaced; x-- > 0;)

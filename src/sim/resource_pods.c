@@ -6,6 +6,7 @@
  * sizes over the job list are the workload FGD measures fragmentation
  * against. One state lives through the run (its node order, score caches
  * and random stream), and hold changes only the pods that changed. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,7 @@ struct pods {
   int32_t *run_of;                         /* the state's node index of each cluster node */
   struct placed *p;
   size_t np, capp;
+  const char *policy; /* its name, for messages */
 };
 
 static int remember(struct pods *P, uint32_t kind, const struct stk__sim_bind *b) {
@@ -89,7 +91,13 @@ static int p_hold(struct stk__sim_res *r, uint8_t *const *alloc, const int *n, c
         int need = size;
         for (int g = 0; g < nd->ngpu && need; g++)
           if (nd->gpu[g] == STK__SIM_MILLI) b.gpus |= 1u << g, need--;
-        if (need) return STK_ENOSPC; /* more GPUs held on a node than it has */
+        if (need) { /* cannot happen: more GPUs held on a node than it has free */
+          snprintf(r->why, sizeof r->why,
+                   "placer %s: the standing placements hold more GPUs on node %d than it has "
+                   "(%d more for a %d-GPU pod)",
+                   P->policy, node, need, size);
+          return STK_ENOSPC;
+        }
         int rc = remember(P, P->kind_of[size], &b);
         if (rc) return rc;
         note_free(r, &b, 1);
@@ -227,6 +235,7 @@ int stk__sim_res_pods(struct stk__sim_res **out, int nodes, int gpn, const struc
   struct pods *P = calloc(1, sizeof *P);
   r->impl = P;
   r->ops = &pods_ops;
+  if (P) P->policy = pol->name;
   if (!P || !(P->c = make_cluster(nodes, gpn)) ||
       !(P->run_of = malloc((size_t)nodes * sizeof *P->run_of))) {
     rc = stk__errf(errmsg, STK_ENOMEM, "out of memory");
