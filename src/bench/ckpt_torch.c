@@ -43,16 +43,20 @@ static void crc_init(void) {
       crc_tab[k][b] = (crc_tab[k - 1][b] >> 8) ^ crc_tab[0][crc_tab[k - 1][b] & 0xff];
 }
 
-static uint32_t le32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+/* Four little-endian words (this file builds for little-endian hosts
+ * only: the slicing tables assume that byte order). */
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "ckpt_torch.c's CRC-32 assumes a little-endian host"
+#endif
 
 uint32_t stk__ckpt_torch_crc32(uint32_t crc, const void *data, size_t len) {
   pthread_once(&crc_once, crc_init);
   const unsigned char *p = data;
   crc = ~crc;
   for (; len >= 16; len -= 16, p += 16) {
-    uint32_t a = le32(p) ^ crc, b = le32(p + 4), c = le32(p + 8), d = le32(p + 12);
+    uint32_t w[4];
+    memcpy(w, p, 16);
+    uint32_t a = w[0] ^ crc, b = w[1], c = w[2], d = w[3];
     crc = crc_tab[15][a & 0xff] ^ crc_tab[14][(a >> 8) & 0xff] ^ crc_tab[13][(a >> 16) & 0xff] ^
           crc_tab[12][a >> 24] ^ crc_tab[11][b & 0xff] ^ crc_tab[10][(b >> 8) & 0xff] ^
           crc_tab[9][(b >> 16) & 0xff] ^ crc_tab[8][b >> 24] ^ crc_tab[7][c & 0xff] ^
