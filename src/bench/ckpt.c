@@ -272,7 +272,9 @@ static int torch_state(struct stk__ckpt *c, const struct stk_bench_opts *o, char
       if (jb->t[k] > jb->t[big]) big = k;
     }
     if (!nt && jb->f.bytes) jb->t[nt++] = 0;
-    if (nt) jb->t[big] += jb->f.bytes - sum; /* sum <= f.bytes: each was rounded down */
+    /* each was rounded down, so sum <= f.bytes but for the doubles' last bit */
+    if (nt && sum <= jb->f.bytes) jb->t[big] += jb->f.bytes - sum;
+    else if (nt) jb->t[big] -= STK__MIN(jb->t[big], sum - jb->f.bytes);
     jb->nt = nt;
     total += jb->f.bytes;
   }
