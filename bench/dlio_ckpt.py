@@ -4,7 +4,11 @@
 The same scaled YAML goes to both tools (llama_7b with 4 layers of hidden
 size 1024, about 1.5 GiB per checkpoint; unet3d on 8 small files with a
 499 MB model saved after each epoch), in the same folder on the same disk,
-in alternated rounds (DLIO, then stoker); medians over the rounds. Bytes per
+in alternated rounds (DLIO, then stoker's two checkpoint writers:
+`--checkpoint-io tier`, its own writer, and `--checkpoint-io torch`, the
+calls DLIO's PyTorch backend makes); medians over the rounds. K5 asks the
+torch mode for DLIO's bandwidth within 10%; the tier column says what the
+same storage does with a good writer. Bytes per
 checkpoint: the files DLIO left in one checkpoint folder, and stoker's
 `checkpoints.bytes`. Bandwidth: DLIO's "Checkpoint save/load I/O
 Throughput" (its GB is 2^30 bytes) and stoker's save_gib_s / load_gib_s.
@@ -15,8 +19,9 @@ available before the run and the share of the run's checkpoint files
 resident in the page cache after it (fincore), so the cache's part in the
 load figures is on record. Where they differ: DLIO's figures time
 torch.save (pickling, the zip writer's CRC32 per record) and torch.load
-(new tensors allocated and filled), stoker's the writes and reads of its
-buffers alone.
+(new tensors allocated and filled); stoker's tier mode the writes and reads
+of its buffers alone, its torch mode those of DLIO's calls (one per tensor,
+each after its CRC32, into new memory on loads) without the pickling.
 
 The storage part alone: with strace (on by default; --no-strace turns it
 off) each tool runs under `strace -f -T -y` tracing only the file system
@@ -34,6 +39,14 @@ dirty bytes left before it are printed with the round.
 --crc-split times torch.save's own work alone (llama_7b_small's state into
 a writer that discards the bytes, with and without torch's CRC32 per
 record), in DLIO's Python.
+
+--py-write writes a 499,153,191-byte buffer (unet3d_small's model) twice
+into the checkpoint folder with Python's open(name, "wb").write() in DLIO's
+Python, once in a process that imported torch first and once in one that
+did not, alternated with stoker's `--checkpoint-io torch` on the same
+model size, and prints each one's bandwidth inside its write calls
+(strace): whether the time DLIO spends inside write() is the storage's or
+its process's.
 
 DLIO runs from a separate venv (DLIO_VENV, default /tmp/dlio-venv), never
 from this repository. Making it (PyPI's dlio-benchmark 2.0.0 predates the
@@ -191,6 +204,55 @@ for crc in (True, False):
 """
 
 
+# --py-write: one buffer of unet3d_small's model size written twice through
+# Python's file object, after `import torch` or not (argv: folder, torch|plain)
+PY_WRITE = r"""
+import os, sys, time, zlib
+if sys.argv[2] == "torch":
+    import torch
+b = bytearray(os.urandom(499153191))
+os.makedirs(sys.argv[1], exist_ok=True)
+for i in range(2):
+    time.sleep(0.1)
+    zlib.crc32(b)
+    with open(os.path.join(sys.argv[1], "model_states-%d.pt" % i), "wb") as f:
+        f.write(b)
+"""
+
+PY_WRITE_CFG = """model: {name: py_write, type: cnn, model_size_bytes: 499153191}
+framework: pytorch
+workflow: {generate_data: False, train: False, checkpoint: True}
+checkpoint: {checkpoint_folder: %(work)s/ck, time_between_checkpoints: 0.1, num_checkpoints_write: 2,
+             num_checkpoints_read: 0}
+"""
+
+
+def py_write(venv, work, rounds):
+    cfg = os.path.join(work, "py_write.yaml")
+    open(cfg, "w").write(PY_WRITE_CFG % {"work": work})
+    ck, tr = os.path.join(work, "ck"), os.path.join(work, "py_write.strace")
+    cmds = [("python, import torch", [os.path.join(venv, "bin", "python"), "-c", PY_WRITE, ck, "torch"]),
+            ("python, no torch", [os.path.join(venv, "bin", "python"), "-c", PY_WRITE, ck, "plain"]),
+            ("stoker --checkpoint-io torch", [os.path.join(ROOT, "build", "stoker"), "bench", "--config", cfg,
+                                              "-q", "--checkpoint-io", "torch"])]
+    res = {k: [] for k, _ in cmds}
+    for rnd in range(rounds):
+        for k, cmd in cmds:
+            shutil.rmtree(ck, ignore_errors=True)
+            os.sync()
+            sh(traced(cmd, tr), tr + ".log", work)
+            w = io_calls(tr, ck)["write"]
+            res[k].append(w[0] / w[1] / 2**30 if w[1] > 0 else float("nan"))
+            os.unlink(tr)
+        print("  round %d: %s | load %s" % (rnd + 1, ", ".join("%s %.3f" % (k, v[-1]) for k, v in res.items()),
+                                           open("/proc/loadavg").read().split()[:3]))
+        sys.stdout.flush()
+    shutil.rmtree(ck, ignore_errors=True)
+    print("GiB/s inside the write calls, 2 x 499,153,191 B into the page cache (medians of %d rounds):" % rounds)
+    for k, v in res.items():
+        print("  %-30s %.3f" % (k, statistics.median(v)))
+
+
 def sh(cmd, log, cwd):
     with open(log, "w") as f:
         rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd)
@@ -260,11 +322,11 @@ def dlio_run(venv, work, name, rnd, trace):
     return r
 
 
-def stoker_run(work, name, rnd, trace):
+def stoker_run(work, name, rnd, trace, io):
     shutil.rmtree(os.path.join(work, "ck"), ignore_errors=True)
     os.sync()
     avail, dirt = mem_available(), dirty()
-    js = os.path.join(work, "stoker-%s-%d.json" % (name, rnd))
+    js = os.path.join(work, "stoker-%s-%s-%d.json" % (io, name, rnd))
     cfg = os.path.join(work, "cfg", "workload", name + ".yaml")
     data = []  # stoker reads DLIO's generated files (its train/ folder)
     if name.startswith("unet3d"):
@@ -273,7 +335,7 @@ def stoker_run(work, name, rnd, trace):
     # so that their page-cache residency can be read after the run
     tr = js + ".strace" if trace else None
     sh(traced([os.path.join(ROOT, "build", "stoker"), "bench", "--config", cfg, "-q", "--json", js,
-               "--keep-checkpoints"] + data, tr), js + ".log", work)
+               "--keep-checkpoints", "--checkpoint-io", io] + data, tr), js + ".log", work)
     rep = json.load(open(js))
     c = rep["checkpoints"]
     r = {"bytes": c["bytes"], "save": c["save_gib_s"], "fsync": c["fsync"],
@@ -297,6 +359,9 @@ def main():
     ap.add_argument("--only", choices=["llama_7b_small", "unet3d_small"])
     ap.add_argument("--crc-split", action="store_true",
                     help="only time torch.save's own work on llama_7b_small's state, with and without CRC32")
+    ap.add_argument("--py-write", action="store_true",
+                    help="only time Python's write() of a 499 MB buffer with and without torch imported, "
+                         "beside stoker's torch mode")
     ap.add_argument("--no-strace", action="store_true",
                     help="run both tools untraced (their own figures only, no storage part)")
     a = ap.parse_args()
@@ -316,9 +381,14 @@ def main():
     if not os.path.exists(os.path.join(ROOT, "build", "stoker")):
         sys.exit("build/stoker is missing: run make first")
     trace = not a.no_strace
-    if trace and not shutil.which("strace"):
+    if (trace or a.py_write) and not shutil.which("strace"):
         sys.exit("strace is missing (scripts/install-deps bench installs it), or give --no-strace")
     work = a.work
+    if a.py_write:
+        os.makedirs(work, exist_ok=True)
+        print("load average before: %s" % open("/proc/loadavg").read().split()[:3])
+        py_write(venv, work, a.rounds)
+        return 0
     os.makedirs(os.path.join(work, "cfg", "workload"), exist_ok=True)
     src = open(os.path.join(SHARED, "llama_7b.yaml")).read()
     for x, y in LLAMA_SUBS:
@@ -340,26 +410,36 @@ def main():
             ("writes_per_ckpt", "write calls per checkpoint"), ("load", "load GiB/s, as reported"),
             ("load_calls", "load GiB/s in read calls"), ("load_outside_s", "load s/ckpt outside them"),
             ("au", "AU (checkpoints in it?)")]
+    tools = ("dlio", "tier", "torch")  # the columns: DLIO, stoker's two --checkpoint-io modes
     for name in names:
-        res = {"dlio": [], "stoker": []}
+        res = {t: [] for t in tools}
         for rnd in range(a.rounds):
             res["dlio"].append(dlio_run(venv, work, name, rnd, trace))
-            res["stoker"].append(stoker_run(work, name, rnd, trace))
+            res["tier"].append(stoker_run(work, name, rnd, trace, "tier"))
+            res["torch"].append(stoker_run(work, name, rnd, trace, "torch"))
             if rnd == 0:  # the layout is the same every round
-                for tool in ("dlio", "stoker"):
+                for tool in tools:
                     print("  %s files of one checkpoint, %s: %s" % (name, tool, res[tool][0]["files"]))
-            for tool in ("dlio", "stoker"):
+            for tool in tools:
                 res[tool][-1].pop("files")
-            print("  %s round %d: dlio %s | stoker %s | load %s" % (
-                name, rnd + 1, res["dlio"][-1], res["stoker"][-1], open("/proc/loadavg").read().split()[:3]))
+            print("  %s round %d: %s | load %s" % (name, rnd + 1, " | ".join(
+                "%s %s" % (t, res[t][-1]) for t in tools), open("/proc/loadavg").read().split()[:3]))
             sys.stdout.flush()
-        print("%s (medians of %d alternated rounds; strace %s):" % (name, a.rounds, "on" if trace else "off"))
+        print("%s (medians of %d alternated rounds; strace %s; stoker tier and torch are "
+              "--checkpoint-io):" % (name, a.rounds, "on" if trace else "off"))
+        med = {}
         for k, unit in rows:
-            if all(k in r for r in res["dlio"] + res["stoker"]):
-                d = statistics.median(r[k] for r in res["dlio"])
-                s = statistics.median(r[k] for r in res["stoker"])
-                print("  %-28s dlio %-14.4g stoker %-14.4g stoker/dlio %s" % (
-                    unit, d, s, "%.3f" % (s / d) if d else "-"))
+            if all(k in r for r in res["dlio"] + res["tier"] + res["torch"]):
+                m = med[k] = {t: statistics.median(r[k] for r in res[t]) for t in tools}
+                d = m["dlio"]
+                print("  %-28s dlio %-12.4g tier %-12.4g torch %-12.4g tier/dlio %s torch/dlio %s" % (
+                    unit, d, m["tier"], m["torch"], "%.3f" % (m["tier"] / d) if d else "-",
+                    "%.3f" % (m["torch"] / d) if d else "-"))
+        for k in ("save", "load"):
+            if k in med and med[k]["dlio"]:
+                q = med[k]["torch"] / med[k]["dlio"]
+                print("  K5 %s bandwidth, torch mode against DLIO: %.3f, %s 10%%" % (
+                    k, q, "within" if abs(q - 1) <= 0.10 else "NOT within"))
     shutil.rmtree(os.path.join(work, "ck"), ignore_errors=True)
     print("load average after: %s" % open("/proc/loadavg").read().split()[:3])
 

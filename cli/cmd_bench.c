@@ -51,6 +51,13 @@ const char cmd_bench_usage[] =
     "  --keep-checkpoints   is given\n"
     "  --checkpoint-scale X write X (0 < X <= 1) of each file's size, so a llama\n"
     "                       config fits this disk; the report gives both sizes\n"
+    "  --checkpoint-io tier|torch  how files are written and read. tier (default):\n"
+    "                       stoker's writer, large aligned writes, the ranks at\n"
+    "                       once: what this storage does with a good writer.\n"
+    "                       torch: as DLIO's PyTorch backend (torch.save through\n"
+    "                       a Python file): one write per tensor from the state\n"
+    "                       held in memory, after its CRC32; what a job calling\n"
+    "                       torch.save sees, as DLIO reports it (no --direct)\n"
     "  --checkpoint-writes N  --checkpoint-reads N  --checkpoint-interval S\n"
     "                       checkpoint-only workloads (workflow.train False): saves,\n"
     "                       loads, and the compute seconds before each\n"
@@ -88,7 +95,8 @@ enum {
   O_WORKLOAD = 256, O_ACCEL, O_CONFIG, O_ACCS, O_FILES, O_SPF, O_RECORD, O_RECORD_SD, O_BATCH,
   O_EPOCHS, O_RT, O_COMPUTE, O_COMPUTE_SD, O_DIST, O_BUSY, O_AU, O_AR_BYTES, O_NETWORK, O_DATA,
   O_DIRECT, O_DROP, O_NOVERIFY, O_ENGINE, O_SEED, O_FINDMAX, O_JSON, O_SVG, O_MPI, O_CKPT,
-  O_NOCKPT, O_CKPT_DIR, O_CKPT_SCALE, O_CKPT_KEEP, O_CKPT_W, O_CKPT_R, O_CKPT_INT
+  O_NOCKPT, O_CKPT_DIR, O_CKPT_SCALE, O_CKPT_KEEP, O_CKPT_W, O_CKPT_R, O_CKPT_INT,
+  O_CKPT_IO
 };
 
 static const struct option options[] = {
@@ -105,7 +113,7 @@ static const struct option options[] = {
     {"no-checkpoint", 0, 0, O_NOCKPT}, {"checkpoint-dir", 1, 0, O_CKPT_DIR},
     {"checkpoint-scale", 1, 0, O_CKPT_SCALE}, {"keep-checkpoints", 0, 0, O_CKPT_KEEP},
     {"checkpoint-writes", 1, 0, O_CKPT_W}, {"checkpoint-reads", 1, 0, O_CKPT_R},
-    {"checkpoint-interval", 1, 0, O_CKPT_INT}, CLI_CACHE_OPTIONS, {0, 0, 0, 0}};
+    {"checkpoint-interval", 1, 0, O_CKPT_INT}, {"checkpoint-io", 1, 0, O_CKPT_IO}, CLI_CACHE_OPTIONS, {0, 0, 0, 0}};
 
 static int int_opt(const char *opt, const char *v, uint64_t min, uint64_t max, int64_t *out) {
   uint64_t x;
@@ -185,6 +193,14 @@ static int parse_option(struct bench_args *a, int c, const char *v) {
     case O_CKPT_W: return int_opt("--checkpoint-writes", v, 0, 1000000, &a->ckpt_writes);
     case O_CKPT_R: return int_opt("--checkpoint-reads", v, 0, 1000000, &a->ckpt_reads);
     case O_CKPT_INT: return dbl_opt("--checkpoint-interval", v, 0, 86400, &a->ckpt_interval);
+    case O_CKPT_IO:
+      if (!strcmp(v, "tier")) a->o.ckpt_io = STK_CKPT_IO_TIER;
+      else if (!strcmp(v, "torch")) a->o.ckpt_io = STK_CKPT_IO_TORCH;
+      else {
+        cli_error("bench", "--checkpoint-io: '%s' is not one of tier, torch", v);
+        return -1;
+      }
+      return 0;
     default: return -1;
   }
 }
@@ -296,8 +312,9 @@ static void ckpt_summary(const struct stk_bench_result *r) {
            stk_fmt_bytes(c->bytes, b2, sizeof b2), who, c->writers);
   else
     printf("; %s %u writing ranks: %s", who, c->writers, stk_fmt_bytes(c->bytes, b2, sizeof b2));
-  printf("\n              in %s (%s%s)\n", c->dir, c->direct ? "O_DIRECT" : "page cache",
-         c->fsync ? ", fsync per file" : ", no fsync");
+  printf("\n              in %s (%s%s%s)\n", c->dir, c->direct ? "O_DIRECT" : "page cache",
+         c->fsync ? ", fsync per file" : ", no fsync",
+         c->io == STK_CKPT_IO_TORCH ? ", written as torch.save" : "");
   if (c->saves)
     printf("  saves       %u, %.3f s each (longest %.3f s), write %.2f GiB/s\n", c->saves,
            c->save_s / c->saves, c->save_max_s, (double)c->bytes * c->saves / c->save_s / 1073741824.0);

@@ -119,7 +119,20 @@ struct stk_bench_opts {
   /* Called about every 250 ms from the first accelerator's thread. */
   void (*progress)(void *ctx, uint64_t epoch, uint64_t step, uint64_t steps, double au_so_far);
   void *progress_ctx;
+  /* How checkpoints are written and read (enum stk_ckpt_io). */
+  int ckpt_io;
 };
+
+/* STK_CKPT_IO_TIER: stoker's writer (large aligned chunks from one buffer
+ * per thread, the ranks of a process at once): what the storage can do
+ * with a good writer. STK_CKPT_IO_TORCH: what DLIO's PyTorch backend does
+ * (torch.save through a Python file): per file, the tensors in the state's
+ * order, each CRC32'd (torch's zip writer) and written in one write() from
+ * its own memory (the rank's whole state is held, as DLIO holds it),
+ * tensors smaller than 8 KiB gathered into an 8 KiB buffer; loads read
+ * each tensor in one read() into new memory. Same bytes as the tier
+ * (torch's zip headers are left out). */
+enum stk_ckpt_io { STK_CKPT_IO_TIER = 0, STK_CKPT_IO_TORCH = 1 };
 #define stk_bench_opts_init(o) stk_bench_opts_init_sized((o), sizeof *(o))
 STK_EXPORT void stk_bench_opts_init_sized(struct stk_bench_opts *o, size_t size);
 
@@ -181,6 +194,7 @@ struct stk_bench_ckpt {
   double save_max_s, load_max_s;
   int fsync, direct;
   char dir[1024];
+  int io; /* enum stk_ckpt_io */
 };
 
 struct stk_bench_result {

@@ -49,6 +49,24 @@ int stk__ckpt_load(struct stk__ckpt *c, uint64_t epoch, uint64_t step, double *s
 void stk__ckpt_extend(struct stk__ckpt *c, int load, double secs);
 void stk__ckpt_close(struct stk__ckpt *c);
 
+/* The tensors DLIO puts in file number `file` of rank's files (the order
+ * of stk_ckpt_rank_files), bytes each, in the order torch.save writes them
+ * (the state's); they add up to the file's bytes. Up to cap go to t; *nt
+ * is the count (STK_ERANGE when more than cap). Errors as
+ * stk_ckpt_rank_files. */
+int stk__ckpt_file_tensors(const struct stk_workload *w, uint32_t ranks, uint32_t rank,
+                           size_t file, uint64_t *t, size_t cap, size_t *nt, char *err);
+
+/* --checkpoint-io torch (ckpt_torch.c): one file as torch.save writes it
+ * through a Python file, the nt tensors of t[] bytes each lying one after
+ * another from state (each CRC-32'd, the XOR of the CRCs to *crcs); and
+ * as torch.load reads it (*got: the bytes read, up to the file's end).
+ * 0 or an errno. */
+int stk__ckpt_torch_write(int fd, const uint64_t *t, size_t nt, const char *state, uint32_t *crcs);
+int stk__ckpt_torch_read(int fd, const uint64_t *t, size_t nt, uint64_t *got);
+/* The zip CRC-32 as PyTorch's zip writer computes it (slicing by 16). */
+uint32_t stk__ckpt_torch_crc32(uint32_t crc, const void *data, size_t len);
+
 /* Bytes per element of a DLIO data type name ("fp16": 2); 0 if unknown. */
 unsigned stk__ckpt_dtype_size(const char *name);
 /* stk_workload_load_yaml on a buffer (the fuzz target's entry); name is

@@ -6,7 +6,9 @@
  * back the same way. The ranks of a process write at once, on up to
  * MAX_THREADS threads (each rank's files in order, as one DLIO rank does).
  * The payload is random bytes, so a compressing or deduplicating file
- * system cannot shrink it. */
+ * system cannot shrink it. With --checkpoint-io torch each file is written
+ * and read instead as DLIO's PyTorch backend does it (ckpt_torch.c): the
+ * rank's tensors held in memory, one write() per tensor after its CRC32. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -28,6 +30,11 @@
 struct job {
   uint32_t rank;
   struct stk_ckpt_file f;
+  /* --checkpoint-io torch: the file's tensors (bytes each, scaled, adding
+   * up to f.bytes) and where the first lies in the state */
+  uint64_t *t;
+  size_t nt;
+  char *state;
 };
 
 struct stk__ckpt {
@@ -44,6 +51,8 @@ struct stk__ckpt {
   char made[8][1024];  /* folders this run created, outermost first (removed with it) */
   int nmade;
   double last_s; /* the last save's or load's time */
+  char *state;   /* --checkpoint-io torch: every job's tensors, f.bytes each */
+  uint32_t crcs; /* the torch writer's CRCs, kept so that they are computed */
 };
 
 /* One save or load, shared by its threads. */
@@ -148,6 +157,42 @@ static int read_file(struct pass *p, const char *path, uint64_t bytes, char *buf
   return 0;
 }
 
+/* One file as DLIO's PyTorch backend writes or reads it (ckpt_torch.c). */
+static int torch_file(struct pass *p, const char *path, const struct job *jb) {
+  int fd = p->load ? open(path, O_RDONLY | O_CLOEXEC)
+                   : open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    pass_fail(p, stk__from_errno(errno), p->load ? "checkpoint %s: cannot open: %s"
+                                                 : "checkpoint %s: cannot create: %s", path, errno);
+    return -1;
+  }
+  uint64_t got = 0;
+  uint32_t crcs = 0;
+  int e = p->load ? stk__ckpt_torch_read(fd, jb->t, jb->nt, &got)
+                  : stk__ckpt_torch_write(fd, jb->t, jb->nt, jb->state, &crcs);
+  if (e) {
+    pass_fail(p, stk__from_errno(e), p->load ? "checkpoint %s: read failed: %s"
+                                             : "checkpoint %s: write failed: %s", path, e);
+    close(fd);
+    return -1;
+  }
+  __atomic_fetch_xor(&p->c->crcs, crcs, __ATOMIC_RELAXED);
+  if (!p->load && p->c->info->fsync && fsync(fd) != 0) {
+    pass_fail(p, stk__from_errno(errno), "checkpoint %s: fsync failed: %s", path, errno);
+    close(fd);
+    return -1;
+  }
+  if (close(fd) != 0 && !p->load) {
+    pass_fail(p, stk__from_errno(errno), "checkpoint %s: close failed: %s", path, errno);
+    return -1;
+  }
+  if (p->load && got != jb->f.bytes) {
+    pass_fail(p, STK_ETRUNC, "checkpoint %s: %s (the file's size is not the one written)", path, EIO);
+    return -1;
+  }
+  return 0;
+}
+
 static void *worker_main(void *arg) {
   struct worker *wk = arg;
   struct pass *p = wk->p;
@@ -158,7 +203,11 @@ static void *worker_main(void *arg) {
       if (__atomic_load_n(&p->err, __ATOMIC_RELAXED)) return NULL;
       const struct job *jb = &c->jobs[j];
       snprintf(path, sizeof path, "%s/%s/%s", c->info->dir, p->id, jb->f.name);
-      if ((p->load ? read_file : write_file)(p, path, jb->f.bytes, c->buf[wk->t])) return NULL;
+      if (c->info->io == STK_CKPT_IO_TORCH) {
+        if (torch_file(p, path, jb)) return NULL;
+      } else if ((p->load ? read_file : write_file)(p, path, jb->f.bytes, c->buf[wk->t])) {
+        return NULL;
+      }
     }
   }
   return NULL;
@@ -201,6 +250,60 @@ static int run_pass(struct stk__ckpt *c, uint64_t epoch, uint64_t step, int load
   return 0;
 }
 
+/* --checkpoint-io torch: each job's tensors, scaled (each rounded down, the
+ * rounding put on the largest so that they add up to the file's bytes), and
+ * the state holding them all, random, as DLIO's torch.rand tensors. */
+static int torch_state(struct stk__ckpt *c, const struct stk_bench_opts *o, char *err) {
+  uint64_t total = 0;
+  size_t rank_file = 0;
+  for (size_t j = 0; j < c->njobs; j++) {
+    struct job *jb = &c->jobs[j];
+    rank_file = j && c->jobs[j - 1].rank == jb->rank ? rank_file + 1 : 0;
+    size_t cap = 6 * ((size_t)o->w->ckpt.num_layers + 3) + 8, nt;
+    if (!(jb->t = malloc(cap * sizeof *jb->t)))
+      return stk__errf(err, STK_ENOMEM, "out of memory for the checkpoint's tensors");
+    int rc = stk__ckpt_file_tensors(o->w, c->info->ranks, jb->rank, rank_file, jb->t, cap, &nt, err);
+    if (rc) return rc;
+    uint64_t sum = 0;
+    size_t big = 0;
+    for (size_t k = 0; k < nt; k++) {
+      jb->t[k] = (uint64_t)floor((double)jb->t[k] * c->info->scale);
+      sum += jb->t[k];
+      if (jb->t[k] > jb->t[big]) big = k;
+    }
+    if (!nt && jb->f.bytes) jb->t[nt++] = 0;
+    /* each was rounded down, so sum <= f.bytes but for the doubles' last bit */
+    if (nt && sum <= jb->f.bytes) jb->t[big] += jb->f.bytes - sum;
+    else if (nt) jb->t[big] -= STK__MIN(jb->t[big], sum - jb->f.bytes);
+    jb->nt = nt;
+    total += jb->f.bytes;
+  }
+  long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+  double half = pages > 0 && psz > 0 ? (double)pages * (double)psz / 2 : 0;
+  if (half > 0 && (double)total > half) {
+    char b1[32], b2[32];
+    return stk__errf(err, STK_ENOMEM, "--checkpoint-io torch holds the ranks' state in memory as "
+                     "DLIO does: %s is more than half of this host's %s; lower --checkpoint-scale "
+                     "(now %g)", stk_fmt_bytes(total, b1, sizeof b1),
+                     stk_fmt_bytes((uint64_t)(2 * half), b2, sizeof b2), c->info->scale);
+  }
+  if (!(c->state = malloc(total ? total : 1)))
+    return stk__errf(err, STK_ENOMEM, "out of memory for the checkpoint's state (%llu B)",
+                     (unsigned long long)total);
+  struct stk_rng rng;
+  stk_rng_seed(&rng, 0x70c4 ^ o->rank);
+  for (uint64_t i = 0; i + 8 <= total; i += 8) {
+    uint64_t v = stk_rng_next(&rng);
+    memcpy(c->state + i, &v, 8);
+  }
+  char *at = c->state;
+  for (size_t j = 0; j < c->njobs; j++) {
+    c->jobs[j].state = at;
+    at += c->jobs[j].f.bytes;
+  }
+  return 0;
+}
+
 int stk__ckpt_open(struct stk__ckpt **out, const struct stk_bench_opts *o, uint32_t nacc,
                    uint32_t expected_saves, struct stk_bench_ckpt *info, char *err) {
   *out = NULL;
@@ -210,6 +313,13 @@ int stk__ckpt_open(struct stk__ckpt **out, const struct stk_bench_opts *o, uint3
   info->scale = o->ckpt_scale > 0 ? o->ckpt_scale : 1;
   info->fsync = o->w->ckpt.fsync;
   info->direct = o->direct;
+  info->io = o->ckpt_io;
+  if (o->ckpt_io != STK_CKPT_IO_TIER && o->ckpt_io != STK_CKPT_IO_TORCH)
+    return stk__errf(err, STK_EINVAL, "checkpoint io %d is not tier (%d) or torch (%d)", o->ckpt_io,
+                     STK_CKPT_IO_TIER, STK_CKPT_IO_TORCH);
+  if (o->ckpt_io == STK_CKPT_IO_TORCH && o->direct)
+    return stk__errf(err, STK_EINVAL, "--checkpoint-io torch writes through the page cache, as "
+                     "torch.save does: drop --direct");
   const char *dir = o->ckpt_dir ? o->ckpt_dir : o->w->ckpt.folder[0] ? o->w->ckpt.folder : "checkpoints";
   if (strlen(dir) >= sizeof info->dir - 160)
     return stk__errf(err, STK_ERANGE, "checkpoint folder %s: path too long", dir);
@@ -239,6 +349,7 @@ int stk__ckpt_open(struct stk__ckpt **out, const struct stk_bench_opts *o, uint3
     c->rank_start[c->writers++] = (uint32_t)c->njobs;
     for (size_t i = 0; i < n; i++) {
       struct job *jb = &c->jobs[c->njobs++];
+      memset(jb, 0, sizeof *jb);
       jb->rank = rank0 + a;
       jb->f = f[i];
       double b = ceil((double)f[i].bytes * info->scale);
@@ -249,6 +360,7 @@ int stk__ckpt_open(struct stk__ckpt **out, const struct stk_bench_opts *o, uint3
   }
   c->rank_start[c->writers] = (uint32_t)c->njobs;
   info->writers = c->writers;
+  if (info->io == STK_CKPT_IO_TORCH && (rc = torch_state(c, o, err))) goto fail;
   c->threads = STK__MIN(c->writers, MAX_THREADS);
   c->chunk = (size_t)STK__MIN((uint64_t)CHUNK, (largest + ALIGN - 1) / ALIGN * ALIGN);
   if (c->chunk == 0) c->chunk = ALIGN;
@@ -353,6 +465,8 @@ void stk__ckpt_close(struct stk__ckpt *c) {
   }
   for (uint32_t t = 0; c->buf && t < c->threads; t++) free(c->buf[t]);
   free(c->buf);
+  for (size_t j = 0; c->jobs && j < c->njobs; j++) free(c->jobs[j].t);
+  free(c->state);
   free(c->jobs);
   free(c->rank_start);
   free(c->ids);

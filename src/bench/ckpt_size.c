@@ -99,17 +99,32 @@ static uint64_t add(uint64_t a, uint64_t b, int *ovf) {
   return r;
 }
 
-/* Elements of layer i (0..L+2) on one rank; sf: the ZeRO-3 sharding. */
-static uint64_t layer_elems(const struct shape *s, uint64_t i, uint64_t sf, int *ovf) {
+/* The tensors of layer i (0..L+2) on one rank, elements each, in DLIO's
+ * order (get_layer_parameters); sf: the ZeRO-3 sharding. Returns the
+ * count (at most 6). */
+static size_t layer_tensors(const struct shape *s, uint64_t i, uint64_t sf, uint64_t t[6], int *ovf) {
   uint64_t h = s->h, dkv = mul(h / s->heads, s->kv, ovf);
-  if (i == 0 || i == s->L + 1) return mul(h, s->v, ovf) / s->tp / sf;
-  if (i == s->L + 2) return h / sf;
-  uint64_t n = h / sf;
-  n = add(n, mul(h, add(h, 2 * dkv, ovf), ovf) / s->tp / sf, ovf);
-  n = add(n, mul(h, h, ovf) / s->tp / sf, ovf);
-  n = add(n, h / sf, ovf);
-  n = add(n, mul(mul(h, 2, ovf), s->ffn, ovf) / s->tp / sf, ovf);
-  n = add(n, mul(h, s->ffn, ovf) / s->tp / sf, ovf);
+  if (i == 0 || i == s->L + 1) {
+    t[0] = mul(h, s->v, ovf) / s->tp / sf;
+    return 1;
+  }
+  if (i == s->L + 2) {
+    t[0] = h / sf;
+    return 1;
+  }
+  t[0] = h / sf;
+  t[1] = mul(h, add(h, 2 * dkv, ovf), ovf) / s->tp / sf;
+  t[2] = mul(h, h, ovf) / s->tp / sf;
+  t[3] = h / sf;
+  t[4] = mul(mul(h, 2, ovf), s->ffn, ovf) / s->tp / sf;
+  t[5] = mul(h, s->ffn, ovf) / s->tp / sf;
+  return 6;
+}
+
+/* Elements of layer i on one rank. */
+static uint64_t layer_elems(const struct shape *s, uint64_t i, uint64_t sf, int *ovf) {
+  uint64_t t[6], n = 0;
+  for (size_t k = 0, nt = layer_tensors(s, i, sf, t, ovf); k < nt; k++) n = add(n, t[k], ovf);
   return n;
 }
 
@@ -124,15 +139,42 @@ static uint64_t num_params(const struct shape *s, int *ovf) {
 
 static void put(struct stk_ckpt_file *out, size_t cap, size_t *n, uint64_t bytes, const char *fmt,
                 unsigned long long a, unsigned long long b) {
-  if (*n < cap) {
+  if (out && *n < cap) {
     snprintf(out[*n].name, sizeof out[*n].name, fmt, a, b);
     out[*n].bytes = bytes;
   }
   (*n)++;
 }
 
-int stk_ckpt_rank_files(const struct stk_workload *win, uint32_t ranks, uint32_t rank,
-                        struct stk_ckpt_file *out, size_t cap, size_t *n, char *err) {
+/* Where the tensors of one file go: file `want` of the rank's files (or
+ * none when want is SIZE_MAX); up to cap byte sizes to t, *nt counted. */
+struct tensors {
+  size_t want;
+  uint64_t *t;
+  size_t cap, nt;
+};
+
+/* The tensor of `bytes` in the file being listed (*n: the files so far),
+ * when that file is the wanted one; DLIO makes no tensor of 0 elements. */
+static void tensor(struct tensors *ts, size_t n, uint64_t bytes) {
+  if (!ts || n != ts->want || !bytes) return;
+  if (ts->nt < ts->cap) ts->t[ts->nt] = bytes;
+  ts->nt++;
+}
+
+/* The tensors of layers start..end, bytes each, into the file numbered n. */
+static void layer_run(struct tensors *ts, size_t n, const struct shape *s, uint64_t start,
+                      uint64_t end, uint64_t sf, int *ovf) {
+  for (uint64_t i = start; ts && i <= end; i++) {
+    uint64_t t[6];
+    for (size_t k = 0, nt = layer_tensors(s, i, sf, t, ovf); k < nt; k++)
+      tensor(ts, n, mul(t[k], s->msz, ovf));
+  }
+}
+
+static int rank_walk(const struct stk_workload *win, uint32_t ranks, uint32_t rank,
+                     struct stk_ckpt_file *out, size_t cap, size_t *n, struct tensors *ts,
+                     char *err) {
   struct shape s;
   *n = 0;
   struct stk_workload own; /* the caller's struct, read to its struct_size */
@@ -146,8 +188,10 @@ int stk_ckpt_rank_files(const struct stk_workload *win, uint32_t ranks, uint32_t
   uint64_t tpr = r % s.tp, ppr = (r / s.tp) % s.pp, dpr = r / mp, mpr = r % mp;
   (void)tpr;
   if (s.zero == 0 && r >= mp) return 0; /* only the first model-parallel group writes */
-  if (!s.transformer)
+  if (!s.transformer) {
+    tensor(ts, *n, s.model_size);
     put(out, cap, n, s.model_size, "model_states-%llu.pt", (unsigned long long)r, 0);
+  }
   if (s.L > 0) {
     uint64_t per = s.L / s.pp, rem = s.L % s.pp, start, end;
     if (ppr < rem) {
@@ -165,9 +209,12 @@ int stk_ckpt_rank_files(const struct stk_workload *win, uint32_t ranks, uint32_t
       for (uint64_t i = start; i <= end; i++) {
         uint64_t b = mul(layer_elems(&s, i, sf, &ovf), s.msz, &ovf);
         total = add(total, b, &ovf);
-        if (by_layer && s.pp > 1)
+        if (by_layer && s.pp > 1) {
+          layer_run(ts, *n, &s, i, i, sf, &ovf);
           put(out, cap, n, b, "layer_%llu-model_%llu_model_states.pt", i, mpr);
+        }
       }
+      if (!(by_layer && s.pp > 1)) layer_run(ts, *n, &s, start, end, sf, &ovf);
       if (!by_layer)
         put(out, cap, n, total, "zero_pp_rank_%llu_mp_rank_%llu_model_states.pt", dpr, mpr);
       else if (s.pp == 1)
@@ -175,13 +222,35 @@ int stk_ckpt_rank_files(const struct stk_workload *win, uint32_t ranks, uint32_t
     }
     uint64_t p = num_params(&s, &ovf) / (s.zero > 0 ? mul(s.dp, mp, &ovf) : mp);
     if (p > 0) {
+      /* three pairs of (params, 5 x hidden), as DLIO's optimizer groups */
+      for (int k = 0; k < 6; k++) tensor(ts, *n, mul(k % 2 ? mul(5, s.h, &ovf) : p, s.osz, &ovf));
       uint64_t b = mul(mul(add(p, mul(5, s.h, &ovf), &ovf), 3, &ovf), s.osz, &ovf);
       put(out, cap, n, b, "zero_pp_rank_%llu_mp_rank_%llu_optim_states.pt", dpr, mpr);
     }
   }
   if (ovf) return stk__errf(err, STK_ERANGE, "the checkpoint's sizes overflow 64 bits");
-  if (*n > cap)
+  if (out && *n > cap)
     return stk__errf(err, STK_ERANGE, "rank %u writes %zu files, more than %zu", rank, *n, cap);
+  return 0;
+}
+
+int stk_ckpt_rank_files(const struct stk_workload *win, uint32_t ranks, uint32_t rank,
+                        struct stk_ckpt_file *out, size_t cap, size_t *n, char *err) {
+  return rank_walk(win, ranks, rank, out, cap, n, NULL, err);
+}
+
+int stk__ckpt_file_tensors(const struct stk_workload *w, uint32_t ranks, uint32_t rank,
+                           size_t file, uint64_t *t, size_t cap, size_t *nt, char *err) {
+  struct tensors ts = {file, t, cap, 0};
+  size_t n;
+  *nt = 0;
+  int rc = rank_walk(w, ranks, rank, NULL, 0, &n, &ts, err);
+  if (rc) return rc;
+  if (file >= n) return stk__errf(err, STK_EINVAL, "rank %u has %zu checkpoint files, not %zu", rank, n, file + 1);
+  *nt = ts.nt;
+  if (ts.nt > cap)
+    return stk__errf(err, STK_ERANGE, "checkpoint file %zu of rank %u holds %zu tensors, more than %zu",
+                     file, rank, ts.nt, cap);
   return 0;
 }
 

@@ -105,6 +105,7 @@ void stk_bench_json(const struct stk_bench_opts *oin, const struct stk_bench_res
     stk_json_bool(&j, c->fsync);
     stk_json_key(&j, "direct");
     stk_json_bool(&j, c->direct);
+    stk_json_kstr(&j, "io", c->io == STK_CKPT_IO_TORCH ? "torch" : "tier");
     stk_json_ku64(&j, "saves", c->saves);
     stk_json_kdbl(&j, "save_s", c->save_s);
     stk_json_kdbl(&j, "save_max_s", c->save_max_s);
