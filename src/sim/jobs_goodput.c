@@ -17,6 +17,32 @@
 #define NP 7
 #define LOWER 1e-8
 
+/* glibc's vector maths (libmvec): exp and log four at a time, for the fit's
+ * objective on CPUs with AVX2, chosen at run time (a plain test, not an
+ * ifunc: see EX_CLONES in jpol_sia_exact.c). Each lane is computed alone,
+ * so a value does not depend on its neighbours; the last bits differ from
+ * libm's. Elsewhere (no AVX2, not x86-64, -DSTK_NO_MVEC) the objective is
+ * the scalar one below, unchanged. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(STK_NO_MVEC)
+#define FIT_MVEC 1
+typedef double v4df __attribute__((vector_size(32)));
+__attribute__((target("avx2"))) v4df _ZGVdN4v_exp(v4df x);
+__attribute__((target("avx2"))) v4df _ZGVdN4v_log(v4df x);
+
+/* x[i] = exp(x[i]) (lg = 0) or log(x[i]) (lg = 1) for i < n, four at a
+ * time: x has room for n rounded up to 4, and the lanes past n are set
+ * to 1 first (no special case for libmvec to take slowly). */
+__attribute__((target("avx2"))) static void vmath(double *x, int n, int lg) {
+  for (int i = n; i % 4; i++) x[i] = 1;
+  for (int i = 0; i < n; i += 4) {
+    v4df v;
+    memcpy(&v, x + i, sizeof v);
+    v = lg ? _ZGVdN4v_log(v) : _ZGVdN4v_exp(v);
+    memcpy(x + i, &v, sizeof v);
+  }
+}
+#endif
+
 static double net_time(const struct stk__perf *p, int nodes, int reps) {
   double a, b;
   if (nodes > 1) {
@@ -67,6 +93,7 @@ struct fitdata {
   const int *bi, *ni;                 /* each row's; NULL: none (out of memory) */
   const int *ub, *un_nodes, *un_reps; /* a batch size; a class's nodes, replicas */
   double *sa, *sl, *sp, *sn;          /* scratch: nb x 3, nn */
+  double *sr; /* the vector objective's (objective_v): sl, sp hold nb + nn, sr n; else NULL */
   double lo[NP], hi[NP], fixed[NP];
   int isfixed[NP];
 };
@@ -104,7 +131,53 @@ static double objective_end(const struct stk__perf *p, double e1, double e2, int
   return isfinite(err) ? err : 1e300;
 }
 
+int stk__fit_scalar;
+
+#ifdef FIT_MVEC
+/* The objective with its exps and logs four at a time: to_params's, the
+ * batch sizes' log and sa^gamma, the network classes' pow(net, gamma) as
+ * exp(gamma log net), and each row's log. The same formulas and sums in
+ * the same order as objective's; only libmvec's last bits differ. */
+static double objective_v(const struct fitdata *d, const double *u) {
+  double e[NP + 1], v[NP], *sl = d->sl, *sp = d->sp, *r = d->sr;
+  int k = 0;
+  for (int i = 0; i < NP; i++)
+    if (!d->isfixed[i]) e[k] = i == 6 ? -u[k] : u[k], k++;
+  vmath(e, k, 0);
+  k = 0;
+  for (int i = 0; i < NP; i++) {
+    if (d->isfixed[i]) {
+      v[i] = d->fixed[i];
+      continue;
+    }
+    v[i] = i == 6 ? 1 + 9 / (1 + e[k]) : LOWER + e[k];
+    k++;
+  }
+  struct stk__perf p = {.ac = v[0], .bc = v[1], .an = v[2], .bn = v[3], .ar = v[4], .br = v[5],
+                        .gamma = v[6]};
+  double g = p.gamma, e1 = 0, e2 = 0;
+  for (int b = 0; b < d->nb; b++) sl[b] = p.ac + p.bc * d->ub[b];
+  for (int q = 0; q < d->nn; q++) sl[d->nb + q] = net_time(&p, d->un_nodes[q], d->un_reps[q]);
+  vmath(sl, d->nb + d->nn, 1); /* the batches' logs, then the networks' */
+  for (int b = 0; b < d->nb + d->nn; b++) sp[b] = g * sl[b];
+  vmath(sp, d->nb + d->nn, 0);
+  for (int i = 0; i < d->n; i++) r[i] = sp[d->bi[i]] + sp[d->nb + d->ni[i]];
+  vmath(r, d->n, 1);
+  for (int i = 0; i < d->n; i++) {
+    double lo = r[i] / g;
+    double r1 = sl[d->bi[i]] - d->log_accum[i];
+    double r2 = lo - d->log_step[i];
+    e1 += r1 * r1;
+    e2 += r2 * r2;
+  }
+  return objective_end(&p, e1, e2, d->n);
+}
+#endif
+
 static double objective(const struct fitdata *d, const double *u) {
+#ifdef FIT_MVEC
+  if (d->bi && d->sr) return objective_v(d, u);
+#endif
   struct stk__perf p;
   to_params(d, u, &p);
   double g = p.gamma, e1 = 0, e2 = 0;
@@ -152,8 +225,8 @@ void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *reps
   /* the logs of the measurements, the distinct batch sizes and network
    * classes: the same at every point of the search, taken once (64 rows
    * on the stack, more on the heap; without memory, at every point) */
-  enum { NS = 64, ND = 6, NI = 5 };
-  double ds[NS * ND];
+  enum { NS = 64, ND = 8, NI = 5 }; /* ND: objective_v needs 7n + 9 <= 8n + 8 */
+  double ds[NS * ND + 8];
   int is[NS * NI];
   double *dv = ds;
   int *iv = is;
@@ -163,7 +236,7 @@ void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *reps
   d.accum = accum_time;
   d.step = step_time;
   if (n > NS) {
-    dv = malloc(sizeof(double) * (size_t)n * ND);
+    dv = malloc(sizeof(double) * ((size_t)n * ND + 8));
     iv = malloc(sizeof(int) * (size_t)n * NI);
   }
   if (dv && iv) {
@@ -198,6 +271,15 @@ void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *reps
     d.sl = d.sa + nb;
     d.sp = d.sl + nb;
     d.sn = d.sp + nb; /* nb, nn <= n: 2n + 3nb + nn <= 6n doubles */
+#ifdef FIT_MVEC
+    if (!stk__fit_scalar && __builtin_cpu_supports("avx2")) { /* sl, sp nb + nn, sr n, each rounded up to 4 */
+      int w = (nb + nn + 3) & ~3;
+      d.sl = d.sa;
+      d.sp = d.sl + w;
+      d.sr = d.sp + w;
+      d.sa = d.sn = NULL;
+    }
+#endif
   }
   double init[NP] = {1e-1, 1e-2, 1e-1, 1e-2, 1e-1, 1e-2, 1.0 + 1e-3};
   int one_bsz = 1, multi_node = 0, single_multi = 0, over2 = 0;

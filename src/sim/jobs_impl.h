@@ -90,6 +90,9 @@ struct stk__perf {
 };
 /* Fit the step-time model to observed configurations (RMSLE objective,
  * projected quasi-Newton over box bounds, as the artifact's fit). */
+/* Nonzero: the fit's objective takes its exps and logs from libm one at a
+ * time even where libmvec's AVX2 ones are used (tests compare the two). */
+extern int stk__fit_scalar;
 void stk__perf_fit(struct stk__perf *p, int n, const int *nodes, const int *replicas,
                    const int *bsz, const double *accum_time, const double *step_time);
 /* The same, through a run's memo (made on first use, *m NULL at first):

@@ -73,9 +73,13 @@ static void minadd(int32_t *restrict out, const int32_t *restrict in, int32_t w,
  * of type t left. In a block of the states whose counts of the types past
  * t are fixed (block = stride[t + 1] states), those are the block's states
  * from g * stride[t] = step on: one run each. */
-static void relax(int32_t *out, const int32_t *in, const struct opt *o, size_t S, size_t block) {
+static void relax(int32_t *out, const int32_t *in, const struct opt *o, size_t S, size_t block,
+                  size_t lo) {
   if (o->step >= block) return;
-  for (size_t b = 0; b < S; b += block) minadd(out + b + o->step, in + b, o->w, block - o->step);
+  for (size_t b = lo / block * block; b < S; b += block) {
+    size_t i = b + o->step > lo ? b + o->step : lo;
+    if (i < b + block) minadd(out + i, in + i - o->step, o->w, b + block - i);
+  }
 }
 
 /* The same in 16-bit integers, 16 to a vector: used where every sum of
@@ -131,14 +135,18 @@ static void minadd16_col(int16_t *restrict out, const int16_t *restrict in,
 }
 
 static void relax16(int16_t *out, const int16_t *in, const int16_t *col, const struct opt *o,
-                    size_t S, size_t block) {
+                    size_t S, size_t block, size_t lo) {
   if (o->step >= block) return;
   if (o->t == 0 && col) {
-    minadd16_col(out + o->step, in, col + o->step, (int16_t)o->g, (int16_t)o->w, S - o->step);
+    size_t i = o->step > lo ? o->step : lo;
+    if (i < S)
+      minadd16_col(out + i, in + i - o->step, col + i, (int16_t)o->g, (int16_t)o->w, S - i);
     return;
   }
-  for (size_t b = 0; b < S; b += block)
-    minadd16(out + b + o->step, in + b, (int16_t)o->w, block - o->step);
+  for (size_t b = lo / block * block; b < S; b += block) {
+    size_t i = b + o->step > lo ? b + o->step : lo;
+    if (i < b + block) minadd16(out + i, in + i - o->step, (int16_t)o->w, b + block - i);
+  }
 }
 
 /* h's value at i, in whichever width it was made */
@@ -232,6 +240,7 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
   size_t off = 0, o_op = ws_take(&off, sizeof(struct opt) * (na * (size_t)C + 1));
   size_t o_first = ws_take(&off, sizeof(size_t) * (na + 1));
   size_t o_who = ws_take(&off, sizeof(size_t) * (na + 1));
+  size_t o_lo = ws_take(&off, sizeof(size_t) * (na + 1));
   char *base = ws_room(ws, 0, off);
   void *h = NULL;
   int16_t *col = NULL;
@@ -239,6 +248,7 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
   if (!base) goto out;
   struct opt *op = (struct opt *)(base + o_op);
   size_t *first = (size_t *)(base + o_first), *who = (size_t *)(base + o_who);
+  size_t *lo = (size_t *)(base + o_lo);
   /* each free job's options in its tie order (none is implied, last) */
   size_t m = 0, no = 0;
   for (size_t k = 0; k < na; k++) {
@@ -258,14 +268,31 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
     who[m++] = k;
   }
   first[m] = no;
+  /* Layer q is read only at states reachable from all GPUs through the
+   * free jobs before q: each count y_t at least left_t less their most GPUs
+   * of type t. In index order (type T-1 the most significant) all of them
+   * lie at or past lo[q], that corner's index, and a state there less an
+   * option's GPUs lies at or past lo[q + 1]: each layer is made from lo[q]
+   * on, and every value read is one made, the same as in the whole table. */
+  int reach[STK__JOBS_MAX_TYPES];
+  for (int t = 0; t < T; t++) reach[t] = left_t[t];
+  for (size_t q = 0; q <= m; q++) {
+    lo[q] = 0;
+    for (int t = 0; t < T; t++) lo[q] += (size_t)reach[t] * stride[t];
+    if (q == m) break;
+    int most[STK__JOBS_MAX_TYPES] = {0};
+    for (size_t o = first[q]; o < first[q + 1]; o++)
+      most[op[o].t] = op[o].g > most[op[o].t] ? op[o].g : most[op[o].t];
+    for (int t = 0; t < T; t++) reach[t] = reach[t] > most[t] ? reach[t] - most[t] : 0;
+  }
   size_t block[STK__JOBS_MAX_TYPES];
   for (int t = 0; t < T; t++) block[t] = t + 1 < T ? stride[t + 1] : S;
   /* the least sum of the free jobs' cheapest options: 16-bit when it fits */
   int64_t least = 0;
   for (size_t q = 0; q < m; q++) {
-    int32_t lo = 0;
-    for (size_t o = first[q]; o < first[q + 1]; o++) lo = op[o].w < lo ? op[o].w : lo;
-    least += lo;
+    int32_t cheap = 0;
+    for (size_t o = first[q]; o < first[q + 1]; o++) cheap = op[o].w < cheap ? op[o].w : cheap;
+    least += cheap;
   }
   int narrow = least >= INT16_MIN;
   size_t es = narrow ? sizeof(int16_t) : sizeof(int32_t);
@@ -279,12 +306,13 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
   memset((char *)h + es * S * m, 0, es * S);
   for (size_t q = m; q-- > 0;) {
     char *cur = (char *)h + es * S * q;
-    memcpy(cur, cur + es * S, es * S); /* none */
+    memcpy(cur + es * lo[q], cur + es * (S + lo[q]), es * (S - lo[q])); /* none */
     for (size_t o = first[q]; o < first[q + 1]; o++) {
       if (narrow)
-        relax16((int16_t *)cur, (const int16_t *)(cur + es * S), col, &op[o], S, block[op[o].t]);
+        relax16((int16_t *)cur, (const int16_t *)(cur + es * S), col, &op[o], S, block[op[o].t],
+                lo[q]);
       else
-        relax((int32_t *)cur, (const int32_t *)(cur + es * S), &op[o], S, block[op[o].t]);
+        relax((int32_t *)cur, (const int32_t *)(cur + es * S), &op[o], S, block[op[o].t], lo[q]);
     }
   }
   size_t y = S - 1; /* every GPU the held jobs leave */
