@@ -119,7 +119,7 @@ TEST(tokens_ring_depth_fixed) {
   CHECK(nwin > 100);
   static const struct {
     uint32_t prefetch, prefetch_max, depth;
-  } cases[] = {{0, 0, 4}, {3, 0, 3}, {2, 2, 2}, {6, 16, 6}};
+  } cases[] = {{0, 0, 4}, {3, 0, 3}, {2, 2, 2}, {6, 16, 6}, {0, 3, 3}, {0, 2, 2}, {0, 1, 1}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     uint8_t *seen = calloc(nwin, 1);
     struct stk_loader *l = open_loader(t, cases[c].prefetch, cases[c].prefetch_max, 3);
@@ -136,15 +136,19 @@ TEST(tokens_ring_depth_fixed) {
   stk_tokens_close(t);
 }
 
-/* A consumer that keeps up to all but one of the ring's places, taking
- * one batch or several at a time, gets every batch in order. */
+/* A consumer that keeps batches, taking one or several at a time, gets
+ * every batch in order: the ring grows for the batches it keeps, up to
+ * prefetch_max (more than the default depth's places: {0, 0, 6, 1} and
+ * after; with the workers ahead the ring is full, so the consumer would
+ * never wait and never make it grow the other way). */
 TEST(tokens_ring_consumer_keeps_batches) {
   struct stk_tokens *t = open_corpus();
   uint64_t nwin = stk_tokens_num_windows(t);
   static const struct {
     uint32_t prefetch, prefetch_max, keep, burst;
   } cases[] = {{0, 0, 3, 1}, {0, 0, 4, 1}, {0, 0, 5, 1}, {0, 0, 2, 3}, {0, 0, 1, 4},
-               {4, 4, 5, 1}, {8, 8, 9, 1}, {8, 8, 6, 3}, {5, 5, 6, 1}, {0, 16, 5, 1}};
+               {4, 4, 5, 1}, {8, 8, 9, 1}, {8, 8, 6, 3}, {5, 5, 6, 1}, {0, 16, 5, 1},
+               {0, 0, 6, 1}, {0, 0, 8, 2}, {0, 0, 12, 1}, {0, 3, 4, 1}, {0, 16, 17, 1}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     uint8_t *seen = calloc(nwin, 1);
     struct stk_loader *l = open_loader(t, cases[c].prefetch, cases[c].prefetch_max, 2);
@@ -154,5 +158,26 @@ TEST(tokens_ring_consumer_keeps_batches) {
     stk_loader_close(l);
     free(seen);
   }
+  stk_tokens_close(t);
+}
+
+/* A consumer holding every place of a ring that cannot grow gets
+ * STK_EBUSY with a message, not an endless wait, and the next batch once
+ * it releases one. */
+TEST(tokens_ring_all_places_held_is_busy) {
+  struct stk_tokens *t = open_corpus();
+  struct stk_loader *l = open_loader(t, 0, 2, 1);
+  struct stk_batch *held[4];
+  for (int i = 0; i < 4; i++) CHECK_OK(stk_loader_next(l, &held[i]));
+  struct stk_batch *b = NULL;
+  CHECK_EQ(stk_loader_next(l, &b), STK_EBUSY);
+  CHECK(strstr(stk_loader_errmsg(l), "holds 4 batches") != NULL);
+  CHECK_EQ(stk_loader_try_next(l, &b), STK_EBUSY);
+  stk_batch_release(l, held[0]);
+  CHECK_OK(stk_loader_next(l, &b));
+  CHECK_EQ(b->seq, 4u);
+  stk_batch_release(l, b);
+  for (int i = 1; i < 4; i++) stk_batch_release(l, held[i]);
+  stk_loader_close(l);
   stk_tokens_close(t);
 }

@@ -207,23 +207,6 @@ static PyObject *Loader_next(LoaderObject *self) {
         "another thread is waiting for a batch of this loader (one consumer per loader)");
     return NULL;
   }
-  /* Every batch held by Python keeps a ring slot: when all the ring's slots
-   * are held, waiting would never end. Say so instead of hanging. */
-  if (self->live >= 2) {
-    struct stk_loader_stats st;
-    stk_loader_stats(self->l, &st);
-    if ((uint64_t)self->live >= (uint64_t)st.ring_depth + 2 &&
-        st.ring_depth >= self->o.prefetch_max)
-      return raise_stk(STK_EBUSY,
-                       "every batch buffer of the loader is held by a live batch "
-                       "(arrays or tensors still point at it): release batches, copy the "
-                       "ones to keep, or raise prefetch_max");
-    if ((uint64_t)self->live >= (uint64_t)st.ring_depth + 2)
-      return raise_stk(STK_EBUSY,
-                       "every batch buffer of the loader is held by a live batch "
-                       "(arrays or tensors still point at it): release batches or copy the "
-                       "ones to keep");
-  }
   struct stk_batch *b = NULL;
   int rc;
   struct stk_loader *l = self->l;
@@ -254,6 +237,12 @@ static PyObject *Loader_next(LoaderObject *self) {
     return raise_stk(STK_ECANCELED, "interrupted");
   }
   if (rc == STK_EOF) return NULL; /* StopIteration */
+  /* Every place of the ring is held by a live batch and the ring may not
+   * grow further: the library says so at once instead of waiting. */
+  if (rc == STK_EBUSY && strstr(stk_loader_errmsg(self->l), "the consumer holds"))
+    return raise_stk(rc, "every batch buffer of the loader is held by a live batch (arrays or "
+                         "tensors still point at it): release batches, copy the ones to keep, "
+                         "or raise prefetch_max");
   if (rc) return raise_stk(rc, stk_loader_errmsg(self->l));
   BatchObject *bo = PyObject_New(BatchObject, &BatchType);
   if (!bo) {

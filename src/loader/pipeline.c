@@ -5,6 +5,7 @@
  * the decode workers (workers.c), the ring and its batches (batch.c) and
  * the job buffers within the memory cap (memory.c); what they share is
  * pipeline_impl.h. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,8 @@ static int validate(struct stk_loader *l, char *err) {
   /* A token loader's ring stays at its first depth unless the consumer
    * keeps batches (maybe_grow); depths 4 to 8 measured alike, and all
    * better than 16 (docs/internals/tokens_t3.md). */
-  if (!o->prefetch) o->prefetch = l->tok ? 4 : 2;
+  if (!o->prefetch) /* a token loader's 4 within a prefetch_max the user gave */
+    o->prefetch = !l->tok ? 2 : o->prefetch_max ? STK__MIN(4u, o->prefetch_max) : 4;
   if (!o->prefetch_max) o->prefetch_max = 16;
   if (o->prefetch_max < o->prefetch) o->prefetch_max = o->prefetch;
   /* Defaults that follow the sample size: room for four batches (at least
@@ -298,6 +300,23 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
       rc = stk__all_skipped_check(l);
       if (!rc) rc = STK_EOF;
       break;
+    }
+    /* Every ring place is held by a batch the consumer took and has not
+     * released, so the reader cannot make the next one: grow for it now
+     * (the consumer asked for more batches than the ring holds), up to
+     * prefetch_max; past that, a wait would never end. */
+    if (l->next_seq - l->releases >= (uint64_t)l->depth + 2) {
+      if (l->depth >= l->o.prefetch_max) {
+        rc = STK_EBUSY;
+        snprintf(l->err, sizeof l->err,
+                 "the consumer holds %" PRIu64 " batches, every place of the ring (prefetch_max "
+                 "%u + 2): release one before asking for the next",
+                 l->next_seq - l->releases, l->o.prefetch_max);
+        break;
+      }
+      l->depth++;
+      if (l->depth > l->depth_max_seen) l->depth_max_seen = l->depth;
+      pthread_cond_signal(&l->cv_free);
     }
     if (!block) {
       pthread_mutex_unlock(&l->mu);
