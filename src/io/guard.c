@@ -20,12 +20,15 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io.h"
 
 struct guard {
   sigjmp_buf jb;
-  const uint8_t *lo, *hi; /* the source range being read */
+  const uint8_t *lo, *hi; /* the source range being read, from its first
+                           * page's start (a memory error's address may
+                           * be its page's) */
 };
 
 /* initial-exec: no lazy allocation when the handler reads it, even in a
@@ -34,6 +37,7 @@ static __thread struct guard *volatile active __attribute__((tls_model("initial-
 static struct sigaction prev;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int install_rc = STK_ESYS;
+static uintptr_t page_mask = ~(uintptr_t)4095;
 
 static void on_bus(int sig, siginfo_t *si, void *uc) {
   struct guard *g = active;
@@ -42,13 +46,16 @@ static void on_bus(int sig, siginfo_t *si, void *uc) {
     active = NULL;
     siglongjmp(g->jb, 1);
   }
-  /* Not a guarded copy's: as if the previous handler were the only one. */
-  if (prev.sa_flags & SA_SIGINFO) {
+  /* Not a guarded copy's: as if the previous handler were the only one.
+   * SIG_DFL and SIG_IGN first, whatever the flags: a SA_RESETHAND handler
+   * that already ran is SIG_DFL with SA_SIGINFO still set. */
+  int plain = prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN;
+  if (!plain && (prev.sa_flags & SA_SIGINFO)) {
     if (prev.sa_flags & SA_RESETHAND) signal(SIGBUS, SIG_DFL);
     prev.sa_sigaction(sig, si, uc);
     return;
   }
-  if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+  if (!plain) {
     if (prev.sa_flags & SA_RESETHAND) signal(SIGBUS, SIG_DFL);
     prev.sa_handler(sig);
     return;
@@ -62,6 +69,8 @@ static void on_bus(int sig, siginfo_t *si, void *uc) {
 }
 
 static void install(void) {
+  long psz = sysconf(_SC_PAGESIZE);
+  if (psz > 0) page_mask = ~((uintptr_t)psz - 1);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_bus;
@@ -94,7 +103,7 @@ int stk__io_guarded_copy(struct stk_io_req *r, const uint8_t *src, uint64_t n) {
     unblocked = 1;
   }
   struct guard g;
-  g.lo = src;
+  g.lo = (const uint8_t *)((uintptr_t)src & page_mask);
   g.hi = src + n;
   if (sigsetjmp(g.jb, 0)) {
     unblock_bus(); /* left by the handler, during which SIGBUS is blocked */
