@@ -304,7 +304,7 @@ class Loader(_stoker.Loader):
                           "fail" raises stoker.Error naming its file and why;
                           None (default) skips, but raises after 64 failures
                           in a row (a wrong dataset or option, or one gone)
-      prefetch=2          initial ring depth in batches
+      prefetch=2          initial ring depth in batches (4 for token windows)
       prefetch_max=16     depth the ring may grow to
       mem_cap="1GiB"      cap on batch-buffer bytes
       inflight="64MiB"    bytes of reads in flight
