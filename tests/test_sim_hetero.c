@@ -144,6 +144,31 @@ TEST(sim_hetero_gavel_picks_faster_type) {
   typed_free(&t);
 }
 
+/* Two like jobs that each need the whole type: every share splitting the
+ * GPUs between them is optimal, and Gavel's program is solved as the
+ * artifact's interior point solves it, half each (the simplex gives one
+ * all and the other nothing), so they take turns round by round, each
+ * restarted every time it comes back, and finish within a round or so of
+ * each other. */
+TEST(sim_hetero_gavel_tied_jobs_take_turns) {
+  struct typed t;
+  typed_load(&t, 1, 1);
+  struct stk_sim_jobs *j = jobs_from(t.base, "name,time,application,num_replicas,batch_size\n"
+                                             "a,0,toy,4,32\n"
+                                             "b,0,toy,4,32\n");
+  struct stk_sim_jobs_result r;
+  char err[STK_ERRMSG_MAX] = "";
+  CHECK_MSG(run_typed(j, &t, 1, "gavel", &r, err) == 0, "%s", err);
+  CHECK_EQ(r.completed, 2);
+  for (int k = 0; k < 2; k++)
+    CHECK_MSG(r.rec[k].restarts >= 4, "%s restarted %d times", r.rec[k].name, r.rec[k].restarts);
+  CHECK_MSG(fabs(r.rec[0].finish - r.rec[1].finish) <= 120, "finished at %g and %g",
+            r.rec[0].finish, r.rec[1].finish);
+  stk_sim_jobs_result_free(&r);
+  stk_sim_jobs_free(j);
+  typed_free(&t);
+}
+
 /* Sia, Pollux (type-blind, repaired) and Gavel finish every job of a small
  * mixed workload; a type-aware policy without types, a type without an
  * application's measurements and a trace job are refused by name. */

@@ -4,9 +4,12 @@
  * the paper) a linear program gives each job a share x[i][t] of each GPU
  * type maximising the sum of throughputs (iterations/s on t, calibrated),
  * with sum_t x[i][t] <= 1 and sum_i gpus_i x[i][t] <= GPUs of t; solved by
- * GLPK's simplex. Rounds then go to the (job, type) pairs in decreasing
- * priority, the share over the fraction of time the job has had on that
- * type (a job with a share and no time first), each job on one type while
+ * GLPK's interior point, as the artifact's ECOS: tied optima come out as
+ * shares spread over the tied jobs, which then take turns round by round
+ * (preempted and restarted), not as the simplex's whole shares. Rounds
+ * then go to the (job, type) pairs in decreasing priority, the share over
+ * the fraction of time the job has had on that type (a job with a share
+ * and no time first), each job on one type while
  * its GPUs fit. Within a type, jobs keep last round's GPUs when they are
  * still free, larger jobs first, and others take GPUs server by server. */
 #include <glpk.h>
@@ -109,12 +112,24 @@ static int g_solve(struct stk__jrun *rn, const struct grun *p, const size_t *act
   }
   for (int t = 0; t < T; t++) glp_set_row_bnds(lp, (int)na + t + 1, GLP_UP, 0, p->tgpus[t]);
   glp_load_matrix(lp, k, ia, ja, ar);
-  glp_smcp parm;
-  glp_init_smcp(&parm);
-  parm.msg_lev = GLP_MSG_OFF;
-  int rc = glp_simplex(lp, &parm);
-  for (size_t i = 0; i < na * (size_t)T; i++)
-    x[i] = rc == 0 ? glp_get_col_prim(lp, (int)i + 1) : 0;
+  /* Interior point, as the artifact's ECOS: among tied optima it lands
+   * inside the optimal face, spreading shares over the tied jobs, where
+   * the simplex picks a vertex (whole shares for some, exact zeros for the
+   * rest); the simplex only when the interior point fails. */
+  glp_iptcp ip;
+  glp_init_iptcp(&ip);
+  ip.msg_lev = GLP_MSG_OFF;
+  int ipt = glp_interior(lp, &ip) == 0 && glp_ipt_status(lp) == GLP_OPT, rc = 0;
+  if (!ipt) {
+    glp_smcp parm;
+    glp_init_smcp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    rc = glp_simplex(lp, &parm);
+  }
+  for (size_t i = 0; i < na * (size_t)T; i++) {
+    double v = ipt ? glp_ipt_col_prim(lp, (int)i + 1) : rc ? 0 : glp_get_col_prim(lp, (int)i + 1);
+    x[i] = v > 0 ? v : 0;
+  }
   glp_delete_prob(lp);
   free(ia);
   free(ja);
@@ -264,8 +279,8 @@ out:
 
 const struct stk__jpolicy stk__jpol_gavel = {
     .name = "gavel",
-    .summary = "Gavel max-sum-throughput over GPU types (LP, GLPK), fixed GPUs and batch; "
-               "needs --gpu-types",
+    .summary = "Gavel max-sum-throughput over GPU types (LP, GLPK interior point), fixed GPUs "
+               "and batch; needs --gpu-types",
     .hetero = 1,
     .init = g_init,
     .fini = g_fini,
