@@ -36,7 +36,9 @@ extern int stk__sia_dp_first;
  * prefer[k] (may be NULL or -1), the configurations in list order, none
  * (jpol_sia_exact.c). *obj_cents (may be NULL) gets the objective x 100.
  * Returns 0, 1 when no solution exists (every pick -1), -1 when it does not
- * apply (costs not in cents: picks untouched; too many states), or
+ * apply (costs not in cents: picks untouched; too many states),
+ * STK_ERANGE when its own table is found inconsistent at the traceback (a
+ * bug: the policy falls back to GLPK, check mode counts it bad), or
  * STK_ENOMEM. */
 /* ws (may be NULL: this call allocates its own) is the caller's workspace,
  * zeroed before its first use, kept across calls and grown only when a

@@ -268,22 +268,20 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
     who[m++] = k;
   }
   first[m] = no;
-  /* Layer q is read only at states reachable from all GPUs through the
-   * free jobs before q: each count y_t at least left_t less their most GPUs
-   * of type t. In index order (type T-1 the most significant) all of them
-   * lie at or past lo[q], that corner's index, and a state there less an
-   * option's GPUs lies at or past lo[q + 1]: each layer is made from lo[q]
-   * on, and every value read is one made, the same as in the whole table. */
-  int reach[STK__JOBS_MAX_TYPES];
-  for (int t = 0; t < T; t++) reach[t] = left_t[t];
-  for (size_t q = 0; q <= m; q++) {
-    lo[q] = 0;
-    for (int t = 0; t < T; t++) lo[q] += (size_t)reach[t] * stride[t];
-    if (q == m) break;
-    int most[STK__JOBS_MAX_TYPES] = {0};
-    for (size_t o = first[q]; o < first[q + 1]; o++)
-      most[op[o].t] = op[o].g > most[op[o].t] ? op[o].g : most[op[o].t];
-    for (int t = 0; t < T; t++) reach[t] = reach[t] > most[t] ? reach[t] - most[t] : 0;
+  /* Layer 0 is read at one state, all GPUs free (y). Layer q is made from
+   * lo[q] on, and making it reads layer q + 1 at the same states and, for
+   * each option, its GPUs' step below them: down to lo[q] less the
+   * largest step of job q's options, which is where layer q + 1 starts.
+   * Every value read is one made, as in the whole table, and the
+   * traceback's states lie on such reads. (A first version started each
+   * layer at the corner of the states reachable from all GPUs; a state in
+   * that range but not reachable read a cell below the next layer's
+   * corner, never made: review.) */
+  lo[0] = S - 1; /* every GPU the held jobs leave */
+  for (size_t q = 0; q < m; q++) {
+    size_t down = 0;
+    for (size_t o = first[q]; o < first[q + 1]; o++) down = op[o].step > down ? op[o].step : down;
+    lo[q + 1] = lo[q] >= down ? lo[q] - down : 0;
   }
   size_t block[STK__JOBS_MAX_TYPES];
   for (int t = 0; t < T; t++) block[t] = t + 1 < T ? stride[t + 1] : S;
@@ -332,7 +330,7 @@ int stk__sia_exact(const struct stk__sia_cfg *cfg, int C, const int *tgpus, int 
       break;
     }
     if (pick[k] < 0 && hval(h, narrow, nxt + y) != want) { /* cannot happen: the table says so */
-      rc = -1;
+      rc = STK_ERANGE; /* a broken table, not a program it declines: check mode counts it bad */
       goto out;
     }
   }
