@@ -21,9 +21,13 @@
  * objective on CPUs with AVX2, chosen at run time (a plain test, not an
  * ifunc: see EX_CLONES in jpol_sia_exact.c). Each lane is computed alone,
  * so a value does not depend on its neighbours; the last bits differ from
- * libm's. Elsewhere (no AVX2, not x86-64, -DSTK_NO_MVEC) the objective is
- * the scalar one below, unchanged. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(STK_NO_MVEC)
+ * libm's. Elsewhere (no AVX2, not x86-64 glibc, -DSTK_NO_MVEC) the
+ * objective is the scalar one below, with libm's exp and log. So a run's
+ * last bits, and through the fit's search possibly its schedule, can
+ * differ between a CPU with AVX2 and one without (all 28 Sia workloads
+ * gave the same per-job results both ways when this was written:
+ * docs/sim-sia.md). */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__GLIBC__) && !defined(STK_NO_MVEC)
 #define FIT_MVEC 1
 typedef double v4df __attribute__((vector_size(32)));
 __attribute__((target("avx2"))) v4df _ZGVdN4v_exp(v4df x);
@@ -181,7 +185,8 @@ static double objective(const struct fitdata *d, const double *u) {
   struct stk__perf p;
   to_params(d, u, &p);
   double g = p.gamma, e1 = 0, e2 = 0;
-  if (!d->bi) { /* each row's terms at each point: the same values, slower */
+  if (!d->bi) { /* each row's terms at each point (where the tables could
+                 * not be had): the tables' values up to rounding, slower */
     for (int i = 0; i < d->n; i++) {
       double pa = p.ac + p.bc * d->bsz[i];
       double lo = log_optim(&p, pa, net_time(&p, d->nodes[i], d->reps[i]));
