@@ -218,4 +218,19 @@ TEST(bench_ckpt_io_bad_values) {
   CHECK_EQ(stk_bench_ckpt_run(&o, &r, err), STK_EINVAL);
   CHECK_CONTAINS(err, "drop --direct");
   CHECK(!strchr(err, '\n'));
+  /* A state that cannot be held (llama_70b's shape on one rank: about a
+   * terabyte) is refused before anything is allocated or written. */
+  o.direct = 0;
+  o.ckpt_scale = 1;
+  tw.ckpt.num_layers = 80;
+  tw.ckpt.hidden = 8192;
+  tw.ckpt.ffn = 28672;
+  tw.ckpt.heads = 64;
+  o.ckpt_dir = "ck_big";
+  int rc = stk_bench_ckpt_run(&o, &r, err);
+  CHECK_MSG(rc == STK_ENOMEM, "rc %d: %s", rc, err);
+  CHECK_CONTAINS(err, "this process may use; lower --checkpoint-scale (now 1)");
+  CHECK(!strchr(err, '\n'));
+  struct stat st;
+  CHECK(stat("ck_big/global_epoch1_step1", &st) != 0);
 }

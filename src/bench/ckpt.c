@@ -250,6 +250,20 @@ static int run_pass(struct stk__ckpt *c, uint64_t epoch, uint64_t step, int load
   return 0;
 }
 
+/* Bytes this process may use: the host's memory, or its cgroup's
+ * memory.max (cgroup v2) where that is less; 0 when neither is known. */
+static double mem_limit(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+  double lim = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+  FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+  if (f) {
+    unsigned long long v;
+    if (fscanf(f, "%llu", &v) == 1 && v > 0 && (lim == 0 || (double)v < lim)) lim = (double)v;
+    fclose(f);
+  }
+  return lim;
+}
+
 /* --checkpoint-io torch: each job's tensors, scaled (each rounded down, the
  * rounding put on the largest so that they add up to the file's bytes), and
  * the state holding them all, random, as DLIO's torch.rand tensors. */
@@ -278,14 +292,21 @@ static int torch_state(struct stk__ckpt *c, const struct stk_bench_opts *o, char
     jb->nt = nt;
     total += jb->f.bytes;
   }
-  long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-  double half = pages > 0 && psz > 0 ? (double)pages * (double)psz / 2 : 0;
-  if (half > 0 && (double)total > half) {
+  /* The state, and during a load each thread's file read into fresh
+   * memory beside it, within half of what this process may use: the
+   * host's memory or its cgroup's limit, whichever is less. (MPI ranks on
+   * one host each check their own share: together they may still pass.) */
+  uint64_t largest = 0;
+  for (size_t j = 0; j < c->njobs; j++) largest = STK__MAX(largest, c->jobs[j].f.bytes);
+  double need = (double)total + (double)STK__MIN(c->writers, MAX_THREADS) * (double)largest;
+  double limit = mem_limit();
+  if (limit > 0 && need > limit / 2) {
     char b1[32], b2[32];
     return stk__errf(err, STK_ENOMEM, "--checkpoint-io torch holds the ranks' state in memory as "
-                     "DLIO does: %s is more than half of this host's %s; lower --checkpoint-scale "
-                     "(now %g)", stk_fmt_bytes(total, b1, sizeof b1),
-                     stk_fmt_bytes((uint64_t)(2 * half), b2, sizeof b2), c->info->scale);
+                     "DLIO does: %s with a load's reads is more than half of the %s this process "
+                     "may use; lower --checkpoint-scale (now %g)",
+                     stk_fmt_bytes((uint64_t)need, b1, sizeof b1),
+                     stk_fmt_bytes((uint64_t)limit, b2, sizeof b2), c->info->scale);
   }
   if (!(c->state = malloc(total ? total : 1)))
     return stk__errf(err, STK_ENOMEM, "out of memory for the checkpoint's state (%llu B)",
