@@ -160,24 +160,3 @@ TEST(tokens_ring_consumer_keeps_batches) {
   }
   stk_tokens_close(t);
 }
-
-/* A consumer holding every place of a ring that cannot grow gets
- * STK_EBUSY with a message, not an endless wait, and the next batch once
- * it releases one. */
-TEST(tokens_ring_all_places_held_is_busy) {
-  struct stk_tokens *t = open_corpus();
-  struct stk_loader *l = open_loader(t, 0, 2, 1);
-  struct stk_batch *held[4];
-  for (int i = 0; i < 4; i++) CHECK_OK(stk_loader_next(l, &held[i]));
-  struct stk_batch *b = NULL;
-  CHECK_EQ(stk_loader_next(l, &b), STK_EBUSY);
-  CHECK(strstr(stk_loader_errmsg(l), "holds 4 batches") != NULL);
-  CHECK_EQ(stk_loader_try_next(l, &b), STK_EBUSY);
-  stk_batch_release(l, held[0]);
-  CHECK_OK(stk_loader_next(l, &b));
-  CHECK_EQ(b->seq, 4u);
-  stk_batch_release(l, b);
-  for (int i = 1; i < 4; i++) stk_batch_release(l, held[i]);
-  stk_loader_close(l);
-  stk_tokens_close(t);
-}

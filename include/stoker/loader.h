@@ -302,9 +302,9 @@ STK_EXPORT int stk_loader_open(struct stk_loader **out, struct stk_dataset *ds,
 /* Block until the next batch is ready and hand it out. Returns 0, STK_EOF
  * after the last epoch, or the first pipeline error (with errmsg set; the
  * loader is then stopped). The batch stays valid until released. The ring
- * grows for batches the consumer keeps; one holding every place it may
- * grow to (prefetch_max + 2 batches) gets STK_EBUSY at once (errmsg set,
- * the loader goes on once a batch is released). */
+ * grows for batches the consumer keeps, up to prefetch_max; a consumer
+ * holding prefetch_max + 2 batches waits until one is released (from
+ * another thread: a single-threaded consumer must release first). */
 STK_EXPORT int stk_loader_next(struct stk_loader *l, struct stk_batch **out);
 /* Like stk_loader_next() but never blocks: STK_EAGAIN when the next batch
  * is not ready yet (nothing is counted then). */

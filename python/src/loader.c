@@ -207,6 +207,21 @@ static PyObject *Loader_next(LoaderObject *self) {
         "another thread is waiting for a batch of this loader (one consumer per loader)");
     return NULL;
   }
+  /* Every batch held by Python keeps a ring place. The ring grows for
+   * them up to prefetch_max (16 unless given, at least prefetch); when
+   * Python holds every place it may grow to, waiting would never end: say
+   * so instead of hanging. */
+  if (self->live >= 2) {
+    struct stk_loader_stats st;
+    stk_loader_stats(self->l, &st);
+    uint32_t pmax = self->o.prefetch_max ? self->o.prefetch_max : 16;
+    if (pmax < self->o.prefetch) pmax = self->o.prefetch;
+    if ((uint64_t)self->live >= (uint64_t)st.ring_depth + 2 && st.ring_depth >= pmax)
+      return raise_stk(STK_EBUSY,
+                       "every batch buffer of the loader is held by a live batch "
+                       "(arrays or tensors still point at it): release batches, copy the "
+                       "ones to keep, or raise prefetch_max");
+  }
   struct stk_batch *b = NULL;
   int rc;
   struct stk_loader *l = self->l;
@@ -237,12 +252,6 @@ static PyObject *Loader_next(LoaderObject *self) {
     return raise_stk(STK_ECANCELED, "interrupted");
   }
   if (rc == STK_EOF) return NULL; /* StopIteration */
-  /* Every place of the ring is held by a live batch and the ring may not
-   * grow further: the library says so at once instead of waiting. */
-  if (rc == STK_EBUSY && strstr(stk_loader_errmsg(self->l), "the consumer holds"))
-    return raise_stk(rc, "every batch buffer of the loader is held by a live batch (arrays or "
-                         "tensors still point at it): release batches, copy the ones to keep, "
-                         "or raise prefetch_max");
   if (rc) return raise_stk(rc, stk_loader_errmsg(self->l));
   BatchObject *bo = PyObject_New(BatchObject, &BatchType);
   if (!bo) {

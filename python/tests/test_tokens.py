@@ -197,3 +197,25 @@ def test_remote_corpus_through_chunks(corpus, tmp_path, nginx):
     for bad in (100, "1KiB", "8GiB"):
         with pytest.raises(ValueError, match="cache_chunk_size"):
             stoker.Loader(remote, 8, seq_len=32, cache_dir=str(cache), cache_chunk_size=bad)
+
+
+def test_keeping_more_batches_than_the_ring_holds(corpus, tmp_path):
+    # A token loader's ring starts at 4 batches (6 places); a consumer that
+    # keeps 9 batches alive at a time (gradient accumulation over views)
+    # gets every batch, the ring growing for them, and BusyError only past
+    # what prefetch_max lets the ring grow to.
+    with stoker.Loader(corpus[0], 2, seq_len=16, index_dir=str(tmp_path)) as ld:
+        held, n = [], 0
+        for b in ld:
+            held.append(b)
+            n += 1
+            if len(held) > 9:
+                held.pop(0)
+        assert n > 20
+        assert ld.stats()["ring_depth_max"] >= 8
+    with stoker.Loader(corpus[0], 2, seq_len=16, prefetch_max=3, index_dir=str(tmp_path)) as ld:
+        held = []
+        with pytest.raises(stoker.BusyError, match="held by a live batch"):
+            for b in ld:
+                held.append(b)
+        assert len(held) == 5  # prefetch_max 3 + the 2 always outstanding

@@ -5,7 +5,6 @@
  * the decode workers (workers.c), the ring and its batches (batch.c) and
  * the job buffers within the memory cap (memory.c); what they share is
  * pipeline_impl.h. */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,17 +302,12 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
     }
     /* Every ring place is held by a batch the consumer took and has not
      * released, so the reader cannot make the next one: grow for it now
-     * (the consumer asked for more batches than the ring holds), up to
-     * prefetch_max; past that, a wait would never end. */
-    if (l->next_seq - l->releases >= (uint64_t)l->depth + 2) {
-      if (l->depth >= l->o.prefetch_max) {
-        rc = STK_EBUSY;
-        snprintf(l->err, sizeof l->err,
-                 "the consumer holds %" PRIu64 " batches, every place of the ring (prefetch_max "
-                 "%u + 2): release one before asking for the next",
-                 l->next_seq - l->releases, l->o.prefetch_max);
-        break;
-      }
+     * (the consumer keeps more batches than the ring holds), up to
+     * prefetch_max. At prefetch_max the wait goes on until a release: a
+     * consumer may release from another thread (the Python binding, once
+     * a pinned batch's copies complete), so it is not an error here; the
+     * binding says so for the batches its own objects hold. */
+    if (l->next_seq - l->releases >= (uint64_t)l->depth + 2 && l->depth < l->o.prefetch_max) {
       l->depth++;
       if (l->depth > l->depth_max_seen) l->depth_max_seen = l->depth;
       pthread_cond_signal(&l->cv_free);
