@@ -12,6 +12,7 @@
 #include "../src/format/format_impl.h"
 #include "stoker/gen.h"
 #include "test.h"
+#include "test_tokens.h"
 
 
 
@@ -246,28 +247,10 @@ TEST(npy_tokens_inspect_verify_cli) {
 static uint64_t tokv(int s, int k) { return (uint64_t)(s * 977 + k * 13 + 5); }
 
 static void write_megatron(const char *prefix, int code, int size, int nseq, const int *lens) {
-  struct test_buf bin = {0}, idx = {0};
-  for (int s = 0; s < nseq; s++)
-    for (int k = 0; k < lens[s]; k++) test_buf_le(&bin, tokv(s, k), size);
-  test_buf_put(&idx, "MMIDIDX\0\0", 9);
-  test_buf_le(&idx, 1, 8);
-  test_buf_le(&idx, (uint64_t)code, 1);
-  test_buf_le(&idx, (uint64_t)nseq, 8);
-  test_buf_le(&idx, (uint64_t)nseq + 1, 8);
-  for (int s = 0; s < nseq; s++) test_buf_le(&idx, (uint64_t)lens[s], 4);
-  uint64_t at = 0;
-  for (int s = 0; s < nseq; s++) {
-    test_buf_le(&idx, at, 8);
-    at += (uint64_t)lens[s] * (uint64_t)size;
-  }
-  for (int s = 0; s <= nseq; s++) test_buf_le(&idx, (uint64_t)s, 8);
-  char p[256];
-  snprintf(p, sizeof p, "%s.bin", prefix);
-  test_write_file(p, bin.p ? bin.p : (uint8_t *)"", bin.n);
-  snprintf(p, sizeof p, "%s.idx", prefix);
-  test_write_file(p, idx.p, idx.n);
-  free(bin.p);
-  free(idx.p);
+  int32_t l[64];
+  CHECK(nseq <= 64);
+  for (int i = 0; i < nseq; i++) l[i] = lens[i];
+  test_megatron_write(prefix, code, size, nseq, l, tokv);
 }
 
 TEST(pack_tokens_round_trip_every_dtype) {

@@ -13,36 +13,17 @@
 
 #include "../src/loader/gpt_index.h"
 #include "test.h"
+#include "test_tokens.h"
 
 /* Token i of document d: unique while documents are shorter than 1000. */
 static int64_t tok(int64_t d, int64_t i) { return d * 1000 + i; }
 
+static uint64_t tok_u(int d, int k) { return (uint64_t)tok(d, k); }
+
 /* PREFIX.bin + PREFIX.idx, one document per sequence, int32 (code 4) or
  * int64 (code 5) tokens. */
 static void write_corpus(const char *prefix, int code, int n, const int32_t *lens) {
-  int size = code == 5 ? 8 : 4;
-  struct test_buf bin = {0}, idx = {0};
-  for (int d = 0; d < n; d++)
-    for (int i = 0; i < lens[d]; i++) test_buf_le(&bin, (uint64_t)tok(d, i), size);
-  test_buf_put(&idx, "MMIDIDX\0\0", 9);
-  test_buf_le(&idx, 1, 8);
-  test_buf_le(&idx, (uint64_t)code, 1);
-  test_buf_le(&idx, (uint64_t)n, 8);
-  test_buf_le(&idx, (uint64_t)n + 1, 8);
-  for (int d = 0; d < n; d++) test_buf_le(&idx, (uint32_t)lens[d], 4);
-  uint64_t at = 0;
-  for (int d = 0; d < n; d++) {
-    test_buf_le(&idx, at, 8);
-    at += (uint64_t)lens[d] * (uint64_t)size;
-  }
-  for (int d = 0; d <= n; d++) test_buf_le(&idx, (uint64_t)d, 8);
-  char p[256];
-  snprintf(p, sizeof p, "%s.bin", prefix);
-  test_write_file(p, bin.p, bin.n);
-  snprintf(p, sizeof p, "%s.idx", prefix);
-  test_write_file(p, idx.p, idx.n);
-  free(bin.p);
-  free(idx.p);
+  test_megatron_write(prefix, code, code == 5 ? 8 : 4, n, lens, tok_u);
 }
 
 /* n documents of 1..maxlen tokens, from a fixed stream. */

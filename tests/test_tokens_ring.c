@@ -9,34 +9,15 @@
 
 #include "stoker/stoker.h"
 #include "test.h"
+#include "test_tokens.h"
+
+static uint64_t tok(int d, int k) { return (uint64_t)(d * 1000 + k); }
 
 /* PREFIX.bin + PREFIX.idx: n documents of 1..40 int32 tokens. */
 static void write_corpus(const char *prefix, int n) {
-  struct test_buf bin = {0}, idx = {0};
   int32_t *lens = malloc((size_t)n * sizeof *lens);
-  for (int d = 0; d < n; d++) {
-    lens[d] = 1 + (d * 7 + 3) % 40;
-    for (int i = 0; i < lens[d]; i++) test_buf_le(&bin, (uint64_t)(d * 1000 + i), 4);
-  }
-  test_buf_put(&idx, "MMIDIDX\0\0", 9);
-  test_buf_le(&idx, 1, 8);
-  test_buf_le(&idx, 4, 1);
-  test_buf_le(&idx, (uint64_t)n, 8);
-  test_buf_le(&idx, (uint64_t)n + 1, 8);
-  for (int d = 0; d < n; d++) test_buf_le(&idx, (uint32_t)lens[d], 4);
-  uint64_t at = 0;
-  for (int d = 0; d < n; d++) {
-    test_buf_le(&idx, at, 8);
-    at += (uint64_t)lens[d] * 4;
-  }
-  for (int d = 0; d <= n; d++) test_buf_le(&idx, (uint64_t)d, 8);
-  char p[256];
-  snprintf(p, sizeof p, "%s.bin", prefix);
-  test_write_file(p, bin.p, bin.n);
-  snprintf(p, sizeof p, "%s.idx", prefix);
-  test_write_file(p, idx.p, idx.n);
-  free(bin.p);
-  free(idx.p);
+  for (int d = 0; d < n; d++) lens[d] = 1 + (d * 7 + 3) % 40;
+  test_megatron_write(prefix, 4, 4, n, lens, tok);
   free(lens);
 }
 
