@@ -13,6 +13,7 @@
 #include "stoker/cache.h"
 #include "stoker/gen.h"
 #include "test.h"
+#include "test_tokens.h"
 
 /* ---- an independent writer: the layout of docs/formats.md, by hand ---- */
 
@@ -32,28 +33,7 @@ static uint64_t token(int s, int k) { return (uint64_t)(s * 1000 + k * 7 + 1); }
  * code (item size), documents by doc[0..ndoc). */
 static void write_pair(const char *prefix, int code, int size, int nseq, const int32_t *lens,
                        int ndoc, const int64_t *doc) {
-  struct test_buf bin = {0}, idx = {0};
-  uint64_t at = 0;
-  for (int s = 0; s < nseq; s++)
-    for (int k = 0; k < lens[s]; k++) test_buf_le(&bin, token(s, k), size);
-  test_buf_put(&idx, "MMIDIDX\0\0", 9);
-  test_buf_le(&idx, 1, 8);
-  test_buf_le(&idx, (uint64_t)code, 1);
-  test_buf_le(&idx, (uint64_t)nseq, 8);
-  test_buf_le(&idx, (uint64_t)ndoc, 8);
-  for (int s = 0; s < nseq; s++) test_buf_le(&idx, (uint32_t)lens[s], 4);
-  for (int s = 0; s < nseq; s++) {
-    test_buf_le(&idx, at, 8);
-    at += (uint64_t)lens[s] * (uint64_t)size;
-  }
-  for (int d = 0; d < ndoc; d++) test_buf_le(&idx, (uint64_t)doc[d], 8);
-  char p[256];
-  snprintf(p, sizeof p, "%s.bin", prefix);
-  test_write_file(p, bin.p ? bin.p : (uint8_t *)"", bin.n);
-  snprintf(p, sizeof p, "%s.idx", prefix);
-  test_write_file(p, idx.p, idx.n);
-  free(bin.p);
-  free(idx.p);
+  test_megatron_write_docs(prefix, code, size, nseq, lens, token, ndoc, doc);
 }
 
 static const int32_t LENS[] = {3, 0, 5, 1, 4};
