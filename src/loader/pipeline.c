@@ -53,11 +53,11 @@ static int validate(struct stk_loader *l, char *err) {
   l->mean_sample =
       l->tok ? stk__tokens_batch_bytes(l->tok, 1) : stk__dataset_mean_sample_bytes(l->ds);
   if (!o->io_depth) o->io_depth = 64;
-  /* A token loader's ring stays at its first depth unless the consumer
-   * keeps batches (maybe_grow); depths 4 to 8 measured alike, and all
-   * better than 16 (docs/internals/tokens_t3.md). */
-  if (!o->prefetch) /* a token loader's 4 within a prefetch_max the user gave */
-    o->prefetch = !l->tok ? 2 : o->prefetch_max ? STK__MIN(4u, o->prefetch_max) : 4;
+  /* A token loader's ring starts at 4 (within a prefetch_max the caller
+   * gave) and stays there unless the consumer keeps batches (maybe_grow):
+   * depths 4 to 8 measured alike, and all better than 16
+   * (docs/internals/tokens_t3.md). */
+  if (!o->prefetch) o->prefetch = !l->tok ? 2 : o->prefetch_max ? STK__MIN(4u, o->prefetch_max) : 4;
   if (!o->prefetch_max) o->prefetch_max = 16;
   if (o->prefetch_max < o->prefetch) o->prefetch_max = o->prefetch;
   /* Defaults that follow the sample size: room for four batches (at least
@@ -303,7 +303,9 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
     /* Every ring place is held by a batch the consumer took and has not
      * released, so the reader cannot make the next one: grow for it now
      * (the consumer keeps more batches than the ring holds), up to
-     * prefetch_max. At prefetch_max the wait goes on until a release: a
+     * prefetch_max (past the memory cap if need be: the reader's memory
+     * wait gives way as below). At prefetch_max the wait goes on until a
+     * release: a
      * consumer may release from another thread (the Python binding, once
      * a pinned batch's copies complete), so it is not an error here; the
      * binding says so for the batches its own objects hold. */
