@@ -58,6 +58,15 @@ TEST(sim_resource_hetero_counts_machines_and_types) {
   CHECK_EQ(stk__sim_res_free_type(r, 0), 0);
   CHECK_EQ(stk__sim_res_free_machine(r, 1), 0);
   CHECK_EQ(stk__sim_res_free_machine(r, 2), 4);
+  /* GPUs written within a node stay on that node (as the queueing
+   * policies and Pollux write them) */
+  uint8_t b0[2] = {1, 1};
+  uint8_t *const balloc[1] = {b0};
+  const int bn[1] = {2};
+  CHECK_OK(r->ops->hold(r, balloc, bn, idx, 1));
+  CHECK_EQ(r->free_gpus[0], 4);
+  CHECK_EQ(r->free_gpus[1], 2);
+  CHECK_OK(r->ops->hold(r, alloc, n, idx, 1));
   /* a ninth does not */
   n[0] = 9;
   CHECK_EQ(r->ops->hold(r, alloc, n, idx, 1), STK_ENOSPC);

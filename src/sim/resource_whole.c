@@ -106,13 +106,22 @@ static int h_hold(struct stk__sim_res *r, uint8_t *const *alloc, const int *n, c
         release_all(r);
         return STK_ENOSPC;
       }
+      r->free_gpus[node]--;
     }
   }
-  /* a machine's GPUs in use fill its nodes in order */
+  /* a node written with more than its GPUs (Sia and Gavel write a
+   * machine's GPUs on its first node) takes the rest from the machine's
+   * other nodes, in order */
+  int over[STK__SIM_RES_MAX_NODES] = {0}; /* by machine */
+  for (int v = 0; v < r->nodes; v++)
+    if (r->free_gpus[v] < 0) {
+      over[r->phys[v]] -= r->free_gpus[v];
+      r->free_gpus[v] = 0;
+    }
   for (int v = 0; v < r->nodes; v++) {
-    int take = STK__MIN(used[r->phys[v]], r->gpn);
-    r->free_gpus[v] = r->gpn - take;
-    used[r->phys[v]] -= take;
+    int take = STK__MIN(over[r->phys[v]], r->free_gpus[v]);
+    r->free_gpus[v] -= take;
+    over[r->phys[v]] -= take;
   }
   return 0;
 bad:
