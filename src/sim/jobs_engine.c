@@ -1,8 +1,10 @@
 /* The job-level engine: every scheduling interval each allocated job
- * advances (paying first what is left of its restart delay), crossing
- * epochs at its true goodput, then the policy is asked for the allocation
- * of every arrived, unfinished job; a job whose allocation changed pays the
- * restart delay again. Time advances in whole intervals as in the Pollux
+ * advances (paying first what is left of its restart delay), as its
+ * workload model says (jobs_work.c: seconds of a duration, or epochs at a
+ * measured application's true goodput), then the policy is asked for the
+ * allocation of every arrived, unfinished job, on the run's resource model
+ * (resource.h), which holds what stands; a job whose allocation changed
+ * pays the restart delay again. Time advances in whole intervals as in the Pollux
  * artifact, and completions fall on whole seconds inside an interval, so
  * JCTs are the artifact's to the second. Energy, cost and carbon are
  * integrated per interval from the allocated GPUs. The run is a client of
@@ -39,210 +41,16 @@ const struct stk__jpolicy *stk__jpolicy_get(const char *name) {
   return i < 0 ? NULL : policies[i];
 }
 
-void stk__jlocal_bsz(const struct stk__japp *a, int bsz, int replicas, int *atomic, int *accum) {
-  const double eps = 1e-8;
-  int local = (int)ceil((double)bsz / replicas - eps);
-  int acc = (int)ceil((double)local / a->max_local - eps) - 1;
-  if (replicas == 1 && bsz > a->init_bsz && acc < 1) acc = 1;
-  int at = (int)ceil((double)local / (acc + 1) - eps);
-  int count = replicas * (acc + 1);
-  int cap = (int)((double)a->max_bsz / count);
-  if (at > cap) at = cap;
-  *atomic = at;
-  *accum = acc;
-}
-
-double stk__jpredict_step(struct stk__jrun *rn, struct stk__jstate *j, int n) {
-  if (!j->opt_pred) {
-    j->opt_pred = calloc((size_t)rn->gpus + 1, sizeof(double));
-    if (!j->opt_pred) return INFINITY;
-  }
-  if (n > rn->gpus) return INFINITY;
-  if (j->opt_pred[n] > 0) return j->opt_pred[n];
-  const struct stk__japp *a = j->spec->app;
-  int per[STK__JOBS_MAX_NODES], m = 0, left = n;
-  while (left > 0 && m < STK__JOBS_MAX_NODES) {
-    per[m] = STK__MIN(left, 4);
-    left -= per[m++];
-  }
-  const double eps = 1e-8;
-  int local = (int)ceil((double)j->spec->bsz / n - eps);
-  int acc = (int)ceil((double)local / a->max_local - eps) - 1;
-  if (n == 1 && acc < 1) acc = 1;
-  int at = (int)ceil((double)local / (acc + 1) - eps);
-  int count = n * (acc + 1);
-  if (at > (int)((double)a->max_bsz / count)) at = (int)((double)a->max_bsz / count);
-  double step, sync;
-  stk__japp_throughput(a, per, m, at, &step, &sync);
-  j->opt_pred[n] = step + (step - sync) * acc;
-  return j->opt_pred[n];
-}
-
-double stk__jremaining(struct stk__jrun *rn, struct stk__jstate *j) {
-  (void)rn;
-  const struct stk__japp *a = j->spec->app;
-  if (!a) return j->spec->duration - j->progress;
-  /* whole-job seconds at the requested size: remaining iterations times
-   * the step time at the requested replicas */
-  int e = j->epoch;
-  double it = stk__japp_iteration(a, j->spec->bsz, a->max_epochs - 1) -
-              (e ? stk__japp_iteration(a, j->spec->bsz, e) : 0);
-  if (it < 1) it = 1;
-  return it * stk__jpredict_step(rn, j, STK__MIN(j->spec->replicas, rn->gpus));
-}
-
 /* ---- one job ---------------------------------------------------------- */
 
-static void update_bsz(struct stk__jrun *rn, struct stk__jstate *j) {
-  const struct stk__japp *a = stk__japp_of(j);
-  if (!a || !j->nplace) return;
-  int reps = 0;
-  for (int i = 0; i < j->nplace; i++) reps += j->place[i];
-  if (j->target_bsz) {
-    stk__jlocal_bsz(a, j->target_bsz, reps, &j->atomic, &j->accum);
-  } else if (!j->have_perf) {
-    int b = STK__MAX(a->init_bsz, a->min_local * reps);
-    stk__jlocal_bsz(a, b, reps, &j->atomic, &j->accum);
-  } else {
-    stk__goodput_opt_c(&rn->gpcache, &j->perf, j->sqr, j->var, a->init_bsz, j->nplace, reps,
-                       a->max_bsz, a->min_local, a->max_local, &j->atomic, &j->accum);
-    int count = reps * (j->accum + 1);
-    int cap = (int)((double)a->max_bsz / count);
-    if (j->atomic > cap) j->atomic = cap;
-  }
-  (void)rn;
-}
-
-/* Record a measured configuration for Pollux's model and refit: one
- * model over every type, or with fit_by_type one per type (Sia). */
-static void observe(struct stk__jrun *rn, struct stk__jstate *j, int nodes, int reps, int atomic,
-                    double step, double sync) {
-  int ty = rn->fit_by_type ? j->type : 0;
-  for (int i = 0; i < j->nprof; i++)
-    if (j->prof_nodes[i] == nodes && j->prof_rep[i] == reps && j->prof_bsz[i] == atomic &&
-        j->prof_type[i] == ty)
-      return;
-  if (j->nprof == j->capprof) {
-    int cap = j->capprof ? 2 * j->capprof : 16;
-    int *a = realloc(j->prof_nodes, sizeof(int) * (size_t)cap);
-    if (a) j->prof_nodes = a;
-    int *b = realloc(j->prof_rep, sizeof(int) * (size_t)cap);
-    if (b) j->prof_rep = b;
-    int *c = realloc(j->prof_bsz, sizeof(int) * (size_t)cap);
-    if (c) j->prof_bsz = c;
-    double *d = realloc(j->prof_step, sizeof(double) * (size_t)cap);
-    if (d) j->prof_step = d;
-    double *e = realloc(j->prof_sync, sizeof(double) * (size_t)cap);
-    if (e) j->prof_sync = e;
-    int *f = realloc(j->prof_type, sizeof(int) * (size_t)cap);
-    if (f) j->prof_type = f;
-    if (!a || !b || !c || !d || !e || !f) return;
-    j->capprof = cap;
-  }
-  j->prof_nodes[j->nprof] = nodes;
-  j->prof_rep[j->nprof] = reps;
-  j->prof_bsz[j->nprof] = atomic;
-  j->prof_step[j->nprof] = step;
-  j->prof_sync[j->nprof] = step - sync; /* accumulation (compute) time */
-  j->prof_type[j->nprof] = ty;
-  j->nprof++;
-  if (!rn->fit_by_type) {
-    if (reps > j->max_prof_rep) j->max_prof_rep = reps;
-    stk__perf_fit_memo(&rn->fitmemo, &j->perf, j->nprof, j->prof_nodes, j->prof_rep,
-                       j->prof_bsz, j->prof_sync, j->prof_step);
-    j->have_perf = 1;
-    return;
-  }
-  /* this type's rows first, then fit them alone */
-  int m = 0;
-  for (int i = 0; i < j->nprof; i++)
-    if (j->prof_type[i] == ty) {
-      int tn = j->prof_nodes[i], tr = j->prof_rep[i], tb = j->prof_bsz[i], tt = j->prof_type[i];
-      double ts = j->prof_step[i], tc = j->prof_sync[i];
-      j->prof_nodes[i] = j->prof_nodes[m], j->prof_rep[i] = j->prof_rep[m];
-      j->prof_bsz[i] = j->prof_bsz[m], j->prof_type[i] = j->prof_type[m];
-      j->prof_step[i] = j->prof_step[m], j->prof_sync[i] = j->prof_sync[m];
-      j->prof_nodes[m] = tn, j->prof_rep[m] = tr, j->prof_bsz[m] = tb, j->prof_type[m] = tt;
-      j->prof_step[m] = ts, j->prof_sync[m] = tc;
-      m++;
-    }
-  if (reps > j->maxrep_t[ty]) j->maxrep_t[ty] = reps;
-  stk__perf_fit_memo(&rn->fitmemo, &j->perf_t[ty], m, j->prof_nodes, j->prof_rep, j->prof_bsz,
-                     j->prof_sync, j->prof_step);
-  j->have_t[ty] = 1;
-  j->perf = j->perf_t[ty];
-  j->have_perf = 1;
-  j->max_prof_rep = j->maxrep_t[ty];
-}
-
+/* An allocated job works an interval: first what is left of its restart
+ * delay (its GPUs held, no progress), then its workload model's work. */
 static void job_step(struct stk__jrun *rn, struct stk__jstate *j, double seconds) {
   if (!j->nplace || j->done) return;
-  double gpus = j->held;
-  double el = 0;
   double delay = fmin(j->rescale, seconds);
-  el += delay;
-  j->attained += delay * gpus;
+  j->attained += delay * j->held;
   j->rescale -= delay;
-  seconds -= delay;
-  const struct stk__japp *a = stk__japp_of(j);
-  if (!a) { /* trace job: one second of work per second at its GPUs;
-              * progress counts the seconds worked */
-    double left = j->spec->duration - j->progress;
-    if (seconds >= left - 1e-9) {
-      double d = ceil(left - 1e-9);
-      if (d < 0) d = 0;
-      j->done = 1;
-      j->done_at = rn->now + el + d;
-      j->attained += d * gpus;
-      j->progress = j->spec->duration;
-    } else if (seconds > 0) {
-      j->progress += seconds;
-      j->attained += seconds * gpus;
-    }
-    return;
-  }
-  while (seconds > 0 && !j->done) {
-    int reps = 0;
-    for (int i = 0; i < j->nplace; i++) reps += j->place[i];
-    int batch = reps * j->atomic * (j->accum + 1);
-    double scale = (double)batch / a->init_bsz;
-    if (!j->c_valid || j->c_atomic != j->atomic) {
-      stk__japp_throughput(a, j->place, j->nplace, j->atomic, &j->c_step, &j->c_sync);
-      j->c_atomic = j->atomic;
-      j->c_valid = 1;
-    }
-    double step = j->c_step, sync = j->c_sync, accum_t = step - sync;
-    double sqr, var;
-    stk__japp_grad(a, batch, j->epoch, &sqr, &var);
-    double gain = (var + sqr) / (var / scale + sqr);
-    if (rn->fit) {
-      j->sqr = sqr;
-      j->var = var;
-      observe(rn, j, j->nplace, reps, j->atomic, step, sync);
-    }
-    double total = step + accum_t * j->accum;
-    double goodput = gain / total * (rn->ntypes ? j->calib : 1);
-    double next = a->progress_at[j->epoch + 1];
-    if (j->progress + goodput * seconds < next) {
-      j->progress += goodput * seconds;
-      el += seconds;
-      j->attained += seconds * gpus;
-      seconds = 0;
-    } else {
-      j->epoch++;
-      double delta = nearbyint((next - j->progress) / goodput);
-      if (delta > seconds) delta = seconds;
-      if (j->epoch > a->max_epochs - 1) {
-        j->done = 1;
-        j->done_at = rn->now + el + delta;
-      }
-      j->progress = next;
-      el += delta;
-      j->attained += delta * gpus;
-      seconds -= delta;
-    }
-    update_bsz(rn, j);
-  }
+  stk__jwork_of(j->spec)->step(rn, j, seconds - delay, delay);
 }
 
 static void reallocate(struct stk__jrun *rn, struct stk__jstate *j, const uint8_t *alloc, int n) {
@@ -280,7 +88,8 @@ static void reallocate(struct stk__jrun *rn, struct stk__jstate *j, const uint8_
   }
   j->c_valid = 0;
   if (n) {
-    update_bsz(rn, j);
+    const struct stk__jwork_ops *w = stk__jwork_of(j->spec);
+    if (w->placed) w->placed(rn, j);
     j->rescale = rn->ntypes ? j->rescale_s : rn->o->restart_delay;
     j->restarts++;
     if (j->start_at < 0) j->start_at = rn->now;
@@ -373,6 +182,13 @@ static int jloop_done(void *ctx) {
   return L->ndone >= L->nlive || L->rn->now >= L->o->horizon;
 }
 
+/* A failed round: the policy, the time, and the model's reason. */
+static int round_error(struct jloop *L, int rc) {
+  struct stk__sim_res *r = L->rn->res;
+  return stk__errf(L->errmsg, rc, "policy %s, round at %.0f s: %s", L->pol->name, L->rn->now,
+                   r && r->why[0] ? r->why : stk_strerror(rc));
+}
+
 /* One round: jobs advance an interval, then the policy allocates. */
 static int jloop_round(void *ctx, uint64_t round, int64_t at) {
   struct jloop *L = ctx;
@@ -439,14 +255,24 @@ static int jloop_round(void *ctx, uint64_t round, int64_t at) {
       rn->new_n[L->active[k]] = j->nalloc;
       memcpy(rn->new_alloc[L->active[k]], j->alloc, (size_t)j->nalloc);
     }
-    if ((rc = pol->schedule(rn, L->active, L->na))) /* policies word no errors: say it here */
-      return stk__errf(errmsg, rc, "policy %s, round at %.0f s: %s", pol->name, rn->now,
-                       rn->res && rn->res->why[0] ? rn->res->why : stk_strerror(rc));
+    /* a policy that replans every GPU reads them all free from the model
+     * and hands back what it chose, which the model checks and holds; the
+     * queueing policies hold and place through the model themselves */
+    if (!pol->queue) rc = stk__sim_res_release_all(rn->res);
+    if (!rc) rc = pol->schedule(rn, L->active, L->na);
+    if (rc) /* policies word no errors: say it here */
+      return round_error(L, rc);
     if (o->usable_series) lend_trim(rn, L->active, L->na);
     for (size_t k = 0; k < L->na; k++) {
       size_t i = L->active[k];
-      struct stk__jstate *j = &rn->js[i];
       rn->new_n[i] = stk__jhet_repair(rn, rn->new_alloc[i], rn->new_n[i]);
+    }
+    if (!pol->queue &&
+        (rc = rn->res->ops->hold(rn->res, rn->new_alloc, rn->new_n, L->active, L->na)))
+      return round_error(L, rc);
+    for (size_t k = 0; k < L->na; k++) {
+      size_t i = L->active[k];
+      struct stk__jstate *j = &rn->js[i];
       if (rn->new_n[i] != j->nalloc || memcmp(rn->new_alloc[i], j->alloc, (size_t)j->nalloc))
         reallocate(rn, j, rn->new_alloc[i], rn->new_n[i]);
     }
@@ -523,8 +349,8 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
   }
   if (o.placer && !pol->queue) {
     return stk__errf(errmsg, STK_EINVAL,
-                   "--placer %s: policy %s places its own jobs; a placer serves fifo, sjf, "
-                   "tiresias, multi and carbon",
+                   "--placer %s: policy %s places its own jobs (the resource model checks and "
+                   "holds what it chooses); a placer serves fifo, sjf, tiresias, multi and carbon",
                    o.placer, pol->name);
   }
   for (size_t i = 0; i < jobs->n; i++)
@@ -593,9 +419,10 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
                    o.placer);
     goto out;
   }
-  rc = mig       ? stk__sim_res_mig(&rn.res, rn.nodes, rn.gpn, jobs, o.placer, errmsg)
-       : o.placer ? stk__sim_res_pods(&rn.res, rn.nodes, rn.gpn, jobs, o.placer, 1, errmsg)
-                  : stk__sim_res_whole(&rn.res, rn.nodes, rn.gpn, errmsg);
+  rc = mig        ? stk__sim_res_mig(&rn.res, rn.nodes, rn.gpn, jobs, o.placer, errmsg)
+       : o.placer  ? stk__sim_res_pods(&rn.res, rn.nodes, rn.gpn, jobs, o.placer, 1, errmsg)
+       : rn.ntypes ? stk__sim_res_hetero(&rn.res, rn.nodes, rn.gpn, rn.vtype, rn.vphys, errmsg)
+                   : stk__sim_res_whole(&rn.res, rn.nodes, rn.gpn, errmsg);
   if (rc) goto out;
   for (size_t i = 0; i < rn.n; i++) {
     struct stk__jstate *j = &rn.js[i];

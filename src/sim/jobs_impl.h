@@ -211,11 +211,40 @@ extern const struct stk__jpolicy stk__jpol_fifo, stk__jpol_sjf, stk__jpol_tiresi
 int stk__sia_exact_fits(const struct stk__jrun *rn, char *errmsg);
 const struct stk__jpolicy *stk__jpolicy_get(const char *name);
 
+/* ---- workload models (jobs_work.c) ------------------------------------ */
+
+/* What the job engine asks of a kind of job. The engine pays restart
+ * delays, counts energy and asks the resource model for GPUs; the rest is
+ * the workload's. Two kinds: duration jobs (a trace row: seconds of work
+ * at its GPUs) and measured-application jobs (the Pollux and Sia
+ * workloads: epochs at the goodput their placement and batch size give). */
+struct stk__jwork_ops {
+  const char *name;
+  /* GPUs the job asks for (a queueing policy starts it at this size; an
+   * elastic policy sizes it itself) */
+  int (*asks)(const struct stk__jspec *s);
+  /* Its allocation changed to j->place (nonzero): choose what runs there
+   * (the batch size). NULL: nothing to choose. */
+  void (*placed)(struct stk__jrun *rn, struct stk__jstate *j);
+  /* Work `seconds` at its allocation, el seconds into the interval that
+   * starts at rn->now; sets j->done and j->done_at when it finishes. */
+  void (*step)(struct stk__jrun *rn, struct stk__jstate *j, double seconds, double el);
+  /* Work left, in whole-job seconds at the GPUs it asks for. */
+  double (*remaining)(struct stk__jrun *rn, struct stk__jstate *j);
+};
+
+extern const struct stk__jwork_ops stk__jwork_duration, stk__jwork_measured;
+
+static inline const struct stk__jwork_ops *stk__jwork_of(const struct stk__jspec *s) {
+  return s->app ? &stk__jwork_measured : &stk__jwork_duration;
+}
+
 /* Step time the job would have at n replicas packed 4 per node with its
  * target batch size (Optimus's oracle), cached. */
 double stk__jpredict_step(struct stk__jrun *rn, struct stk__jstate *j, int n);
 /* Remaining work of a job, in whole-job seconds at its requested GPUs
- * (the oracle SJF and the multi-objective policy use it). */
+ * (the oracle SJF and the multi-objective policy use it): its workload
+ * model's remaining. */
 double stk__jremaining(struct stk__jrun *rn, struct stk__jstate *j);
 /* Carbon intensity (g/kWh) at time t. */
 double stk__jcarbon_at(const struct stk_sim_jobs_opts *o, double t);

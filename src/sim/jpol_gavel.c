@@ -11,7 +11,10 @@
  * the fraction of time the job has had on that type (a job with a share
  * and no time first), each job on one type while
  * its GPUs fit. Within a type, jobs keep last round's GPUs when they are
- * still free, larger jobs first, and others take GPUs server by server. */
+ * still free, larger jobs first, and others take GPUs server by server.
+ * The GPUs free of each type, and on each server, are the run's resource
+ * model's with every placement released; the engine has the model hold
+ * what Gavel chose. */
 #include <glpk.h>
 #include <math.h>
 #include <stdlib.h>
@@ -80,8 +83,9 @@ static double g_xput(const struct stk__jrun *rn, const struct stk__jstate *j, in
   return it > 0 ? j->calib / it : 0;
 }
 
-/* The max-sum-throughput LP: x (na x ntypes, row-major) or -1. */
-static int g_solve(struct stk__jrun *rn, const struct grun *p, const size_t *active, size_t na,
+/* The max-sum-throughput LP over the GPUs free of each type (freet): x
+ * (na x ntypes, row-major) or -1. */
+static int g_solve(struct stk__jrun *rn, const int *freet, const size_t *active, size_t na,
                    double *x) {
   int T = rn->ntypes;
   glp_prob *lp = glp_create_prob();
@@ -110,7 +114,7 @@ static int g_solve(struct stk__jrun *rn, const struct grun *p, const size_t *act
       ++k, ia[k] = (int)na + t + 1, ja[k] = c, ar[k] = j->spec->replicas;
     }
   }
-  for (int t = 0; t < T; t++) glp_set_row_bnds(lp, (int)na + t + 1, GLP_UP, 0, p->tgpus[t]);
+  for (int t = 0; t < T; t++) glp_set_row_bnds(lp, (int)na + t + 1, GLP_UP, 0, freet[t]);
   glp_load_matrix(lp, k, ia, ja, ar);
   /* Interior point, as the artifact's ECOS: among tied optima it lands
    * inside the optimal face, spreading shares over the tied jobs, where
@@ -182,7 +186,11 @@ static int g_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
   struct gsched *s = malloc(sizeof *s * na);
   int *chosen = malloc(sizeof(int) * na);
   uint8_t *taken = calloc((size_t)rn->gpus, 1);
-  int rc = !x || !e || !s || !chosen || !taken ? STK_ENOMEM : g_solve(rn, p, active, na, x);
+  /* what is free comes from the resource model, every placement released
+   * (a type's GPUs when nothing else holds them) */
+  int freet[MAXT];
+  for (int t = 0; t < T; t++) freet[t] = stk__sim_res_free_type(rn->res, t);
+  int rc = !x || !e || !s || !chosen || !taken ? STK_ENOMEM : g_solve(rn, freet, active, na, x);
   if (rc) goto out;
   size_t ne = 0;
   for (int t = 0; t < T; t++)
@@ -198,7 +206,7 @@ static int g_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
     }
   qsort(e, ne, sizeof *e, cmp_ent);
   int left[MAXT];
-  for (int t = 0; t < T; t++) left[t] = p->tgpus[t];
+  for (int t = 0; t < T; t++) left[t] = freet[t];
   for (size_t k = 0; k < na; k++) chosen[k] = -1;
   for (size_t q = 0; q < ne; q++) {
     int t = e[q].t, n = rn->js[active[e[q].k]].spec->replicas;
@@ -216,6 +224,10 @@ static int g_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
     /* GPUs stand as the first virtual node of their machine: placements
      * differ by node, as the artifact compares them */
     int ptr = 0, gpn = (int)rn->types[t].gpus_per_node;
+    for (int m = 0; m < (int)rn->types[t].nodes; m++) /* a machine's GPUs in use: its last */
+      for (int z = stk__sim_res_free_machine(rn->res, p->first_vnode[t] + m * gpn / rn->gpn);
+           z < gpn; z++)
+        tk[m * gpn + z] = 1;
     for (size_t a = 0; a < ns;) {
       size_t b = a;
       while (b < ns && s[b].n == s[a].n) b++;

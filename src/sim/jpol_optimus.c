@@ -3,7 +3,8 @@
  * a time to the job whose remaining time (remaining iterations at its
  * fixed batch size times the true step time) falls most with one more
  * GPU. Jobs whose size did not change keep their GPUs; the others are
- * placed, smallest first, on the nodes with the most free GPUs. */
+ * placed, smallest first, by the run's resource model (whole GPUs: on the
+ * nodes with the most free GPUs). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,14 +85,13 @@ static int o_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
     o->gain[best] = gain_of(rn, o, best, left);
     left--;
   }
-  /* keep allocations of unchanged size; place the rest smallest first */
-  int free_gpus[STK__JOBS_MAX_NODES];
-  for (int n = 0; n < rn->nodes; n++) free_gpus[n] = rn->gpn;
+  /* keep allocations of unchanged size: the resource model holds them */
   for (size_t k = 0; k < na; k++) {
     size_t i = active[k];
     if (rn->new_n[i] != o->reps[i]) rn->new_n[i] = 0;
-    for (int g = 0; g < rn->new_n[i]; g++) free_gpus[rn->new_alloc[i][g]]--;
   }
+  int rc = rn->res->ops->hold(rn->res, rn->new_alloc, rn->new_n, active, na);
+  if (rc) return rc;
   /* stable sort of the active jobs by replicas */
   for (size_t k = 0; k < na; k++) o->order[k] = active[k];
   for (size_t k = 1; k < na; k++) {
@@ -105,7 +105,8 @@ static int o_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
   for (size_t k = 0; k < na; k++) {
     size_t i = o->order[k];
     if (o->reps[i] > 0 && rn->new_n[i] == 0) {
-      stk__jplace_most_free(free_gpus, rn->nodes, o->reps[i], rn->new_alloc[i]);
+      /* the sizes fit the usable GPUs, so a refusal is a fault */
+      if ((rc = rn->res->ops->place(rn->res, i, o->reps[i], rn->new_alloc[i]))) return rc;
       rn->new_n[i] = o->reps[i];
     }
   }

@@ -16,7 +16,9 @@
  * and then single GPUs from the largest jobs (every prefix of the path is
  * a candidate, so a restart paid once can buy many GPUs, and a job can
  * leave a node shared with a distributed job); and move one GPU between
- * two jobs on a node. It stops when no move improves the objective. */
+ * two jobs on a node. It stops when no move improves the objective. The
+ * GPUs it may use are those the run's resource model has free with every
+ * placement released; the engine has the model hold what it chose. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,7 +256,7 @@ static int commit_path(struct stk__jrun *rn, struct prun *p, const struct path *
 static double search(struct stk__jrun *rn, struct prun *p, size_t na) {
   int nodes = rn->nodes;
   memset(p->ndist, 0, sizeof p->ndist);
-  for (int n = 0; n < nodes; n++) p->freeg[n] = rn->gpn;
+  for (int n = 0; n < nodes; n++) p->freeg[n] = rn->res->free_gpus[n]; /* all released */
   /* the current allocation, repaired in priority order */
   for (size_t k = 0; k < na; k++) {
     struct pjob *q = &p->pj[k];
@@ -413,7 +415,7 @@ static int p_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
   if (fair < 1) fair = 1;
   p->fair = fair;
   memset(p->ndist, 0, sizeof p->ndist);
-  for (int n = 0; n < nodes; n++) p->freeg[n] = rn->gpn;
+  for (int n = 0; n < nodes; n++) p->freeg[n] = rn->res->free_gpus[n]; /* all released */
   for (size_t k = 0; k < na; k++) {
     struct pjob *q = &p->pj[k];
     struct stk__jstate *j = &rn->js[q->i];

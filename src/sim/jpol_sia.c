@@ -17,7 +17,9 @@
  * penalty); a job still paying its restart keeps its configuration. GPUs
  * per job: up to twice the most it has run on (over all types) and the
  * batch limit. Placement as the artifact's fast placer: per type, larger
- * jobs first, whole free nodes first, then GPUs round the nodes. */
+ * jobs first, whole free nodes first, then GPUs round the nodes. The GPUs
+ * free of each type and on each node are the run's resource model's with
+ * every placement released; the engine has the model hold what Sia chose. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +53,7 @@ struct smemo {
   int *pref; /* per job: the configuration it has (the exact solver's tie-break) */
   double *cost;
   int *pick;
+  int tgpus[MAXT]; /* GPUs free of each type */
   int valid;
 };
 
@@ -59,7 +62,7 @@ struct srun {
   int ncfg;
   int *prev;          /* per job: configuration index of last round, -1 none */
   double *g;          /* scratch: goodput per (job, config) */
-  int tgpus[MAXT], first_vnode[MAXT];
+  int first_vnode[MAXT];
   struct gcache **gc; /* per job, made on its first round */
   struct smemo memo;
   int glpk; /* 1: GLPK (sia-glpk), 0: the exact solver (sia) */
@@ -81,7 +84,6 @@ static int s_init_with(struct stk__jrun *rn, int glpk) {
    * whole nodes, up to the type's nodes */
   for (int t = 0; t < rn->ntypes; t++) {
     int g = (int)rn->types[t].gpus_per_node, nn = (int)rn->types[t].nodes;
-    p->tgpus[t] = g * nn;
     for (int k = 1; k < g; k *= 2) p->cfg[p->ncfg++] = (struct stk__sia_cfg){t, 1, k};
     for (int n = 1; n <= nn && n <= 16; n++) p->cfg[p->ncfg++] = (struct stk__sia_cfg){t, n, n * g};
   }
@@ -202,7 +204,7 @@ static void s_place(struct stk__jrun *rn, struct srun *p, int t, const size_t *j
                     const int *gpus, size_t nj) {
   int g = (int)rn->types[t].gpus_per_node, nn = (int)rn->types[t].nodes;
   int rem[STK__JOBS_MAX_NODES], node = 0;
-  for (int n = 0; n < nn; n++) rem[n] = g;
+  for (int n = 0; n < nn; n++) rem[n] = stk__sim_res_free_machine(rn->res, node_vnode(rn, p, t, n));
   for (size_t q = 0; q < nj; q++) {
     size_t i = jobs[q];
     int want = gpus[q], got = 0, full = want / g, id = node;
@@ -238,7 +240,8 @@ static void s_place(struct stk__jrun *rn, struct srun *p, int t, const size_t *j
 }
 
 static int memo_keep(struct smemo *m, const size_t *active, size_t na, int C, const int *hold,
-                     const int *pref, const double *cost, const int *pick) {
+                     const int *pref, const double *cost, const int *pick, const int *tgpus,
+                     int T) {
   m->valid = 0;
   if (na > m->cap) {
     size_t cap = na * 2;
@@ -261,6 +264,7 @@ static int memo_keep(struct smemo *m, const size_t *active, size_t na, int C, co
   memcpy(m->pick, pick, sizeof(int) * na);
   memcpy(m->pref, pref, sizeof(int) * na);
   memcpy(m->cost, cost, sizeof(double) * na * (size_t)C);
+  memcpy(m->tgpus, tgpus, sizeof(int) * (size_t)T);
   m->valid = 1;
   return 0;
 }
@@ -332,22 +336,27 @@ static int s_schedule(struct stk__jrun *rn, const size_t *active, size_t na) {
       g[k * (size_t)C + c] = A - LAMBDA_N;
     }
   }
+  /* the GPUs free of each type: the resource model's, every placement
+   * released (a type's GPUs when nothing else holds them) */
+  int tgpus[MAXT];
+  for (int t = 0; t < T; t++) tgpus[t] = stk__sim_res_free_type(rn->res, t);
   struct smemo *m = &p->memo;
-  if (m->valid && m->na == na && !memcmp(m->active, active, sizeof(size_t) * na) &&
+  if (m->valid && m->na == na && !memcmp(m->tgpus, tgpus, sizeof(int) * (size_t)T) &&
+      !memcmp(m->active, active, sizeof(size_t) * na) &&
       !memcmp(m->hold, hold, sizeof(int) * na) && !memcmp(m->pref, pref, sizeof(int) * na) &&
       !memcmp(m->cost, g, sizeof(double) * na * (size_t)C)) {
     memcpy(pick, m->pick, sizeof(int) * na);
   } else {
-    int ex = p->glpk ? -1 : stk__sia_exact(p->cfg, C, p->tgpus, T, na, g, hold, pref, pick,
+    int ex = p->glpk ? -1 : stk__sia_exact(p->cfg, C, tgpus, T, na, g, hold, pref, pick,
                                                   NULL, &p->ws);
     if (ex == STK_ENOMEM) {
       rc = ex;
       goto out;
     }
     /* GLPK when asked, or where the exact solver does not apply */
-    if (ex < 0 && (rc = stk__sia_solve(p->cfg, C, p->tgpus, T, na, g, hold, pick, NULL))) goto out;
-    if (stk__sia_checking) stk__sia_check_round(p->cfg, C, p->tgpus, T, na, g, hold, pref);
-    if ((rc = memo_keep(m, active, na, C, hold, pref, g, pick))) goto out;
+    if (ex < 0 && (rc = stk__sia_solve(p->cfg, C, tgpus, T, na, g, hold, pick, NULL))) goto out;
+    if (stk__sia_checking) stk__sia_check_round(p->cfg, C, tgpus, T, na, g, hold, pref);
+    if ((rc = memo_keep(m, active, na, C, hold, pref, g, pick, tgpus, T))) goto out;
   }
   for (size_t k = 0; k < na; k++) {
     p->prev[active[k]] = pick[k];

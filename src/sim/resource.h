@@ -5,9 +5,12 @@
  * placement is written as the job engine keeps it: one node index per
  * GPU.
  *
- * Three models exist:
+ * Four models exist:
  * - whole: a count of free GPUs per node; a job takes its GPUs one at a
  *   time from the node with the most free (the Pollux artifact's baselines);
+ * - hetero: the same on a cluster of GPU types, seen as virtual nodes of
+ *   gpn GPUs (an 8-GPU machine is two 4-GPU nodes); capacity is counted
+ *   per physical machine, and a placement stays on one type;
  * - pods: the placement replay's node state (state.c) with one of its
  *   policies (FGD, BestFit, ...). A job of up to a node's GPUs is one pod
  *   of whole GPUs on one node; a wider one takes whole nodes, plus one pod
@@ -26,12 +29,18 @@
 struct stk__sim_res;
 struct stk_sim_jobs;
 
+#define STK__SIM_RES_MAX_NODES 256 /* nodes a model counts on its stack */
+
 struct stk__sim_res_ops {
   const char *name;
   /* The placements that stand are exactly alloc[idx[k]], of n[idx[k]]
    * GPUs each (alloc[i][g]: node of GPU g), k < count; any other is
    * released. 0, or a negative code: out of memory, or placements the
-   * model cannot hold (a fault in the caller), with r->why saying which. */
+   * model cannot hold (a fault in the caller: more GPUs on a node than it
+   * has, a node that does not exist, a placement over two GPU types),
+   * with r->why saying which. Policies that choose their own placements
+   * (optimus, pollux, gavel, sia) have the job engine hold what they
+   * chose, so an impossible allocation ends the run with that reason. */
   int (*hold)(struct stk__sim_res *r, uint8_t *const *alloc, const int *n, const size_t *idx,
               size_t count);
   /* Choose and take want GPUs for job `job`: 0 with alloc filled,
@@ -48,17 +57,31 @@ struct stk__sim_res {
   int nodes, gpn;
   int *free_gpus; /* whole GPUs free per node, kept by every model */
   int unit;       /* capacity units per GPU: 1, or 7 compute slices on MIG */
+  /* hetero only (NULL elsewhere): each node's GPU type and physical
+   * machine (numbered across types; a machine's nodes are adjacent) */
+  int *type, *phys;
   void *impl;     /* the model's own state */
   char why[160];  /* hold's reason for a failure other than out of memory */
 };
 
 /* Whole GPUs on nodes x gpn. */
 int stk__sim_res_whole(struct stk__sim_res **out, int nodes, int gpn, char *errmsg);
+/* Whole GPUs on the virtual nodes of a cluster of GPU types: node v is
+ * of type vtype[v] on machine vphys[v]. */
+int stk__sim_res_hetero(struct stk__sim_res **out, int nodes, int gpn, const int *vtype,
+                        const int *vphys, char *errmsg);
 /* The placement replay's state with policy `policy` on nodes x gpn GPUs,
  * the jobs' sizes as its workload (for FGD's typical pods), ties broken by
  * a node order drawn from seed. STK_EINVAL names an unknown policy. */
 int stk__sim_res_pods(struct stk__sim_res **out, int nodes, int gpn, const struct stk_sim_jobs *J,
                       const char *policy, uint64_t seed, char *errmsg);
+/* The same from the GPUs each of n jobs asks for (want), source naming
+ * them in messages. The pods model knows no jobs: a placement of k whole
+ * GPUs is k / gpn node-wide pods and one of k mod gpn, and FGD's typical
+ * pods are those the asks cut into. stk__sim_res_pods (jobs_work.c) takes
+ * the asks through the jobs' workload models. */
+int stk__sim_res_pods_of(struct stk__sim_res **out, int nodes, int gpn, const int *want, size_t n,
+                         const char *source, const char *policy, uint64_t seed, char *errmsg);
 /* MIG instances on nodes x gpn GPUs (an A100 80 GB's geometry). spec is
  * "mig" or "mig:PROFILE", the profile a one-GPU job takes (default 2g).
  * STK_EINVAL names an unknown profile or jobs of measured applications. */
@@ -72,6 +95,14 @@ void stk__sim_res_free(struct stk__sim_res *r);
 static inline int stk__sim_res_units(const struct stk__sim_res *r, int want) {
   return r->ops->units ? r->ops->units(r, want) : want;
 }
+
+/* Release every placement: a policy that replans every GPU each round
+ * (optimus, pollux, gavel, sia) then reads what is free from the model. */
+int stk__sim_res_release_all(struct stk__sim_res *r);
+/* Whole GPUs free of type t (every node when the model has no types). */
+int stk__sim_res_free_type(const struct stk__sim_res *r, int t);
+/* Whole GPUs free on node v's machine (node v alone without types). */
+int stk__sim_res_free_machine(const struct stk__sim_res *r, int v);
 
 /* Give `want` GPUs, one node at a time from the node with the most free
  * GPUs (ties to the lowest index), as the artifact's baselines; free_gpus

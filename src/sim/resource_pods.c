@@ -1,10 +1,10 @@
 /* The pods resource model: the placement replay's node state (state.c)
  * and one of its policies, under the job engine. Each node is a node of
  * gpn whole GPUs of one model ("gpu") with CPU and memory the pods never
- * ask for. A job's GPUs become pods of whole GPUs: one pod when the job
- * fits a node, else whole nodes plus one pod for the rest. The pods'
- * sizes over the job list are the workload FGD measures fragmentation
- * against. One state lives through the run (its node order, score caches
+ * ask for. A placement's whole GPUs become pods: one pod when it fits a
+ * node, else whole nodes plus one pod for the rest. The pods the jobs'
+ * asks cut into (given by the caller; the model knows no jobs) are the
+ * workload FGD measures fragmentation against. One state lives through the run (its node order, score caches
  * and random stream), and hold changes only the pods that changed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,22 +193,23 @@ static struct stk_sim_cluster *make_cluster(int nodes, int gpn) {
   return c;
 }
 
-/* The jobs' pods as the workload; every size 1..gpn has a kind. */
-static int make_workload(struct pods *P, int gpn, const struct stk_sim_jobs *J, char *errmsg) {
+/* The asks' pods as the workload; every size 1..gpn has a kind. */
+static int make_workload(struct pods *P, int gpn, const int *want, size_t n, const char *source,
+                         char *errmsg) {
   struct stk__sim_builder *b = NULL;
   P->w = calloc(1, sizeof *P->w);
   if (!P->w || stk__sim_builder_new(&b, P->w, P->c))
     return stk__errf(errmsg, STK_ENOMEM, "out of memory");
   uint64_t count[STK__JOBS_MAX_GPN + 1] = {0};
-  for (size_t i = 0; i < J->n; i++) {
-    int k = J->job[i].replicas;
+  for (size_t i = 0; i < n; i++) {
+    int k = want[i];
     if (k <= 0) continue;
     count[gpn] += (uint64_t)(k / gpn);
     if (k % gpn) count[k % gpn]++;
   }
   int rc = 0;
   for (int s = 1; s <= gpn && rc >= 0; s++) {
-    rc = stk__sim_builder_add(b, 0, 0, s, STK__SIM_MILLI, "", count[s], errmsg, J->path);
+    rc = stk__sim_builder_add(b, 0, 0, s, STK__SIM_MILLI, "", count[s], errmsg, source);
     if (rc >= 0) P->kind_of[s] = (uint32_t)rc;
   }
   stk__sim_builder_free(b);
@@ -217,8 +218,8 @@ static int make_workload(struct pods *P, int gpn, const struct stk_sim_jobs *J, 
   return 0;
 }
 
-int stk__sim_res_pods(struct stk__sim_res **out, int nodes, int gpn, const struct stk_sim_jobs *J,
-                      const char *policy, uint64_t seed, char *errmsg) {
+int stk__sim_res_pods_of(struct stk__sim_res **out, int nodes, int gpn, const int *want, size_t n,
+                         const char *source, const char *policy, uint64_t seed, char *errmsg) {
   *out = NULL;
   const struct stk_sim_policy_ops *pol = stk__sim_policy_get(policy);
   if (!pol)
@@ -241,7 +242,7 @@ int stk__sim_res_pods(struct stk__sim_res **out, int nodes, int gpn, const struc
     rc = stk__errf(errmsg, STK_ENOMEM, "out of memory");
     goto fail;
   }
-  if ((rc = make_workload(P, gpn, J, errmsg))) goto fail;
+  if ((rc = make_workload(P, gpn, want, n, source, errmsg))) goto fail;
   if ((rc = stk__sim_state_init_trees(&P->st, P->c, P->w, pol, seed, 0))) {
     stk__errf(errmsg, rc, "out of memory");
     goto fail;
