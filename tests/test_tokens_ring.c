@@ -4,7 +4,9 @@
  * batches, one at a time or several, still gets every batch in order.
  * Every window arrives once an epoch, with its loss mask whole even where
  * the consumer wrote over the mask of the batch whose buffer it reuses
- * (Megatron edits loss_mask in place). */
+ * (Megatron edits loss_mask in place). The workers make the jobs (a token
+ * loader has no reader thread) within the memory cap, and a loader closes
+ * while they do. */
 #include <string.h>
 
 #include "stoker/stoker.h"
@@ -138,6 +140,53 @@ TEST(tokens_ring_consumer_keeps_batches) {
                                                  c, (unsigned long long)k, seen[k]);
     stk_loader_close(l);
     free(seen);
+  }
+  stk_tokens_close(t);
+}
+
+/* A token loader's workers make its jobs themselves (no reader thread):
+ * under a memory cap of a few batch buffers (4 KiB each here) a job waits
+ * for a release, and the cap holds; with fewer ring places than workers
+ * a job is split between them. Every window once an epoch, in order. */
+TEST(tokens_ring_workers_make_jobs_within_the_cap) {
+  struct stk_tokens *t = open_corpus();
+  uint64_t nwin = stk_tokens_num_windows(t);
+  static const struct {
+    uint32_t threads, prefetch, keep, cap_bufs;
+  } cases[] = {{2, 0, 1, 2}, {2, 0, 2, 3}, {3, 0, 1, 2}, {4, 1, 1, 2}, {2, 1, 1, 3}, {6, 0, 3, 4}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    struct stk_loader_opts lo;
+    stk_loader_opts_init(&lo);
+    lo.batch_size = 3;
+    lo.threads = cases[c].threads;
+    lo.epochs = 2;
+    lo.prefetch = cases[c].prefetch;
+    lo.prefetch_max = cases[c].prefetch;
+    lo.mem_cap = (uint64_t)cases[c].cap_bufs * 4096;
+    struct stk_loader *l = NULL;
+    char err[STK_ERRMSG_MAX] = "";
+    CHECK_MSG(stk_loader_open_tokens(&l, t, &lo, err) == 0, "case %zu: %s", c, err);
+    uint8_t *seen = calloc(nwin, 1);
+    drain_keeping(l, cases[c].keep, 1, seen, nwin);
+    for (uint64_t k = 0; k < nwin; k++) CHECK_MSG(seen[k] == 2, "case %zu window %llu seen %u",
+                                                 c, (unsigned long long)k, seen[k]);
+    struct stk_loader_stats st;
+    stk_loader_stats(l, &st);
+    CHECK_MSG(st.mem_peak <= lo.mem_cap, "case %zu: peak %llu bytes under a cap of %llu", c,
+              (unsigned long long)st.mem_peak, (unsigned long long)lo.mem_cap);
+    CHECK_EQ(st.mem_over_cap, 0);
+    stk_loader_close(l);
+    free(seen);
+  }
+  /* Closed while its workers make and fill jobs. */
+  for (uint32_t taken = 0; taken < 6; taken++) {
+    struct stk_loader *l = open_loader(t, 0, 0, 1000);
+    for (uint32_t i = 0; i < taken; i++) {
+      struct stk_batch *b;
+      CHECK_OK(stk_loader_next(l, &b));
+      stk_batch_release(l, b);
+    }
+    stk_loader_close(l);
   }
   stk_tokens_close(t);
 }

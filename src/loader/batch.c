@@ -128,8 +128,11 @@ void stk__ring_put(struct stk_loader *l, struct job *j) {
   ctr_add(&l->st[STK_STAGE_BATCH].bytes, bytes);
   pthread_mutex_lock(&l->mu);
   l->ready[j->seq % l->maxjobs] = j;
-  pthread_cond_broadcast(&l->cv_ready);
+  /* The consumer waits only for the next batch in order; woken after the
+   * unlock, so that it does not wake only to wait for the mutex. */
+  int wake = l->ready_waiters && j->seq == l->next_seq;
   pthread_mutex_unlock(&l->mu);
+  if (wake) pthread_cond_broadcast(&l->cv_ready);
 }
 
 void stk_batch_release(struct stk_loader *l, struct stk_batch *b) {
@@ -140,8 +143,9 @@ void stk_batch_release(struct stk_loader *l, struct stk_batch *b) {
   l->free_jobs = j;
   l->outstanding--;
   l->releases++;
-  pthread_cond_signal(&l->cv_free);
   pthread_mutex_unlock(&l->mu);
+  /* The reader, or for a token loader a worker, may wait for this place. */
+  pthread_cond_signal(l->self_fill ? &l->cv_task : &l->cv_free);
 }
 
 int stk_batch_tokens(const struct stk_loader *l, const struct stk_batch *b,

@@ -203,7 +203,10 @@ int stk__job_memory(struct stk_loader *l, struct job *j, uint64_t raw, uint64_t 
   /* Our own old buffers are freed before the new ones count. */
   if (raw > j->raw_cap) buf_drop(l, &j->raw, &j->raw_cap);
   if (out > j->out_cap) buf_drop(l, &j->out, &j->out_cap);
-  if (!l->rd.maps) rc = stk__buf_reserve(l, &j->raw, &j->raw_cap, raw ? raw : 1);
+  /* A token batch is written straight into out: no staging buffer (one
+   * used to be made and left out of the cap's check). */
+  if (!l->rd.maps && (raw || !l->tok))
+    rc = stk__buf_reserve(l, &j->raw, &j->raw_cap, raw ? raw : 1);
   if (!rc && out) rc = stk__buf_reserve(l, &j->out, &j->out_cap, out);
   if (rc == STK_ENOMEM && alloc_failed_wait(l, forced)) return STK_EAGAIN;
   if (rc) {

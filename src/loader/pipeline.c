@@ -126,6 +126,7 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
     l->o.io_engine = "pread";
     l->o.direct = 0;
     l->fixed_out = stk__tokens_row_bytes(tok);
+    l->self_fill = 1; /* no reads: the workers make the jobs (stk__reader_step) */
   }
   pthread_mutex_init(&l->mu, NULL);
   pthread_mutex_init(&l->skip_mu, NULL);
@@ -231,7 +232,9 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
   uint32_t started = 0;
   for (; started < l->nworkers; started++)
     if (pthread_create(&l->workers[started], NULL, stk__worker_main, l) != 0) break;
-  if (started < l->nworkers || pthread_create(&l->rd.thread, NULL, stk__reader_main, l) != 0) {
+  if (started < l->nworkers ||
+      (!l->self_fill && pthread_create(&l->rd.thread, NULL, stk__reader_main, l) != 0)) {
+    atomic_store(&l->cancel, 1); /* workers that make jobs make no more */
     pthread_mutex_lock(&l->mu);
     l->stop_workers = 1;
     pthread_cond_broadcast(&l->cv_task);
@@ -245,7 +248,7 @@ static int loader_open(struct stk_loader **out, struct stk_dataset *ds, struct s
   /* Named for `top -H` and for benches that split the CPU time by thread
    * (bench/tokens.c); a name that cannot be set changes nothing else. */
   for (uint32_t i = 0; i < started; i++) pthread_setname_np(l->workers[i], "stk-decode");
-  pthread_setname_np(l->rd.thread, "stk-read");
+  if (!l->self_fill) pthread_setname_np(l->rd.thread, "stk-read");
   l->pub = stk__publish_open(stk_dataset_location(ds));
   *out = l;
   return 0;
@@ -273,7 +276,7 @@ static void maybe_grow(struct stk_loader *l, uint64_t wait_ns) {
   if ((uint64_t)(l->depth + 3) * atomic_load(&l->max_job_bytes) > l->o.mem_cap) return;
   l->depth++;
   if (l->depth > l->depth_max_seen) l->depth_max_seen = l->depth;
-  pthread_cond_signal(&l->cv_free);
+  pthread_cond_signal(l->self_fill ? &l->cv_task : &l->cv_free);
 }
 
 static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
@@ -312,7 +315,7 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
     if (l->next_seq - l->releases >= (uint64_t)l->depth + 2 && l->depth < l->o.prefetch_max) {
       l->depth++;
       if (l->depth > l->depth_max_seen) l->depth_max_seen = l->depth;
-      pthread_cond_signal(&l->cv_free);
+      pthread_cond_signal(l->self_fill ? &l->cv_task : &l->cv_free);
     }
     if (!block) {
       pthread_mutex_unlock(&l->mu);
@@ -325,7 +328,7 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
     if (waited && l->mem_wait_on && l->mem_wait_seq == l->next_seq && !l->mem_force &&
         stk_now_ns() - t0 > 100000000) {
       l->mem_force = 1;
-      pthread_cond_broadcast(&l->cv_free);
+      pthread_cond_broadcast(l->self_fill ? &l->cv_task : &l->cv_free);
     }
     waited = 1;
     /* Timed, so that a cancel from a signal handler is seen promptly. */
@@ -336,7 +339,9 @@ static int next_batch(struct stk_loader *l, struct stk_batch **out, int block) {
       ts.tv_sec++;
       ts.tv_nsec -= 1000000000;
     }
+    l->ready_waiters++;
     pthread_cond_timedwait(&l->cv_ready, &l->mu, &ts);
+    l->ready_waiters--;
   }
   int job_failed = 0;
   if (j) {
@@ -401,7 +406,7 @@ void stk_loader_close(struct stk_loader *l) {
   pthread_mutex_lock(&l->mu);
   pthread_cond_broadcast(&l->cv_free);
   pthread_mutex_unlock(&l->mu);
-  pthread_join(l->rd.thread, NULL);
+  if (!l->self_fill) pthread_join(l->rd.thread, NULL);
   stk__lookahead_stop(l->la);
   stk__tok_lookahead_stop(l->tla);
   /* Let the workers finish the tasks already queued: they write into job

@@ -3,7 +3,9 @@
  * workers (workers.c) parses and decodes each sample into its batch's
  * buffer, and finished batches (batch.c) wait in a ring that hands them to
  * the consumer in sequence order (pipeline.c). Job buffers and the memory
- * cap are memory.c's.
+ * cap are memory.c's. A token loader reads nothing, so it runs no reader
+ * thread: its workers make their jobs with the reader's code
+ * (stk__reader_step).
  *
  * A "job" is one batch on its way: it owns the sample slots, the read
  * staging buffer and the output buffer, and is recycled after release, so
@@ -102,6 +104,7 @@ struct reader {
   uint64_t epoch_batches; /* batches this epoch has given */
   int epoch_whole;        /* this epoch began at its first sample (not resumed) */
   int sampler_eof;
+  int eof;             /* no job is left to make (stk__reader_step) */
   struct fdent fds[FD_CACHE];
   uint64_t fd_clock;
   uint64_t inflight_bytes;
@@ -136,6 +139,12 @@ struct stk_loader {
   uint64_t outstanding;
   uint32_t depth;
   int reader_done;    /* no more jobs will be made */
+  /* A token loader has nothing to read: no reader thread runs, and a
+   * worker that needs a job makes it (stk__reader_step), one worker at a
+   * time (rd_busy). */
+  int self_fill, rd_busy;
+  int room_waiter;    /* a worker waits for a ring place (counted as reader_idle_ns) */
+  uint32_t ready_waiters; /* consumers asleep on cv_ready */
   int failed;         /* a job failed in fail mode: stop */
   atomic_int cancel;
   struct task *tasks; /* circular task queue */
@@ -219,6 +228,12 @@ void *stk__worker_main(void *arg);
 /* ---- reader.c: the reader thread ---------------------------------------- */
 
 void *stk__reader_main(void *arg);
+/* A token loader's worker, as the reader (l->rd_busy set, l->mu not
+ * held): make the next job and queue its tasks, or wait for memory (then
+ * retried by a later call). */
+void stk__reader_step(struct stk_loader *l);
+/* Under l->mu: whether stk__reader_step could make a job now. */
+int stk__reader_can_step(struct stk_loader *l);
 /* Close the reader's descriptors, engine and sampler (after its thread
  * ended, or when it never started). */
 void stk__reader_free(struct stk_loader *l);

@@ -427,6 +427,27 @@ static void read_failed(struct stk_loader *l, struct job *j, struct stk_io_req *
   }
 }
 
+/* Hand jobs whose reads are done to the decoders, oldest first. */
+static void hand_over(struct stk_loader *l) {
+  uint32_t w = 0;
+  for (uint32_t r = 0; r < l->rd.nreading; r++) {
+    struct job *j = l->rd.reading[r];
+    if (j->reads_pending == 0 && j->reqs_next == j->nreqs) {
+      uint64_t bytes = 0;
+      for (uint32_t i = 0; i < j->n; i++) bytes += j->slots[i].len;
+      ctr_add(&l->st[STK_STAGE_READ].items, j->n);
+      ctr_add(&l->st[STK_STAGE_READ].bytes, bytes);
+      if (j->n == 0 || j->err)
+        stk__ring_put(l, j);
+      else
+        stk__push_tasks(l, j);
+    } else {
+      l->rd.reading[w++] = j;
+    }
+  }
+  l->rd.nreading = w;
+}
+
 static void reap_some(struct stk_loader *l, int block) {
   struct stk_io_req *done[64];
   int n = l->rd.io_ops->reap(l->rd.io, done, 64, block);
@@ -447,24 +468,7 @@ static void reap_some(struct stk_loader *l, int block) {
     if (q->res) read_failed(l, j, q);
     j->reads_pending--;
   }
-  /* Hand finished jobs to the decoders, oldest first. */
-  uint32_t w = 0;
-  for (uint32_t r = 0; r < l->rd.nreading; r++) {
-    struct job *j = l->rd.reading[r];
-    if (j->reads_pending == 0 && j->reqs_next == j->nreqs) {
-      uint64_t bytes = 0;
-      for (uint32_t i = 0; i < j->n; i++) bytes += j->slots[i].len;
-      ctr_add(&l->st[STK_STAGE_READ].items, j->n);
-      ctr_add(&l->st[STK_STAGE_READ].bytes, bytes);
-      if (j->n == 0 || j->err)
-        stk__ring_put(l, j);
-      else
-        stk__push_tasks(l, j);
-    } else {
-      l->rd.reading[w++] = j;
-    }
-  }
-  l->rd.nreading = w;
+  hand_over(l);
 }
 
 /* Plan a filled job's reads and put it in its read phase, or leave it in
@@ -575,6 +579,45 @@ void *stk__reader_main(void *arg) {
   pthread_cond_broadcast(&l->cv_ready);
   pthread_mutex_unlock(&l->mu);
   return NULL;
+}
+
+/* ---- a token loader's reader, run by its workers ------------------------ */
+
+/* A token window needs no read, so a token loader runs no reader thread:
+ * the thread hop cost a wake-up of the reader per released batch and
+ * another of a worker per job made (docs/internals/tokens_t3.md, seventh
+ * pass). A worker with no task makes the next job itself, as the reader
+ * would have (the same sampler, memory cap and order), one worker at a
+ * time. */
+int stk__reader_can_step(struct stk_loader *l) {
+  if (l->reader_done || l->failed || l->rd_busy || l->stop_workers || atomic_load(&l->cancel))
+    return 0;
+  if (l->mem_wait_on) return l->releases != l->mem_wait_rel || l->mem_force;
+  return l->outstanding < (uint64_t)l->depth + 2;
+}
+
+void stk__reader_step(struct stk_loader *l) {
+  uint64_t t0 = stk_now_ns();
+  if (l->rd.mem_wait) plan_or_wait(l, l->rd.mem_wait);
+  if (!l->rd.eof && !l->rd.mem_wait && !atomic_load(&l->cancel)) {
+    struct job *j = try_get_job(l);
+    if (j && start_job(l, j) == STK_EOF) {
+      pthread_mutex_lock(&l->mu);
+      j->next = l->free_jobs;
+      l->free_jobs = j;
+      l->outstanding--;
+      pthread_mutex_unlock(&l->mu);
+      l->rd.eof = 1;
+    }
+  }
+  hand_over(l);
+  ctr_add(&l->st[STK_STAGE_READ].busy_ns, stk_now_ns() - t0);
+  if (l->rd.eof && !l->rd.mem_wait) {
+    pthread_mutex_lock(&l->mu);
+    l->reader_done = 1;
+    pthread_cond_broadcast(&l->cv_ready);
+    pthread_mutex_unlock(&l->mu);
+  }
 }
 
 void stk__reader_free(struct stk_loader *l) {

@@ -3,7 +3,8 @@
  * thread already did) and decodes them into the batch's buffer, or finds
  * their bytes in place; a batch that needs its samples copied out of the
  * read buffer gets a second, copy phase. The last task of a job hands it
- * to the ring (batch.c). */
+ * to the ring (batch.c). A token loader's worker with no task makes the
+ * next job itself (stk__reader_step): there is no reader thread to wake. */
 #include <stdio.h>
 #include <string.h>
 
@@ -19,17 +20,22 @@ void stk__push_tasks(struct stk_loader *l, struct job *j) {
   /* Two tasks per worker balance decodes of uneven cost; token windows
    * cost the same, and a task of more windows lets each worker plan
    * more of its next windows ahead (do_sample). */
+  pthread_mutex_lock(&l->mu);
   uint32_t chunks = STK__MIN(j->n, l->nworkers * (l->tok ? 1 : 2));
+  /* A token loader's workers each make their own jobs: a job is split only
+   * where the ring holds fewer jobs than there are workers, so that a
+   * batch is made on one core and handed over once. */
+  if (l->self_fill)
+    chunks = STK__MIN(j->n, (l->nworkers + l->depth - 1) / l->depth);
   if (chunks == 0) chunks = 1;
   atomic_store(&j->tasks_pending, chunks);
-  pthread_mutex_lock(&l->mu);
   for (uint32_t c = 0; c < chunks; c++) {
     uint32_t b = (uint32_t)((uint64_t)j->n * c / chunks), e = (uint32_t)((uint64_t)j->n * (c + 1) / chunks);
     l->tasks[(l->task_head + l->task_len) % l->tasks_cap] = (struct task){j, b, e};
     l->task_len++;
   }
-  pthread_cond_broadcast(&l->cv_task);
   pthread_mutex_unlock(&l->mu);
+  pthread_cond_broadcast(&l->cv_task);
 }
 
 static const struct stk_field *pick_field(const struct stk_loader *l, const struct stk_sample *smp) {
@@ -184,11 +190,22 @@ static void finish_phase1(struct stk_loader *l, struct job *j) {
   stk__push_tasks(l, j);
 }
 
+/* Under l->mu: make the next job as the reader (stk__reader_step). */
+static void run_step(struct stk_loader *l) {
+  l->rd_busy = 1;
+  pthread_mutex_unlock(&l->mu);
+  stk__reader_step(l);
+  pthread_mutex_lock(&l->mu);
+  l->rd_busy = 0;
+}
+
 /* Takes the queued task at the head when it is a token job's first
- * phase (the same kind as the one being run); 1 when it did. */
+ * phase (the same kind as the one being run), making the next job first
+ * where the workers make them; 1 when it did. */
 static int claim_next(struct stk_loader *l, struct task *out) {
   int got = 0;
   pthread_mutex_lock(&l->mu);
+  if (l->self_fill && !l->task_len && stk__reader_can_step(l)) run_step(l);
   if (l->task_len && l->tasks[l->task_head].job->phase != 2) {
     *out = l->tasks[l->task_head];
     l->task_head = (l->task_head + 1) % l->tasks_cap;
@@ -213,7 +230,22 @@ void *stk__worker_main(void *arg) {
       have_next = 0;
     } else {
       uint64_t t0 = stk_now_ns();
-      while (!l->task_len && !l->stop_workers) pthread_cond_wait(&l->cv_task, &l->mu);
+      while (!l->task_len && !l->stop_workers) {
+        if (l->self_fill && stk__reader_can_step(l)) {
+          run_step(l);
+          continue;
+        }
+        /* A full ring idles the reader's part: what maybe_grow weighs. */
+        int room = l->self_fill && !l->room_waiter && !l->reader_done && !l->mem_wait_on &&
+                   l->outstanding >= (uint64_t)l->depth + 2;
+        uint64_t w0 = room ? stk_now_ns() : 0;
+        l->room_waiter |= room;
+        pthread_cond_wait(&l->cv_task, &l->mu);
+        if (room) {
+          l->room_waiter = 0;
+          atomic_fetch_add(&l->reader_idle_ns, stk_now_ns() - w0);
+        }
+      }
       ctr_add(&l->st[STK_STAGE_DECODE].wait_in_ns, stk_now_ns() - t0);
       if (!l->task_len) break;
       t = l->tasks[l->task_head];
