@@ -36,6 +36,18 @@ rank, so one thread makes every call and the seconds add up. Each run
 starts after a sync, so neither inherits the other's dirty pages; the
 dirty bytes left before it are printed with the round.
 
+Each run also starts --settle seconds (default 10) after the last run's
+checkpoint files were deleted. On a VM whose balloon driver reports free
+memory to its host (virtio free page reporting, 2 MiB blocks a couple of
+seconds after they are freed; the header line says whether this kernel
+does), the host drops the memory it is told of, and the guest's next touch
+of it is several times slower (here a write() into the page cache ran at
+0.25-0.34 GiB/s where it had run at 0.85-1.7 just after another process
+freed the memory). A save in a training job lands on memory free long
+since; DLIO starts 15 s after its launch, stoker in about 3, so without
+the wait stoker's page-cache writes landed on the gigabytes the last run
+had just freed and DLIO's did not.
+
 --crc-split times torch.save's own work alone (llama_7b_small's state into
 a writer that discards the bytes, with and without torch's CRC32 per
 record), in DLIO's Python.
@@ -238,8 +250,7 @@ def py_write(venv, work, rounds):
     res = {k: [] for k, _ in cmds}
     for rnd in range(rounds):
         for k, cmd in cmds:
-            shutil.rmtree(ck, ignore_errors=True)
-            os.sync()
+            fresh(ck)
             sh(traced(cmd, tr), tr + ".log", work)
             w = io_calls(tr, ck)["write"]
             res[k].append(w[0] / w[1] / 2**30 if w[1] > 0 else float("nan"))
@@ -251,6 +262,38 @@ def py_write(venv, work, rounds):
     print("GiB/s inside the write calls, 2 x 499,153,191 B into the page cache (medians of %d rounds):" % rounds)
     for k, v in res.items():
         print("  %-30s %.3f" % (k, statistics.median(v)))
+
+
+SETTLE = 10.0  # seconds, --settle
+
+
+def reporting():
+    """Whether this kernel hands free memory back to its host (virtio-balloon
+    free page reporting), and in blocks of which order."""
+    try:
+        order = int(open("/sys/module/page_reporting/parameters/page_reporting_order").read())
+    except (OSError, ValueError):
+        return None
+    for d in os.listdir("/sys/bus/virtio/devices") if os.path.isdir("/sys/bus/virtio/devices") else []:
+        try:
+            dev = open("/sys/bus/virtio/devices/%s/device" % d).read().strip()
+            feat = open("/sys/bus/virtio/devices/%s/features" % d).read().strip()
+        except OSError:
+            continue
+        if dev == "0x0005" and len(feat) > 5 and feat[5] == "1":  # balloon, VIRTIO_BALLOON_F_REPORTING
+            return order
+    return None
+
+
+def fresh(ck):
+    """Each tool's run starts from the same memory: the last run's
+    checkpoint files deleted, the dirty pages synced, then SETTLE seconds
+    so that the memory those files held is free long enough for the kernel
+    to report it to the host, as memory freed long before a save is (see
+    the module's docstring)."""
+    shutil.rmtree(ck, ignore_errors=True)
+    os.sync()
+    time.sleep(SETTLE)
 
 
 def sh(cmd, log, cwd):
@@ -290,8 +333,7 @@ def resident(d):
 
 
 def dlio_run(venv, work, name, rnd, trace):
-    shutil.rmtree(os.path.join(work, "ck"), ignore_errors=True)
-    os.sync()
+    fresh(os.path.join(work, "ck"))
     avail, dirt = mem_available(), dirty()
     out = os.path.join(work, "dlio-out-%s-%d" % (name, rnd))
     tr = out + ".strace" if trace else None
@@ -323,8 +365,7 @@ def dlio_run(venv, work, name, rnd, trace):
 
 
 def stoker_run(work, name, rnd, trace, io):
-    shutil.rmtree(os.path.join(work, "ck"), ignore_errors=True)
-    os.sync()
+    fresh(os.path.join(work, "ck"))
     avail, dirt = mem_available(), dirty()
     js = os.path.join(work, "stoker-%s-%s-%d.json" % (io, name, rnd))
     cfg = os.path.join(work, "cfg", "workload", name + ".yaml")
@@ -353,6 +394,7 @@ def stoker_run(work, name, rnd, trace, io):
 
 
 def main():
+    global SETTLE
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", default="/tmp/stoker-k5", help="scratch folder (checkpoints, configs)")
@@ -362,9 +404,13 @@ def main():
     ap.add_argument("--py-write", action="store_true",
                     help="only time Python's write() of a 499 MB buffer with and without torch imported, "
                          "beside stoker's torch mode")
+    ap.add_argument("--settle", type=float, default=SETTLE,
+                    help="seconds between deleting the last run's checkpoints and starting the next "
+                         "tool (default %(default)s; see the docstring)")
     ap.add_argument("--no-strace", action="store_true",
                     help="run both tools untraced (their own figures only, no storage part)")
     a = ap.parse_args()
+    SETTLE = a.settle
     venv = os.environ.get("DLIO_VENV", "/tmp/dlio-venv")
     if not os.path.exists(os.path.join(venv, "bin", "dlio_benchmark")):
         # like an anchor that cannot run: one line saying why, and the
@@ -402,8 +448,10 @@ def main():
             "workload=unet3d_small", "++workload.workflow.generate_data=True",
             "++workload.workflow.train=False", "++hydra.run.dir=" + os.path.join(work, "gen")],
            os.path.join(work, "gen.log"), work)
-    print("load average before: %s; strace %s" % (open("/proc/loadavg").read().split()[:3],
-                                                 "on (both tools)" if trace else "off"))
+    order = reporting()
+    print("load average before: %s; strace %s; free page reporting to the host: %s; %g s settle "
+          "before each run" % (open("/proc/loadavg").read().split()[:3], "on (both tools)" if trace else "off",
+                               "on, blocks of order %d" % order if order is not None else "off", SETTLE))
     rows = [("bytes", "B per checkpoint"), ("written_per_ckpt", "B written per checkpoint"),
             ("save", "save GiB/s, as reported"), ("save_calls", "save GiB/s in write calls"),
             ("save_outside_s", "save s/ckpt outside them"), ("fsync_s", "fsync s per checkpoint"),

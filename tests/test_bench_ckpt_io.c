@@ -3,6 +3,8 @@
  * same bytes per checkpoint as the default writer, the files read back,
  * torch's zip CRC-32, and refused values. */
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -139,6 +141,43 @@ TEST(bench_ckpt_io_torch_write_read) {
   close(fd);
   free(back);
   free(state);
+}
+
+/* The torch mode's state and load buffers are held as torch holds a
+ * tensor: 64-byte aligned, and not advised for transparent huge pages
+ * (no "hg" in the mapping's VmFlags), as a torch.rand tensor's mapping
+ * in DLIO's process is not. */
+TEST(bench_ckpt_io_torch_alloc_as_torch) {
+  uint64_t n = 64ull << 20;
+  char *p = stk__ckpt_torch_alloc(n);
+  CHECK(p != NULL);
+  CHECK_EQ((uintptr_t)p % 64, 0);
+  memset(p, 1, (size_t)n);
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) {
+    free(p);
+    SKIP("no /proc/self/smaps");
+  }
+  char line[512];
+  int in = 0, seen = 0, advised = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+      continue;
+    }
+    if (in && !strncmp(line, "VmFlags:", 8)) {
+      seen = 1;
+      advised = strstr(line, " hg") != NULL;
+    }
+  }
+  fclose(f);
+  free(p);
+  CHECK_MSG(seen, "no VmFlags line for the state's mapping");
+  CHECK_MSG(!advised, "the state's mapping is advised for huge pages; torch's is not");
+  void *z = stk__ckpt_torch_alloc(0); /* an empty tensor still has an address */
+  CHECK(z != NULL);
+  free(z);
 }
 
 /* A 4-rank checkpoint-only run in each mode: the same files with the same

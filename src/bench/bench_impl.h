@@ -64,6 +64,10 @@ int stk__ckpt_file_tensors(const struct stk_workload *w, uint32_t ranks, uint32_
  * 0 or an errno. */
 int stk__ckpt_torch_write(int fd, const uint64_t *t, size_t nt, const char *state, uint32_t *crcs);
 int stk__ckpt_torch_read(int fd, const uint64_t *t, size_t nt, uint64_t *got);
+/* n bytes as torch's CPU allocator holds a tensor: posix_memalign at 64
+ * bytes, no madvise (small pages where THP is "madvise"); free() it.
+ * NULL when out of memory. */
+void *stk__ckpt_torch_alloc(uint64_t n);
 /* The zip CRC-32 as PyTorch's zip writer computes it (slicing by 16). */
 uint32_t stk__ckpt_torch_crc32(uint32_t crc, const void *data, size_t len);
 

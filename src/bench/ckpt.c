@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -53,7 +52,6 @@ struct stk__ckpt {
   int nmade;
   double last_s; /* the last save's or load's time */
   char *state;   /* --checkpoint-io torch: every job's tensors, f.bytes each */
-  size_t state_len; /* its mapping's bytes */
   uint32_t crcs; /* the torch writer's CRCs, kept so that they are computed */
 };
 
@@ -310,18 +308,11 @@ static int torch_state(struct stk__ckpt *c, const struct stk_bench_opts *o, char
                      stk_fmt_bytes((uint64_t)need, b1, sizeof b1),
                      stk_fmt_bytes((uint64_t)limit, b2, sizeof b2), c->info->scale);
   }
-  /* Anonymous memory advised for huge pages, as torch's and NumPy's large
-   * buffers are: the first write() from such memory is several times
-   * slower than from small pages here, and DLIO's saves pay it
-   * (docs/bench.md, K5). */
-  c->state_len = total ? total : 1;
-  c->state = mmap(NULL, c->state_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (c->state == MAP_FAILED) {
-    c->state = NULL;
+  /* Held as torch holds a tensor (stk__ckpt_torch_alloc): small pages,
+   * no huge-page advice. */
+  if (!(c->state = stk__ckpt_torch_alloc(total)))
     return stk__errf(err, STK_ENOMEM, "out of memory for the checkpoint's state (%llu B)",
                      (unsigned long long)total);
-  }
-  (void)madvise(c->state, c->state_len, MADV_HUGEPAGE);
   struct stk_rng rng;
   stk_rng_seed(&rng, 0x70c4 ^ o->rank);
   for (uint64_t i = 0; i + 8 <= total; i += 8) {
@@ -498,7 +489,7 @@ void stk__ckpt_close(struct stk__ckpt *c) {
   for (uint32_t t = 0; c->buf && t < c->threads; t++) free(c->buf[t]);
   free(c->buf);
   for (size_t j = 0; c->jobs && j < c->njobs; j++) free(c->jobs[j].t);
-  if (c->state) munmap(c->state, c->state_len);
+  free(c->state);
   free(c->jobs);
   free(c->rank_start);
   free(c->ids);

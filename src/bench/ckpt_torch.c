@@ -11,6 +11,11 @@
  * torch.load: each record read in one read() into newly allocated memory,
  * no CRC check, the state dropped once the file is read.
  *
+ * The state lies in memory allocated as torch's CPU allocator allocates a
+ * tensor (stk__ckpt_torch_alloc): 64-byte aligned, from the C library,
+ * with no huge-page advice (torch advises only with THP_MEM_ALLOC_ENABLE=1
+ * in the environment, which DLIO does not set).
+ *
  * What is left out: the zip's headers, pickle and central directory (about
  * 10 KB per file of llama_7b_small's 1.6 GB), so that both modes write the
  * same bytes; and the pickling, which is Python's and small. The CRC32 is
@@ -68,6 +73,12 @@ uint32_t stk__ckpt_torch_crc32(uint32_t crc, const void *data, size_t len) {
   return ~crc;
 }
 
+void *stk__ckpt_torch_alloc(uint64_t n) {
+  void *p = NULL;
+  if (n > SIZE_MAX || posix_memalign(&p, 64, n ? (size_t)n : 1)) return NULL;
+  return p;
+}
+
 /* write() until all n bytes are in; 0 or an errno. */
 static int write_all(int fd, const char *p, uint64_t n) {
   while (n) {
@@ -111,7 +122,7 @@ int stk__ckpt_torch_read(int fd, const uint64_t *t, size_t nt, uint64_t *got) {
   int e = mem ? 0 : ENOMEM;
   *got = 0;
   for (size_t i = 0; i < nt && !e; i++) {
-    if (posix_memalign(&mem[i], 64, t[i] ? t[i] : 1)) {
+    if (!(mem[i] = stk__ckpt_torch_alloc(t[i]))) {
       e = ENOMEM;
       break;
     }
