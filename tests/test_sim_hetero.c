@@ -169,6 +169,27 @@ TEST(sim_hetero_gavel_tied_jobs_take_turns) {
   typed_free(&t);
 }
 
+/* Gavel keeps a job on one GPU type: a job wider than every type (10 GPUs
+ * on 4 aws + 8 rtx) can never start, so it is counted too large and the
+ * run ends when the rest is done, not at the horizon. */
+TEST(sim_hetero_gavel_job_wider_than_every_type) {
+  struct typed t;
+  typed_load(&t, 1, 1);
+  struct stk_sim_jobs *j = jobs_from(t.base, "name,time,application,num_replicas,batch_size\n"
+                                             "a,0,toy,1,8\n"
+                                             "b,0,toy,10,32\n");
+  struct stk_sim_jobs_result r;
+  char err[STK_ERRMSG_MAX] = "";
+  CHECK_MSG(run_typed(j, &t, 2, "gavel", &r, err) == 0, "%s", err);
+  CHECK_EQ(r.too_large, 1);
+  CHECK_EQ(r.completed, 1);
+  CHECK_EQ((long long)r.rec[0].finish, 390);
+  CHECK_MSG(r.rec[1].finish < 0, "b finished at %g", r.rec[1].finish);
+  stk_sim_jobs_result_free(&r);
+  stk_sim_jobs_free(j);
+  typed_free(&t);
+}
+
 /* Sia, Pollux (type-blind, repaired) and Gavel finish every job of a small
  * mixed workload; a type-aware policy without types, a type without an
  * application's measurements and a trace job are refused by name. */

@@ -424,6 +424,16 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
        : rn.ntypes ? stk__sim_res_hetero(&rn.res, rn.nodes, rn.gpn, rn.vtype, rn.vphys, errmsg)
                    : stk__sim_res_whole(&rn.res, rn.nodes, rn.gpn, errmsg);
   if (rc) goto out;
+  /* The widest job a fixed-size policy can start: Gavel places a job on
+   * one GPU type, so on a heterogeneous cluster no wider than its largest
+   * type (a wider one would wait to the horizon, round after round). */
+  int64_t widest = (int64_t)rn.usable;
+  if (pol->hetero && !pol->elastic && rn.ntypes) {
+    int64_t most = 0;
+    for (int t = 0; t < rn.ntypes; t++)
+      most = STK__MAX(most, (int64_t)rn.types[t].nodes * (int64_t)rn.types[t].gpus_per_node);
+    widest = STK__MIN(widest, most);
+  }
   for (size_t i = 0; i < rn.n; i++) {
     struct stk__jstate *j = &rn.js[i];
     j->restarts = -1;
@@ -433,7 +443,7 @@ int stk_sim_jobs_run(const struct stk_sim_jobs *jobs, const struct stk_sim_jobs_
       j->target_bsz = j->spec->bsz;
       if (rn.fit) j->target_bsz = !strcmp(j->spec->app->name, "ncf") ? 32768 : 0;
     }
-    if (!pol->elastic && j->spec->replicas > rn.usable) {
+    if (!pol->elastic && (int64_t)j->spec->replicas > widest) {
       j->too_large = 1;
       res->too_large++;
     }
