@@ -10,7 +10,9 @@
  *   time from the node with the most free (the Pollux artifact's baselines);
  * - hetero: the same on a cluster of GPU types, seen as virtual nodes of
  *   gpn GPUs (an 8-GPU machine is two 4-GPU nodes); capacity is counted
- *   per physical machine, and a placement stays on one type;
+ *   per physical machine. hold refuses a placement over two types;
+ *   place is whole's and may spread a job over types, which the engine
+ *   trims to one type (stk__jhet_repair) before its last hold;
  * - pods: the placement replay's node state (state.c) with one of its
  *   policies (FGD, BestFit, ...). A job of up to a node's GPUs is one pod
  *   of whole GPUs on one node; a wider one takes whole nodes, plus one pod
