@@ -8,6 +8,7 @@
  * loader has no reader thread) within the memory cap, and a loader closes
  * while they do. */
 #include <string.h>
+#include <time.h>
 
 #include "stoker/stoker.h"
 #include "test.h"
@@ -188,5 +189,36 @@ TEST(tokens_ring_workers_make_jobs_within_the_cap) {
     }
     stk_loader_close(l);
   }
+  stk_tokens_close(t);
+}
+
+/* A slow consumer: the workers that make the jobs find the ring full and
+ * wait, and the stats say so as the reader thread's did (read and ring
+ * stages blocked on their output); the time the workers spend making jobs
+ * is the read stage's and not the decode stage's too. */
+TEST(tokens_ring_slow_consumer_shows_a_full_ring) {
+  struct stk_tokens *t = open_corpus();
+  struct stk_loader *l = open_loader(t, 2, 2, 1000);
+  for (int i = 0; i < 40; i++) {
+    struct stk_batch *b;
+    CHECK_OK(stk_loader_next(l, &b));
+    stk_batch_release(l, b);
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+  }
+  struct stk_loader_stats st;
+  stk_loader_stats(l, &st);
+  const struct stk_stage_stats *rd = &st.stage[STK_STAGE_READ], *ring = &st.stage[STK_STAGE_RING];
+  const struct stk_stage_stats *dec = &st.stage[STK_STAGE_DECODE];
+  CHECK_MSG(ring->wait_out_ns > 0 && rd->wait_out_ns > 0, "ring blocked %llu ns, read %llu ns",
+            (unsigned long long)ring->wait_out_ns, (unsigned long long)rd->wait_out_ns);
+  CHECK(rd->busy_ns > 0);
+  /* The workers' time is the read stage's busy time, or the decode
+   * stage's busy or waiting time, each counted once. */
+  CHECK_MSG(rd->busy_ns + dec->busy_ns + dec->wait_in_ns <= (uint64_t)dec->threads * st.wall_ns,
+            "read busy %llu + decode busy %llu + waiting %llu ns over %u threads in %llu ns",
+            (unsigned long long)rd->busy_ns, (unsigned long long)dec->busy_ns,
+            (unsigned long long)dec->wait_in_ns, dec->threads, (unsigned long long)st.wall_ns);
+  stk_loader_close(l);
   stk_tokens_close(t);
 }

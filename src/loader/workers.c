@@ -190,22 +190,27 @@ static void finish_phase1(struct stk_loader *l, struct job *j) {
   stk__push_tasks(l, j);
 }
 
-/* Under l->mu: make the next job as the reader (stk__reader_step). */
-static void run_step(struct stk_loader *l) {
+/* Under l->mu: make the next job as the reader (stk__reader_step, which
+ * counts its time as the read stage's). Returns the ns it took, for the
+ * caller to leave out of the decode stage's own timers. */
+static uint64_t run_step(struct stk_loader *l) {
   l->rd_busy = 1;
   pthread_mutex_unlock(&l->mu);
+  uint64_t t0 = stk_now_ns();
   stk__reader_step(l);
+  uint64_t ns = stk_now_ns() - t0;
   pthread_mutex_lock(&l->mu);
   l->rd_busy = 0;
+  return ns;
 }
 
 /* Takes the queued task at the head when it is a token job's first
  * phase (the same kind as the one being run), making the next job first
  * where the workers make them; 1 when it did. */
-static int claim_next(struct stk_loader *l, struct task *out) {
+static int claim_next(struct stk_loader *l, struct task *out, uint64_t *stepped) {
   int got = 0;
   pthread_mutex_lock(&l->mu);
-  if (l->self_fill && !l->task_len && stk__reader_can_step(l)) run_step(l);
+  if (l->self_fill && !l->task_len && stk__reader_can_step(l)) *stepped += run_step(l);
   if (l->task_len && l->tasks[l->task_head].job->phase != 2) {
     *out = l->tasks[l->task_head];
     l->task_head = (l->task_head + 1) % l->tasks_cap;
@@ -229,10 +234,10 @@ void *stk__worker_main(void *arg) {
       t = next;
       have_next = 0;
     } else {
-      uint64_t t0 = stk_now_ns();
+      uint64_t t0 = stk_now_ns(), stepped = 0;
       while (!l->task_len && !l->stop_workers) {
         if (l->self_fill && stk__reader_can_step(l)) {
-          run_step(l);
+          stepped += run_step(l);
           continue;
         }
         /* A full ring idles the reader's part: what maybe_grow weighs. */
@@ -241,12 +246,15 @@ void *stk__worker_main(void *arg) {
         uint64_t w0 = room ? stk_now_ns() : 0;
         l->room_waiter |= room;
         pthread_cond_wait(&l->cv_task, &l->mu);
-        if (room) {
+        if (room) { /* the reader thread's "blocked on a full ring" */
+          uint64_t w = stk_now_ns() - w0;
           l->room_waiter = 0;
-          atomic_fetch_add(&l->reader_idle_ns, stk_now_ns() - w0);
+          atomic_fetch_add(&l->reader_idle_ns, w);
+          ctr_add(&l->st[STK_STAGE_READ].wait_out_ns, w);
+          ctr_add(&l->st[STK_STAGE_RING].wait_out_ns, w);
         }
       }
-      ctr_add(&l->st[STK_STAGE_DECODE].wait_in_ns, stk_now_ns() - t0);
+      ctr_add(&l->st[STK_STAGE_DECODE].wait_in_ns, stk_now_ns() - t0 - stepped);
       if (!l->task_len) break;
       t = l->tasks[l->task_head];
       l->task_head = (l->task_head + 1) % l->tasks_cap;
@@ -254,7 +262,7 @@ void *stk__worker_main(void *arg) {
     }
     pthread_mutex_unlock(&l->mu);
 
-    uint64_t t1 = stk_now_ns(), bytes = 0;
+    uint64_t t1 = stk_now_ns(), bytes = 0, stepped = 0;
     struct job *j = t.job;
     int phase = j->phase; /* fixed until this job's last task of the phase */
     for (uint32_t i = t.begin; i < t.end; i++) {
@@ -268,7 +276,7 @@ void *stk__worker_main(void *arg) {
         /* Token windows: before a task's last window, claim the next task
          * when one is queued, so that its first window is planned during
          * this copy as the others are (issue 18, T3). */
-        if (l->tok && i + 1 == t.end && !have_next) have_next = claim_next(l, &next);
+        if (l->tok && i + 1 == t.end && !have_next) have_next = claim_next(l, &next, &stepped);
         do_sample(l, j, i, t.end, have_next ? &next : NULL, tls, err);
       }
       bytes += j->slots[i].out_len;
@@ -278,7 +286,7 @@ void *stk__worker_main(void *arg) {
     int fields_images = l->decode.kind == STK_DECODE_FIELDS && l->o.image_fields &&
                         *l->o.image_fields;
     int stage = phase == 2 && !fields_images ? STK_STAGE_BATCH : STK_STAGE_DECODE;
-    ctr_add(&l->st[stage].busy_ns, stk_now_ns() - t1);
+    ctr_add(&l->st[stage].busy_ns, stk_now_ns() - t1 - stepped);
     if (phase != 2) {
       ctr_add(&l->st[STK_STAGE_DECODE].items, t.end - t.begin);
       ctr_add(&l->st[STK_STAGE_DECODE].bytes, bytes);
