@@ -230,8 +230,9 @@ void *stk__worker_main(void *arg);
 void *stk__reader_main(void *arg);
 /* A token loader's worker, as the reader (l->rd_busy set, l->mu not
  * held): make the next job and queue its tasks, or wait for memory (then
- * retried by a later call). */
-void stk__reader_step(struct stk_loader *l);
+ * retried by a later call). Returns the ns it took, counted as the read
+ * stage's busy time. */
+uint64_t stk__reader_step(struct stk_loader *l);
 /* Under l->mu: whether stk__reader_step could make a job now. */
 int stk__reader_can_step(struct stk_loader *l);
 /* Close the reader's descriptors, engine and sampler (after its thread

@@ -515,6 +515,25 @@ static int start_job(struct stk_loader *l, struct job *j) {
   return plan_or_wait(l, j);
 }
 
+/* A job taken from the free list and not used (the sampler had no more,
+ * or the run stopped while it waited for memory): it goes back. */
+static void job_unused(struct stk_loader *l, struct job *j) {
+  pthread_mutex_lock(&l->mu);
+  j->next = l->free_jobs;
+  l->free_jobs = j;
+  l->outstanding--;
+  if (j == l->rd.mem_wait) l->mem_wait_on = 0;
+  pthread_mutex_unlock(&l->mu);
+}
+
+/* No more jobs will be made: a consumer waiting for one is told. */
+static void reader_finish(struct stk_loader *l) {
+  pthread_mutex_lock(&l->mu);
+  l->reader_done = 1;
+  pthread_cond_broadcast(&l->cv_ready);
+  pthread_mutex_unlock(&l->mu);
+}
+
 void *stk__reader_main(void *arg) {
   struct stk_loader *l = arg;
   uint64_t t_start = stk_now_ns(), blocked = 0;
@@ -527,11 +546,7 @@ void *stk__reader_main(void *arg) {
       struct job *j = try_get_job(l);
       if (!j) break;
       if (start_job(l, j) == STK_EOF) {
-        pthread_mutex_lock(&l->mu);
-        j->next = l->free_jobs;
-        l->free_jobs = j;
-        l->outstanding--;
-        pthread_mutex_unlock(&l->mu);
+        job_unused(l, j);
         eof = 1;
       }
     }
@@ -563,21 +578,13 @@ void *stk__reader_main(void *arg) {
   }
   while (l->rd.inflight_reqs > 0) reap_some(l, 1); /* never leave reads in flight */
   if (l->rd.mem_wait) { /* stopped while it waited: it goes back unread */
-    pthread_mutex_lock(&l->mu);
-    l->rd.mem_wait->next = l->free_jobs;
-    l->free_jobs = l->rd.mem_wait;
-    l->outstanding--;
-    l->mem_wait_on = 0;
-    pthread_mutex_unlock(&l->mu);
+    job_unused(l, l->rd.mem_wait);
     l->rd.mem_wait = NULL;
   }
   ctr_add(&l->st[STK_STAGE_READ].wait_out_ns, blocked);
   ctr_add(&l->st[STK_STAGE_RING].wait_out_ns, blocked);
   ctr_add(&l->st[STK_STAGE_READ].busy_ns, stk_now_ns() - t_start - blocked);
-  pthread_mutex_lock(&l->mu);
-  l->reader_done = 1;
-  pthread_cond_broadcast(&l->cv_ready);
-  pthread_mutex_unlock(&l->mu);
+  reader_finish(l);
   return NULL;
 }
 
@@ -596,28 +603,21 @@ int stk__reader_can_step(struct stk_loader *l) {
   return l->outstanding < (uint64_t)l->depth + 2;
 }
 
-void stk__reader_step(struct stk_loader *l) {
+uint64_t stk__reader_step(struct stk_loader *l) {
   uint64_t t0 = stk_now_ns();
   if (l->rd.mem_wait) plan_or_wait(l, l->rd.mem_wait);
   if (!l->rd.eof && !l->rd.mem_wait && !atomic_load(&l->cancel)) {
     struct job *j = try_get_job(l);
     if (j && start_job(l, j) == STK_EOF) {
-      pthread_mutex_lock(&l->mu);
-      j->next = l->free_jobs;
-      l->free_jobs = j;
-      l->outstanding--;
-      pthread_mutex_unlock(&l->mu);
+      job_unused(l, j);
       l->rd.eof = 1;
     }
   }
   hand_over(l);
-  ctr_add(&l->st[STK_STAGE_READ].busy_ns, stk_now_ns() - t0);
-  if (l->rd.eof && !l->rd.mem_wait) {
-    pthread_mutex_lock(&l->mu);
-    l->reader_done = 1;
-    pthread_cond_broadcast(&l->cv_ready);
-    pthread_mutex_unlock(&l->mu);
-  }
+  uint64_t ns = stk_now_ns() - t0;
+  ctr_add(&l->st[STK_STAGE_READ].busy_ns, ns);
+  if (l->rd.eof && !l->rd.mem_wait) reader_finish(l);
+  return ns;
 }
 
 void stk__reader_free(struct stk_loader *l) {

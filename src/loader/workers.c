@@ -196,9 +196,7 @@ static void finish_phase1(struct stk_loader *l, struct job *j) {
 static uint64_t run_step(struct stk_loader *l) {
   l->rd_busy = 1;
   pthread_mutex_unlock(&l->mu);
-  uint64_t t0 = stk_now_ns();
-  stk__reader_step(l);
-  uint64_t ns = stk_now_ns() - t0;
+  uint64_t ns = stk__reader_step(l);
   pthread_mutex_lock(&l->mu);
   l->rd_busy = 0;
   return ns;
