@@ -36,7 +36,7 @@ rank, so one thread makes every call and the seconds add up. Each run
 starts after a sync, so neither inherits the other's dirty pages; the
 dirty bytes left before it are printed with the round.
 
-Each run also starts --settle seconds (default 10) after the last run's
+Each run also starts --settle seconds (default 40) after the last run's
 checkpoint files were deleted. On a VM whose balloon driver reports free
 memory to its host (virtio free page reporting, 2 MiB blocks a couple of
 seconds after they are freed; the header line says whether this kernel
@@ -46,7 +46,10 @@ of it is several times slower (here a write() into the page cache ran at
 freed the memory). A save in a training job lands on memory free long
 since; DLIO starts 15 s after its launch, stoker in about 3, so without
 the wait stoker's page-cache writes landed on the gigabytes the last run
-had just freed and DLIO's did not.
+had just freed and DLIO's did not. Reporting 4.5 GiB takes the kernel
+longer than 10 s here: --settle-probe measures how long (1.0-1.6 GiB/s
+10 s after the delete, 0.40-0.51 after 25 s and after 60 s), so the
+default wait is 40 s, and every tool's saves start on reported memory.
 
 --crc-split times torch.save's own work alone (llama_7b_small's state into
 a writer that discards the bytes, with and without torch's CRC32 per
@@ -264,7 +267,7 @@ def py_write(venv, work, rounds):
         print("  %-30s %.3f" % (k, statistics.median(v)))
 
 
-SETTLE = 10.0  # seconds, --settle
+SETTLE = 40.0  # seconds, --settle
 
 
 def reporting():
@@ -283,6 +286,52 @@ def reporting():
         if dev == "0x0005" and len(feat) > 5 and feat[5] == "1":  # balloon, VIRTIO_BALLOON_F_REPORTING
             return order
     return None
+
+
+def settle_probe(work, rounds, waits=(10, 25, 40, 60)):
+    """--settle-probe: how long after a run's files are deleted a page-cache
+    write stops being fast. Each trial writes 4.5 GiB of new files (what
+    llama_7b_small's three checkpoints leave), syncs, deletes them, waits T
+    seconds, then times the write() calls of 1.5 GiB (one checkpoint) into a
+    new file; the waits alternate within each round. A wait after which the
+    figure no longer falls is one at which every tool's saves land on
+    memory the host has been told of, as a running job's do."""
+    os.makedirs(work, exist_ok=True)
+    chunk = 64 << 20
+    src = bytearray(os.urandom(chunk)) * 24          # 1.5 GiB, every page touched
+    mv = memoryview(src)
+
+    def write(path, n):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        inside = 0.0
+        try:
+            for o in range(0, n, chunk):
+                t = time.perf_counter()
+                os.write(fd, mv[:min(chunk, n - o)])
+                inside += time.perf_counter() - t
+        finally:
+            os.close(fd)
+        return inside
+
+    res = {t: [] for t in waits}
+    for rnd in range(rounds):
+        for t in waits:
+            for i in range(3):
+                write(os.path.join(work, "probe-big-%d" % i), len(src))
+            os.sync()
+            for i in range(3):
+                os.unlink(os.path.join(work, "probe-big-%d" % i))
+            time.sleep(t)
+            s = write(os.path.join(work, "probe"), len(src))
+            os.unlink(os.path.join(work, "probe"))
+            os.sync()
+            res[t].append(len(src) / 2**30 / s)
+            print("  round %d: %2d s after deleting 4.5 GiB, 1.5 GiB written at %.3f GiB/s inside "
+                  "write() | load %s" % (rnd + 1, t, res[t][-1], open("/proc/loadavg").read().split()[:3]))
+            sys.stdout.flush()
+    for t in waits:
+        print("  %2d s: median %.3f GiB/s (%s)" % (t, statistics.median(res[t]),
+                                                 ", ".join("%.3f" % v for v in res[t])))
 
 
 def fresh(ck):
@@ -407,10 +456,19 @@ def main():
     ap.add_argument("--settle", type=float, default=SETTLE,
                     help="seconds between deleting the last run's checkpoints and starting the next "
                          "tool (default %(default)s; see the docstring)")
+    ap.add_argument("--settle-probe", action="store_true",
+                    help="only measure page-cache writes 10, 25, 40 and 60 s after deleting 4.5 GiB "
+                         "(how long --settle must be on this machine)")
     ap.add_argument("--no-strace", action="store_true",
                     help="run both tools untraced (their own figures only, no storage part)")
     a = ap.parse_args()
     SETTLE = a.settle
+    if a.settle_probe:  # needs neither DLIO nor stoker
+        print("load average before: %s; free page reporting to the host: %s" % (
+            open("/proc/loadavg").read().split()[:3],
+            "on, blocks of order %d" % reporting() if reporting() is not None else "off"))
+        settle_probe(a.work, a.rounds)
+        return 0
     venv = os.environ.get("DLIO_VENV", "/tmp/dlio-venv")
     if not os.path.exists(os.path.join(venv, "bin", "dlio_benchmark")):
         # like an anchor that cannot run: one line saying why, and the

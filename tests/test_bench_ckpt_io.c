@@ -273,3 +273,29 @@ TEST(bench_ckpt_io_bad_values) {
   struct stat st;
   CHECK(stat("ck_big/global_epoch1_step1", &st) != 0);
 }
+
+/* MPI ranks on one host hold their states side by side: the torch mode's
+ * memory check counts every process on the host (host_procs, which
+ * stk_bench_mpi_attach sets), so a state one process could hold is
+ * refused when ten million would hold it at once. */
+TEST(bench_ckpt_io_torch_counts_the_hosts_processes) {
+  char err[STK_ERRMSG_MAX];
+  llama_small();
+  tw.ckpt.num_write = tw.ckpt.num_read = 1;
+  struct stk_bench_opts o;
+  memset(&o, 0, sizeof o);
+  o.w = &tw;
+  o.accelerators = 1;
+  o.ckpt_dir = "ck_procs";
+  o.ckpt_scale = 0.001;
+  o.ckpt_io = STK_CKPT_IO_TORCH;
+  struct stk_bench_result r;
+  o.host_procs = 1;
+  int rc = stk_bench_ckpt_run(&o, &r, err);
+  CHECK_MSG(rc == 0, "rc %d: %s", rc, err);
+  o.host_procs = 10000000;
+  rc = stk_bench_ckpt_run(&o, &r, err);
+  CHECK_MSG(rc == STK_ENOMEM, "rc %d: %s", rc, err);
+  CHECK_CONTAINS(err, "with a load's reads, times the 10000000 processes on this host, is more than half");
+  CHECK(!strchr(err, '\n'));
+}

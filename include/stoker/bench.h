@@ -121,6 +121,10 @@ struct stk_bench_opts {
   void *progress_ctx;
   /* How checkpoints are written and read (enum stk_ckpt_io). */
   int ckpt_io;
+  /* Of `world`, the processes on this host, which share its memory (set
+   * by stk_bench_mpi_attach; 0 = 1). The torch mode holds each one's
+   * state, so its memory check counts them all. */
+  uint32_t host_procs;
 };
 
 /* STK_CKPT_IO_TIER: stoker's writer (large aligned chunks from one buffer

@@ -293,19 +293,23 @@ static int torch_state(struct stk__ckpt *c, const struct stk_bench_opts *o, char
     total += jb->f.bytes;
   }
   /* The state, and during a load each thread's file read into fresh
-   * memory beside it, within half of what this process may use: the
-   * host's memory or its cgroup's limit, whichever is less. (MPI ranks on
-   * one host each check their own share: together they may still pass.) */
+   * memory beside it, for each of the job's processes on this host (MPI
+   * ranks hold their own shares side by side), within half of what this
+   * process may use: the host's memory or its cgroup's limit, whichever
+   * is less. */
   uint64_t largest = 0;
   for (size_t j = 0; j < c->njobs; j++) largest = STK__MAX(largest, c->jobs[j].f.bytes);
   double need = (double)total + (double)STK__MIN(c->writers, MAX_THREADS) * (double)largest;
+  uint32_t procs = o->host_procs ? o->host_procs : 1;
   double limit = mem_limit();
-  if (limit > 0 && need > limit / 2) {
-    char b1[32], b2[32];
+  if (limit > 0 && need * procs > limit / 2) {
+    char b1[32], b2[32], times[64] = "";
+    if (procs > 1) snprintf(times, sizeof times, ", times the %u processes on this host,", procs);
     return stk__errf(err, STK_ENOMEM, "--checkpoint-io torch holds the ranks' state in memory as "
-                     "DLIO does: %s with a load's reads is more than half of the %s this process "
-                     "may use; lower --checkpoint-scale (now %g)",
-                     stk_fmt_bytes((uint64_t)need, b1, sizeof b1),
+                     "DLIO does: %s%s with a load's reads%s is more than half of the %s this "
+                     "process may use; lower --checkpoint-scale (now %g)",
+                     procs > 1 ? "this process's " : "",
+                     stk_fmt_bytes((uint64_t)need, b1, sizeof b1), times,
                      stk_fmt_bytes((uint64_t)limit, b2, sizeof b2), c->info->scale);
   }
   /* Held as torch holds a tensor (stk__ckpt_torch_alloc): small pages,

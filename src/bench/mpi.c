@@ -21,7 +21,7 @@
 #endif
 
 struct stk_bench_mpi {
-  uint32_t rank, size, hosts;
+  uint32_t rank, size, hosts, host_procs;
   int host_leader;
   int failed_rank;
 };
@@ -110,18 +110,20 @@ int stk_bench_mpi_init(struct stk_bench_mpi **out, char *err) {
     MPI_Finalize();
     return stk__errf(err, STK_ENOMEM, "out of memory");
   }
-  int rank = 0, size = 1, local_rank = 0, leader, hosts = 1;
+  int rank = 0, size = 1, local_rank = 0, local_size = 1, leader, hosts = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &local_rank);
+  MPI_Comm_size(local, &local_size);
   MPI_Comm_free(&local);
   leader = local_rank == 0;
   MPI_Allreduce(&leader, &hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   m->rank = (uint32_t)rank;
   m->size = (uint32_t)size;
   m->hosts = (uint32_t)hosts;
+  m->host_procs = (uint32_t)local_size;
   m->host_leader = leader;
   m->failed_rank = -1;
   *out = m;
@@ -159,6 +161,10 @@ int stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o, char
   o->world = m->size;
   o->global_barrier = barrier_hook;
   o->global_ctx = m;
+  /* a caller's struct from before host_procs ends before it */
+  size_t have = o->struct_size ? o->struct_size : sizeof *o;
+  if (have >= offsetof(struct stk_bench_opts, host_procs) + sizeof o->host_procs)
+    o->host_procs = m->host_procs;
   return 0;
 }
 
