@@ -54,21 +54,33 @@ static void crc_init(void) {
 #error "ckpt_torch.c's CRC-32 assumes a little-endian host"
 #endif
 
+/* One 16-byte slice: four words looked up in the sixteen tables. */
+static inline uint32_t crc_slice16(uint32_t crc, const unsigned char *p) {
+  uint32_t w[4];
+  memcpy(w, p, 16);
+  uint32_t a = w[0] ^ crc, b = w[1], c = w[2], d = w[3];
+  return crc_tab[15][a & 0xff] ^ crc_tab[14][(a >> 8) & 0xff] ^ crc_tab[13][(a >> 16) & 0xff] ^
+         crc_tab[12][a >> 24] ^ crc_tab[11][b & 0xff] ^ crc_tab[10][(b >> 8) & 0xff] ^
+         crc_tab[9][(b >> 16) & 0xff] ^ crc_tab[8][b >> 24] ^ crc_tab[7][c & 0xff] ^
+         crc_tab[6][(c >> 8) & 0xff] ^ crc_tab[5][(c >> 16) & 0xff] ^ crc_tab[4][c >> 24] ^
+         crc_tab[3][d & 0xff] ^ crc_tab[2][(d >> 8) & 0xff] ^ crc_tab[1][(d >> 16) & 0xff] ^
+         crc_tab[0][d >> 24];
+}
+
+/* Four slices (64 bytes) a turn of the loop, as PyTorch's crc32_16bytes
+ * unrolls it: one slice a turn ran at 2.1-2.4 GB/s here where torch.save's
+ * CRC runs at 2.6-2.7, four at 2.4-2.9. */
 uint32_t stk__ckpt_torch_crc32(uint32_t crc, const void *data, size_t len) {
   pthread_once(&crc_once, crc_init);
   const unsigned char *p = data;
   crc = ~crc;
-  for (; len >= 16; len -= 16, p += 16) {
-    uint32_t w[4];
-    memcpy(w, p, 16);
-    uint32_t a = w[0] ^ crc, b = w[1], c = w[2], d = w[3];
-    crc = crc_tab[15][a & 0xff] ^ crc_tab[14][(a >> 8) & 0xff] ^ crc_tab[13][(a >> 16) & 0xff] ^
-          crc_tab[12][a >> 24] ^ crc_tab[11][b & 0xff] ^ crc_tab[10][(b >> 8) & 0xff] ^
-          crc_tab[9][(b >> 16) & 0xff] ^ crc_tab[8][b >> 24] ^ crc_tab[7][c & 0xff] ^
-          crc_tab[6][(c >> 8) & 0xff] ^ crc_tab[5][(c >> 16) & 0xff] ^ crc_tab[4][c >> 24] ^
-          crc_tab[3][d & 0xff] ^ crc_tab[2][(d >> 8) & 0xff] ^ crc_tab[1][(d >> 16) & 0xff] ^
-          crc_tab[0][d >> 24];
+  for (; len >= 64; len -= 64, p += 64) {
+    crc = crc_slice16(crc, p);
+    crc = crc_slice16(crc, p + 16);
+    crc = crc_slice16(crc, p + 32);
+    crc = crc_slice16(crc, p + 48);
   }
+  for (; len >= 16; len -= 16, p += 16) crc = crc_slice16(crc, p);
   while (len--) crc = (crc >> 8) ^ crc_tab[0][(crc ^ *p++) & 0xff];
   return ~crc;
 }
