@@ -301,34 +301,41 @@ def settle_probe(work, rounds, waits=(10, 25, 40, 60)):
     src = bytearray(os.urandom(chunk)) * 24          # 1.5 GiB, every page touched
     mv = memoryview(src)
 
-    def write(path, n):
+    def write(path):  # the whole source, 64 MiB a call; the seconds inside write()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         inside = 0.0
         try:
-            for o in range(0, n, chunk):
+            o = 0
+            while o < len(src):
                 t = time.perf_counter()
-                os.write(fd, mv[:min(chunk, n - o)])
+                o += os.write(fd, mv[o:o + chunk])  # a short write goes on from where it stopped
                 inside += time.perf_counter() - t
         finally:
             os.close(fd)
         return inside
 
+    names = [os.path.join(work, "probe-big-%d" % i) for i in range(3)] + [os.path.join(work, "probe")]
     res = {t: [] for t in waits}
-    for rnd in range(rounds):
-        for t in waits:
-            for i in range(3):
-                write(os.path.join(work, "probe-big-%d" % i), len(src))
-            os.sync()
-            for i in range(3):
-                os.unlink(os.path.join(work, "probe-big-%d" % i))
-            time.sleep(t)
-            s = write(os.path.join(work, "probe"), len(src))
-            os.unlink(os.path.join(work, "probe"))
-            os.sync()
-            res[t].append(len(src) / 2**30 / s)
-            print("  round %d: %2d s after deleting 4.5 GiB, 1.5 GiB written at %.3f GiB/s inside "
-                  "write() | load %s" % (rnd + 1, t, res[t][-1], open("/proc/loadavg").read().split()[:3]))
-            sys.stdout.flush()
+    try:
+        for rnd in range(rounds):
+            for t in waits:
+                for f in names[:3]:
+                    write(f)
+                os.sync()
+                for f in names[:3]:
+                    os.unlink(f)
+                time.sleep(t)
+                s = write(names[3])
+                os.unlink(names[3])
+                os.sync()
+                res[t].append(len(src) / 2**30 / s)
+                print("  round %d: %2d s after deleting 4.5 GiB, 1.5 GiB written at %.3f GiB/s inside "
+                      "write() | load %s" % (rnd + 1, t, res[t][-1], open("/proc/loadavg").read().split()[:3]))
+                sys.stdout.flush()
+    finally:  # interrupted or a full disk: nothing of the probe's 6 GiB left behind
+        for f in names:
+            if os.path.exists(f):
+                os.unlink(f)
     for t in waits:
         print("  %2d s: median %.3f GiB/s (%s)" % (t, statistics.median(res[t]),
                                                  ", ".join("%.3f" % v for v in res[t])))
@@ -464,9 +471,10 @@ def main():
     a = ap.parse_args()
     SETTLE = a.settle
     if a.settle_probe:  # needs neither DLIO nor stoker
+        order = reporting()
         print("load average before: %s; free page reporting to the host: %s" % (
             open("/proc/loadavg").read().split()[:3],
-            "on, blocks of order %d" % reporting() if reporting() is not None else "off"))
+            "on, blocks of order %d" % order if order is not None else "off"))
         settle_probe(a.work, a.rounds)
         return 0
     venv = os.environ.get("DLIO_VENV", "/tmp/dlio-venv")

@@ -3,6 +3,7 @@
  * same bytes per checkpoint as the default writer, the files read back,
  * torch's zip CRC-32, and refused values. */
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,4 +299,17 @@ TEST(bench_ckpt_io_torch_counts_the_hosts_processes) {
   CHECK_MSG(rc == STK_ENOMEM, "rc %d: %s", rc, err);
   CHECK_CONTAINS(err, "with a load's reads, times the 10000000 processes on this host, is more than half");
   CHECK(!strchr(err, '\n'));
+  /* A program built before host_procs: its struct_size ends where the
+   * field begins, and what lies past it is not read (a field placed in
+   * the tail padding after ckpt_io would have been inside that size). */
+  _Static_assert(offsetof(struct stk_bench_opts, host_procs) >=
+                     (offsetof(struct stk_bench_opts, ckpt_io) + sizeof(int) +
+                      _Alignof(struct stk_bench_opts) - 1) / _Alignof(struct stk_bench_opts) *
+                         _Alignof(struct stk_bench_opts),
+                 "host_procs starts in the padding an older struct_size covers");
+  memset((char *)&o + offsetof(struct stk_bench_opts, host_procs), 0xff,
+         sizeof o - offsetof(struct stk_bench_opts, host_procs));
+  o.struct_size = offsetof(struct stk_bench_opts, host_procs);
+  rc = stk_bench_ckpt_run(&o, &r, err);
+  CHECK_MSG(rc == 0, "rc %d: %s", rc, err);
 }

@@ -123,8 +123,10 @@ struct stk_bench_opts {
   int ckpt_io;
   /* Of `world`, the processes on this host, which share its memory (set
    * by stk_bench_mpi_attach; 0 = 1). The torch mode holds each one's
-   * state, so its memory check counts them all. */
-  uint32_t host_procs;
+   * state, so its memory check counts them all. 64 bits so that it starts
+   * past the struct's earlier end: a 32-bit field would sit in the tail
+   * padding after ckpt_io, which an older program's struct_size counts. */
+  uint64_t host_procs;
 };
 
 /* STK_CKPT_IO_TIER: stoker's writer (large aligned chunks from one buffer

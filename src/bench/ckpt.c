@@ -293,18 +293,21 @@ static int torch_state(struct stk__ckpt *c, const struct stk_bench_opts *o, char
     total += jb->f.bytes;
   }
   /* The state, and during a load each thread's file read into fresh
-   * memory beside it, for each of the job's processes on this host (MPI
-   * ranks hold their own shares side by side), within half of what this
-   * process may use: the host's memory or its cgroup's limit, whichever
-   * is less. */
+   * memory beside it, times the job's processes on this host (MPI ranks
+   * hold their own shares side by side; each takes the others' to be its
+   * own, which the layouts DLIO shards make nearly so), within half of
+   * what this process may use: the host's memory or its cgroup's limit,
+   * whichever is less. */
   uint64_t largest = 0;
   for (size_t j = 0; j < c->njobs; j++) largest = STK__MAX(largest, c->jobs[j].f.bytes);
   double need = (double)total + (double)STK__MIN(c->writers, MAX_THREADS) * (double)largest;
-  uint32_t procs = o->host_procs ? o->host_procs : 1;
+  uint64_t procs = o->host_procs ? o->host_procs : 1;
   double limit = mem_limit();
-  if (limit > 0 && need * procs > limit / 2) {
+  if (limit > 0 && need * (double)procs > limit / 2) {
     char b1[32], b2[32], times[64] = "";
-    if (procs > 1) snprintf(times, sizeof times, ", times the %u processes on this host,", procs);
+    if (procs > 1)
+      snprintf(times, sizeof times, ", times the %llu processes on this host,",
+               (unsigned long long)procs);
     return stk__errf(err, STK_ENOMEM, "--checkpoint-io torch holds the ranks' state in memory as "
                      "DLIO does: %s%s with a load's reads%s is more than half of the %s this "
                      "process may use; lower --checkpoint-scale (now %g)",

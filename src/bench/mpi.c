@@ -161,7 +161,7 @@ int stk_bench_mpi_attach(struct stk_bench_mpi *m, struct stk_bench_opts *o, char
   o->world = m->size;
   o->global_barrier = barrier_hook;
   o->global_ctx = m;
-  /* a caller's struct from before host_procs ends before it */
+  /* a caller's struct from before host_procs ends where it begins */
   size_t have = o->struct_size ? o->struct_size : sizeof *o;
   if (have >= offsetof(struct stk_bench_opts, host_procs) + sizeof o->host_procs)
     o->host_procs = m->host_procs;
