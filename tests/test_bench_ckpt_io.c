@@ -237,17 +237,23 @@ TEST(bench_ckpt_io_torch_same_bytes_as_tier) {
   stk_bench_result_free(&r[1]);
 }
 
+/* Options for one save and one load of llama_7b_small at 1/1000 of its
+ * size, into dir. */
+static void one_small_ckpt(struct stk_bench_opts *o, const char *dir) {
+  llama_small();
+  tw.ckpt.num_write = tw.ckpt.num_read = 1;
+  memset(o, 0, sizeof *o);
+  o->w = &tw;
+  o->accelerators = 1;
+  o->ckpt_dir = dir;
+  o->ckpt_scale = 0.001;
+}
+
 /* Values the library refuses, one line each. */
 TEST(bench_ckpt_io_bad_values) {
   char err[STK_ERRMSG_MAX];
-  llama_small();
-  tw.ckpt.num_write = tw.ckpt.num_read = 1;
   struct stk_bench_opts o;
-  memset(&o, 0, sizeof o);
-  o.w = &tw;
-  o.accelerators = 1;
-  o.ckpt_dir = "ck_bad";
-  o.ckpt_scale = 0.001;
+  one_small_ckpt(&o, "ck_bad");
   struct stk_bench_result r;
   o.ckpt_io = 7;
   CHECK_EQ(stk_bench_ckpt_run(&o, &r, err), STK_EINVAL);
@@ -281,14 +287,8 @@ TEST(bench_ckpt_io_bad_values) {
  * refused when ten million would hold it at once. */
 TEST(bench_ckpt_io_torch_counts_the_hosts_processes) {
   char err[STK_ERRMSG_MAX];
-  llama_small();
-  tw.ckpt.num_write = tw.ckpt.num_read = 1;
   struct stk_bench_opts o;
-  memset(&o, 0, sizeof o);
-  o.w = &tw;
-  o.accelerators = 1;
-  o.ckpt_dir = "ck_procs";
-  o.ckpt_scale = 0.001;
+  one_small_ckpt(&o, "ck_procs");
   o.ckpt_io = STK_CKPT_IO_TORCH;
   struct stk_bench_result r;
   o.host_procs = 1;
