@@ -294,6 +294,7 @@ TEST(bench_ckpt_io_torch_counts_the_hosts_processes) {
   o.host_procs = 1;
   int rc = stk_bench_ckpt_run(&o, &r, err);
   CHECK_MSG(rc == 0, "rc %d: %s", rc, err);
+  stk_bench_result_free(&r);
   o.host_procs = 10000000;
   rc = stk_bench_ckpt_run(&o, &r, err);
   CHECK_MSG(rc == STK_ENOMEM, "rc %d: %s", rc, err);
@@ -312,4 +313,5 @@ TEST(bench_ckpt_io_torch_counts_the_hosts_processes) {
   o.struct_size = offsetof(struct stk_bench_opts, host_procs);
   rc = stk_bench_ckpt_run(&o, &r, err);
   CHECK_MSG(rc == 0, "rc %d: %s", rc, err);
+  stk_bench_result_free(&r);
 }
